@@ -1,1 +1,7 @@
+//! Integration tests against a real kube-apiserver + etcd (one plane per test binary, a namespace per test).
 
+mod support;
+
+mod foundation;
+mod manager_runtime;
+mod resource_definitions;

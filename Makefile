@@ -1,0 +1,38 @@
+# Ruleplane developer entry points. Build outputs live in the user's cache directory, not in the repo.
+CACHE_DIR        ?= $(if $(XDG_CACHE_HOME),$(XDG_CACHE_HOME),$(HOME)/.cache)/ruleplane
+export CARGO_TARGET_DIR ?= $(CACHE_DIR)/target
+CLUSTER          := tests/control-plane/cluster.sh
+
+.PHONY: demo test lint fmt build control-plane cluster-up cluster-down cluster-status
+
+## demo: bring up the local control plane (building it the first time) and run the manager on examples/
+demo: build cluster-up
+	@tests/control-plane/demo.sh
+
+## test: every test, unit and integration (integration tests start their own real control plane)
+test: control-plane
+	cargo test --workspace --all-targets
+
+## lint: the checks CI enforces
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	cargo fmt --all
+
+build:
+	cargo build -p ruleplane
+
+## control-plane: build kube-apiserver/kube-scheduler/kubectl and fetch etcd into the cache (once per version)
+control-plane:
+	@tests/control-plane/build.sh >/dev/null
+
+cluster-up:
+	@$(CLUSTER) up
+
+cluster-down:
+	@$(CLUSTER) down
+
+cluster-status:
+	@$(CLUSTER) status

@@ -1,0 +1,115 @@
+//! Command-line interface: every flag can also come from a `RULEPLANE_*` environment variable.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ruleplane",
+    version,
+    about = "CRDs, reconcilers and schedulers for Kubernetes, from YAML rules"
+)]
+pub struct Cli {
+    /// Log format.
+    #[arg(long, global = true, env = "RULEPLANE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the manager: load rules and run one worker per rule against the cluster.
+    Run(Box<RunArgs>),
+    /// Validate rule files offline (exit 0 valid, 1 invalid, 2 usage).
+    Validate(ValidateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Rule file or directory (recursive, *.yaml/*.yml).
+    #[arg(long, env = "RULEPLANE_RULES")]
+    pub rules: PathBuf,
+    /// Kubeconfig file; defaults to $KUBECONFIG, ~/.kube/config, then in-cluster configuration.
+    #[arg(long, env = "RULEPLANE_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Address for /metrics (`:8080` = all interfaces, `0` = disabled).
+    #[arg(long, env = "RULEPLANE_METRICS_BIND_ADDRESS", default_value = ":8080")]
+    pub metrics_bind_address: String,
+    /// Address for /healthz and /readyz (`:8081` = all interfaces, `0` = disabled).
+    #[arg(
+        long,
+        env = "RULEPLANE_HEALTH_PROBE_BIND_ADDRESS",
+        default_value = ":8081"
+    )]
+    pub health_probe_bind_address: String,
+    /// Run workers only while holding the leader lease (disable only for a single replica).
+    #[arg(long, env = "RULEPLANE_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Namespace of the leader Lease; defaults to the pod's namespace in a cluster, else `default`.
+    #[arg(long, env = "RULEPLANE_LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the leader Lease.
+    #[arg(
+        long,
+        env = "RULEPLANE_LEADER_ELECTION_ID",
+        default_value = "ruleplane"
+    )]
+    pub leader_election_id: String,
+    /// This replica's identity in the Lease; defaults to $POD_NAME, else hostname plus a random suffix.
+    #[arg(long, env = "RULEPLANE_IDENTITY")]
+    pub identity: Option<String>,
+    /// How long a Lease is valid without renewal (kube-scheduler's default).
+    #[arg(long, env = "RULEPLANE_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+    /// A leader that could not renew for this long stops its workers.
+    #[arg(long, env = "RULEPLANE_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration)]
+    pub renew_deadline: Duration,
+    /// How often to try to acquire or renew the Lease.
+    #[arg(long, env = "RULEPLANE_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
+    pub retry_period: Duration,
+    /// How often the rules path is checked for changes (ConfigMap volume updates included).
+    #[arg(long, env = "RULEPLANE_RELOAD_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
+    pub reload_interval: Duration,
+}
+
+/// Parses `500ms`, `2s`, `10m`, `1h` (Kubernetes flag style).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration like 500ms, 15s, 10m or 1h"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" | "" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        _ => Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Rule files or directories.
+    #[arg(required = true, env = "RULEPLANE_RULES", value_delimiter = ',')]
+    pub paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}

@@ -1,0 +1,147 @@
+//! What /healthz and /readyz report: rule-set load state, cache sync, leadership, and each rule's worker.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::RwLock;
+
+use crate::leader::Leadership;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerState {
+    /// Known but not running: this replica is not the leader.
+    Standby,
+    Running,
+    /// Running, but its last attempt failed; retried with backoff.
+    Degraded(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct RuleHealth {
+    pub kind: &'static str,
+    pub state: WorkerState,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    rules_loaded: bool,
+    /// The last reload's validation errors, kept while the previous good rule set runs.
+    reload_error: Option<String>,
+    caches_synced: bool,
+    leadership: Option<Leadership>,
+    rules: BTreeMap<String, RuleHealth>,
+    /// Per rule (or `manager`), RBAC permissions this identity lacks.
+    missing_permissions: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Debug, Default)]
+pub struct Health {
+    inner: RwLock<Inner>,
+}
+
+pub struct Readiness {
+    pub ready: bool,
+    pub body: String,
+}
+
+impl Health {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
+        // A panic while holding the lock leaves plain data behind: keep serving it rather than failing probes.
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn set_rules_loaded(&self) {
+        self.write().rules_loaded = true;
+    }
+
+    pub fn set_reload_error(&self, error: Option<String>) {
+        self.write().reload_error = error;
+    }
+
+    pub fn set_caches_synced(&self, synced: bool) {
+        self.write().caches_synced = synced;
+    }
+
+    pub fn set_leadership(&self, leadership: Leadership) {
+        self.write().leadership = Some(leadership);
+    }
+
+    pub fn set_rule(&self, name: &str, kind: &'static str, state: WorkerState) {
+        self.write()
+            .rules
+            .insert(name.to_owned(), RuleHealth { kind, state });
+    }
+
+    pub fn set_missing_permissions(&self, missing: BTreeMap<String, Vec<String>>) {
+        self.write().missing_permissions = missing;
+    }
+
+    pub fn remove_rule(&self, name: &str) {
+        self.write().rules.remove(name);
+    }
+
+    /// Ready = rules loaded, caches synced, leadership known. A failed reload or a degraded rule is listed in
+    /// the verbose output but does not make the replica unready: the last good rules keep running.
+    pub fn readiness(&self, verbose: bool) -> Readiness {
+        let inner = self.read();
+        let checks = [
+            ("rules-loaded", inner.rules_loaded, String::new()),
+            ("caches-synced", inner.caches_synced, String::new()),
+            (
+                "leadership-known",
+                inner
+                    .leadership
+                    .as_ref()
+                    .is_some_and(|l| *l != Leadership::Unknown),
+                match &inner.leadership {
+                    Some(Leadership::Leading) => " (leader)".to_owned(),
+                    Some(Leadership::Following(Some(h))) => format!(" (standby; leader is {h})"),
+                    Some(Leadership::Following(None)) => " (standby)".to_owned(),
+                    _ => String::new(),
+                },
+            ),
+        ];
+        let ready = checks.iter().all(|(_, ok, _)| *ok);
+        let mut body = String::new();
+        if verbose {
+            for (name, ok, detail) in &checks {
+                let _ = writeln!(body, "[{}] {name}{detail}", if *ok { "+" } else { "-" });
+            }
+            if let Some(err) = &inner.reload_error {
+                let _ = writeln!(
+                    body,
+                    "[!] last reload rejected; previous rules keep running:"
+                );
+                for line in err.lines() {
+                    let _ = writeln!(body, "    {line}");
+                }
+            }
+            for (owner, perms) in &inner.missing_permissions {
+                let _ = writeln!(
+                    body,
+                    "[!] {owner} lacks RBAC permissions: {}",
+                    perms.join("; ")
+                );
+            }
+            for (name, rule) in &inner.rules {
+                let state = match &rule.state {
+                    WorkerState::Standby => "standby".to_owned(),
+                    WorkerState::Running => "running".to_owned(),
+                    WorkerState::Degraded(msg) => format!("degraded: {msg}"),
+                };
+                let _ = writeln!(body, "rule {name} ({}): {state}", rule.kind);
+            }
+            let _ = writeln!(
+                body,
+                "readyz check {}",
+                if ready { "passed" } else { "failed" }
+            );
+        } else {
+            body.push_str(if ready { "ok" } else { "not ready" });
+        }
+        Readiness { ready, body }
+    }
+}

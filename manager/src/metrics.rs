@@ -1,0 +1,126 @@
+//! Prometheus metrics every worker reports through, encoded by prometheus-client.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleLabels {
+    pub rule: String,
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleErrorLabels {
+    pub rule: String,
+    pub kind: String,
+    /// The error's short category (e.g. `conflict`, `invalid`, `api`), bounded in cardinality.
+    pub category: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub leader: Gauge,
+    pub rules_loaded: Gauge,
+    pub rule_errors: Gauge,
+    pub reloads: Family<ResultLabels, Counter>,
+    pub worker_restarts: Family<RuleLabels, Counter>,
+    pub reconciles: Family<RuleLabels, Counter>,
+    pub reconcile_errors: Family<RuleErrorLabels, Counter>,
+    pub reconcile_duration: Family<RuleLabels, Histogram>,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("ruleplane");
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader lease, else 0",
+            leader.clone(),
+        );
+        let rules_loaded = Gauge::default();
+        registry.register(
+            "rules_loaded",
+            "Rules in the running rule set",
+            rules_loaded.clone(),
+        );
+        let rule_errors = Gauge::default();
+        registry.register(
+            "rule_file_errors",
+            "Errors in the rule files at the last load attempt (0 when the files are valid)",
+            rule_errors.clone(),
+        );
+        let reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "reloads",
+            "Rule reloads by result (success, invalid)",
+            reloads.clone(),
+        );
+        let worker_restarts = Family::<RuleLabels, Counter>::default();
+        registry.register(
+            "worker_restarts",
+            "Times a rule's worker was restarted after failing",
+            worker_restarts.clone(),
+        );
+        let reconciles = Family::<RuleLabels, Counter>::default();
+        registry.register(
+            "reconciles",
+            "Reconciliations run, per rule",
+            reconciles.clone(),
+        );
+        let reconcile_errors = Family::<RuleErrorLabels, Counter>::default();
+        registry.register(
+            "reconcile_errors",
+            "Reconciliations that failed, per rule and error category",
+            reconcile_errors.clone(),
+        );
+        let reconcile_duration = Family::<RuleLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 2.0, 16))
+        });
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time spent per reconciliation",
+            reconcile_duration.clone(),
+        );
+        Metrics {
+            registry,
+            leader,
+            rules_loaded,
+            rule_errors,
+            reloads,
+            worker_restarts,
+            reconciles,
+            reconcile_errors,
+            reconcile_duration,
+        }
+    }
+
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Encoding into a String cannot fail except on a formatter error, which String never returns.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    pub fn labels(rule: &str, kind: &str) -> RuleLabels {
+        RuleLabels {
+            rule: rule.to_owned(),
+            kind: kind.to_owned(),
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

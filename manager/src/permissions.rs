@@ -1,0 +1,148 @@
+//! Startup permission check: asks the apiserver (SelfSubjectAccessReview) for what each rule needs and
+//! reports what is missing per rule, instead of a stream of 403s later.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use ruleplane_config::{Rule, RuleSet};
+use tracing::{debug, warn};
+
+/// One permission: verb on group/resource (in a namespace, or cluster-wide when None).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Permission {
+    pub verb: &'static str,
+    pub group: String,
+    pub resource: String,
+    pub namespace: Option<String>,
+}
+
+impl std::fmt::Display for Permission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let group = if self.group.is_empty() {
+            "core".to_owned()
+        } else {
+            self.group.clone()
+        };
+        match &self.namespace {
+            Some(ns) => write!(
+                f,
+                "{} {}.{} in namespace {ns}",
+                self.verb, self.resource, group
+            ),
+            None => write!(
+                f,
+                "{} {}.{} (cluster-wide)",
+                self.verb, self.resource, group
+            ),
+        }
+    }
+}
+
+fn perm(verb: &'static str, group: &str, resource: &str, namespace: Option<&str>) -> Permission {
+    Permission {
+        verb,
+        group: group.to_owned(),
+        resource: resource.to_owned(),
+        namespace: namespace.map(str::to_owned),
+    }
+}
+
+/// What the manager itself needs regardless of rules: its Lease and Events.
+pub fn manager_permissions(lease_namespace: &str) -> Vec<Permission> {
+    let mut out: Vec<Permission> = ["get", "create", "update", "patch"]
+        .into_iter()
+        .map(|v| perm(v, "coordination.k8s.io", "leases", Some(lease_namespace)))
+        .collect();
+    out.extend(
+        ["create", "patch"]
+            .into_iter()
+            .map(|v| perm(v, "events.k8s.io", "events", None)),
+    );
+    out
+}
+
+/// What one rule's worker needs.
+pub fn rule_permissions(rule: &Rule) -> Vec<Permission> {
+    match rule {
+        Rule::ResourceDefinition(rd) => {
+            let mut verbs = vec!["get", "list", "watch", "create", "patch"];
+            if rd.deletes_crd_on_removal() {
+                verbs.push("delete");
+            }
+            verbs
+                .into_iter()
+                .map(|v| perm(v, "apiextensions.k8s.io", "customresourcedefinitions", None))
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+async fn allowed(client: &Client, p: &Permission) -> Result<bool, kube::Error> {
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(p.verb.to_owned()),
+                group: Some(p.group.clone()),
+                resource: Some(p.resource.clone()),
+                namespace: p.namespace.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let answer = api.create(&PostParams::default(), &review).await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
+/// Returns, per rule (and `manager` for the process itself), the permissions this identity lacks.
+pub async fn missing(
+    client: &Client,
+    rules: &RuleSet,
+    lease_namespace: &str,
+) -> Vec<(String, Vec<Permission>)> {
+    let mut wanted: Vec<(String, Vec<Permission>)> =
+        vec![("manager".to_owned(), manager_permissions(lease_namespace))];
+    wanted.extend(
+        rules
+            .rules()
+            .iter()
+            .map(|r| (r.name().to_owned(), rule_permissions(r))),
+    );
+    let mut out = Vec::new();
+    for (owner, perms) in wanted {
+        let mut lacking = Vec::new();
+        for p in perms {
+            match allowed(client, &p).await {
+                Ok(true) => {}
+                Ok(false) => lacking.push(p),
+                Err(e) => debug!(permission = %p, error = %e, "could not check permission"),
+            }
+        }
+        if !lacking.is_empty() {
+            out.push((owner, lacking));
+        }
+    }
+    out
+}
+
+/// Logs what is missing per rule and returns it for /readyz.
+pub async fn report_missing(
+    client: &Client,
+    rules: &RuleSet,
+    lease_namespace: &str,
+) -> BTreeMap<String, Vec<String>> {
+    let mut report = BTreeMap::new();
+    for (owner, lacking) in missing(client, rules, lease_namespace).await {
+        let list: Vec<String> = lacking.iter().map(ToString::to_string).collect();
+        warn!(rule = %owner, missing = %list.join("; "), "missing RBAC permissions; grant them (the Helm chart's ClusterRole has them)");
+        report.insert(owner, list);
+    }
+    report
+}

@@ -1,0 +1,263 @@
+//! `ruleplane run`: wires rules, client, shared watches, leader election, supervisor and HTTP endpoints.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use kube::runtime::events::{Recorder, Reporter};
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+
+use crate::cli::RunArgs;
+use crate::health::Health;
+use crate::http::{self, Endpoints};
+use crate::kube_client;
+use crate::leader::{self, LeaderConfig, Leadership};
+use crate::metrics::{Metrics, ResultLabels};
+use crate::permissions;
+use crate::rules_watch;
+use crate::supervisor::{Supervisor, WorkerContext};
+use crate::watch_hub::WatchHub;
+use crate::workers::resource_definition::crd_resource;
+
+pub fn main(args: RunArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            error!("cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `:8080` means every interface (the controller-runtime convention); `0` disables the listener.
+pub fn parse_bind_address(s: &str) -> anyhow::Result<Option<SocketAddr>> {
+    if s == "0" || s.is_empty() {
+        return Ok(None);
+    }
+    let full = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_owned()
+    };
+    full.parse()
+        .map(Some)
+        .with_context(|| format!("`{s}` is not an address like :8080 or 127.0.0.1:8080"))
+}
+
+fn identity(args: &RunArgs) -> String {
+    if let Some(id) = args
+        .identity
+        .clone()
+        .or_else(|| std::env::var("POD_NAME").ok())
+        .filter(|s| !s.is_empty())
+    {
+        return id;
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "ruleplane".to_owned());
+    // Two processes on one host must not share an identity, or both would believe they lead.
+    let suffix = std::collections::hash_map::RandomState::new();
+    let n = std::hash::BuildHasher::hash_one(&suffix, std::process::id());
+    format!("{host}_{:08x}", n as u32)
+}
+
+fn lease_namespace(args: &RunArgs) -> String {
+    args.leader_election_namespace.clone().unwrap_or_else(|| {
+        std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "default".to_owned())
+    })
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let metrics = Arc::new(Metrics::new());
+    let health = Arc::new(Health::default());
+    let endpoints = Endpoints {
+        health: health.clone(),
+        metrics: metrics.clone(),
+    };
+    if let Some(addr) = parse_bind_address(&args.metrics_bind_address)? {
+        let local = http::serve(addr, endpoints.clone())
+            .await
+            .with_context(|| format!("binding metrics to {addr}"))?;
+        info!(address = %local, "serving /metrics");
+    }
+    if let Some(addr) = parse_bind_address(&args.health_probe_bind_address)? {
+        let local = http::serve(addr, endpoints)
+            .await
+            .with_context(|| format!("binding health probes to {addr}"))?;
+        info!(address = %local, "serving /healthz and /readyz");
+    }
+
+    let client = kube_client::connect(args.kubeconfig.as_deref()).await?;
+    let version = client
+        .apiserver_version()
+        .await
+        .context("asking the apiserver for its version")?;
+    info!(server = %version.git_version, platform = %version.platform, "connected to Kubernetes");
+
+    let identity = identity(&args);
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "ruleplane".into(),
+            instance: Some(identity.clone()),
+        },
+    );
+    let hub = WatchHub::new(client.clone());
+    let ctx = WorkerContext {
+        client: client.clone(),
+        hub: hub.clone(),
+        metrics: metrics.clone(),
+        health: health.clone(),
+        recorder,
+    };
+    let mut supervisor = Supervisor::new(ctx);
+
+    // Initial load. Invalid rules do not stop the process: it stays unready, shows the errors in /readyz and
+    // picks up the fixed files, which is what a ConfigMap rollout needs.
+    let root = args.rules.clone();
+    let first_print = rules_watch::fingerprint(&root);
+    let mut reloads = rules_watch::spawn(root.clone(), args.reload_interval, first_print);
+    let initial = ruleplane_config::load_paths(std::slice::from_ref(&root));
+    apply_load(
+        &mut supervisor,
+        &health,
+        &metrics,
+        initial,
+        &root,
+        &client,
+        &lease_namespace(&args),
+    )
+    .await;
+
+    // Standbys watch too, so their caches are warm at takeover.
+    let crd_watch = hub.watch(&crd_resource());
+    let synced_health = health.clone();
+    tokio::spawn(async move {
+        crd_watch.synced().await;
+        synced_health.set_caches_synced(true);
+    });
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (leader_tx, mut leader_rx) = watch::channel(Leadership::Unknown);
+    let election = if args.leader_elect {
+        let config = LeaderConfig {
+            namespace: lease_namespace(&args),
+            lease_name: args.leader_election_id.clone(),
+            identity: identity.clone(),
+            lease_duration: args.lease_duration,
+            renew_deadline: args.renew_deadline,
+            retry_period: args.retry_period,
+        };
+        info!(identity = %identity, lease = %format!("{}/{}", config.namespace, config.lease_name), "leader election enabled");
+        Some(tokio::spawn(leader::run_election(
+            client.clone(),
+            config,
+            leader_tx,
+            shutdown_rx,
+        )))
+    } else {
+        leader_tx.send_replace(Leadership::Leading);
+        None
+    };
+
+    let mut shutdown = std::pin::pin!(shutdown_signal());
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            changed = leader_rx.changed() => {
+                if changed.is_err() { break; }
+                let state = leader_rx.borrow_and_update().clone();
+                health.set_leadership(state.clone());
+                supervisor.set_leading(state.is_leading()).await;
+            }
+            Some(loaded) = reloads.recv() => {
+                apply_load(&mut supervisor, &health, &metrics, loaded, &root, &client, &lease_namespace(&args)).await;
+            }
+        }
+    }
+    info!("shutting down: stopping workers and releasing the lease");
+    supervisor.stop_all(false).await;
+    metrics.leader.set(0);
+    let _ = shutdown_tx.send(true);
+    if let Some(election) = election {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), election).await;
+    }
+    Ok(())
+}
+
+async fn apply_load(
+    supervisor: &mut Supervisor,
+    health: &Health,
+    metrics: &Metrics,
+    loaded: Result<ruleplane_config::RuleSet, ruleplane_config::Diagnostics>,
+    root: &std::path::Path,
+    client: &kube::Client,
+    lease_namespace: &str,
+) {
+    match loaded {
+        Ok(rules) => {
+            info!(count = rules.rules().len(), path = %root.display(), "rules loaded");
+            for rule in rules.rules() {
+                info!(rule = rule.name(), kind = rule.kind().as_str(), source = %rule.source(), "rule");
+            }
+            metrics
+                .reloads
+                .get_or_create(&ResultLabels {
+                    result: "success".into(),
+                })
+                .inc();
+            metrics.rule_errors.set(0);
+            health.set_reload_error(None);
+            health.set_rules_loaded();
+            health.set_missing_permissions(
+                permissions::report_missing(client, &rules, lease_namespace).await,
+            );
+            supervisor.apply_rules(&rules).await;
+        }
+        Err(diagnostics) => {
+            let count = diagnostics.len();
+            warn!(errors = count, path = %root.display(), "rules rejected; the previous rules keep running\n{diagnostics}");
+            metrics
+                .reloads
+                .get_or_create(&ResultLabels {
+                    result: "invalid".into(),
+                })
+                .inc();
+            metrics
+                .rule_errors
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+            health.set_reload_error(Some(diagnostics.to_string()));
+        }
+    }
+}
+
+/// Resolves on SIGTERM (what Kubernetes sends) or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            error!("cannot listen for SIGTERM: {e}");
+            let _ = ctrl_c.await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term.recv() => {},
+    }
+}

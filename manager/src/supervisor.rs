@@ -1,0 +1,200 @@
+//! Runs one worker per rule while this replica leads: diffs rule sets, restarts failed workers with backoff.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::events::Recorder;
+use ruleplane_config::{Rule, RuleSet};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, error, info, info_span, warn};
+
+use crate::health::{Health, WorkerState};
+use crate::metrics::Metrics;
+use crate::watch_hub::WatchHub;
+use crate::workers;
+
+/// Everything a worker needs from the process; cheap to clone.
+#[derive(Clone)]
+pub struct WorkerContext {
+    pub client: Client,
+    pub hub: Arc<WatchHub>,
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<Health>,
+    pub recorder: Recorder,
+}
+
+struct RunningWorker {
+    rule: Rule,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+pub struct Supervisor {
+    ctx: WorkerContext,
+    /// The last good rule set, whether or not this replica leads.
+    rules: BTreeMap<String, Rule>,
+    running: BTreeMap<String, RunningWorker>,
+    leading: bool,
+}
+
+/// How long a stopping worker may take to finish its current step before it is aborted.
+const GRACEFUL_STOP: Duration = Duration::from_secs(5);
+
+impl Supervisor {
+    pub fn new(ctx: WorkerContext) -> Self {
+        Supervisor {
+            ctx,
+            rules: BTreeMap::new(),
+            running: BTreeMap::new(),
+            leading: false,
+        }
+    }
+
+    /// Replaces the rule set: unchanged rules keep running untouched, changed ones restart, removed ones stop
+    /// and their deletion policy runs, new ones start.
+    pub async fn apply_rules(&mut self, set: &RuleSet) {
+        let new: BTreeMap<String, Rule> = set
+            .rules()
+            .iter()
+            .map(|r| (r.name().to_owned(), r.clone()))
+            .collect();
+        let removed: Vec<Rule> = self
+            .rules
+            .values()
+            .filter(|r| !new.contains_key(r.name()))
+            .cloned()
+            .collect();
+        for rule in &removed {
+            info!(rule = rule.name(), "rule removed");
+            self.stop_worker(rule.name(), true).await;
+            self.ctx.health.remove_rule(rule.name());
+            if self.leading {
+                workers::on_rule_removed(rule, &self.ctx).await;
+            }
+        }
+        for (name, rule) in &new {
+            match self.rules.get(name) {
+                Some(old) if old == rule => continue,
+                Some(_) => {
+                    info!(rule = %name, "rule changed; restarting its worker");
+                    self.stop_worker(name, true).await;
+                }
+                None => info!(rule = %name, kind = rule.kind().as_str(), "rule added"),
+            }
+            self.ctx
+                .health
+                .set_rule(name, rule.kind().as_str(), WorkerState::Standby);
+            if self.leading {
+                self.start_worker(rule.clone());
+            }
+        }
+        self.rules = new;
+        self.ctx
+            .metrics
+            .rules_loaded
+            .set(i64::try_from(self.rules.len()).unwrap_or(i64::MAX));
+    }
+
+    pub async fn set_leading(&mut self, leading: bool) {
+        if leading == self.leading {
+            return;
+        }
+        self.leading = leading;
+        self.ctx.metrics.leader.set(i64::from(leading));
+        if leading {
+            info!(rules = self.rules.len(), "leading: starting workers");
+            let rules: Vec<Rule> = self.rules.values().cloned().collect();
+            for rule in rules {
+                self.start_worker(rule);
+            }
+        } else {
+            // Another replica may already act on the same objects: stop at once, not gracefully.
+            warn!("not leading: stopping all workers now");
+            self.stop_all(false).await;
+        }
+    }
+
+    pub async fn stop_all(&mut self, graceful: bool) {
+        let names: Vec<String> = self.running.keys().cloned().collect();
+        for name in names {
+            self.stop_worker(&name, graceful).await;
+        }
+    }
+
+    fn start_worker(&mut self, rule: Rule) {
+        let stop = CancellationToken::new();
+        let name = rule.name().to_owned();
+        let task = tokio::spawn(supervise(rule.clone(), self.ctx.clone(), stop.clone()));
+        self.running
+            .insert(name, RunningWorker { rule, stop, task });
+    }
+
+    async fn stop_worker(&mut self, name: &str, graceful: bool) {
+        let Some(worker) = self.running.remove(name) else {
+            return;
+        };
+        worker.stop.cancel();
+        let mut task = worker.task;
+        if graceful {
+            if tokio::time::timeout(GRACEFUL_STOP, &mut task)
+                .await
+                .is_err()
+            {
+                warn!(
+                    rule = name,
+                    "worker did not stop within {GRACEFUL_STOP:?}; aborting it"
+                );
+                task.abort();
+            }
+        } else {
+            task.abort();
+            let _ = task.await;
+        }
+        self.ctx
+            .health
+            .set_rule(name, worker.rule.kind().as_str(), WorkerState::Standby);
+    }
+}
+
+/// Runs a rule's worker until `stop`, restarting it with exponential backoff (1 s → 60 s) when it fails or
+/// panics, so one broken rule never takes the process down.
+async fn supervise(rule: Rule, ctx: WorkerContext, stop: CancellationToken) {
+    let name = rule.name().to_owned();
+    let kind = rule.kind().as_str();
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        ctx.health.set_rule(&name, kind, WorkerState::Running);
+        let span = info_span!("worker", rule = %name, kind);
+        let attempt =
+            tokio::spawn(workers::run(rule.clone(), ctx.clone(), stop.clone()).instrument(span));
+        let started = tokio::time::Instant::now();
+        let failure = match attempt.await {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(join) if join.is_panic() => "worker panicked".to_owned(),
+            Err(_) => return,
+        };
+        if stop.is_cancelled() {
+            return;
+        }
+        error!(rule = %name, error = %failure, "worker failed; restarting in {backoff:?}");
+        ctx.metrics
+            .worker_restarts
+            .get_or_create(&Metrics::labels(&name, kind))
+            .inc();
+        ctx.health
+            .set_rule(&name, kind, WorkerState::Degraded(failure));
+        // A worker that ran for a while before failing starts again from the shortest backoff.
+        if started.elapsed() > Duration::from_secs(120) {
+            backoff = Duration::from_secs(1);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = stop.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(60));
+    }
+}

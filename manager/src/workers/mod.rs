@@ -1,0 +1,45 @@
+//! Workers, one module per rule kind, each split into fetch → decide → apply → report.
+
+pub mod crd_plan;
+pub mod resource_definition;
+
+use ruleplane_config::Rule;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::supervisor::WorkerContext;
+
+/// A worker failure the supervisor restarts from; errors a worker can live with are handled inside it.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("watch for {0} ended")]
+    WatchEnded(String),
+}
+
+/// Runs the worker for `rule` until `stop` is cancelled.
+pub async fn run(
+    rule: Rule,
+    ctx: WorkerContext,
+    stop: CancellationToken,
+) -> Result<(), WorkerError> {
+    match rule {
+        Rule::ResourceDefinition(rd) => resource_definition::run(rd, ctx, stop).await,
+        other => {
+            // Reconciler and SchedulerPolicy workers plug in here; until then the rule is validated and listed.
+            info!(
+                rule = other.name(),
+                kind = other.kind().as_str(),
+                "no worker for this rule kind in this version"
+            );
+            stop.cancelled().await;
+            Ok(())
+        }
+    }
+}
+
+/// Applies a removed rule's deletion policy (only called on the leader).
+pub async fn on_rule_removed(rule: &Rule, ctx: &WorkerContext) {
+    if let Rule::ResourceDefinition(rd) = rule {
+        resource_definition::on_rule_removed(rd, ctx).await;
+    }
+}

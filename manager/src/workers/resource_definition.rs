@@ -1,0 +1,281 @@
+//! ResourceDefinition worker: registers and evolves one CRD from its rule (server-side apply), waits for it to
+//! be Established with its names accepted, and reports problems on the rule without ever deleting data.
+
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DeleteParams, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use ruleplane_config::ResourceDefinitionRule;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::WorkerError;
+use super::crd_plan::{CrdPlan, CrdRefusal, EvolutionPolicy, RULE_LABEL, plan_crd};
+use crate::health::WorkerState;
+use crate::metrics::{Metrics, RuleErrorLabels};
+use crate::supervisor::WorkerContext;
+use crate::watch_hub::Change;
+
+pub const FIELD_MANAGER: &str = "ruleplane-crd";
+const KIND: &str = "ResourceDefinition";
+/// Re-apply now and then even without a change, as controllers' resync does.
+const RESYNC: Duration = Duration::from_secs(600);
+
+pub fn crd_resource() -> ApiResource {
+    ApiResource::erase::<CustomResourceDefinition>(&())
+}
+
+/// One pass's failure. `Refused` and `Rejected` are permanent (they need a change to the rule or the cluster,
+/// so the worker waits for one, with a slow retry); `Api` is transient and retried with a short backoff.
+#[derive(Debug, thiserror::Error)]
+enum PassError {
+    #[error(transparent)]
+    Refused(#[from] CrdRefusal),
+    #[error("the apiserver rejected CustomResourceDefinition {crd}: {message}")]
+    Rejected { crd: String, message: String },
+    #[error("CustomResourceDefinition {crd}: names not accepted: {message}")]
+    NamesNotAccepted { crd: String, message: String },
+    #[error("Kubernetes API error: {0}")]
+    Api(#[from] kube::Error),
+}
+
+impl PassError {
+    fn category(&self) -> &'static str {
+        match self {
+            PassError::Refused(r) => r.category(),
+            PassError::Rejected { .. } => "rejected",
+            PassError::NamesNotAccepted { .. } => "names-not-accepted",
+            PassError::Api(_) => "api",
+        }
+    }
+
+    fn is_permanent(&self) -> bool {
+        !matches!(self, PassError::Api(_))
+    }
+}
+
+/// The observed outcome of a successful pass.
+#[derive(Debug, PartialEq, Eq)]
+enum Observed {
+    Established,
+    /// Applied; the apiserver has not reported the conditions yet.
+    Pending,
+}
+
+pub fn evolution_policy(rule: &ResourceDefinitionRule) -> EvolutionPolicy {
+    EvolutionPolicy {
+        rule: rule.name().to_owned(),
+        adopt: rule.adopt(),
+        allow_storage_version_change: rule.allow_storage_version_change(),
+        allow_stored_version_removal: rule.allow_stored_version_removal(),
+    }
+}
+
+pub async fn run(
+    rule: ResourceDefinitionRule,
+    ctx: WorkerContext,
+    stop: CancellationToken,
+) -> Result<(), WorkerError> {
+    let desired = ruleplane_config::generate_crd(&rule);
+    let crd_name = desired.name_any();
+    let policy = evolution_policy(&rule);
+    let watch = ctx.hub.watch(&crd_resource());
+    let mut changes = watch.subscribe();
+    tokio::select! {
+        _ = watch.synced() => {}
+        _ = stop.cancelled() => return Ok(()),
+    }
+    let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let labels = Metrics::labels(rule.name(), KIND);
+    let mut transient_backoff = Duration::from_millis(500);
+    let mut last_reported: Option<String> = None;
+    loop {
+        let started = std::time::Instant::now();
+        // fetch (from the shared cache) → decide (pure) → apply → report
+        let existing = watch
+            .get(None, &crd_name)
+            .and_then(|obj| serde_json::to_value(&*obj).ok())
+            .and_then(|v| serde_json::from_value::<CustomResourceDefinition>(v).ok());
+        let outcome = pass(&api, &desired, existing.as_ref(), &policy).await;
+        ctx.metrics.reconciles.get_or_create(&labels).inc();
+        ctx.metrics
+            .reconcile_duration
+            .get_or_create(&labels)
+            .observe(started.elapsed().as_secs_f64());
+        let wait = match &outcome {
+            Ok(observed) => {
+                transient_backoff = Duration::from_millis(500);
+                ctx.health.set_rule(rule.name(), KIND, WorkerState::Running);
+                if *observed == Observed::Established
+                    && last_reported.as_deref() != Some("established")
+                {
+                    info!(crd = %crd_name, "CustomResourceDefinition established");
+                    last_reported = Some("established".into());
+                }
+                RESYNC
+            }
+            Err(e) => {
+                let message = e.to_string();
+                ctx.metrics
+                    .reconcile_errors
+                    .get_or_create(&RuleErrorLabels {
+                        rule: rule.name().to_owned(),
+                        kind: KIND.to_owned(),
+                        category: e.category().to_owned(),
+                    })
+                    .inc();
+                ctx.health
+                    .set_rule(rule.name(), KIND, WorkerState::Degraded(message.clone()));
+                if last_reported.as_deref() != Some(message.as_str()) {
+                    warn!(crd = %crd_name, category = e.category(), error = %message, "CustomResourceDefinition not in the desired state");
+                    publish_warning(&ctx, &api, &crd_name, e).await;
+                    last_reported = Some(message);
+                }
+                if e.is_permanent() {
+                    Duration::from_secs(30)
+                } else {
+                    let wait = transient_backoff;
+                    transient_backoff = (transient_backoff * 2).min(Duration::from_secs(60));
+                    wait
+                }
+            }
+        };
+        // Wait for our CRD to change (drift, conditions, deletion), the wait to pass, or a stop.
+        let deadline = tokio::time::sleep(wait);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return Ok(()),
+                _ = &mut deadline => break,
+                change = changes.recv() => match change {
+                    Ok(Change::Object(obj)) if obj.name == crd_name => break,
+                    Ok(Change::Resynced) | Err(RecvError::Lagged(_)) => break,
+                    Ok(Change::Object(_)) => {}
+                    Err(RecvError::Closed) => return Err(WorkerError::WatchEnded("customresourcedefinitions".into())),
+                }
+            }
+        }
+    }
+}
+
+async fn pass(
+    api: &Api<CustomResourceDefinition>,
+    desired: &CustomResourceDefinition,
+    existing: Option<&CustomResourceDefinition>,
+    policy: &EvolutionPolicy,
+) -> Result<Observed, PassError> {
+    let crd = desired.name_any();
+    let plan = plan_crd(desired, existing, policy)?;
+    if plan == CrdPlan::Create {
+        info!(crd = %crd, "creating CustomResourceDefinition");
+    }
+    // force: our field manager owns every field the rule declares, including ones a human edited (drift).
+    let applied = api
+        .patch(
+            &crd,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(desired),
+        )
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 422 || s.code == 400 => PassError::Rejected {
+                crd: crd.clone(),
+                message: s.message,
+            },
+            other => PassError::Api(other),
+        })?;
+    observe(&applied)
+}
+
+fn observe(crd: &CustomResourceDefinition) -> Result<Observed, PassError> {
+    let conditions = crd.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let condition = |t: &str| conditions.into_iter().flatten().find(|c| c.type_ == t);
+    if let Some(names) = condition("NamesAccepted")
+        && names.status == "False"
+    {
+        return Err(PassError::NamesNotAccepted {
+            crd: crd.name_any(),
+            message: names
+                .message
+                .clone()
+                .unwrap_or_else(|| names.reason.clone().unwrap_or_default()),
+        });
+    }
+    match condition("Established") {
+        Some(c) if c.status == "True" => Ok(Observed::Established),
+        _ => Ok(Observed::Pending),
+    }
+}
+
+async fn publish_warning(
+    ctx: &WorkerContext,
+    api: &Api<CustomResourceDefinition>,
+    crd_name: &str,
+    error: &PassError,
+) {
+    // Events need an object to hang on: the CRD when it exists (a rule is not a Kubernetes object).
+    let Ok(Some(crd)) = api.get_opt(crd_name).await else {
+        return;
+    };
+    let event = Event {
+        type_: EventType::Warning,
+        reason: match error {
+            PassError::Refused(_) => "ApplyRefused",
+            PassError::Rejected { .. } => "ApplyRejected",
+            PassError::NamesNotAccepted { .. } => "NamesNotAccepted",
+            PassError::Api(_) => "ApplyFailed",
+        }
+        .to_owned(),
+        note: Some(truncate(&error.to_string(), 1000)),
+        action: "Apply".to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &crd.object_ref(&())).await {
+        warn!(error = %e, "could not publish an Event");
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// A removed rule keeps its CRD (and so every user object of that kind) unless it said `deletionPolicy:
+/// Delete`; even then only a CRD carrying this rule's label is deleted.
+pub async fn on_rule_removed(rule: &ResourceDefinitionRule, ctx: &WorkerContext) {
+    let desired = ruleplane_config::generate_crd(rule);
+    let name = desired.name_any();
+    if !rule.deletes_crd_on_removal() {
+        info!(rule = rule.name(), crd = %name, "rule removed; CustomResourceDefinition kept (deletionPolicy: Retain)");
+        return;
+    }
+    let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    match api.get_opt(&name).await {
+        Ok(Some(crd)) if crd.labels().get(RULE_LABEL).map(String::as_str) == Some(rule.name()) => {
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {
+                    info!(rule = rule.name(), crd = %name, "rule removed; CustomResourceDefinition deleted (deletionPolicy: Delete)")
+                }
+                Err(e) => {
+                    warn!(rule = rule.name(), crd = %name, error = %e, "could not delete CustomResourceDefinition")
+                }
+            }
+        }
+        Ok(Some(_)) => {
+            warn!(rule = rule.name(), crd = %name, "not deleting CustomResourceDefinition: it is not labelled as this rule's")
+        }
+        Ok(None) => {}
+        Err(e) => {
+            warn!(rule = rule.name(), crd = %name, error = %e, "could not read CustomResourceDefinition for deletion")
+        }
+    }
+}

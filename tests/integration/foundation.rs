@@ -1,0 +1,255 @@
+//! Proof that the local control plane is real: CRDs, custom objects, kubectl, binding and leases.
+
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::runtime::wait::{await_condition, conditions};
+use serde_json::json;
+
+use crate::support::{admin_client, eventually, kubectl, test_namespace};
+
+#[tokio::test]
+async fn crontab_crd_supports_crud_watch_and_kubectl() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "crontab-crud").await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "crontabs.stable.example.com"},
+        "spec": {
+            "group": "stable.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab", "shortNames": ["ct"]},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                    "type": "object",
+                    "properties": {"cronSpec": {"type": "string"}, "image": {"type": "string"}}
+                }}}}
+            }]
+        }
+    }))
+    .unwrap();
+    crds.patch(
+        "crontabs.stable.example.com",
+        &PatchParams::apply("ruleplane-test").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .expect("apply CRD");
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        await_condition(
+            crds.clone(),
+            "crontabs.stable.example.com",
+            conditions::is_crd_established(),
+        ),
+    )
+    .await
+    .expect("CRD established within 30 s")
+    .expect("watch CRD");
+
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "stable.example.com",
+        "v1",
+        "CronTab",
+    ));
+    let crontabs: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    // Discovery of a freshly established CRD can lag by a moment in the apiserver's handler chain.
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "stable.example.com/v1",
+        "kind": "CronTab",
+        "metadata": {"name": "new-cron-object"},
+        "spec": {"cronSpec": "* * * * */5", "image": "my-awesome-cron-image"}
+    }))
+    .unwrap();
+    eventually(Duration::from_secs(20), "CronTab create", || async {
+        crontabs.create(&PostParams::default(), &object).await.ok()
+    })
+    .await;
+
+    let got = crontabs.get("new-cron-object").await.expect("get CronTab");
+    assert_eq!(got.data["spec"]["cronSpec"], "* * * * */5");
+    assert_eq!(got.data["spec"]["image"], "my-awesome-cron-image");
+
+    let list = crontabs
+        .list(&ListParams::default())
+        .await
+        .expect("list CronTabs");
+    assert_eq!(list.items.len(), 1);
+
+    // A watch from the list's resourceVersion must see a second object being added.
+    let rv = list
+        .metadata
+        .resource_version
+        .clone()
+        .expect("list resourceVersion");
+    let mut events = crontabs
+        .watch(&WatchParams::default().timeout(20), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    let mut second = object.clone();
+    second.metadata.name = Some("second-cron-object".into());
+    crontabs
+        .create(&PostParams::default(), &second)
+        .await
+        .expect("create second CronTab");
+    let added = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(event) = events.try_next().await.expect("watch stream") {
+            if let WatchEvent::Added(obj) = event {
+                return obj;
+            }
+        }
+        panic!("watch ended without an Added event");
+    })
+    .await
+    .expect("Added event within 20 s");
+    assert_eq!(added.metadata.name.as_deref(), Some("second-cron-object"));
+
+    let table = kubectl(&["get", "crontab", "-n", &ns]);
+    assert!(
+        table.contains("new-cron-object") && table.contains("second-cron-object"),
+        "kubectl get crontab printed:\n{table}"
+    );
+    let short = kubectl(&[
+        "get",
+        "ct",
+        "new-cron-object",
+        "-n",
+        &ns,
+        "-o",
+        "jsonpath={.spec.image}",
+    ]);
+    assert_eq!(short, "my-awesome-cron-image");
+
+    crontabs
+        .delete("second-cron-object", &DeleteParams::default())
+        .await
+        .expect("delete CronTab");
+    let left = crontabs
+        .list(&ListParams::default())
+        .await
+        .expect("list after delete");
+    assert_eq!(left.items.len(), 1);
+}
+
+#[tokio::test]
+async fn pod_is_bound_to_node_through_binding_subresource() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "pod-binding").await;
+    let node_name = format!("{ns}-node");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": node_name, "labels": {"kubernetes.io/hostname": node_name}},
+        "status": {
+            "capacity": {"cpu": "4", "memory": "32Gi", "pods": "110"},
+            "allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}
+        }
+    }))
+    .unwrap();
+    let created = nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("create node");
+    // Status is accepted on create: there is no kubelet to report it.
+    assert_eq!(created.status.unwrap().allocatable.unwrap()["cpu"].0, "4");
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "nginx", "labels": {"app": "nginx"}},
+        "spec": {"schedulerName": "my-scheduler", "containers": [{"name": "nginx", "image": "nginx:1.10"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
+    assert!(
+        pods.get("nginx")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .node_name
+            .is_none(),
+        "pod starts unbound"
+    );
+
+    let binding = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": "nginx"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}
+    });
+    let _: serde_json::Value = pods
+        .create_subresource("binding", "nginx", &PostParams::default(), &binding)
+        .await
+        .expect("POST binding");
+    let bound = pods.get("nginx").await.expect("get pod");
+    assert_eq!(
+        bound.spec.unwrap().node_name.as_deref(),
+        Some(node_name.as_str())
+    );
+
+    pods.delete("nginx", &DeleteParams::default().grace_period(0))
+        .await
+        .expect("delete bound pod");
+    nodes
+        .delete(&node_name, &DeleteParams::default())
+        .await
+        .expect("delete node");
+}
+
+#[tokio::test]
+async fn lease_can_be_created_and_renewed() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "lease").await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "ruleplane-test"},
+        "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15, "renewTime": "2026-01-01T00:00:00.000000Z"}
+    }))
+    .unwrap();
+    let created = leases
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("create lease");
+    let mut renewed = created.clone();
+    renewed.spec.as_mut().unwrap().renew_time =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            "2026-01-01T00:00:05Z".parse().expect("timestamp"),
+        ));
+    let after = leases
+        .replace("ruleplane-test", &PostParams::default(), &renewed)
+        .await
+        .expect("renew lease");
+    assert_ne!(
+        after.metadata.resource_version,
+        created.metadata.resource_version
+    );
+    let got = leases.get("ruleplane-test").await.unwrap();
+    assert_eq!(
+        got.spec.as_ref().unwrap().holder_identity.as_deref(),
+        Some("a")
+    );
+    assert_eq!(
+        got.spec.unwrap().renew_time.unwrap().0.to_string(),
+        after.spec.unwrap().renew_time.unwrap().0.to_string()
+    );
+
+    // A stale update (old resourceVersion) must conflict: that is what makes leases safe for election.
+    let stale = leases
+        .replace("ruleplane-test", &PostParams::default(), &renewed)
+        .await;
+    assert!(
+        matches!(stale, Err(kube::Error::Api(ref e)) if e.code == 409),
+        "stale renew must conflict: {stale:?}"
+    );
+}

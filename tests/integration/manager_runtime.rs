@@ -1,0 +1,321 @@
+//! The manager as a process: leader election, takeover, hot reload with last-good fallback, endpoints.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::Api;
+
+use crate::support::manager::{ManagerProcess, temp_dir};
+use crate::support::{admin_client, eventually, test_namespace};
+
+/// A ResourceDefinition rule for kind `kind` in a group unique to the test.
+pub fn rd_rule(rule: &str, kind_lower: &str, group: &str, extra_properties: &str) -> String {
+    format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata:
+  name: {kind_lower}.{group}
+spec:
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                size: {{ type: integer }}{extra_properties}
+# rule {rule}
+"#
+    )
+}
+
+fn write(dir: &Path, file: &str, text: &str) {
+    // Write-then-rename, as editors and the kubelet's ConfigMap writer do, so a reader never sees half a file.
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, text).expect("write rule file");
+    std::fs::rename(&tmp, dir.join(file)).expect("rename rule file");
+}
+
+async fn leaders(managers: &[&ManagerProcess]) -> Option<Vec<bool>> {
+    let mut out = Vec::new();
+    for m in managers {
+        out.push(m.metric("ruleplane_leader").await? == 1.0);
+    }
+    Some(out)
+}
+
+async fn crd_exists(name: &str) -> bool {
+    let api: Api<CustomResourceDefinition> = Api::all(admin_client().await);
+    matches!(api.get_opt(name).await, Ok(Some(_)))
+}
+
+#[tokio::test]
+async fn exactly_one_of_two_managers_leads_and_a_killed_leader_is_replaced() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "election-kill").await;
+    let rules = temp_dir("election-kill");
+    write(
+        &rules,
+        "a.yaml",
+        &rd_rule("a", "alpha", "kill.election.test", ""),
+    );
+    let mut a = ManagerProcess::start(&rules, &ns, "manager-a", &[]);
+    let mut b = ManagerProcess::start(&rules, &ns, "manager-b", &[]);
+
+    let roles = eventually(
+        Duration::from_secs(40),
+        "one leader among two managers",
+        || async {
+            leaders(&[&a, &b])
+                .await
+                .filter(|r| r.iter().filter(|l| **l).count() == 1)
+        },
+    )
+    .await;
+    // Stays that way over a few renewals: never two leaders.
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = leaders(&[&a, &b]).await.expect("metrics");
+        assert_eq!(
+            now.iter().filter(|l| **l).count(),
+            1,
+            "exactly one leader: {now:?}"
+        );
+    }
+    eventually(
+        Duration::from_secs(30),
+        "leader registers the CRD",
+        || async { crd_exists("alphas.kill.election.test").await.then_some(()) },
+    )
+    .await;
+
+    let (leader, standby) = if roles[0] {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
+    leader.kill9();
+    let killed = Instant::now();
+    // Only a leader acts, so a CRD from a rule added after the kill proves the standby took over.
+    write(
+        &rules,
+        "b.yaml",
+        &rd_rule("b", "beta", "kill.election.test", ""),
+    );
+    eventually(
+        Duration::from_secs(30),
+        "standby registers the new rule's CRD",
+        || async { crd_exists("betas.kill.election.test").await.then_some(()) },
+    )
+    .await;
+    let takeover = killed.elapsed();
+    println!(
+        "takeover after kill -9: {:.2} s (lease duration 15 s)",
+        takeover.as_secs_f64()
+    );
+    assert!(
+        takeover <= Duration::from_secs(17),
+        "takeover took {takeover:?}, more than lease duration + 2 s"
+    );
+    assert_eq!(standby.metric("ruleplane_leader").await, Some(1.0));
+}
+
+#[tokio::test]
+async fn sigterm_releases_the_lease_and_the_standby_takes_over_fast() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "election-term").await;
+    let rules = temp_dir("election-term");
+    write(
+        &rules,
+        "a.yaml",
+        &rd_rule("a", "alpha", "term.election.test", ""),
+    );
+    let mut a = ManagerProcess::start(&rules, &ns, "manager-a", &[]);
+    let mut b = ManagerProcess::start(&rules, &ns, "manager-b", &[]);
+    let roles = eventually(Duration::from_secs(40), "one leader", || async {
+        leaders(&[&a, &b])
+            .await
+            .filter(|r| r.iter().filter(|l| **l).count() == 1)
+    })
+    .await;
+    let (leader, standby) = if roles[0] {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
+    let stopped = Instant::now();
+    let status = leader.sigterm();
+    assert!(status.success(), "SIGTERM must exit 0, got {status}");
+    eventually(Duration::from_secs(10), "standby leads", || async {
+        (standby.metric("ruleplane_leader").await == Some(1.0)).then_some(())
+    })
+    .await;
+    let takeover = stopped.elapsed();
+    println!("takeover after SIGTERM: {:.2} s", takeover.as_secs_f64());
+    assert!(
+        takeover < Duration::from_secs(2),
+        "takeover after SIGTERM took {takeover:?}"
+    );
+}
+
+#[tokio::test]
+async fn rule_edits_apply_within_two_seconds_and_broken_edits_keep_the_old_rule() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "reload").await;
+    let rules = temp_dir("reload");
+    write(
+        &rules,
+        "gadget.yaml",
+        &rd_rule("gadget", "gadget", "reload.test", ""),
+    );
+    let manager = ManagerProcess::start(&rules, &ns, "manager-reload", &[]);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let has_field = |field: &'static str| {
+        let crds = crds.clone();
+        async move {
+            let crd = crds.get_opt("gadgets.reload.test").await.ok().flatten()?;
+            let schema = serde_json::to_value(&crd.spec.versions[0].schema).ok()?;
+            schema["openAPIV3Schema"]["properties"]["spec"]["properties"]
+                .get(field)
+                .map(|_| ())
+        }
+    };
+    eventually(Duration::from_secs(40), "initial CRD", || has_field("size")).await;
+    eventually(Duration::from_secs(20), "ready", || async {
+        manager.readyz().await.filter(|(code, _)| *code == 200)
+    })
+    .await;
+
+    let edited = Instant::now();
+    write(
+        &rules,
+        "gadget.yaml",
+        &rd_rule(
+            "gadget",
+            "gadget",
+            "reload.test",
+            "\n                colour: { type: string }",
+        ),
+    );
+    eventually(Duration::from_secs(10), "edited schema applied", || {
+        has_field("colour")
+    })
+    .await;
+    let took = edited.elapsed();
+    println!("rule edit → cluster: {:.2} s", took.as_secs_f64());
+    assert!(took < Duration::from_secs(2), "edit took {took:?}");
+
+    // A broken edit: the previous rule keeps working, the error is visible with its location.
+    write(
+        &rules,
+        "gadget.yaml",
+        "apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata:\n  name: gadget.reload.test\nspec:\n  scoop: Namespaced\n",
+    );
+    let (code, body) = eventually(
+        Duration::from_secs(10),
+        "reload error in /readyz",
+        || async {
+            manager
+                .readyz()
+                .await
+                .filter(|(_, body)| body.contains("last reload rejected"))
+        },
+    )
+    .await;
+    assert_eq!(
+        code, 200,
+        "a rejected reload must not make the replica unready:\n{body}"
+    );
+    assert!(
+        body.contains("gadget.yaml:6:3"),
+        "error located at file:line:col in /readyz:\n{body}"
+    );
+    assert!(
+        body.contains("rule gadget.reload.test (ResourceDefinition): running"),
+        "old rule still running:\n{body}"
+    );
+    assert!(
+        manager
+            .metric("ruleplane_rule_file_errors")
+            .await
+            .unwrap_or(0.0)
+            >= 1.0
+    );
+    let metrics = manager.metrics_text().await.unwrap_or_default();
+    assert!(
+        metrics.contains("ruleplane_reloads_total{result=\"invalid\"} 1"),
+        "{metrics}"
+    );
+    // The CRD from the last good rule is still there and unchanged.
+    assert!(has_field("colour").await.is_some());
+
+    // Fixing the file clears the error.
+    write(
+        &rules,
+        "gadget.yaml",
+        &rd_rule(
+            "gadget",
+            "gadget",
+            "reload.test",
+            "\n                colour: { type: string }",
+        ),
+    );
+    eventually(Duration::from_secs(10), "error cleared", || async {
+        manager
+            .readyz()
+            .await
+            .filter(|(_, body)| !body.contains("last reload rejected"))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn missing_permissions_are_reported_per_rule() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "permissions").await;
+    let rules = temp_dir("permissions");
+    write(
+        &rules,
+        "a.yaml",
+        &rd_rule("a", "alpha", "permissions.test", ""),
+    );
+    let manager = ManagerProcess::start_as(
+        &crate::support::control_plane().unprivileged_kubeconfig,
+        &rules,
+        &ns,
+        "manager-unprivileged",
+        &[],
+    );
+    let (_, body) = eventually(
+        Duration::from_secs(30),
+        "missing permissions in /readyz",
+        || async {
+            manager
+                .readyz()
+                .await
+                .filter(|(_, b)| b.contains("lacks RBAC permissions"))
+        },
+    )
+    .await;
+    assert!(
+        body.contains("alpha.permissions.test lacks RBAC permissions: get customresourcedefinitions.apiextensions.k8s.io"),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            "manager lacks RBAC permissions: get leases.coordination.k8s.io in namespace"
+        ),
+        "{body}"
+    );
+    assert!(
+        manager.logs().contains("missing RBAC permissions"),
+        "{}",
+        manager.logs()
+    );
+}

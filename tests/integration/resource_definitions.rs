@@ -1,0 +1,428 @@
+//! ResourceDefinition rules on a real apiserver: CRDs registered, evolved safely, never deleted implicitly.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use serde_json::json;
+
+use crate::support::manager::{ManagerProcess, temp_dir};
+use crate::support::{admin_client, eventually, kubectl, kubectl_result, test_namespace};
+
+fn write(dir: &Path, file: &str, text: &str) {
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, text).expect("write rule file");
+    std::fs::rename(&tmp, dir.join(file)).expect("rename rule file");
+}
+
+const CRONTAB_RULE: &str = r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata:
+  name: cron-tab.rd.example.com
+spec:
+  scope: Namespaced
+  shortNames: [ct]
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              description: What to run and when.
+              required: [cronSpec, image]
+              properties:
+                cronSpec:
+                  type: string
+                  description: Schedule in cron format, e.g. "*/5 * * * *".
+                  pattern: '^(\S+\s+){4}\S+$'
+                image:
+                  type: string
+                  description: Container image to run.
+                replicas:
+                  type: integer
+                  minimum: 1
+                  default: 1
+      printerColumns:
+        - { name: Schedule, type: string, jsonPath: .spec.cronSpec }
+        - { name: Image, type: string, jsonPath: .spec.image }
+"#;
+
+async fn established(name: &str, timeout: Duration) -> CustomResourceDefinition {
+    let api: Api<CustomResourceDefinition> = Api::all(admin_client().await);
+    eventually(timeout, &format!("CRD {name} Established"), || async {
+        let crd = api.get_opt(name).await.ok().flatten()?;
+        let conds = crd.status.as_ref()?.conditions.as_ref()?;
+        conds
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+            .then_some(crd.clone())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn crontab_rule_gives_a_crd_that_kubectl_understands() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rd-crontab").await;
+    let rules = temp_dir("rd-crontab");
+    write(&rules, "crontab.yaml", CRONTAB_RULE);
+    let _manager = ManagerProcess::start(&rules, &ns, "rd-crontab", &[]);
+    let crd = established("crontabs.rd.example.com", Duration::from_secs(40)).await;
+
+    // Names derived from the ThirdPartyResource-style rule name.
+    assert_eq!(crd.spec.group, "rd.example.com");
+    assert_eq!(crd.spec.names.kind, "CronTab");
+    assert_eq!(crd.spec.names.plural, "crontabs");
+    assert_eq!(crd.spec.names.singular.as_deref(), Some("crontab"));
+    assert_eq!(
+        crd.spec.names.short_names.as_deref(),
+        Some(&["ct".to_owned()][..])
+    );
+    let labels = crd.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels
+            .get("app.kubernetes.io/managed-by")
+            .map(String::as_str),
+        Some("ruleplane")
+    );
+    assert_eq!(
+        labels.get("ruleplane.dev/rule").map(String::as_str),
+        Some("cron-tab.rd.example.com")
+    );
+    let managers: Vec<String> = crd
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(
+        managers.contains(&"ruleplane-crd".to_owned()),
+        "server-side applied by ruleplane-crd: {managers:?}"
+    );
+
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("rd.example.com", "v1", "CronTab"));
+    let crontabs: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "rd.example.com/v1", "kind": "CronTab",
+        "metadata": {"name": "new-cron-object"},
+        "spec": {"cronSpec": "* * * * */5", "image": "my-awesome-cron-image"}
+    }))
+    .unwrap();
+    let created = eventually(Duration::from_secs(20), "create CronTab", || async {
+        crontabs.create(&PostParams::default(), &object).await.ok()
+    })
+    .await;
+    assert_eq!(
+        created.data["spec"]["replicas"], 1,
+        "schema default applied"
+    );
+
+    let table = kubectl(&["get", "crontabs", "-n", &ns]);
+    assert!(
+        table.contains("SCHEDULE") && table.contains("IMAGE"),
+        "printer columns:\n{table}"
+    );
+    assert!(
+        table.contains("new-cron-object") && table.contains("my-awesome-cron-image"),
+        "{table}"
+    );
+    let short = kubectl(&["get", "ct", "-n", &ns, "-o", "name"]);
+    assert_eq!(short.trim(), "crontab.rd.example.com/new-cron-object");
+    let explain = eventually(
+        Duration::from_secs(30),
+        "kubectl explain sees the schema",
+        || async {
+            kubectl_result(&[
+                "explain",
+                "crontabs.spec.cronSpec",
+                "--api-version=rd.example.com/v1",
+            ])
+            .ok()
+            .filter(|out| out.contains("Schedule in cron format"))
+        },
+    )
+    .await;
+    assert!(explain.contains("FIELD: cronSpec"), "{explain}");
+
+    // The apiserver enforces the schema with its own message.
+    let invalid = object_with(
+        &object,
+        "bad",
+        json!({"cronSpec": "every minute", "image": "x"}),
+    );
+    let err = crontabs
+        .create(&PostParams::default(), &invalid)
+        .await
+        .expect_err("invalid cronSpec rejected");
+    assert!(err.to_string().contains("spec.cronSpec"), "{err}");
+    let missing = object_with(&object, "bad2", json!({"cronSpec": "* * * * *"}));
+    let err = crontabs
+        .create(&PostParams::default(), &missing)
+        .await
+        .expect_err("missing image rejected");
+    assert!(
+        err.to_string().contains("spec.image: Required value"),
+        "{err}"
+    );
+}
+
+fn object_with(base: &DynamicObject, name: &str, spec: serde_json::Value) -> DynamicObject {
+    let mut o = base.clone();
+    o.metadata.name = Some(name.to_owned());
+    o.data["spec"] = spec;
+    o
+}
+
+#[tokio::test]
+async fn removing_a_rule_keeps_the_crd_and_objects_unless_deletion_policy_says_delete() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rd-removal").await;
+    let rules = temp_dir("rd-removal");
+    let kept = CRONTAB_RULE.replace("rd.example.com", "keep.removal.test");
+    let deleted = CRONTAB_RULE
+        .replace("rd.example.com", "delete.removal.test")
+        .replace(
+            "  scope: Namespaced\n",
+            "  scope: Namespaced\n  deletionPolicy: Delete\n",
+        );
+    write(&rules, "kept.yaml", &kept);
+    write(&rules, "deleted.yaml", &deleted);
+    let manager = ManagerProcess::start(&rules, &ns, "rd-removal", &[]);
+    established("crontabs.keep.removal.test", Duration::from_secs(40)).await;
+    established("crontabs.delete.removal.test", Duration::from_secs(40)).await;
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("keep.removal.test", "v1", "CronTab"));
+    let objects: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "keep.removal.test/v1", "kind": "CronTab", "metadata": {"name": "precious"},
+        "spec": {"cronSpec": "* * * * *", "image": "x"}
+    }))
+    .unwrap();
+    eventually(Duration::from_secs(20), "create object", || async {
+        objects.create(&PostParams::default(), &obj).await.ok()
+    })
+    .await;
+
+    std::fs::remove_file(rules.join("kept.yaml")).unwrap();
+    std::fs::remove_file(rules.join("deleted.yaml")).unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    eventually(
+        Duration::from_secs(20),
+        "Delete-policy CRD deleted",
+        || async {
+            match crds.get_opt("crontabs.delete.removal.test").await {
+                Ok(None) => Some(()),
+                Ok(Some(crd)) if crd.metadata.deletion_timestamp.is_some() => Some(()),
+                _ => None,
+            }
+        },
+    )
+    .await;
+    assert!(
+        manager
+            .logs()
+            .contains("CustomResourceDefinition kept (deletionPolicy: Retain)"),
+        "{}",
+        manager.logs()
+    );
+    assert!(
+        crds.get_opt("crontabs.keep.removal.test")
+            .await
+            .unwrap()
+            .is_some(),
+        "Retain keeps the CRD"
+    );
+    let left = objects
+        .list(&ListParams::default())
+        .await
+        .expect("objects still served");
+    assert_eq!(left.items.len(), 1, "user objects survive rule removal");
+}
+
+#[tokio::test]
+async fn a_crd_owned_by_someone_else_is_not_taken_over_and_the_conflict_is_reported() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rd-conflict").await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let foreign: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "crontabs.conflict.test"},
+        "spec": {"group": "conflict.test", "scope": "Namespaced",
+                 "names": {"kind": "CronTab", "plural": "crontabs"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &foreign)
+        .await
+        .expect("someone else's CRD");
+    // And a name clash: another rule asks for kind CronTab in the same group under a different plural.
+    let clash = CRONTAB_RULE
+        .replace("cron-tab.rd.example.com", "schedules.conflict.test")
+        .replace(
+            "  shortNames: [ct]\n",
+            "  names: { kind: CronTab, plural: schedules, singular: schedule }\n",
+        );
+    let rules = temp_dir("rd-conflict");
+    write(
+        &rules,
+        "conflict.yaml",
+        &CRONTAB_RULE.replace("rd.example.com", "conflict.test"),
+    );
+    write(&rules, "clash.yaml", &clash);
+    let manager = ManagerProcess::start(&rules, &ns, "rd-conflict", &[]);
+
+    let (_, body) = eventually(
+        Duration::from_secs(40),
+        "both problems in /readyz",
+        || async {
+            manager.readyz().await.filter(|(_, b)| {
+                b.contains("not managed by ruleplane") && b.contains("names not accepted")
+            })
+        },
+    )
+    .await;
+    assert!(
+        body.contains("rule cron-tab.conflict.test (ResourceDefinition): degraded"),
+        "{body}"
+    );
+    assert!(
+        body.contains("adopt: true"),
+        "tells how to take it over:\n{body}"
+    );
+    let untouched = crds.get("crontabs.conflict.test").await.unwrap();
+    assert!(
+        untouched.metadata.labels.unwrap_or_default().is_empty(),
+        "foreign CRD left as it was"
+    );
+    let metrics = manager.metrics_text().await.unwrap_or_default();
+    assert!(metrics.contains("category=\"not-managed\""), "{metrics}");
+    assert!(
+        metrics.contains("category=\"names-not-accepted\""),
+        "{metrics}"
+    );
+
+    let events: Api<Event> = Api::all(client.clone());
+    let refused = eventually(
+        Duration::from_secs(20),
+        "Warning event on the CRD",
+        || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items.into_iter().find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref())
+                    == Some("crontabs.conflict.test")
+                    && e.reason.as_deref() == Some("ApplyRefused")
+            })
+        },
+    )
+    .await;
+    assert_eq!(refused.type_.as_deref(), Some("Warning"));
+    // The worker keeps running: the process is alive and still serving.
+    assert!(manager.readyz().await.is_some());
+}
+
+#[tokio::test]
+async fn storage_version_changes_are_refused_unless_the_rule_allows_them() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rd-storage").await;
+    let rules = temp_dir("rd-storage");
+    let v1 = CRONTAB_RULE.replace("rd.example.com", "storage.test");
+    write(&rules, "crontab.yaml", &v1);
+    let manager = ManagerProcess::start(&rules, &ns, "rd-storage", &[]);
+    established("crontabs.storage.test", Duration::from_secs(40)).await;
+
+    let v2_storage = v1.replace(
+        "    - name: v1\n      served: true\n      storage: true\n",
+        "    - name: v2\n      served: true\n      storage: true\n      schema:\n        openAPIV3Schema: { type: object, x-kubernetes-preserve-unknown-fields: true }\n    - name: v1\n      served: true\n      storage: false\n",
+    );
+    write(&rules, "crontab.yaml", &v2_storage);
+    let (_, body) = eventually(Duration::from_secs(20), "refusal in /readyz", || async {
+        manager
+            .readyz()
+            .await
+            .filter(|(_, b)| b.contains("storage version"))
+    })
+    .await;
+    assert!(body.contains("allowStorageVersionChange: true"), "{body}");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crds.get("crontabs.storage.test").await.unwrap();
+    assert_eq!(crd.spec.versions.len(), 1, "nothing applied while refused");
+
+    write(
+        &rules,
+        "crontab.yaml",
+        &v2_storage.replace(
+            "  scope: Namespaced\n",
+            "  scope: Namespaced\n  allowStorageVersionChange: true\n",
+        ),
+    );
+    eventually(
+        Duration::from_secs(20),
+        "v2 is the storage version",
+        || async {
+            let crd = crds.get("crontabs.storage.test").await.ok()?;
+            crd.spec
+                .versions
+                .iter()
+                .any(|v| v.name == "v2" && v.storage)
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_schema_the_apiserver_rejects_is_reported_with_its_reason() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rd-invalid").await;
+    let rules = temp_dir("rd-invalid");
+    // CEL that does not compile: only the apiserver can tell.
+    let rule = CRONTAB_RULE.replace("rd.example.com", "invalid.test").replace(
+        "              required: [cronSpec, image]\n",
+        "              required: [cronSpec, image]\n              x-kubernetes-validations:\n                - rule: \"self.replicas >\"\n",
+    );
+    write(&rules, "crontab.yaml", &rule);
+    let manager = ManagerProcess::start(&rules, &ns, "rd-invalid", &[]);
+    let (_, body) = eventually(Duration::from_secs(40), "rejection in /readyz", || async {
+        manager
+            .readyz()
+            .await
+            .filter(|(_, b)| b.contains("rejected"))
+    })
+    .await;
+    assert!(
+        body.contains("x-kubernetes-validations"),
+        "the apiserver's reason is shown:\n{body}"
+    );
+    let metrics = manager.metrics_text().await.unwrap_or_default();
+    assert!(metrics.contains("category=\"rejected\""), "{metrics}");
+}
+
+#[tokio::test]
+async fn twenty_crds_from_one_file_are_all_established() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rd-twenty").await;
+    let rules = temp_dir("rd-twenty");
+    let file: Vec<String> = (0..20)
+        .map(|i| {
+            format!(
+                "apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata:\n  name: thing{i}.twenty.test\nspec:\n  versions:\n    - name: v1\n      served: true\n      storage: true\n"
+            )
+        })
+        .collect();
+    write(&rules, "twenty.yaml", &file.join("---\n"));
+    let start = Instant::now();
+    let _manager = ManagerProcess::start(&rules, &ns, "rd-twenty", &[]);
+    for i in 0..20 {
+        established(&format!("thing{i}s.twenty.test"), Duration::from_secs(60)).await;
+    }
+    println!(
+        "20 CRDs established {:.2} s after manager start",
+        start.elapsed().as_secs_f64()
+    );
+}

@@ -1,0 +1,161 @@
+//! Runs the real `ruleplane` binary against the test control plane and reads its HTTP endpoints.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::control_plane;
+
+pub struct ManagerProcess {
+    child: Child,
+    pub identity: String,
+    pub metrics: SocketAddr,
+    pub health: SocketAddr,
+    log: PathBuf,
+}
+
+fn free_port() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr")
+}
+
+/// A fresh, empty temporary directory for one test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("ruleplane-it-{}-{name}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+impl ManagerProcess {
+    /// Starts `ruleplane run` on `rules`, electing on Lease `ruleplane` in `lease_namespace`.
+    pub fn start(rules: &Path, lease_namespace: &str, identity: &str, extra: &[&str]) -> Self {
+        Self::start_as(
+            &control_plane().kubeconfig,
+            rules,
+            lease_namespace,
+            identity,
+            extra,
+        )
+    }
+
+    /// Like [`ManagerProcess::start`], authenticating with `kubeconfig`.
+    pub fn start_as(
+        kubeconfig: &Path,
+        rules: &Path,
+        lease_namespace: &str,
+        identity: &str,
+        extra: &[&str],
+    ) -> Self {
+        let metrics = free_port();
+        let health = free_port();
+        let log = rules.with_file_name(format!(
+            "{}-{identity}.log",
+            rules
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("manager")
+        ));
+        let log_file = std::fs::File::create(&log).expect("create manager log");
+        let child = Command::new(env!("CARGO_BIN_EXE_ruleplane"))
+            .arg("run")
+            .arg("--rules")
+            .arg(rules)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--metrics-bind-address", &metrics.to_string()])
+            .args(["--health-probe-bind-address", &health.to_string()])
+            .args(["--leader-election-namespace", lease_namespace])
+            .args(["--identity", identity])
+            .args(extra)
+            .env("RUST_LOG", "info,ruleplane=debug")
+            .stdout(Stdio::from(log_file.try_clone().expect("clone log handle")))
+            .stderr(Stdio::from(log_file))
+            .spawn()
+            .expect("start ruleplane");
+        ManagerProcess {
+            child,
+            identity: identity.to_owned(),
+            metrics,
+            health,
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM and waits for the exit code.
+    pub fn sigterm(&mut self) -> std::process::ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+        self.child.wait().expect("wait for manager")
+    }
+
+    pub async fn readyz(&self) -> Option<(u16, String)> {
+        http_get(self.health, "/readyz?verbose").await
+    }
+
+    pub async fn metrics_text(&self) -> Option<String> {
+        http_get(self.metrics, "/metrics")
+            .await
+            .map(|(_, body)| body)
+    }
+
+    /// The value of an unlabelled (or exactly labelled) sample, e.g. `ruleplane_leader`.
+    pub async fn metric(&self, sample: &str) -> Option<f64> {
+        let text = self.metrics_text().await?;
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .find_map(|l| {
+                l.strip_prefix(sample)
+                    .and_then(|rest| rest.strip_prefix(' '))
+            })
+            .and_then(|v| v.trim().parse().ok())
+    }
+}
+
+impl Drop for ManagerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!(
+                "---- ruleplane ({}) log ----\n{}",
+                self.identity,
+                self.logs()
+            );
+        }
+    }
+}
+
+/// A minimal HTTP/1.0 GET: enough for the manager's text endpoints without another client dependency.
+pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await.ok()?;
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_owned()))
+}

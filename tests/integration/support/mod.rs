@@ -1,0 +1,151 @@
+//! Test harness: one real control plane (etcd + kube-apiserver) per test binary and a fresh namespace per test.
+
+pub mod manager;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+/// A running control plane, started by `tests/control-plane/cluster.sh`.
+pub struct ControlPlane {
+    pub kubeconfig: PathBuf,
+    /// A kubeconfig for a user without any RBAC grant.
+    pub unprivileged_kubeconfig: PathBuf,
+    pub bin_dir: PathBuf,
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("manager/ has a parent")
+        .to_path_buf()
+}
+
+/// Starts the plane on first use. `RULEPLANE_TEST_CLUSTER_DIR` reuses a plane started by `make cluster-up`
+/// instead. A failure to start is a test failure with the script's output, never a skip.
+pub fn control_plane() -> &'static ControlPlane {
+    static PLANE: OnceLock<ControlPlane> = OnceLock::new();
+    PLANE.get_or_init(|| {
+        let script = repo_root().join("tests/control-plane/cluster.sh");
+        let dir = match std::env::var_os("RULEPLANE_TEST_CLUSTER_DIR") {
+            Some(dir) => PathBuf::from(dir),
+            None => {
+                let dir =
+                    std::env::temp_dir().join(format!("ruleplane-test-{}", std::process::id()));
+                // The script's watchdog stops the plane when this process exits, even on panic or SIGINT.
+                let out = Command::new(&script)
+                    .args(["up", "--dir"])
+                    .arg(&dir)
+                    .args(["--owner-pid", &std::process::id().to_string()])
+                    .stderr(std::process::Stdio::inherit())
+                    .output()
+                    .expect("run tests/control-plane/cluster.sh");
+                assert!(
+                    out.status.success(),
+                    "the local control plane did not start ({}); see the log above",
+                    out.status
+                );
+                dir
+            }
+        };
+        let env = std::fs::read_to_string(dir.join("env"))
+            .unwrap_or_else(|e| panic!("control plane env file in {}: {e}", dir.display()));
+        let bin_dir = env
+            .lines()
+            .find_map(|l| l.strip_prefix("BIN_DIR="))
+            .expect("BIN_DIR in env file");
+        ControlPlane {
+            kubeconfig: dir.join("kubeconfig"),
+            unprivileged_kubeconfig: dir.join("user.kubeconfig"),
+            bin_dir: PathBuf::from(bin_dir),
+        }
+    })
+}
+
+/// A client for the admin user. Each test builds its own: a client is bound to the runtime that made it.
+pub async fn admin_client() -> Client {
+    client_for(&control_plane().kubeconfig).await
+}
+
+pub async fn client_for(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("kubeconfig");
+    Client::try_from(config).expect("client")
+}
+
+/// Creates a fresh namespace named after the test. Without kube-controller-manager namespaces never finish
+/// deleting, so each test gets a new one rather than cleaning up a shared one.
+pub async fn test_namespace(client: &Client, test: &str) -> String {
+    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let slug: String = test
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let name = format!(
+        "{}-{}-{}",
+        &slug[..slug.len().min(40)],
+        std::process::id(),
+        n
+    );
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("namespace");
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+    name
+}
+
+/// Runs the kubectl built with the control plane against it: stdout, or stderr as the error.
+pub fn kubectl_result(args: &[&str]) -> Result<String, String> {
+    let plane = control_plane();
+    let out = Command::new(plane.bin_dir.join("kubectl"))
+        .arg("--kubeconfig")
+        .arg(&plane.kubeconfig)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run kubectl: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// Like [`kubectl_result`], failing the test when kubectl fails.
+pub fn kubectl(args: &[&str]) -> String {
+    kubectl_result(args).unwrap_or_else(|e| panic!("kubectl {args:?} failed: {e}"))
+}
+
+/// Polls `check` until it returns Some or `timeout` passes.
+pub async fn eventually<T, F, Fut>(timeout: std::time::Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
