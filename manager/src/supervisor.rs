@@ -168,10 +168,12 @@ async fn supervise(rule: Rule, ctx: WorkerContext, stop: CancellationToken) {
     loop {
         ctx.health.set_rule(&name, kind, WorkerState::Running);
         let span = info_span!("worker", rule = %name, kind);
-        let attempt =
-            tokio::spawn(workers::run(rule.clone(), ctx.clone(), stop.clone()).instrument(span));
+        // The attempt runs in its own task so a panic is caught as a JoinError; the guard aborts it when this
+        // supervising task is aborted (lost leadership), so no worker outlives its supervisor.
+        let mut attempt =
+            AbortOnDrop(tokio::spawn(workers::run(rule.clone(), ctx.clone(), stop.clone()).instrument(span)));
         let started = tokio::time::Instant::now();
-        let failure = match attempt.await {
+        let failure = match (&mut attempt.0).await {
             Ok(Ok(())) => return,
             Ok(Err(e)) => e.to_string(),
             Err(join) if join.is_panic() => "worker panicked".to_owned(),
@@ -196,5 +198,13 @@ async fn supervise(rule: Rule, ctx: WorkerContext, stop: CancellationToken) {
             _ = stop.cancelled() => return,
         }
         backoff = (backoff * 2).min(Duration::from_secs(60));
+    }
+}
+
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -4,25 +4,65 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
 target=${CARGO_TARGET_DIR:-$cache/target}
-eval "$("$root/tests/control-plane/cluster.sh" up 2>/dev/null | tail -n1)"
+"$root/tests/control-plane/cluster.sh" up >/dev/null
 # shellcheck disable=SC1091
 . "$cache/cluster/env"
+export KUBECONFIG="$cache/cluster/kubeconfig"
 kubectl() { "$BIN_DIR/kubectl" "$@"; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+explain() { printf '   %s\n' "$@"; }
 
-say "Local control plane: $APISERVER_URL (etcd + kube-apiserver $(basename "$BIN_DIR"))"
+say "1. A real local control plane is running"
+explain "etcd 3.5 + kube-apiserver $(basename "$BIN_DIR"), built from the Kubernetes Go module, at $APISERVER_URL"
 kubectl version 2>/dev/null | sed 's/^/   /'
 
-say "Starting: ruleplane run --rules examples/  (logs below)"
-"$target/debug/ruleplane" run --rules "$root/examples" --kubeconfig "$KUBECONFIG" &
+say "2. Validating the example rules offline (what CI would run)"
+"$target/debug/ruleplane" validate "$root/examples"
+
+log=$(mktemp -t ruleplane-demo.XXXXXX.log)
+say "3. Starting the manager: ruleplane run --rules examples/   (log: $log)"
+"$target/debug/ruleplane" run --rules "$root/examples" --kubeconfig "$KUBECONFIG" \
+  --metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 \
+  --leader-election-namespace default --identity demo >"$log" 2>&1 &
 manager=$!
 trap 'kill $manager 2>/dev/null || true; wait $manager 2>/dev/null || true' EXIT
-sleep 3
+for _ in $(seq 1 60); do
+  curl -fs http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break
+  sleep 0.5
+done
+sed 's/^/   /' "$log" | head -n 25
+explain "" "It elected itself leader on Lease default/ruleplane and started one worker per rule."
 
-say "Stopping the manager (SIGTERM)"
+say "4. The ResourceDefinition rules became CustomResourceDefinitions"
+for _ in $(seq 1 60); do
+  kubectl get crd crontabs.stable.example.com >/dev/null 2>&1 && break
+  sleep 0.5
+done
+kubectl wait --for=condition=Established crd -l app.kubernetes.io/managed-by=ruleplane --timeout=60s >/dev/null
+kubectl get crd -l app.kubernetes.io/managed-by=ruleplane -L ruleplane.dev/rule | sed 's/^/   /'
+explain "" "Each CRD carries the labels app.kubernetes.io/managed-by=ruleplane and ruleplane.dev/rule=<rule>."
+
+say "5. Users create objects of the new kind (user story 1) and kubectl just works"
+cat <<'YAML' | tee /dev/stderr 2>&1 | kubectl apply -f - | sed 's/^/   /'
+apiVersion: stable.example.com/v1
+kind: CronTab
+metadata: { name: new-cron-object, namespace: default }
+spec: { cronSpec: "* * * * */5", image: my-awesome-cron-image }
+YAML
+echo "   \$ kubectl get crontabs"
+kubectl get crontabs | sed 's/^/   /'
+echo "   \$ kubectl get ct new-cron-object -o jsonpath='{.spec.image}'"
+printf '   %s\n' "$(kubectl get ct new-cron-object -o jsonpath='{.spec.image}')"
+
+say "6. Health and metrics"
+echo "   \$ curl localhost:18081/readyz?verbose"
+curl -fs 'http://127.0.0.1:18081/readyz?verbose' | sed 's/^/   /'
+echo "   \$ curl localhost:18080/metrics | grep ruleplane_leader"
+curl -fs http://127.0.0.1:18080/metrics | grep -E '^ruleplane_(leader|rules_loaded) ' | sed 's/^/   /'
+
+say "7. Stopping the manager (SIGTERM): workers stop, the Lease is released"
 kill -TERM $manager
-wait $manager && echo "   manager exited cleanly"
+wait $manager && explain "manager exited with status 0"
 trap - EXIT
-say "The control plane keeps running for you:"
-echo "   export KUBECONFIG=$KUBECONFIG"
-echo "   make cluster-down    # to stop it"
+explain "The CRDs and the CronTab stay: CRDs and user objects are never deleted implicitly." \
+        "The control plane keeps running for you:" "  export KUBECONFIG=$KUBECONFIG" "  make cluster-down    # to stop it"

@@ -23,7 +23,7 @@ metadata:
   name: cron-tab.rd.example.com
 spec:
   scope: Namespaced
-  shortNames: [ct]
+  names: { shortNames: [ct] }
   versions:
     - name: v1
       served: true
@@ -265,7 +265,7 @@ async fn a_crd_owned_by_someone_else_is_not_taken_over_and_the_conflict_is_repor
     let clash = CRONTAB_RULE
         .replace("cron-tab.rd.example.com", "schedules.conflict.test")
         .replace(
-            "  shortNames: [ct]\n",
+            "  names: { shortNames: [ct] }\n",
             "  names: { kind: CronTab, plural: schedules, singular: schedule }\n",
         );
     let rules = temp_dir("rd-conflict");

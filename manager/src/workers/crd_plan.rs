@@ -13,7 +13,7 @@ pub struct EvolutionPolicy {
     /// Take over a CRD that another manager created.
     pub adopt: bool,
     pub allow_storage_version_change: bool,
-    pub allow_stored_version_removal: bool,
+    pub allow_version_removal: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +42,7 @@ pub enum CrdRefusal {
         to: String,
     },
     #[error(
-        "removing version(s) {versions} of {crd} would orphan stored objects (they are listed in status.storedVersions); migrate them and set `allowStoredVersionRemoval: true`"
+        "removing version(s) {versions} of {crd} would orphan stored objects (they are listed in status.storedVersions); migrate them and set `allowVersionRemoval: true`"
     )]
     StoredVersionRemoval { crd: String, versions: String },
 }
@@ -110,7 +110,7 @@ pub fn plan_crd(
         .map(String::as_str)
         .filter(|v| !desired.spec.versions.iter().any(|d| d.name == *v))
         .collect();
-    if !removed.is_empty() && !policy.allow_stored_version_removal {
+    if !removed.is_empty() && !policy.allow_version_removal {
         return Err(CrdRefusal::StoredVersionRemoval {
             crd,
             versions: removed.join(", "),
@@ -246,7 +246,7 @@ status:
             }
         );
         let allow = EvolutionPolicy {
-            allow_stored_version_removal: true,
+            allow_version_removal: true,
             ..policy()
         };
         assert_eq!(

@@ -70,7 +70,7 @@ pub fn evolution_policy(rule: &ResourceDefinitionRule) -> EvolutionPolicy {
         rule: rule.name().to_owned(),
         adopt: rule.adopt(),
         allow_storage_version_change: rule.allow_storage_version_change(),
-        allow_stored_version_removal: rule.allow_stored_version_removal(),
+        allow_version_removal: rule.allow_version_removal(),
     }
 }
 
