@@ -1,0 +1,357 @@
+//! Pure rendering of a Reconciler: parent object + lookups → child objects and parent status.
+
+use serde_json::{Map, Value};
+
+use crate::builtin_kinds::builtin_kind;
+use crate::diagnostics::SourceLocation;
+use crate::jsonpath::{CompiledPath, is_truthy};
+use crate::template::{TemplateRenderError, render_template};
+use crate::types::{ChildTemplate, Lookup, ReconcilerRule};
+use crate::yaml_tree::{NodeValue, parse_documents};
+
+/// Label on everything Ruleplane creates.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY_VALUE: &str = "ruleplane";
+/// Label naming the rule that created an object.
+pub const RULE_LABEL: &str = "ruleplane.dev/rule";
+/// Label carrying the parent's UID on children (pruning, cross-namespace children).
+pub const PARENT_UID_LABEL: &str = "ruleplane.dev/parent-uid";
+/// Label carrying the child's `id` within its rule.
+pub const CHILD_ID_LABEL: &str = "ruleplane.dev/child-id";
+
+/// The result of rendering one parent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rendered {
+    /// Desired child objects, in the rule's `children` order, labelled.
+    pub children: Vec<Value>,
+    /// Status projected from the parent, the rendered children and the lookups.
+    pub status: Map<String, Value>,
+}
+
+/// Why rendering failed. Every variant names the child and points into the rule file.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RenderError {
+    /// The template failed (missing field, helper error, budget).
+    #[error("{location}: child `{child}`: {error}")]
+    Template {
+        /// The child's id.
+        child: String,
+        /// Where in the rule file (the template line when known).
+        location: SourceLocation,
+        /// The template error.
+        error: TemplateRenderError,
+    },
+    /// The rendered text is not valid YAML.
+    #[error("{location}: child `{child}`: rendered output is not valid YAML at output line {}, column {}: {}\n  | {}", problem.line, problem.column, problem.message, problem.rendered_line)]
+    OutputYaml {
+        /// The child's id.
+        child: String,
+        /// Where the template starts in the rule file.
+        location: SourceLocation,
+        /// What the YAML parser found, where in the output.
+        problem: Box<OutputYamlProblem>,
+    },
+    /// The rendered YAML is not one Kubernetes object.
+    #[error("{location}: child `{child}`: {message}")]
+    OutputObject {
+        /// The child's id.
+        child: String,
+        /// Where the template starts in the rule file.
+        location: SourceLocation,
+        /// What is wrong.
+        message: String,
+    },
+    /// A lookup's name or namespace template failed.
+    #[error("lookup `{lookup}`: {error}")]
+    Lookup {
+        /// The lookup's name.
+        lookup: String,
+        /// The template error.
+        error: TemplateRenderError,
+    },
+}
+
+/// A YAML problem in rendered output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputYamlProblem {
+    /// Line in the rendered output.
+    pub line: usize,
+    /// Column in the rendered output.
+    pub column: usize,
+    /// The parser's message.
+    pub message: String,
+    /// The offending rendered line.
+    pub rendered_line: String,
+}
+
+impl RenderError {
+    /// Short category.
+    pub fn category(&self) -> &'static str {
+        match self {
+            RenderError::Template { error, .. } | RenderError::Lookup { error, .. } => error.category(),
+            RenderError::OutputYaml { .. } => "output-yaml",
+            RenderError::OutputObject { .. } => "output-object",
+        }
+    }
+}
+
+/// Renders every child of `rule` for `parent` and computes the status over the rendered children.
+///
+/// `lookups` maps lookup names to the objects found (already narrowed by their `jsonPath`, see
+/// [`project_lookup`]); lookups that found nothing should be present as `null`.
+pub fn render_children(
+    rule: &ReconcilerRule,
+    parent: &Value,
+    lookups: &Map<String, Value>,
+) -> Result<Rendered, RenderError> {
+    let children = render_child_list(rule, &rule.spec.children, parent, lookups)?;
+    let by_id: Map<String, Value> = rule
+        .spec
+        .children
+        .iter()
+        .zip(&children)
+        .map(|(template, child)| (template.id.clone(), child.clone()))
+        .collect();
+    let status = compute_status(rule, parent, &by_id, lookups);
+    Ok(Rendered { children, status })
+}
+
+/// Renders the `finalize` children (empty when the rule has none).
+pub fn render_finalize_children(
+    rule: &ReconcilerRule,
+    parent: &Value,
+    lookups: &Map<String, Value>,
+) -> Result<Vec<Value>, RenderError> {
+    match &rule.spec.finalize {
+        Some(finalize) => render_child_list(rule, &finalize.children, parent, lookups),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Status fields from JSONPaths over `{parent fields…, children: {id: object}, lookups}`. Paths that select
+/// nothing are left out, so a field appears once the child reports it.
+pub fn compute_status(
+    rule: &ReconcilerRule,
+    parent: &Value,
+    children: &Map<String, Value>,
+    lookups: &Map<String, Value>,
+) -> Map<String, Value> {
+    let mut scope = template_context(parent, lookups);
+    if let Value::Object(fields) = &mut scope {
+        fields.insert("children".to_string(), Value::Object(children.clone()));
+    }
+    rule.spec
+        .status
+        .iter()
+        .filter_map(|(field, expression)| {
+            let path = CompiledPath::compile(expression).ok()?;
+            path.select_one(&scope).map(|value| (field.clone(), value))
+        })
+        .collect()
+}
+
+/// Whether an observed child is ready according to its `readyWhen` (no `readyWhen`: ready once it exists).
+pub fn child_ready(child: &ChildTemplate, observed: &Value) -> bool {
+    match &child.ready_when {
+        None => true,
+        Some(expression) => CompiledPath::compile(expression)
+            .map(|path| is_truthy(path.select_one(observed).as_ref()))
+            .unwrap_or(false),
+    }
+}
+
+/// The name and namespace of a lookup's object for `parent`. The namespace is the rendered `namespace`, else
+/// the parent's, except for cluster-scoped built-in kinds (Namespace, Node, …), which have none.
+pub fn render_lookup_target(
+    name: &str,
+    lookup: &Lookup,
+    parent: &Value,
+) -> Result<(String, Option<String>), RenderError> {
+    let context = template_context(parent, &Map::new());
+    let render = |text: &str| {
+        render_template(text, &context).map_err(|error| RenderError::Lookup {
+            lookup: name.to_string(),
+            error,
+        })
+    };
+    let object_name = render(&lookup.name)?;
+    let cluster_scoped = builtin_kind(&lookup.api_version, &lookup.kind).is_some_and(|k| !k.namespaced);
+    let namespace = match &lookup.namespace {
+        Some(namespace) => Some(render(namespace)?),
+        None if cluster_scoped => None,
+        None => parent
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    };
+    Ok((object_name.trim().to_string(), namespace.map(|n| n.trim().to_string())))
+}
+
+/// Builds the `lookups` map for `parent`: for each lookup, renders its target, asks `fetch` for the object
+/// (`fetch(lookup, name, namespace)`, e.g. from a watch cache or from files given to `ruleplane render`) and
+/// projects it with [`project_lookup`]. Objects that are not found appear as `null`.
+pub fn gather_lookups(
+    rule: &ReconcilerRule,
+    parent: &Value,
+    mut fetch: impl FnMut(&Lookup, &str, Option<&str>) -> Option<Value>,
+) -> Result<Map<String, Value>, RenderError> {
+    let mut lookups = Map::new();
+    for (name, lookup) in &rule.spec.lookups {
+        let (object_name, namespace) = render_lookup_target(name, lookup, parent)?;
+        let object = fetch(lookup, &object_name, namespace.as_deref());
+        lookups.insert(name.clone(), project_lookup(lookup, object.as_ref()));
+    }
+    Ok(lookups)
+}
+
+/// What a lookup exposes to templates: the object (or the part its `jsonPath` selects), or `null`.
+pub fn project_lookup(lookup: &Lookup, object: Option<&Value>) -> Value {
+    let Some(object) = object else {
+        return Value::Null;
+    };
+    match &lookup.json_path {
+        None => object.clone(),
+        Some(expression) => CompiledPath::compile(expression)
+            .ok()
+            .and_then(|path| path.select_one(object))
+            .unwrap_or(Value::Null),
+    }
+}
+
+/// The data templates see: the parent's fields at the top level, plus `lookups`.
+fn template_context(parent: &Value, lookups: &Map<String, Value>) -> Value {
+    let mut context = match parent {
+        Value::Object(fields) => fields.clone(),
+        _ => Map::new(),
+    };
+    context.insert("lookups".to_string(), Value::Object(lookups.clone()));
+    Value::Object(context)
+}
+
+fn render_child_list(
+    rule: &ReconcilerRule,
+    templates: &[ChildTemplate],
+    parent: &Value,
+    lookups: &Map<String, Value>,
+) -> Result<Vec<Value>, RenderError> {
+    let context = template_context(parent, lookups);
+    templates
+        .iter()
+        .map(|template| render_one(rule, template, &context, parent))
+        .collect()
+}
+
+fn render_one(
+    rule: &ReconcilerRule,
+    template: &ChildTemplate,
+    context: &Value,
+    parent: &Value,
+) -> Result<Value, RenderError> {
+    let start = &template.template_source;
+    let text = render_template(&template.template, context).map_err(|error| {
+        let template_line = match &error {
+            TemplateRenderError::MissingField { line, .. } | TemplateRenderError::Evaluation { line, .. } => *line,
+            _ => 1,
+        };
+        RenderError::Template {
+            child: template.id.clone(),
+            location: SourceLocation {
+                file: start.file.clone(),
+                line: start.line + template_line.saturating_sub(1),
+                column: start.column,
+            },
+            error,
+        }
+    })?;
+    let object_error = |message: String| RenderError::OutputObject {
+        child: template.id.clone(),
+        location: start.clone(),
+        message,
+    };
+    let documents = parse_documents(&text).map_err(|error| RenderError::OutputYaml {
+        child: template.id.clone(),
+        location: start.clone(),
+        problem: Box::new(OutputYamlProblem {
+            line: error.pos.line,
+            column: error.pos.column,
+            rendered_line: text
+                .lines()
+                .nth(error.pos.line.saturating_sub(1))
+                .unwrap_or("")
+                .to_string(),
+            message: error.message,
+        }),
+    })?;
+    let document = match documents.as_slice() {
+        [one] => one,
+        [] => {
+            return Err(object_error(
+                "the template rendered nothing; it must render one Kubernetes object".into(),
+            ));
+        }
+        _ => {
+            return Err(object_error(format!(
+                "the template rendered {} YAML documents; each child renders exactly one object (add more children instead)",
+                documents.len()
+            )));
+        }
+    };
+    if !matches!(document.value, NodeValue::Map(_)) {
+        return Err(object_error(format!(
+            "rendered output is a {}, not a Kubernetes object",
+            document.type_name()
+        )));
+    }
+    let mut object = document.to_json();
+    for field in ["/apiVersion", "/kind", "/metadata/name"] {
+        let present = object
+            .pointer(field)
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.trim().is_empty());
+        if !present {
+            let name = field.trim_start_matches('/').replace('/', ".");
+            return Err(object_error(format!(
+                "rendered object has no `{name}`; every child needs apiVersion, kind and metadata.name"
+            )));
+        }
+    }
+    label_child(&mut object, rule, template, parent);
+    Ok(object)
+}
+
+/// Adds the ownership labels and, for namespaced kinds without one, the parent's namespace.
+fn label_child(object: &mut Value, rule: &ReconcilerRule, template: &ChildTemplate, parent: &Value) {
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+    let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    // Only kinds known to be cluster-scoped stay without a namespace; everything else lives next to its parent.
+    let cluster_scoped = builtin_kind(&api_version, &kind).is_some_and(|k| !k.namespaced);
+    if !cluster_scoped
+        && !metadata.contains_key("namespace")
+        && let Some(namespace) = parent.pointer("/metadata/namespace").and_then(Value::as_str)
+    {
+        metadata.insert("namespace".to_string(), Value::String(namespace.to_string()));
+    }
+    let labels = metadata.entry("labels").or_insert_with(|| Value::Object(Map::new()));
+    if !labels.is_object() {
+        *labels = Value::Object(Map::new());
+    }
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert(
+            MANAGED_BY_LABEL.to_string(),
+            Value::String(MANAGED_BY_VALUE.to_string()),
+        );
+        labels.insert(RULE_LABEL.to_string(), Value::String(rule.metadata.name.clone()));
+        labels.insert(CHILD_ID_LABEL.to_string(), Value::String(template.id.clone()));
+        if let Some(uid) = parent.pointer("/metadata/uid").and_then(Value::as_str) {
+            labels.insert(PARENT_UID_LABEL.to_string(), Value::String(uid.to_string()));
+        }
+    }
+}

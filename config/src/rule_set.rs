@@ -1,0 +1,157 @@
+//! `Rule`, `RuleSet` and the kinds a rule set makes available.
+
+use serde::Serialize;
+
+use crate::builtin_kinds::builtin_kind;
+use crate::diagnostics::SourceLocation;
+use crate::types::{ReconcilerRule, ResourceDefinitionRule, ResourceScope, RuleKind, SchedulerPolicyRule};
+
+/// One loaded, validated rule.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Rule {
+    /// A custom resource type.
+    ResourceDefinition(ResourceDefinitionRule),
+    /// A controller.
+    Reconciler(ReconcilerRule),
+    /// A scheduler.
+    SchedulerPolicy(SchedulerPolicyRule),
+}
+
+impl Rule {
+    /// The rule's `metadata.name`.
+    pub fn name(&self) -> &str {
+        match self {
+            Rule::ResourceDefinition(rule) => &rule.metadata.name,
+            Rule::Reconciler(rule) => &rule.metadata.name,
+            Rule::SchedulerPolicy(rule) => &rule.metadata.name,
+        }
+    }
+
+    /// The rule's kind.
+    pub fn kind(&self) -> RuleKind {
+        match self {
+            Rule::ResourceDefinition(_) => RuleKind::ResourceDefinition,
+            Rule::Reconciler(_) => RuleKind::Reconciler,
+            Rule::SchedulerPolicy(_) => RuleKind::SchedulerPolicy,
+        }
+    }
+
+    /// Where the rule's document starts.
+    pub fn source(&self) -> &SourceLocation {
+        match self {
+            Rule::ResourceDefinition(rule) => &rule.source,
+            Rule::Reconciler(rule) => &rule.source,
+            Rule::SchedulerPolicy(rule) => &rule.source,
+        }
+    }
+}
+
+/// A kind objects can have, with how the API serves it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KindInfo {
+    /// `group/version` or `v1`.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Resource (plural) name.
+    pub plural: String,
+    /// Whether objects are namespaced.
+    pub namespaced: bool,
+    /// The ResourceDefinition rule declaring it; `None` for built-in kinds.
+    pub declared_by: Option<String>,
+}
+
+/// The rules loaded from a set of files, in load order (files sorted by path, documents in file order).
+#[derive(Clone, Debug, PartialEq, Default, Serialize)]
+#[serde(transparent)]
+pub struct RuleSet {
+    pub(crate) rules: Vec<Rule>,
+}
+
+impl RuleSet {
+    /// All rules in load order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The rule with this name.
+    pub fn get(&self, name: &str) -> Option<&Rule> {
+        self.rules.iter().find(|rule| rule.name() == name)
+    }
+
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// True when no rules were loaded.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// ResourceDefinition rules.
+    pub fn resource_definitions(&self) -> impl Iterator<Item = &ResourceDefinitionRule> {
+        self.rules.iter().filter_map(|rule| match rule {
+            Rule::ResourceDefinition(rd) => Some(rd),
+            _ => None,
+        })
+    }
+
+    /// Reconciler rules.
+    pub fn reconcilers(&self) -> impl Iterator<Item = &ReconcilerRule> {
+        self.rules.iter().filter_map(|rule| match rule {
+            Rule::Reconciler(reconciler) => Some(reconciler),
+            _ => None,
+        })
+    }
+
+    /// SchedulerPolicy rules.
+    pub fn scheduler_policies(&self) -> impl Iterator<Item = &SchedulerPolicyRule> {
+        self.rules.iter().filter_map(|rule| match rule {
+            Rule::SchedulerPolicy(policy) => Some(policy),
+            _ => None,
+        })
+    }
+
+    /// Resolves `apiVersion`/`kind` to a kind declared by a ResourceDefinition of this set (served version)
+    /// or a built-in kind.
+    pub fn resolve_kind(&self, api_version: &str, kind: &str) -> Option<KindInfo> {
+        resolve_kind_in(self.resource_definitions(), api_version, kind)
+    }
+}
+
+pub(crate) fn resolve_kind_in<'r>(
+    definitions: impl IntoIterator<Item = &'r ResourceDefinitionRule>,
+    api_version: &str,
+    kind: &str,
+) -> Option<KindInfo> {
+    for definition in definitions {
+        let names = &definition.names;
+        if names.kind != kind {
+            continue;
+        }
+        let served = definition
+            .spec
+            .versions
+            .iter()
+            .any(|version| version.served && format!("{}/{}", names.group, version.name) == api_version);
+        if served {
+            return Some(KindInfo {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+                plural: names.plural.clone(),
+                namespaced: definition.spec.scope == ResourceScope::Namespaced,
+                declared_by: Some(definition.metadata.name.clone()),
+            });
+        }
+    }
+    builtin_kind(api_version, kind).map(|builtin| KindInfo {
+        api_version: builtin.api_version.to_string(),
+        kind: builtin.kind.to_string(),
+        plural: builtin.plural.to_string(),
+        namespaced: builtin.namespaced,
+        declared_by: None,
+    })
+}

@@ -1,0 +1,67 @@
+//! The JSON Schema (draft-07) of the rule language, generated from the rule types; also drives the loader's checks.
+
+use std::sync::OnceLock;
+
+use schemars::generate::SchemaSettings;
+use serde_json::{Value, json};
+
+use crate::types::{API_VERSION, ReconcilerRule, ResourceDefinitionRule, RuleKind, SchedulerPolicyRule};
+
+/// JSON Schema (draft-07) accepting any rule document (ResourceDefinition, Reconciler or SchedulerPolicy),
+/// for `ruleplane schema` and editors (`# yaml-language-server: $schema=…`).
+pub fn rule_language_schema() -> Value {
+    cached_schema().clone()
+}
+
+/// The schema is derived once and shared: the loader checks every document against it.
+pub(crate) fn cached_schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(build_schema)
+}
+
+/// The `$ref` of a rule kind's document schema inside [`rule_language_schema`].
+pub(crate) fn kind_schema_ref(kind: RuleKind) -> Value {
+    json!({ "$ref": format!("#/definitions/{}", definition_name(kind)) })
+}
+
+fn definition_name(kind: RuleKind) -> &'static str {
+    match kind {
+        RuleKind::ResourceDefinition => "ResourceDefinitionRule",
+        RuleKind::Reconciler => "ReconcilerRule",
+        RuleKind::SchedulerPolicy => "SchedulerPolicyRule",
+    }
+}
+
+fn build_schema() -> Value {
+    let mut generator = SchemaSettings::draft07().into_generator();
+    generator.subschema_for::<ResourceDefinitionRule>();
+    generator.subschema_for::<ReconcilerRule>();
+    generator.subschema_for::<SchedulerPolicyRule>();
+    let definitions = generator.take_definitions(true);
+    let kinds: Vec<&str> = RuleKind::ALL.iter().map(|kind| kind.as_str()).collect();
+    let dispatch: Vec<Value> = RuleKind::ALL
+        .iter()
+        .map(|kind| {
+            json!({
+                "if": { "properties": { "kind": { "const": kind.as_str() } }, "required": ["kind"] },
+                "then": kind_schema_ref(*kind),
+            })
+        })
+        .collect();
+    json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Ruleplane rule",
+        "description": format!(
+            "One document of a Ruleplane rule file (apiVersion {API_VERSION}): a ResourceDefinition, a \
+             Reconciler or a SchedulerPolicy. See docs/rule-language.md."
+        ),
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": { "const": API_VERSION },
+            "kind": { "enum": kinds },
+        },
+        "allOf": dispatch,
+        "definitions": definitions,
+    })
+}

@@ -1,0 +1,175 @@
+//! The `Reconciler` rule: watch one kind, render children from each object, project status back.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::{HumanDuration, LabelSelector, RuleMetadata};
+use crate::diagnostics::SourceLocation;
+
+/// Watches objects of one kind and keeps, for each, a set of child objects rendered from templates;
+/// optionally projects fields of the children back into the object's status.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(title = "Reconciler")]
+pub struct ReconcilerRule {
+    /// Always `ruleplane.dev/v1alpha1`.
+    #[schemars(extend("const" = "ruleplane.dev/v1alpha1"))]
+    pub api_version: String,
+    /// Always `Reconciler`.
+    #[schemars(extend("const" = "Reconciler"))]
+    pub kind: String,
+    /// Rule name; appears in the `ruleplane.dev/rule` label of every child.
+    pub metadata: RuleMetadata,
+    /// What to watch and what to render.
+    pub spec: ReconcilerSpec,
+    /// Where the rule was written (not part of equality: moving a rule does not change it).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub source: SourceLocation,
+}
+
+impl ReconcilerRule {
+    /// The rule's `metadata.name`.
+    pub fn name(&self) -> &str {
+        &self.metadata.name
+    }
+
+    /// Where the rule's document starts.
+    pub fn source(&self) -> &SourceLocation {
+        &self.source
+    }
+}
+
+impl PartialEq for ReconcilerRule {
+    fn eq(&self, other: &Self) -> bool {
+        self.api_version == other.api_version
+            && self.kind == other.kind
+            && self.metadata == other.metadata
+            && self.spec == other.spec
+    }
+}
+
+/// What a Reconciler watches and renders.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReconcilerSpec {
+    /// The kind of the parent objects: a kind declared by a ResourceDefinition in the same rule set, or a
+    /// built-in kind (Pod, Deployment, ConfigMap, …).
+    #[serde(rename = "for")]
+    pub watched: WatchedKind,
+    /// Related objects read from the caches and exposed to templates as `lookups.<name>`; a missing object
+    /// is exposed as `null` (use `{{#if lookups.x}}` or `default`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub lookups: BTreeMap<String, Lookup>,
+    /// Child objects, one template each. The template context is the parent object (`{{metadata.name}}`,
+    /// `{{spec.image}}`) plus `lookups`.
+    #[schemars(length(min = 1))]
+    pub children: Vec<ChildTemplate>,
+    /// Parent status fields, each a JSONPath over `{parent fields…, children: {<id>: object}, lookups}`,
+    /// written to the parent's status (through the status subresource when it has one).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub status: BTreeMap<String, String>,
+    /// Cleanup when a parent is deleted: these children are applied (e.g. a backup Job) and must become
+    /// ready before the parent's finalizer is removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finalize: Option<FinalizeSpec>,
+    /// Re-render every parent this often even without changes (e.g. `10m`), to repair drift of children.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resync_period: Option<HumanDuration>,
+    /// Take over existing objects with a child's name that Ruleplane did not create. Without it they are
+    /// reported as conflicts and left alone.
+    #[serde(default)]
+    pub adopt: bool,
+}
+
+/// The watched kind.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WatchedKind {
+    /// `group/version` (or `v1` for the core group), e.g. `stable.example.com/v1`.
+    pub api_version: String,
+    /// Kind, e.g. `CronTab`.
+    pub kind: String,
+    /// Only objects whose labels match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// Only objects in this namespace (default: all namespaces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// A related object exposed to templates.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Lookup {
+    /// `group/version` of the object.
+    pub api_version: String,
+    /// Kind of the object.
+    pub kind: String,
+    /// Object name; may be a template over the parent, e.g. `"{{metadata.name}}-config"`.
+    pub name: String,
+    /// Namespace (template allowed); defaults to the parent's namespace for namespaced kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Expose only this part of the object, e.g. `{.data}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_path: Option<String>,
+}
+
+/// One child object.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChildTemplate {
+    /// Identifier of the child within the rule; status paths refer to it as `children.<id>`.
+    #[schemars(regex(pattern = super::common::IDENTIFIER_PATTERN))]
+    pub id: String,
+    /// Handlebars template producing one Kubernetes object as YAML (apiVersion, kind and metadata.name
+    /// required). Strict: a missing field is an error. Helpers: json, yaml, default, jsonpath, b64enc,
+    /// b64dec, sha256, lower, upper, trunc, quote, indent.
+    pub template: String,
+    /// JSONPath over the child; the child is ready when it yields a value that is not `false`, `null` or
+    /// empty. Without it a child is ready once applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_when: Option<String>,
+    /// Where the template's first line is in the rule file, so render errors point into the file.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub template_source: SourceLocation,
+}
+
+impl ChildTemplate {
+    /// The child's `apiVersion` and `kind` as spelled literally on the template's top-level lines.
+    ///
+    /// The loader requires them to be literal so the children's kinds are known before anything is rendered:
+    /// workers watch those kinds for drift, and `ruleplane rbac` grants access to them.
+    pub fn static_kind(&self) -> Option<(String, String)> {
+        let top_level = |field: &str| {
+            self.template.lines().find_map(|line| {
+                let value = line.strip_prefix(field)?.strip_prefix(':')?;
+                let value = value.split(" #").next().unwrap_or(value).trim();
+                let value = value.trim_matches(|c| c == '"' || c == '\'');
+                (!value.is_empty() && !value.contains("{{")).then(|| value.to_string())
+            })
+        };
+        Some((top_level("apiVersion")?, top_level("kind")?))
+    }
+}
+
+impl PartialEq for ChildTemplate {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id && self.template == other.template && self.ready_when == other.ready_when
+    }
+}
+
+impl Eq for ChildTemplate {}
+
+/// Cleanup run before a parent's finalizer is removed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FinalizeSpec {
+    /// Children applied when the parent is being deleted.
+    #[schemars(length(min = 1))]
+    pub children: Vec<ChildTemplate>,
+}
