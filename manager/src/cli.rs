@@ -45,11 +45,7 @@ pub struct RunArgs {
     #[arg(long, env = "RULEPLANE_METRICS_BIND_ADDRESS", default_value = ":8080")]
     pub metrics_bind_address: String,
     /// Address for /healthz and /readyz (`:8081` = all interfaces, `0` = disabled).
-    #[arg(
-        long,
-        env = "RULEPLANE_HEALTH_PROBE_BIND_ADDRESS",
-        default_value = ":8081"
-    )]
+    #[arg(long, env = "RULEPLANE_HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081")]
     pub health_probe_bind_address: String,
     /// Run workers only while holding the leader lease (disable only for a single replica).
     #[arg(long, env = "RULEPLANE_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
@@ -58,11 +54,7 @@ pub struct RunArgs {
     #[arg(long, env = "RULEPLANE_LEADER_ELECTION_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
     /// Name of the leader Lease.
-    #[arg(
-        long,
-        env = "RULEPLANE_LEADER_ELECTION_ID",
-        default_value = "ruleplane"
-    )]
+    #[arg(long, env = "RULEPLANE_LEADER_ELECTION_ID", default_value = "ruleplane")]
     pub leader_election_id: String,
     /// This replica's identity in the Lease; defaults to $POD_NAME, else hostname plus a random suffix.
     #[arg(long, env = "RULEPLANE_IDENTITY")]

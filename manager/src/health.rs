@@ -70,9 +70,7 @@ impl Health {
     }
 
     pub fn set_rule(&self, name: &str, kind: &'static str, state: WorkerState) {
-        self.write()
-            .rules
-            .insert(name.to_owned(), RuleHealth { kind, state });
+        self.write().rules.insert(name.to_owned(), RuleHealth { kind, state });
     }
 
     pub fn set_missing_permissions(&self, missing: BTreeMap<String, Vec<String>>) {
@@ -92,10 +90,7 @@ impl Health {
             ("caches-synced", inner.caches_synced, String::new()),
             (
                 "leadership-known",
-                inner
-                    .leadership
-                    .as_ref()
-                    .is_some_and(|l| *l != Leadership::Unknown),
+                inner.leadership.as_ref().is_some_and(|l| *l != Leadership::Unknown),
                 match &inner.leadership {
                     Some(Leadership::Leading) => " (leader)".to_owned(),
                     Some(Leadership::Following(Some(h))) => format!(" (standby; leader is {h})"),
@@ -111,20 +106,13 @@ impl Health {
                 let _ = writeln!(body, "[{}] {name}{detail}", if *ok { "+" } else { "-" });
             }
             if let Some(err) = &inner.reload_error {
-                let _ = writeln!(
-                    body,
-                    "[!] last reload rejected; previous rules keep running:"
-                );
+                let _ = writeln!(body, "[!] last reload rejected; previous rules keep running:");
                 for line in err.lines() {
                     let _ = writeln!(body, "    {line}");
                 }
             }
             for (owner, perms) in &inner.missing_permissions {
-                let _ = writeln!(
-                    body,
-                    "[!] {owner} lacks RBAC permissions: {}",
-                    perms.join("; ")
-                );
+                let _ = writeln!(body, "[!] {owner} lacks RBAC permissions: {}", perms.join("; "));
             }
             for (name, rule) in &inner.rules {
                 let state = match &rule.state {
@@ -134,11 +122,7 @@ impl Health {
                 };
                 let _ = writeln!(body, "rule {name} ({}): {state}", rule.kind);
             }
-            let _ = writeln!(
-                body,
-                "readyz check {}",
-                if ready { "passed" } else { "failed" }
-            );
+            let _ = writeln!(body, "readyz check {}", if ready { "passed" } else { "failed" });
         } else {
             body.push_str(if ready { "ok" } else { "not ready" });
         }

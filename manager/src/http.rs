@@ -54,10 +54,10 @@ pub async fn serve(addr: SocketAddr, endpoints: Endpoints) -> std::io::Result<So
 }
 
 fn route(endpoints: &Endpoints, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let verbose = req.uri().query().is_some_and(|q| {
-        q.split('&')
-            .any(|p| p == "verbose" || p.starts_with("verbose="))
-    });
+    let verbose = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")));
     match req.uri().path() {
         "/healthz" | "/livez" => text(StatusCode::OK, "ok".to_owned(), "text/plain; charset=utf-8"),
         "/readyz" => {

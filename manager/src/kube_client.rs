@@ -9,8 +9,7 @@ use kube::{Client, Config};
 pub async fn connect(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
             Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
         }
         None => Config::infer()

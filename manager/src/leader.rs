@@ -73,8 +73,7 @@ pub async fn run_election(
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let fields = format!("metadata.name={}", config.lease_name);
     let lease_watch = tokio::spawn(async move {
-        let stream =
-            watcher::watcher(api, watcher::Config::default().fields(&fields)).applied_objects();
+        let stream = watcher::watcher(api, watcher::Config::default().fields(&fields)).applied_objects();
         futures::pin_mut!(stream);
         while let Some(item) = stream.next().await {
             if let Ok(lease) = item
@@ -105,10 +104,7 @@ pub async fn run_election(
                 if let Some(left) = until_expiry(&lease) {
                     next = next.min(left + Duration::from_millis(20));
                 }
-                let holder = lease
-                    .spec
-                    .and_then(|s| s.holder_identity)
-                    .filter(|h| !h.is_empty());
+                let holder = lease.spec.and_then(|s| s.holder_identity).filter(|h| !h.is_empty());
                 state.send_replace(Leadership::Following(holder));
             }
             Err(e) => {

@@ -48,11 +48,7 @@ impl Metrics {
             leader.clone(),
         );
         let rules_loaded = Gauge::default();
-        registry.register(
-            "rules_loaded",
-            "Rules in the running rule set",
-            rules_loaded.clone(),
-        );
+        registry.register("rules_loaded", "Rules in the running rule set", rules_loaded.clone());
         let rule_errors = Gauge::default();
         registry.register(
             "rule_file_errors",
@@ -60,11 +56,7 @@ impl Metrics {
             rule_errors.clone(),
         );
         let reloads = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "reloads",
-            "Rule reloads by result (success, invalid)",
-            reloads.clone(),
-        );
+        registry.register("reloads", "Rule reloads by result (success, invalid)", reloads.clone());
         let worker_restarts = Family::<RuleLabels, Counter>::default();
         registry.register(
             "worker_restarts",
@@ -72,11 +64,7 @@ impl Metrics {
             worker_restarts.clone(),
         );
         let reconciles = Family::<RuleLabels, Counter>::default();
-        registry.register(
-            "reconciles",
-            "Reconciliations run, per rule",
-            reconciles.clone(),
-        );
+        registry.register("reconciles", "Reconciliations run, per rule", reconciles.clone());
         let reconcile_errors = Family::<RuleErrorLabels, Counter>::default();
         registry.register(
             "reconcile_errors",

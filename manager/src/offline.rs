@@ -21,10 +21,7 @@ pub fn validate(args: &ValidateArgs) -> ExitCode {
                 }),
                 Err(d) => serde_json::json!({"valid": false, "rules": [], "errors": d}),
             };
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&report).unwrap_or_default()
-            );
+            println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
         }
         OutputFormat::Text => match &result {
             Ok(rules) => println!("{} rule(s) valid", rules.rules().len()),

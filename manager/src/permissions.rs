@@ -3,9 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
+use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
 use kube::Client;
 use kube::api::{Api, PostParams};
 use ruleplane_config::{Rule, RuleSet};
@@ -28,16 +26,8 @@ impl std::fmt::Display for Permission {
             self.group.clone()
         };
         match &self.namespace {
-            Some(ns) => write!(
-                f,
-                "{} {}.{} in namespace {ns}",
-                self.verb, self.resource, group
-            ),
-            None => write!(
-                f,
-                "{} {}.{} (cluster-wide)",
-                self.verb, self.resource, group
-            ),
+            Some(ns) => write!(f, "{} {}.{} in namespace {ns}", self.verb, self.resource, group),
+            None => write!(f, "{} {}.{} (cluster-wide)", self.verb, self.resource, group),
         }
     }
 }
@@ -102,19 +92,9 @@ async fn allowed(client: &Client, p: &Permission) -> Result<bool, kube::Error> {
 }
 
 /// Returns, per rule (and `manager` for the process itself), the permissions this identity lacks.
-pub async fn missing(
-    client: &Client,
-    rules: &RuleSet,
-    lease_namespace: &str,
-) -> Vec<(String, Vec<Permission>)> {
-    let mut wanted: Vec<(String, Vec<Permission>)> =
-        vec![("manager".to_owned(), manager_permissions(lease_namespace))];
-    wanted.extend(
-        rules
-            .rules()
-            .iter()
-            .map(|r| (r.name().to_owned(), rule_permissions(r))),
-    );
+pub async fn missing(client: &Client, rules: &RuleSet, lease_namespace: &str) -> Vec<(String, Vec<Permission>)> {
+    let mut wanted: Vec<(String, Vec<Permission>)> = vec![("manager".to_owned(), manager_permissions(lease_namespace))];
+    wanted.extend(rules.rules().iter().map(|r| (r.name().to_owned(), rule_permissions(r))));
     let mut out = Vec::new();
     for (owner, perms) in wanted {
         let mut lacking = Vec::new();
@@ -133,11 +113,7 @@ pub async fn missing(
 }
 
 /// Logs what is missing per rule and returns it for /readyz.
-pub async fn report_missing(
-    client: &Client,
-    rules: &RuleSet,
-    lease_namespace: &str,
-) -> BTreeMap<String, Vec<String>> {
+pub async fn report_missing(client: &Client, rules: &RuleSet, lease_namespace: &str) -> BTreeMap<String, Vec<String>> {
     let mut report = BTreeMap::new();
     for (owner, lacking) in missing(client, rules, lease_namespace).await {
         let list: Vec<String> = lacking.iter().map(ToString::to_string).collect();

@@ -48,11 +48,7 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Polls `root` and sends a freshly loaded rule set (or its errors) whenever the files change.
-pub fn spawn(
-    root: PathBuf,
-    interval: Duration,
-    mut last: u64,
-) -> mpsc::Receiver<Result<RuleSet, Diagnostics>> {
+pub fn spawn(root: PathBuf, interval: Duration, mut last: u64) -> mpsc::Receiver<Result<RuleSet, Diagnostics>> {
     let (tx, rx) = mpsc::channel(4);
     tokio::spawn(async move {
         loop {
@@ -66,9 +62,7 @@ pub fn spawn(
             }
             last = now;
             let root2 = root.clone();
-            let Ok(loaded) =
-                tokio::task::spawn_blocking(move || ruleplane_config::load_paths(&[root2])).await
-            else {
+            let Ok(loaded) = tokio::task::spawn_blocking(move || ruleplane_config::load_paths(&[root2])).await else {
                 continue;
             };
             if tx.send(loaded).await.is_err() {

@@ -223,9 +223,7 @@ async fn apply_load(
             metrics.rule_errors.set(0);
             health.set_reload_error(None);
             health.set_rules_loaded();
-            health.set_missing_permissions(
-                permissions::report_missing(client, &rules, lease_namespace).await,
-            );
+            health.set_missing_permissions(permissions::report_missing(client, &rules, lease_namespace).await);
             supervisor.apply_rules(&rules).await;
         }
         Err(diagnostics) => {
@@ -237,9 +235,7 @@ async fn apply_load(
                     result: "invalid".into(),
                 })
                 .inc();
-            metrics
-                .rule_errors
-                .set(i64::try_from(count).unwrap_or(i64::MAX));
+            metrics.rule_errors.set(i64::try_from(count).unwrap_or(i64::MAX));
             health.set_reload_error(Some(diagnostics.to_string()));
         }
     }

@@ -56,11 +56,7 @@ impl Supervisor {
     /// Replaces the rule set: unchanged rules keep running untouched, changed ones restart, removed ones stop
     /// and their deletion policy runs, new ones start.
     pub async fn apply_rules(&mut self, set: &RuleSet) {
-        let new: BTreeMap<String, Rule> = set
-            .rules()
-            .iter()
-            .map(|r| (r.name().to_owned(), r.clone()))
-            .collect();
+        let new: BTreeMap<String, Rule> = set.rules().iter().map(|r| (r.name().to_owned(), r.clone())).collect();
         let removed: Vec<Rule> = self
             .rules
             .values()
@@ -128,8 +124,7 @@ impl Supervisor {
         let stop = CancellationToken::new();
         let name = rule.name().to_owned();
         let task = tokio::spawn(supervise(rule.clone(), self.ctx.clone(), stop.clone()));
-        self.running
-            .insert(name, RunningWorker { rule, stop, task });
+        self.running.insert(name, RunningWorker { rule, stop, task });
     }
 
     async fn stop_worker(&mut self, name: &str, graceful: bool) {
@@ -139,14 +134,8 @@ impl Supervisor {
         worker.stop.cancel();
         let mut task = worker.task;
         if graceful {
-            if tokio::time::timeout(GRACEFUL_STOP, &mut task)
-                .await
-                .is_err()
-            {
-                warn!(
-                    rule = name,
-                    "worker did not stop within {GRACEFUL_STOP:?}; aborting it"
-                );
+            if tokio::time::timeout(GRACEFUL_STOP, &mut task).await.is_err() {
+                warn!(rule = name, "worker did not stop within {GRACEFUL_STOP:?}; aborting it");
                 task.abort();
             }
         } else {
@@ -170,8 +159,9 @@ async fn supervise(rule: Rule, ctx: WorkerContext, stop: CancellationToken) {
         let span = info_span!("worker", rule = %name, kind);
         // The attempt runs in its own task so a panic is caught as a JoinError; the guard aborts it when this
         // supervising task is aborted (lost leadership), so no worker outlives its supervisor.
-        let mut attempt =
-            AbortOnDrop(tokio::spawn(workers::run(rule.clone(), ctx.clone(), stop.clone()).instrument(span)));
+        let mut attempt = AbortOnDrop(tokio::spawn(
+            workers::run(rule.clone(), ctx.clone(), stop.clone()).instrument(span),
+        ));
         let started = tokio::time::Instant::now();
         let failure = match (&mut attempt.0).await {
             Ok(Ok(())) => return,
@@ -187,8 +177,7 @@ async fn supervise(rule: Rule, ctx: WorkerContext, stop: CancellationToken) {
             .worker_restarts
             .get_or_create(&Metrics::labels(&name, kind))
             .inc();
-        ctx.health
-            .set_rule(&name, kind, WorkerState::Degraded(failure));
+        ctx.health.set_rule(&name, kind, WorkerState::Degraded(failure));
         // A worker that ran for a while before failing starts again from the shortest backoff.
         if started.elapsed() > Duration::from_secs(120) {
             backoff = Duration::from_secs(1);

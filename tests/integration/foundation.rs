@@ -7,8 +7,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams, WatchEvent, WatchParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
 };
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
@@ -57,11 +57,7 @@ async fn crontab_crd_supports_crud_watch_and_kubectl() {
     .expect("CRD established within 30 s")
     .expect("watch CRD");
 
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "stable.example.com",
-        "v1",
-        "CronTab",
-    ));
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("stable.example.com", "v1", "CronTab"));
     let crontabs: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
     // Discovery of a freshly established CRD can lag by a moment in the apiserver's handler chain.
     let object: DynamicObject = serde_json::from_value(json!({
@@ -80,18 +76,11 @@ async fn crontab_crd_supports_crud_watch_and_kubectl() {
     assert_eq!(got.data["spec"]["cronSpec"], "* * * * */5");
     assert_eq!(got.data["spec"]["image"], "my-awesome-cron-image");
 
-    let list = crontabs
-        .list(&ListParams::default())
-        .await
-        .expect("list CronTabs");
+    let list = crontabs.list(&ListParams::default()).await.expect("list CronTabs");
     assert_eq!(list.items.len(), 1);
 
     // A watch from the list's resourceVersion must see a second object being added.
-    let rv = list
-        .metadata
-        .resource_version
-        .clone()
-        .expect("list resourceVersion");
+    let rv = list.metadata.resource_version.clone().expect("list resourceVersion");
     let mut events = crontabs
         .watch(&WatchParams::default().timeout(20), &rv)
         .await
@@ -135,10 +124,7 @@ async fn crontab_crd_supports_crud_watch_and_kubectl() {
         .delete("second-cron-object", &DeleteParams::default())
         .await
         .expect("delete CronTab");
-    let left = crontabs
-        .list(&ListParams::default())
-        .await
-        .expect("list after delete");
+    let left = crontabs.list(&ListParams::default()).await.expect("list after delete");
     assert_eq!(left.items.len(), 1);
 }
 
@@ -156,10 +142,7 @@ async fn pod_is_bound_to_node_through_binding_subresource() {
         }
     }))
     .unwrap();
-    let created = nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("create node");
+    let created = nodes.create(&PostParams::default(), &node).await.expect("create node");
     // Status is accepted on create: there is no kubelet to report it.
     assert_eq!(created.status.unwrap().allocatable.unwrap()["cpu"].0, "4");
 
@@ -169,17 +152,9 @@ async fn pod_is_bound_to_node_through_binding_subresource() {
         "spec": {"schedulerName": "my-scheduler", "containers": [{"name": "nginx", "image": "nginx:1.10"}]}
     }))
     .unwrap();
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .expect("create pod");
+    pods.create(&PostParams::default(), &pod).await.expect("create pod");
     assert!(
-        pods.get("nginx")
-            .await
-            .unwrap()
-            .spec
-            .unwrap()
-            .node_name
-            .is_none(),
+        pods.get("nginx").await.unwrap().spec.unwrap().node_name.is_none(),
         "pod starts unbound"
     );
 
@@ -193,10 +168,7 @@ async fn pod_is_bound_to_node_through_binding_subresource() {
         .await
         .expect("POST binding");
     let bound = pods.get("nginx").await.expect("get pod");
-    assert_eq!(
-        bound.spec.unwrap().node_name.as_deref(),
-        Some(node_name.as_str())
-    );
+    assert_eq!(bound.spec.unwrap().node_name.as_deref(), Some(node_name.as_str()));
 
     pods.delete("nginx", &DeleteParams::default().grace_period(0))
         .await
@@ -222,32 +194,23 @@ async fn lease_can_be_created_and_renewed() {
         .await
         .expect("create lease");
     let mut renewed = created.clone();
-    renewed.spec.as_mut().unwrap().renew_time =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
-            "2026-01-01T00:00:05Z".parse().expect("timestamp"),
-        ));
+    renewed.spec.as_mut().unwrap().renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        "2026-01-01T00:00:05Z".parse().expect("timestamp"),
+    ));
     let after = leases
         .replace("ruleplane-test", &PostParams::default(), &renewed)
         .await
         .expect("renew lease");
-    assert_ne!(
-        after.metadata.resource_version,
-        created.metadata.resource_version
-    );
+    assert_ne!(after.metadata.resource_version, created.metadata.resource_version);
     let got = leases.get("ruleplane-test").await.unwrap();
-    assert_eq!(
-        got.spec.as_ref().unwrap().holder_identity.as_deref(),
-        Some("a")
-    );
+    assert_eq!(got.spec.as_ref().unwrap().holder_identity.as_deref(), Some("a"));
     assert_eq!(
         got.spec.unwrap().renew_time.unwrap().0.to_string(),
         after.spec.unwrap().renew_time.unwrap().0.to_string()
     );
 
     // A stale update (old resourceVersion) must conflict: that is what makes leases safe for election.
-    let stale = leases
-        .replace("ruleplane-test", &PostParams::default(), &renewed)
-        .await;
+    let stale = leases.replace("ruleplane-test", &PostParams::default(), &renewed).await;
     assert!(
         matches!(stale, Err(kube::Error::Api(ref e)) if e.code == 409),
         "stale renew must conflict: {stale:?}"

@@ -60,54 +60,32 @@ async fn exactly_one_of_two_managers_leads_and_a_killed_leader_is_replaced() {
     let client = admin_client().await;
     let ns = test_namespace(&client, "election-kill").await;
     let rules = temp_dir("election-kill");
-    write(
-        &rules,
-        "a.yaml",
-        &rd_rule("a", "alpha", "kill.election.test", ""),
-    );
+    write(&rules, "a.yaml", &rd_rule("a", "alpha", "kill.election.test", ""));
     let mut a = ManagerProcess::start(&rules, &ns, "manager-a", &[]);
     let mut b = ManagerProcess::start(&rules, &ns, "manager-b", &[]);
 
-    let roles = eventually(
-        Duration::from_secs(40),
-        "one leader among two managers",
-        || async {
-            leaders(&[&a, &b])
-                .await
-                .filter(|r| r.iter().filter(|l| **l).count() == 1)
-        },
-    )
+    let roles = eventually(Duration::from_secs(40), "one leader among two managers", || async {
+        leaders(&[&a, &b])
+            .await
+            .filter(|r| r.iter().filter(|l| **l).count() == 1)
+    })
     .await;
     // Stays that way over a few renewals: never two leaders.
     for _ in 0..6 {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let now = leaders(&[&a, &b]).await.expect("metrics");
-        assert_eq!(
-            now.iter().filter(|l| **l).count(),
-            1,
-            "exactly one leader: {now:?}"
-        );
+        assert_eq!(now.iter().filter(|l| **l).count(), 1, "exactly one leader: {now:?}");
     }
-    eventually(
-        Duration::from_secs(30),
-        "leader registers the CRD",
-        || async { crd_exists("alphas.kill.election.test").await.then_some(()) },
-    )
+    eventually(Duration::from_secs(30), "leader registers the CRD", || async {
+        crd_exists("alphas.kill.election.test").await.then_some(())
+    })
     .await;
 
-    let (leader, standby) = if roles[0] {
-        (&mut a, &mut b)
-    } else {
-        (&mut b, &mut a)
-    };
+    let (leader, standby) = if roles[0] { (&mut a, &mut b) } else { (&mut b, &mut a) };
     leader.kill9();
     let killed = Instant::now();
     // Only a leader acts, so a CRD from a rule added after the kill proves the standby took over.
-    write(
-        &rules,
-        "b.yaml",
-        &rd_rule("b", "beta", "kill.election.test", ""),
-    );
+    write(&rules, "b.yaml", &rd_rule("b", "beta", "kill.election.test", ""));
     eventually(
         Duration::from_secs(30),
         "standby registers the new rule's CRD",
@@ -131,11 +109,7 @@ async fn sigterm_releases_the_lease_and_the_standby_takes_over_fast() {
     let client = admin_client().await;
     let ns = test_namespace(&client, "election-term").await;
     let rules = temp_dir("election-term");
-    write(
-        &rules,
-        "a.yaml",
-        &rd_rule("a", "alpha", "term.election.test", ""),
-    );
+    write(&rules, "a.yaml", &rd_rule("a", "alpha", "term.election.test", ""));
     let mut a = ManagerProcess::start(&rules, &ns, "manager-a", &[]);
     let mut b = ManagerProcess::start(&rules, &ns, "manager-b", &[]);
     let roles = eventually(Duration::from_secs(40), "one leader", || async {
@@ -144,11 +118,7 @@ async fn sigterm_releases_the_lease_and_the_standby_takes_over_fast() {
             .filter(|r| r.iter().filter(|l| **l).count() == 1)
     })
     .await;
-    let (leader, standby) = if roles[0] {
-        (&mut a, &mut b)
-    } else {
-        (&mut b, &mut a)
-    };
+    let (leader, standby) = if roles[0] { (&mut a, &mut b) } else { (&mut b, &mut a) };
     let stopped = Instant::now();
     let status = leader.sigterm();
     assert!(status.success(), "SIGTERM must exit 0, got {status}");
@@ -169,11 +139,7 @@ async fn rule_edits_apply_within_two_seconds_and_broken_edits_keep_the_old_rule(
     let client = admin_client().await;
     let ns = test_namespace(&client, "reload").await;
     let rules = temp_dir("reload");
-    write(
-        &rules,
-        "gadget.yaml",
-        &rd_rule("gadget", "gadget", "reload.test", ""),
-    );
+    write(&rules, "gadget.yaml", &rd_rule("gadget", "gadget", "reload.test", ""));
     let manager = ManagerProcess::start(&rules, &ns, "manager-reload", &[]);
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let has_field = |field: &'static str| {
@@ -203,10 +169,7 @@ async fn rule_edits_apply_within_two_seconds_and_broken_edits_keep_the_old_rule(
             "\n                colour: { type: string }",
         ),
     );
-    eventually(Duration::from_secs(10), "edited schema applied", || {
-        has_field("colour")
-    })
-    .await;
+    eventually(Duration::from_secs(10), "edited schema applied", || has_field("colour")).await;
     let took = edited.elapsed();
     println!("rule edit → cluster: {:.2} s", took.as_secs_f64());
     assert!(took < Duration::from_secs(2), "edit took {took:?}");
@@ -217,16 +180,12 @@ async fn rule_edits_apply_within_two_seconds_and_broken_edits_keep_the_old_rule(
         "gadget.yaml",
         "apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata:\n  name: gadget.reload.test\nspec:\n  scoop: Namespaced\n",
     );
-    let (code, body) = eventually(
-        Duration::from_secs(10),
-        "reload error in /readyz",
-        || async {
-            manager
-                .readyz()
-                .await
-                .filter(|(_, body)| body.contains("last reload rejected"))
-        },
-    )
+    let (code, body) = eventually(Duration::from_secs(10), "reload error in /readyz", || async {
+        manager
+            .readyz()
+            .await
+            .filter(|(_, body)| body.contains("last reload rejected"))
+    })
     .await;
     assert_eq!(
         code, 200,
@@ -240,13 +199,7 @@ async fn rule_edits_apply_within_two_seconds_and_broken_edits_keep_the_old_rule(
         body.contains("rule gadget.reload.test (ResourceDefinition): running"),
         "old rule still running:\n{body}"
     );
-    assert!(
-        manager
-            .metric("ruleplane_rule_file_errors")
-            .await
-            .unwrap_or(0.0)
-            >= 1.0
-    );
+    assert!(manager.metric("ruleplane_rule_file_errors").await.unwrap_or(0.0) >= 1.0);
     let metrics = manager.metrics_text().await.unwrap_or_default();
     assert!(
         metrics.contains("ruleplane_reloads_total{result=\"invalid\"} 1"),
@@ -280,11 +233,7 @@ async fn missing_permissions_are_reported_per_rule() {
     let client = admin_client().await;
     let ns = test_namespace(&client, "permissions").await;
     let rules = temp_dir("permissions");
-    write(
-        &rules,
-        "a.yaml",
-        &rd_rule("a", "alpha", "permissions.test", ""),
-    );
+    write(&rules, "a.yaml", &rd_rule("a", "alpha", "permissions.test", ""));
     let manager = ManagerProcess::start_as(
         &crate::support::control_plane().unprivileged_kubeconfig,
         &rules,
@@ -292,25 +241,21 @@ async fn missing_permissions_are_reported_per_rule() {
         "manager-unprivileged",
         &[],
     );
-    let (_, body) = eventually(
-        Duration::from_secs(30),
-        "missing permissions in /readyz",
-        || async {
-            manager
-                .readyz()
-                .await
-                .filter(|(_, b)| b.contains("lacks RBAC permissions"))
-        },
-    )
+    let (_, body) = eventually(Duration::from_secs(30), "missing permissions in /readyz", || async {
+        manager
+            .readyz()
+            .await
+            .filter(|(_, b)| b.contains("lacks RBAC permissions"))
+    })
     .await;
     assert!(
-        body.contains("alpha.permissions.test lacks RBAC permissions: get customresourcedefinitions.apiextensions.k8s.io"),
+        body.contains(
+            "alpha.permissions.test lacks RBAC permissions: get customresourcedefinitions.apiextensions.k8s.io"
+        ),
         "{body}"
     );
     assert!(
-        body.contains(
-            "manager lacks RBAC permissions: get leases.coordination.k8s.io in namespace"
-        ),
+        body.contains("manager lacks RBAC permissions: get leases.coordination.k8s.io in namespace"),
         "{body}"
     );
     assert!(

@@ -80,15 +80,10 @@ async fn crontab_rule_gives_a_crd_that_kubectl_understands() {
     assert_eq!(crd.spec.names.kind, "CronTab");
     assert_eq!(crd.spec.names.plural, "crontabs");
     assert_eq!(crd.spec.names.singular.as_deref(), Some("crontab"));
-    assert_eq!(
-        crd.spec.names.short_names.as_deref(),
-        Some(&["ct".to_owned()][..])
-    );
+    assert_eq!(crd.spec.names.short_names.as_deref(), Some(&["ct".to_owned()][..]));
     let labels = crd.metadata.labels.clone().unwrap_or_default();
     assert_eq!(
-        labels
-            .get("app.kubernetes.io/managed-by")
-            .map(String::as_str),
+        labels.get("app.kubernetes.io/managed-by").map(String::as_str),
         Some("ruleplane")
     );
     assert_eq!(
@@ -119,10 +114,7 @@ async fn crontab_rule_gives_a_crd_that_kubectl_understands() {
         crontabs.create(&PostParams::default(), &object).await.ok()
     })
     .await;
-    assert_eq!(
-        created.data["spec"]["replicas"], 1,
-        "schema default applied"
-    );
+    assert_eq!(created.data["spec"]["replicas"], 1, "schema default applied");
 
     let table = kubectl(&["get", "crontabs", "-n", &ns]);
     assert!(
@@ -135,28 +127,16 @@ async fn crontab_rule_gives_a_crd_that_kubectl_understands() {
     );
     let short = kubectl(&["get", "ct", "-n", &ns, "-o", "name"]);
     assert_eq!(short.trim(), "crontab.rd.example.com/new-cron-object");
-    let explain = eventually(
-        Duration::from_secs(30),
-        "kubectl explain sees the schema",
-        || async {
-            kubectl_result(&[
-                "explain",
-                "crontabs.spec.cronSpec",
-                "--api-version=rd.example.com/v1",
-            ])
+    let explain = eventually(Duration::from_secs(30), "kubectl explain sees the schema", || async {
+        kubectl_result(&["explain", "crontabs.spec.cronSpec", "--api-version=rd.example.com/v1"])
             .ok()
             .filter(|out| out.contains("Schedule in cron format"))
-        },
-    )
+    })
     .await;
     assert!(explain.contains("FIELD: cronSpec"), "{explain}");
 
     // The apiserver enforces the schema with its own message.
-    let invalid = object_with(
-        &object,
-        "bad",
-        json!({"cronSpec": "every minute", "image": "x"}),
-    );
+    let invalid = object_with(&object, "bad", json!({"cronSpec": "every minute", "image": "x"}));
     let err = crontabs
         .create(&PostParams::default(), &invalid)
         .await
@@ -167,10 +147,7 @@ async fn crontab_rule_gives_a_crd_that_kubectl_understands() {
         .create(&PostParams::default(), &missing)
         .await
         .expect_err("missing image rejected");
-    assert!(
-        err.to_string().contains("spec.image: Required value"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("spec.image: Required value"), "{err}");
 }
 
 fn object_with(base: &DynamicObject, name: &str, spec: serde_json::Value) -> DynamicObject {
@@ -186,12 +163,10 @@ async fn removing_a_rule_keeps_the_crd_and_objects_unless_deletion_policy_says_d
     let ns = test_namespace(&client, "rd-removal").await;
     let rules = temp_dir("rd-removal");
     let kept = CRONTAB_RULE.replace("rd.example.com", "keep.removal.test");
-    let deleted = CRONTAB_RULE
-        .replace("rd.example.com", "delete.removal.test")
-        .replace(
-            "  scope: Namespaced\n",
-            "  scope: Namespaced\n  deletionPolicy: Delete\n",
-        );
+    let deleted = CRONTAB_RULE.replace("rd.example.com", "delete.removal.test").replace(
+        "  scope: Namespaced\n",
+        "  scope: Namespaced\n  deletionPolicy: Delete\n",
+    );
     write(&rules, "kept.yaml", &kept);
     write(&rules, "deleted.yaml", &deleted);
     let manager = ManagerProcess::start(&rules, &ns, "rd-removal", &[]);
@@ -212,17 +187,13 @@ async fn removing_a_rule_keeps_the_crd_and_objects_unless_deletion_policy_says_d
     std::fs::remove_file(rules.join("kept.yaml")).unwrap();
     std::fs::remove_file(rules.join("deleted.yaml")).unwrap();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    eventually(
-        Duration::from_secs(20),
-        "Delete-policy CRD deleted",
-        || async {
-            match crds.get_opt("crontabs.delete.removal.test").await {
-                Ok(None) => Some(()),
-                Ok(Some(crd)) if crd.metadata.deletion_timestamp.is_some() => Some(()),
-                _ => None,
-            }
-        },
-    )
+    eventually(Duration::from_secs(20), "Delete-policy CRD deleted", || async {
+        match crds.get_opt("crontabs.delete.removal.test").await {
+            Ok(None) => Some(()),
+            Ok(Some(crd)) if crd.metadata.deletion_timestamp.is_some() => Some(()),
+            _ => None,
+        }
+    })
     .await;
     assert!(
         manager
@@ -232,10 +203,7 @@ async fn removing_a_rule_keeps_the_crd_and_objects_unless_deletion_policy_says_d
         manager.logs()
     );
     assert!(
-        crds.get_opt("crontabs.keep.removal.test")
-            .await
-            .unwrap()
-            .is_some(),
+        crds.get_opt("crontabs.keep.removal.test").await.unwrap().is_some(),
         "Retain keeps the CRD"
     );
     let left = objects
@@ -277,24 +245,18 @@ async fn a_crd_owned_by_someone_else_is_not_taken_over_and_the_conflict_is_repor
     write(&rules, "clash.yaml", &clash);
     let manager = ManagerProcess::start(&rules, &ns, "rd-conflict", &[]);
 
-    let (_, body) = eventually(
-        Duration::from_secs(40),
-        "both problems in /readyz",
-        || async {
-            manager.readyz().await.filter(|(_, b)| {
-                b.contains("not managed by ruleplane") && b.contains("names not accepted")
-            })
-        },
-    )
+    let (_, body) = eventually(Duration::from_secs(40), "both problems in /readyz", || async {
+        manager
+            .readyz()
+            .await
+            .filter(|(_, b)| b.contains("not managed by ruleplane") && b.contains("names not accepted"))
+    })
     .await;
     assert!(
         body.contains("rule cron-tab.conflict.test (ResourceDefinition): degraded"),
         "{body}"
     );
-    assert!(
-        body.contains("adopt: true"),
-        "tells how to take it over:\n{body}"
-    );
+    assert!(body.contains("adopt: true"), "tells how to take it over:\n{body}");
     let untouched = crds.get("crontabs.conflict.test").await.unwrap();
     assert!(
         untouched.metadata.labels.unwrap_or_default().is_empty(),
@@ -302,24 +264,16 @@ async fn a_crd_owned_by_someone_else_is_not_taken_over_and_the_conflict_is_repor
     );
     let metrics = manager.metrics_text().await.unwrap_or_default();
     assert!(metrics.contains("category=\"not-managed\""), "{metrics}");
-    assert!(
-        metrics.contains("category=\"names-not-accepted\""),
-        "{metrics}"
-    );
+    assert!(metrics.contains("category=\"names-not-accepted\""), "{metrics}");
 
     let events: Api<Event> = Api::all(client.clone());
-    let refused = eventually(
-        Duration::from_secs(20),
-        "Warning event on the CRD",
-        || async {
-            let list = events.list(&ListParams::default()).await.ok()?;
-            list.items.into_iter().find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref())
-                    == Some("crontabs.conflict.test")
-                    && e.reason.as_deref() == Some("ApplyRefused")
-            })
-        },
-    )
+    let refused = eventually(Duration::from_secs(20), "Warning event on the CRD", || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("crontabs.conflict.test")
+                && e.reason.as_deref() == Some("ApplyRefused")
+        })
+    })
     .await;
     assert_eq!(refused.type_.as_deref(), Some("Warning"));
     // The worker keeps running: the process is alive and still serving.
@@ -342,10 +296,7 @@ async fn storage_version_changes_are_refused_unless_the_rule_allows_them() {
     );
     write(&rules, "crontab.yaml", &v2_storage);
     let (_, body) = eventually(Duration::from_secs(20), "refusal in /readyz", || async {
-        manager
-            .readyz()
-            .await
-            .filter(|(_, b)| b.contains("storage version"))
+        manager.readyz().await.filter(|(_, b)| b.contains("storage version"))
     })
     .await;
     assert!(body.contains("allowStorageVersionChange: true"), "{body}");
@@ -361,18 +312,14 @@ async fn storage_version_changes_are_refused_unless_the_rule_allows_them() {
             "  scope: Namespaced\n  allowStorageVersionChange: true\n",
         ),
     );
-    eventually(
-        Duration::from_secs(20),
-        "v2 is the storage version",
-        || async {
-            let crd = crds.get("crontabs.storage.test").await.ok()?;
-            crd.spec
-                .versions
-                .iter()
-                .any(|v| v.name == "v2" && v.storage)
-                .then_some(())
-        },
-    )
+    eventually(Duration::from_secs(20), "v2 is the storage version", || async {
+        let crd = crds.get("crontabs.storage.test").await.ok()?;
+        crd.spec
+            .versions
+            .iter()
+            .any(|v| v.name == "v2" && v.storage)
+            .then_some(())
+    })
     .await;
 }
 
@@ -389,10 +336,7 @@ async fn a_schema_the_apiserver_rejects_is_reported_with_its_reason() {
     write(&rules, "crontab.yaml", &rule);
     let manager = ManagerProcess::start(&rules, &ns, "rd-invalid", &[]);
     let (_, body) = eventually(Duration::from_secs(40), "rejection in /readyz", || async {
-        manager
-            .readyz()
-            .await
-            .filter(|(_, b)| b.contains("rejected"))
+        manager.readyz().await.filter(|(_, b)| b.contains("rejected"))
     })
     .await;
     assert!(

@@ -36,11 +36,7 @@ pub enum CrdRefusal {
     #[error(
         "changing the storage version of {crd} from {from} to {to} needs `allowStorageVersionChange: true` (existing objects stay stored as {from} until migrated)"
     )]
-    StorageVersionChange {
-        crd: String,
-        from: String,
-        to: String,
-    },
+    StorageVersionChange { crd: String, from: String, to: String },
     #[error(
         "removing version(s) {versions} of {crd} would orphan stored objects (they are listed in status.storedVersions); migrate them and set `allowVersionRemoval: true`"
     )]
@@ -60,11 +56,7 @@ impl CrdRefusal {
 }
 
 fn storage_version(crd: &CustomResourceDefinition) -> Option<&str> {
-    crd.spec
-        .versions
-        .iter()
-        .find(|v| v.storage)
-        .map(|v| v.name.as_str())
+    crd.spec.versions.iter().find(|v| v.storage).map(|v| v.name.as_str())
 }
 
 pub fn plan_crd(
@@ -100,10 +92,7 @@ pub fn plan_crd(
             to: to.to_owned(),
         });
     }
-    let stored = existing
-        .status
-        .as_ref()
-        .and_then(|s| s.stored_versions.as_ref());
+    let stored = existing.status.as_ref().and_then(|s| s.stored_versions.as_ref());
     let removed: Vec<&str> = stored
         .into_iter()
         .flatten()
@@ -164,19 +153,13 @@ status:
 
     #[test]
     fn absent_crd_is_created() {
-        assert_eq!(
-            plan_crd(&crd(DESIRED_V1), None, &policy()),
-            Ok(CrdPlan::Create)
-        );
+        assert_eq!(plan_crd(&crd(DESIRED_V1), None, &policy()), Ok(CrdPlan::Create));
     }
 
     #[test]
     fn our_crd_is_updated() {
         let ex = existing(OURS, "[{ name: v1, served: true, storage: true }]", "[v1]");
-        assert_eq!(
-            plan_crd(&crd(DESIRED_V1), Some(&ex), &policy()),
-            Ok(CrdPlan::Update)
-        );
+        assert_eq!(plan_crd(&crd(DESIRED_V1), Some(&ex), &policy()), Ok(CrdPlan::Update));
     }
 
     #[test]
@@ -189,10 +172,7 @@ status:
             adopt: true,
             ..policy()
         };
-        assert_eq!(
-            plan_crd(&crd(DESIRED_V1), Some(&ex), &adopt),
-            Ok(CrdPlan::Update)
-        );
+        assert_eq!(plan_crd(&crd(DESIRED_V1), Some(&ex), &adopt), Ok(CrdPlan::Update));
     }
 
     #[test]
@@ -219,7 +199,10 @@ status:
             "[{ name: v1, served: true, storage: false }, { name: v2, served: true, storage: true }]",
             "[v1, v2]",
         );
-        let desired = crd(&DESIRED_V1.replace("{ name: v1, served: true, storage: true }", "{ name: v1, served: true, storage: true }\n    - { name: v2, served: true, storage: false }"));
+        let desired = crd(&DESIRED_V1.replace(
+            "{ name: v1, served: true, storage: true }",
+            "{ name: v1, served: true, storage: true }\n    - { name: v2, served: true, storage: false }",
+        ));
         let refused = plan_crd(&desired, Some(&ex), &policy()).unwrap_err();
         assert_eq!(refused.category(), "storage-version-change");
         assert!(refused.to_string().contains("from v2 to v1"), "{refused}");
@@ -249,10 +232,7 @@ status:
             allow_version_removal: true,
             ..policy()
         };
-        assert_eq!(
-            plan_crd(&crd(DESIRED_V1), Some(&ex), &allow),
-            Ok(CrdPlan::Update)
-        );
+        assert_eq!(plan_crd(&crd(DESIRED_V1), Some(&ex), &allow), Ok(CrdPlan::Update));
     }
 
     #[test]
@@ -262,9 +242,6 @@ status:
             "[{ name: v1, served: true, storage: true }, { name: v2alpha1, served: true, storage: false }]",
             "[v1]",
         );
-        assert_eq!(
-            plan_crd(&crd(DESIRED_V1), Some(&ex), &policy()),
-            Ok(CrdPlan::Update)
-        );
+        assert_eq!(plan_crd(&crd(DESIRED_V1), Some(&ex), &policy()), Ok(CrdPlan::Update));
     }
 }

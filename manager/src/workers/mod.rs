@@ -17,11 +17,7 @@ pub enum WorkerError {
 }
 
 /// Runs the worker for `rule` until `stop` is cancelled.
-pub async fn run(
-    rule: Rule,
-    ctx: WorkerContext,
-    stop: CancellationToken,
-) -> Result<(), WorkerError> {
+pub async fn run(rule: Rule, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
     match rule {
         Rule::ResourceDefinition(rd) => resource_definition::run(rd, ctx, stop).await,
         other => {

@@ -74,11 +74,7 @@ pub fn evolution_policy(rule: &ResourceDefinitionRule) -> EvolutionPolicy {
     }
 }
 
-pub async fn run(
-    rule: ResourceDefinitionRule,
-    ctx: WorkerContext,
-    stop: CancellationToken,
-) -> Result<(), WorkerError> {
+pub async fn run(rule: ResourceDefinitionRule, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
     let desired = ruleplane_config::generate_crd(&rule);
     let crd_name = desired.name_any();
     let policy = evolution_policy(&rule);
@@ -109,9 +105,7 @@ pub async fn run(
             Ok(observed) => {
                 transient_backoff = Duration::from_millis(500);
                 ctx.health.set_rule(rule.name(), KIND, WorkerState::Running);
-                if *observed == Observed::Established
-                    && last_reported.as_deref() != Some("established")
-                {
+                if *observed == Observed::Established && last_reported.as_deref() != Some("established") {
                     info!(crd = %crd_name, "CustomResourceDefinition established");
                     last_reported = Some("established".into());
                 }
@@ -174,11 +168,7 @@ async fn pass(
     }
     // force: our field manager owns every field the rule declares, including ones a human edited (drift).
     let applied = api
-        .patch(
-            &crd,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(desired),
-        )
+        .patch(&crd, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(desired))
         .await
         .map_err(|e| match e {
             kube::Error::Api(s) if s.code == 422 || s.code == 400 => PassError::Rejected {
@@ -210,12 +200,7 @@ fn observe(crd: &CustomResourceDefinition) -> Result<Observed, PassError> {
     }
 }
 
-async fn publish_warning(
-    ctx: &WorkerContext,
-    api: &Api<CustomResourceDefinition>,
-    crd_name: &str,
-    error: &PassError,
-) {
+async fn publish_warning(ctx: &WorkerContext, api: &Api<CustomResourceDefinition>, crd_name: &str, error: &PassError) {
     // Events need an object to hang on: the CRD when it exists (a rule is not a Kubernetes object).
     let Ok(Some(crd)) = api.get_opt(crd_name).await else {
         return;

@@ -34,31 +34,16 @@ pub fn temp_dir(name: &str) -> PathBuf {
 impl ManagerProcess {
     /// Starts `ruleplane run` on `rules`, electing on Lease `ruleplane` in `lease_namespace`.
     pub fn start(rules: &Path, lease_namespace: &str, identity: &str, extra: &[&str]) -> Self {
-        Self::start_as(
-            &control_plane().kubeconfig,
-            rules,
-            lease_namespace,
-            identity,
-            extra,
-        )
+        Self::start_as(&control_plane().kubeconfig, rules, lease_namespace, identity, extra)
     }
 
     /// Like [`ManagerProcess::start`], authenticating with `kubeconfig`.
-    pub fn start_as(
-        kubeconfig: &Path,
-        rules: &Path,
-        lease_namespace: &str,
-        identity: &str,
-        extra: &[&str],
-    ) -> Self {
+    pub fn start_as(kubeconfig: &Path, rules: &Path, lease_namespace: &str, identity: &str, extra: &[&str]) -> Self {
         let metrics = free_port();
         let health = free_port();
         let log = rules.with_file_name(format!(
             "{}-{identity}.log",
-            rules
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("manager")
+            rules.file_name().and_then(|n| n.to_str()).unwrap_or("manager")
         ));
         let log_file = std::fs::File::create(&log).expect("create manager log");
         let child = Command::new(env!("CARGO_BIN_EXE_ruleplane"))
@@ -114,9 +99,7 @@ impl ManagerProcess {
     }
 
     pub async fn metrics_text(&self) -> Option<String> {
-        http_get(self.metrics, "/metrics")
-            .await
-            .map(|(_, body)| body)
+        http_get(self.metrics, "/metrics").await.map(|(_, body)| body)
     }
 
     /// The value of an unlabelled (or exactly labelled) sample, e.g. `ruleplane_leader`.
@@ -124,10 +107,7 @@ impl ManagerProcess {
         let text = self.metrics_text().await?;
         text.lines()
             .filter(|l| !l.starts_with('#'))
-            .find_map(|l| {
-                l.strip_prefix(sample)
-                    .and_then(|rest| rest.strip_prefix(' '))
-            })
+            .find_map(|l| l.strip_prefix(sample).and_then(|rest| rest.strip_prefix(' ')))
             .and_then(|v| v.trim().parse().ok())
     }
 }
@@ -137,11 +117,7 @@ impl Drop for ManagerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
         if std::thread::panicking() {
-            eprintln!(
-                "---- ruleplane ({}) log ----\n{}",
-                self.identity,
-                self.logs()
-            );
+            eprintln!("---- ruleplane ({}) log ----\n{}", self.identity, self.logs());
         }
     }
 }

@@ -35,8 +35,7 @@ pub fn control_plane() -> &'static ControlPlane {
         let dir = match std::env::var_os("RULEPLANE_TEST_CLUSTER_DIR") {
             Some(dir) => PathBuf::from(dir),
             None => {
-                let dir =
-                    std::env::temp_dir().join(format!("ruleplane-test-{}", std::process::id()));
+                let dir = std::env::temp_dir().join(format!("ruleplane-test-{}", std::process::id()));
                 // The script's watchdog stops the plane when this process exits, even on panic or SIGINT.
                 let out = Command::new(&script)
                     .args(["up", "--dir"])
@@ -95,14 +94,8 @@ pub async fn test_namespace(client: &Client, test: &str) -> String {
             }
         })
         .collect();
-    let name = format!(
-        "{}-{}-{}",
-        &slug[..slug.len().min(40)],
-        std::process::id(),
-        n
-    );
-    let ns: Namespace =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("namespace");
+    let name = format!("{}-{}-{}", &slug[..slug.len().min(40)], std::process::id(), n);
+    let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("namespace");
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
         .await
