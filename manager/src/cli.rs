@@ -31,6 +31,12 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Validate rule files offline (exit 0 valid, 1 invalid, 2 usage).
     Validate(ValidateArgs),
+    /// Render the children and status a Reconciler rule produces for one object, offline.
+    Render(RenderArgs),
+    /// Print the CustomResourceDefinitions that ResourceDefinition rules generate (for GitOps review).
+    Crds(CrdsArgs),
+    /// Print the JSON Schema (draft-07) of the rule language.
+    Schema,
 }
 
 #[derive(Debug, Args)]
@@ -104,4 +110,27 @@ pub struct ValidateArgs {
     /// Output format.
     #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// Rule file or directory.
+    #[arg(long, env = "RULEPLANE_RULES")]
+    pub rules: PathBuf,
+    /// The parent object (YAML or JSON) to render for.
+    #[arg(long, env = "RULEPLANE_OBJECT")]
+    pub object: PathBuf,
+    /// Files with the objects lookups resolve to (YAML or JSON, one or more documents each).
+    #[arg(long = "lookup", env = "RULEPLANE_LOOKUPS", value_delimiter = ',')]
+    pub lookups: Vec<PathBuf>,
+    /// Only this Reconciler rule (default: every rule whose `for` matches the object's kind).
+    #[arg(long, env = "RULEPLANE_RULE")]
+    pub rule: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CrdsArgs {
+    /// Rule file or directory.
+    #[arg(long, env = "RULEPLANE_RULES")]
+    pub rules: PathBuf,
 }

@@ -13,6 +13,8 @@ pub enum WorkerState {
     Running,
     /// Running, but its last attempt failed; retried with backoff.
     Degraded(String),
+    /// Loaded and validated, but this version has no worker for the rule's kind.
+    Inactive(&'static str),
 }
 
 #[derive(Debug, Clone)]
@@ -119,6 +121,7 @@ impl Health {
                     WorkerState::Standby => "standby".to_owned(),
                     WorkerState::Running => "running".to_owned(),
                     WorkerState::Degraded(msg) => format!("degraded: {msg}"),
+                    WorkerState::Inactive(why) => format!("inactive: {why}"),
                 };
                 let _ = writeln!(body, "rule {name} ({}): {state}", rule.kind);
             }

@@ -34,5 +34,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => run::main(*args),
         Command::Validate(args) => offline::validate(&args),
+        Command::Render(args) => offline::render(&args),
+        Command::Crds(args) => offline::crds(&args),
+        Command::Schema => offline::schema(),
     }
 }

@@ -2,7 +2,6 @@
 //! subscribe to change notifications.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,7 +11,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tracing::{debug, warn};
 
 /// Identifies a watched kind: group/version/kind is what rules name.
@@ -43,7 +42,7 @@ pub struct SharedWatch {
     pub resource: ApiResource,
     pub store: Store<DynamicObject>,
     changes: broadcast::Sender<Change>,
-    synced: AtomicBool,
+    synced: watch::Sender<bool>,
 }
 
 impl SharedWatch {
@@ -52,9 +51,10 @@ impl SharedWatch {
     }
 
     /// Waits for the first complete list, so decisions are never made on a half-filled cache.
+    /// (Not `Store::wait_until_ready`: it wakes only one of several concurrent waiters.)
     pub async fn synced(&self) {
-        // The writer lives as long as the reflector task, which lives as long as the hub.
-        let _ = self.store.wait_until_ready().await;
+        let mut synced = self.synced.subscribe();
+        let _ = synced.wait_for(|s| *s).await;
     }
 
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<DynamicObject>> {
@@ -94,7 +94,7 @@ impl WatchHub {
             resource: resource.clone(),
             store,
             changes: changes.clone(),
-            synced: AtomicBool::new(false),
+            synced: watch::Sender::new(false),
         });
         let feed = shared.clone();
         let dyntype = resource.clone();
@@ -114,7 +114,7 @@ impl WatchHub {
                         ))));
                     }
                     Ok(Event::InitDone) => {
-                        feed.synced.store(true, Ordering::Release);
+                        feed.synced.send_replace(true);
                         let _ = changes.send(Change::Resynced);
                     }
                     Ok(Event::Init | Event::InitApply(_)) => {}

@@ -27,7 +27,7 @@ async fn crontab_crd_supports_crud_watch_and_kubectl() {
         "spec": {
             "group": "stable.example.com",
             "scope": "Namespaced",
-            "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab", "shortNames": ["ct"]},
+            "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab"},
             "versions": [{
                 "name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
@@ -104,21 +104,21 @@ async fn crontab_crd_supports_crud_watch_and_kubectl() {
     .expect("Added event within 20 s");
     assert_eq!(added.metadata.name.as_deref(), Some("second-cron-object"));
 
-    let table = kubectl(&["get", "crontab", "-n", &ns]);
+    // Other tests register CronTab kinds in other groups in the same cluster, so name the group.
+    let table = kubectl(&["get", "crontab.stable.example.com", "-n", &ns]);
     assert!(
         table.contains("new-cron-object") && table.contains("second-cron-object"),
         "kubectl get crontab printed:\n{table}"
     );
-    let short = kubectl(&[
+    let image = kubectl(&[
         "get",
-        "ct",
-        "new-cron-object",
+        "crontabs.stable.example.com/new-cron-object",
         "-n",
         &ns,
         "-o",
         "jsonpath={.spec.image}",
     ]);
-    assert_eq!(short, "my-awesome-cron-image");
+    assert_eq!(image, "my-awesome-cron-image");
 
     crontabs
         .delete("second-cron-object", &DeleteParams::default())

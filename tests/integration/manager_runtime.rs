@@ -153,10 +153,7 @@ async fn rule_edits_apply_within_two_seconds_and_broken_edits_keep_the_old_rule(
         }
     };
     eventually(Duration::from_secs(40), "initial CRD", || has_field("size")).await;
-    eventually(Duration::from_secs(20), "ready", || async {
-        manager.readyz().await.filter(|(code, _)| *code == 200)
-    })
-    .await;
+    manager.wait_ready(Duration::from_secs(20)).await;
 
     let edited = Instant::now();
     write(

@@ -17,6 +17,13 @@ fn write(dir: &Path, file: &str, text: &str) {
     std::fs::rename(&tmp, dir.join(file)).expect("rename rule file");
 }
 
+/// The CronTab rule without short names: `ct` must stay unique to one test in the shared cluster.
+fn crontab_rule_in(group: &str) -> String {
+    CRONTAB_RULE
+        .replace("  names: { shortNames: [ct] }\n", "")
+        .replace("rd.example.com", group)
+}
+
 const CRONTAB_RULE: &str = r#"apiVersion: ruleplane.dev/v1alpha1
 kind: ResourceDefinition
 metadata:
@@ -116,7 +123,7 @@ async fn crontab_rule_gives_a_crd_that_kubectl_understands() {
     .await;
     assert_eq!(created.data["spec"]["replicas"], 1, "schema default applied");
 
-    let table = kubectl(&["get", "crontabs", "-n", &ns]);
+    let table = kubectl(&["get", "crontabs.rd.example.com", "-n", &ns]);
     assert!(
         table.contains("SCHEDULE") && table.contains("IMAGE"),
         "printer columns:\n{table}"
@@ -128,7 +135,7 @@ async fn crontab_rule_gives_a_crd_that_kubectl_understands() {
     let short = kubectl(&["get", "ct", "-n", &ns, "-o", "name"]);
     assert_eq!(short.trim(), "crontab.rd.example.com/new-cron-object");
     let explain = eventually(Duration::from_secs(30), "kubectl explain sees the schema", || async {
-        kubectl_result(&["explain", "crontabs.spec.cronSpec", "--api-version=rd.example.com/v1"])
+        kubectl_result(&["explain", "crontabs.rd.example.com.spec.cronSpec"])
             .ok()
             .filter(|out| out.contains("Schedule in cron format"))
     })
@@ -162,8 +169,8 @@ async fn removing_a_rule_keeps_the_crd_and_objects_unless_deletion_policy_says_d
     let client = admin_client().await;
     let ns = test_namespace(&client, "rd-removal").await;
     let rules = temp_dir("rd-removal");
-    let kept = CRONTAB_RULE.replace("rd.example.com", "keep.removal.test");
-    let deleted = CRONTAB_RULE.replace("rd.example.com", "delete.removal.test").replace(
+    let kept = crontab_rule_in("keep.removal.test");
+    let deleted = crontab_rule_in("delete.removal.test").replace(
         "  scope: Namespaced\n",
         "  scope: Namespaced\n  deletionPolicy: Delete\n",
     );
@@ -237,11 +244,7 @@ async fn a_crd_owned_by_someone_else_is_not_taken_over_and_the_conflict_is_repor
             "  names: { kind: CronTab, plural: schedules, singular: schedule }\n",
         );
     let rules = temp_dir("rd-conflict");
-    write(
-        &rules,
-        "conflict.yaml",
-        &CRONTAB_RULE.replace("rd.example.com", "conflict.test"),
-    );
+    write(&rules, "conflict.yaml", &crontab_rule_in("conflict.test"));
     write(&rules, "clash.yaml", &clash);
     let manager = ManagerProcess::start(&rules, &ns, "rd-conflict", &[]);
 
@@ -285,7 +288,7 @@ async fn storage_version_changes_are_refused_unless_the_rule_allows_them() {
     let client = admin_client().await;
     let ns = test_namespace(&client, "rd-storage").await;
     let rules = temp_dir("rd-storage");
-    let v1 = CRONTAB_RULE.replace("rd.example.com", "storage.test");
+    let v1 = crontab_rule_in("storage.test");
     write(&rules, "crontab.yaml", &v1);
     let manager = ManagerProcess::start(&rules, &ns, "rd-storage", &[]);
     established("crontabs.storage.test", Duration::from_secs(40)).await;
@@ -329,7 +332,7 @@ async fn a_schema_the_apiserver_rejects_is_reported_with_its_reason() {
     let ns = test_namespace(&client, "rd-invalid").await;
     let rules = temp_dir("rd-invalid");
     // CEL that does not compile: only the apiserver can tell.
-    let rule = CRONTAB_RULE.replace("rd.example.com", "invalid.test").replace(
+    let rule = crontab_rule_in("invalid.test").replace(
         "              required: [cronSpec, image]\n",
         "              required: [cronSpec, image]\n              x-kubernetes-validations:\n                - rule: \"self.replicas >\"\n",
     );

@@ -7,6 +7,7 @@ use ruleplane_config::Rule;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
+use crate::health::WorkerState;
 use crate::supervisor::WorkerContext;
 
 /// A worker failure the supervisor restarts from; errors a worker can live with are handled inside it.
@@ -22,11 +23,10 @@ pub async fn run(rule: Rule, ctx: WorkerContext, stop: CancellationToken) -> Res
         Rule::ResourceDefinition(rd) => resource_definition::run(rd, ctx, stop).await,
         other => {
             // Reconciler and SchedulerPolicy workers plug in here; until then the rule is validated and listed.
-            info!(
-                rule = other.name(),
-                kind = other.kind().as_str(),
-                "no worker for this rule kind in this version"
-            );
+            const WHY: &str = "no worker for this rule kind in this version; the rule is validated only";
+            info!(rule = other.name(), kind = other.kind().as_str(), "{WHY}");
+            ctx.health
+                .set_rule(other.name(), other.kind().as_str(), WorkerState::Inactive(WHY));
             stop.cancelled().await;
             Ok(())
         }

@@ -98,6 +98,23 @@ impl ManagerProcess {
         http_get(self.health, "/readyz?verbose").await
     }
 
+    /// Waits until /readyz answers 200, failing with the last answer seen.
+    pub async fn wait_ready(&self, timeout: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut last = None;
+        while tokio::time::Instant::now() < deadline {
+            match self.readyz().await {
+                Some((200, _)) => return,
+                other => last = other,
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!(
+            "{} not ready after {timeout:?}; last /readyz answer: {last:?}",
+            self.identity
+        );
+    }
+
     pub async fn metrics_text(&self) -> Option<String> {
         http_get(self.metrics, "/metrics").await.map(|(_, body)| body)
     }
