@@ -261,3 +261,71 @@ async fn missing_permissions_are_reported_per_rule() {
         manager.logs()
     );
 }
+
+/// Lays out `files` the way the kubelet's atomic writer does for a ConfigMap volume: a timestamped
+/// directory, a `..data` symlink to it, and one visible symlink per key; an update swaps `..data`.
+fn configmap_volume_update(dir: &Path, generation: u32, files: &[(&str, &str)]) {
+    let data_dir = format!("..2026_11_22_00_00_{generation:02}.000000001");
+    std::fs::create_dir_all(dir.join(&data_dir)).expect("timestamped dir");
+    for (name, text) in files {
+        std::fs::write(dir.join(&data_dir).join(name), text).expect("write key");
+        let visible = dir.join(name);
+        if std::fs::symlink_metadata(&visible).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{name}"), &visible).expect("key symlink");
+        }
+    }
+    let tmp_link = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp_link);
+    std::os::unix::fs::symlink(&data_dir, &tmp_link).expect("..data_tmp symlink");
+    std::fs::rename(&tmp_link, dir.join("..data")).expect("swap ..data");
+}
+
+#[tokio::test]
+async fn configmap_volume_updates_are_picked_up_once() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "configmap-volume").await;
+    let rules = temp_dir("configmap-volume");
+    configmap_volume_update(
+        &rules,
+        1,
+        &[("widget.yaml", &rd_rule("widget", "widget", "cmvolume.test", ""))],
+    );
+    let manager = ManagerProcess::start(&rules, &ns, "manager-cm", &[]);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    eventually(Duration::from_secs(40), "CRD from the ConfigMap volume", || async {
+        crds.get_opt("widgets.cmvolume.test").await.ok().flatten().map(|_| ())
+    })
+    .await;
+    // Loaded once, although the file is reachable through three paths (key, ..data, timestamped dir).
+    let (_, body) = manager.readyz().await.expect("readyz");
+    assert_eq!(body.matches("rule widget.cmvolume.test").count(), 1, "{body}");
+
+    configmap_volume_update(
+        &rules,
+        2,
+        &[
+            (
+                "widget.yaml",
+                &rd_rule(
+                    "widget",
+                    "widget",
+                    "cmvolume.test",
+                    "\n                colour: { type: string }",
+                ),
+            ),
+            ("sprocket.yaml", &rd_rule("sprocket", "sprocket", "cmvolume.test", "")),
+        ],
+    );
+    eventually(
+        Duration::from_secs(10),
+        "both rules applied after the ..data swap",
+        || async {
+            let widget = crds.get_opt("widgets.cmvolume.test").await.ok().flatten()?;
+            let schema = serde_json::to_value(&widget.spec.versions[0].schema).ok()?;
+            schema["openAPIV3Schema"]["properties"]["spec"]["properties"].get("colour")?;
+            crds.get_opt("sprockets.cmvolume.test").await.ok().flatten().map(|_| ())
+        },
+    )
+    .await;
+    assert_eq!(manager.metric("ruleplane_rules_loaded").await, Some(2.0));
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Manager benchmarks on the local control plane; prints figures (no pass/fail):
+#   idle RSS with examples/ loaded, process start → /readyz 200, takeover after kill -9 of the leader.
+# Usage: tests/bench/manager.sh [ROUNDS]   (needs `make build`; starts the control plane if needed)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
+bin=${CARGO_TARGET_DIR:-$cache/target}/debug/ruleplane
+[ -x "${RULEPLANE_BIN:-}" ] && bin=$RULEPLANE_BIN
+rounds=${1:-5}
+"$root/tests/control-plane/cluster.sh" up >/dev/null
+export KUBECONFIG="$cache/cluster/kubeconfig"
+# shellcheck disable=SC1091
+. "$cache/cluster/env"
+kubectl() { "$BIN_DIR/kubectl" "$@"; }
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+now() { date +%s.%N; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+start_manager() { # id namespace -> sets $mpid $mhealth $mmetrics
+  mhealth=$(free_port); mmetrics=$(free_port)
+  "$bin" run --rules "$root/examples" --kubeconfig "$KUBECONFIG" --leader-election-namespace "$2" \
+    --identity "$1" --metrics-bind-address "127.0.0.1:$mmetrics" --health-probe-bind-address "127.0.0.1:$mhealth" \
+    >"$work/$1.log" 2>&1 &
+  mpid=$!; pids+=("$mpid")
+}
+leader_of() { curl -fs "http://127.0.0.1:$1/metrics" 2>/dev/null | awk '$1=="ruleplane_leader"{print $2}'; }
+
+echo "binary: $bin ($(du -h "$bin" | cut -f1)); machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB"
+for r in $(seq 1 "$rounds"); do
+  ns="bench-$$-$r"; kubectl create namespace "$ns" >/dev/null
+  t0=$(now); start_manager "a-$r" "$ns"; a=$mpid; ah=$mhealth; am=$mmetrics
+  until curl -fs "http://127.0.0.1:$ah/readyz" >/dev/null 2>&1; do sleep 0.01; done
+  ready=$(awk "BEGIN{print $(now) - $t0}")
+  sleep 3
+  rss=$(awk '/VmRSS/{print $2}' "/proc/$a/status")
+  start_manager "b-$r" "$ns"; b=$mpid; bm=$mmetrics
+  until curl -fs "http://127.0.0.1:$mhealth/readyz" >/dev/null 2>&1; do sleep 0.05; done
+  sleep 1
+  [ "$(leader_of "$am")" = 1 ] || { echo "round $r: a is not the leader"; exit 1; }
+  kill -9 "$a"; t1=$(now); wait "$a" 2>/dev/null || true
+  until [ "$(leader_of "$bm")" = "1" ]; do sleep 0.02; done
+  takeover=$(awk "BEGIN{print $(now) - $t1}")
+  kill -9 "$b"; wait "$b" 2>/dev/null || true
+  printf 'round %d: start→ready %.3f s, idle RSS %d KiB (%.1f MiB), takeover after kill -9 %.2f s (lease 15 s)\n' \
+    "$r" "$ready" "$rss" "$(awk "BEGIN{print $rss/1024}")" "$takeover"
+done
