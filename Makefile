@@ -1,9 +1,9 @@
 # Ruleplane developer entry points. Build outputs live in the user's cache directory, not in the repo.
-CACHE_DIR        ?= $(if $(XDG_CACHE_HOME),$(XDG_CACHE_HOME),$(HOME)/.cache)/ruleplane
+CACHE_DIR        ?= $(or $(RULEPLANE_CACHE),$(if $(XDG_CACHE_HOME),$(XDG_CACHE_HOME),$(HOME)/.cache)/ruleplane)
 export CARGO_TARGET_DIR ?= $(CACHE_DIR)/target
 CLUSTER          := tests/control-plane/cluster.sh
 
-.PHONY: demo test lint fmt build control-plane cluster-up cluster-down cluster-status
+.PHONY: demo test lint fmt build bench control-plane cluster-up cluster-down cluster-status
 
 ## demo: bring up the local control plane (building it the first time) and run the manager on examples/
 demo: build cluster-up
@@ -20,6 +20,10 @@ lint:
 
 fmt:
 	cargo fmt --all
+
+## bench: benchmarks that print figures (rule language, then the manager on the local control plane)
+bench: build
+	tests/bench/manager.sh 5
 
 build:
 	cargo build -p ruleplane
