@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds (once per version) kube-apiserver, kube-scheduler and kubectl from the pinned k8s.io/kubernetes module and
-# fetches etcd 3.5 from Debian's etcd-server package; everything lands in the user's cache directory.
+# fetches etcd 3.5 from Debian's etcd-server package, and builds helm (chart tests); all in the user's cache.
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -60,8 +60,21 @@ fetch_etcd() {
   log "etcd $("$cache/etcd/usr/bin/etcd" --version | head -n1)"
 }
 
+build_helm() {
+  local helm_version; helm_version=$(cat "$here/HELM_VERSION")
+  local dir="$cache/helm/$helm_version"
+  if [ ! -x "$dir/helm" ]; then
+    log "building helm $helm_version with Go (first time only; a few minutes)..."
+    (cd "$cache" && GOTOOLCHAIN=local CGO_ENABLED=0 GOBIN="$dir" \
+       GOMODCACHE="${GOMODCACHE:-$cache/go-mod}" GOCACHE="${GOCACHE:-$cache/go-build}" \
+       go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$helm_version")
+  fi
+  ln -sf "$dir/helm" "$bin/helm"
+}
+
 mkdir -p "$cache/k8s"
 fetch_etcd
 build_kube
 ln -sf "$cache/etcd/usr/bin/etcd" "$bin/etcd"
+build_helm
 echo "$bin"

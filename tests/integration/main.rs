@@ -3,5 +3,6 @@
 mod support;
 
 mod foundation;
+mod helm_chart;
 mod manager_runtime;
 mod resource_definitions;

@@ -1,0 +1,116 @@
+//! The Helm chart on a real apiserver: it installs, and its RBAC is exactly enough for the manager.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+use crate::manager_runtime::rd_rule;
+use crate::support::manager::{ManagerProcess, temp_dir};
+use crate::support::{admin_client, control_plane, eventually, test_namespace};
+
+fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repo root")
+}
+
+fn helm(args: &[&str]) -> String {
+    let plane = control_plane();
+    let out = Command::new(plane.bin_dir.join("helm"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&plane.kubeconfig)
+        .output()
+        .expect("run helm (built by tests/control-plane/build.sh)");
+    assert!(
+        out.status.success(),
+        "helm {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn helm_chart_installs_and_its_rbac_is_enough_for_the_manager() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "helm").await;
+    let chart = repo_root().join("helm/ruleplane");
+    let chart = chart.to_str().expect("utf-8 path");
+    let lint = helm(&["lint", chart, "--strict"]);
+    assert!(lint.contains("0 chart(s) failed"), "{lint}");
+
+    let rules = temp_dir("helm");
+    let rule_file = rules.join("widget.yaml");
+    std::fs::write(&rule_file, rd_rule("widget", "widget", "helm.test", "")).unwrap();
+    let release = format!("rp-{}", &ns[ns.len().saturating_sub(12)..]);
+    helm(&[
+        "install",
+        &release,
+        chart,
+        "--namespace",
+        &ns,
+        "--set-file",
+        &format!("rules.widget\\.yaml={}", rule_file.display()),
+    ]);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let deployment = deployments
+        .get(&format!("{release}-ruleplane"))
+        .await
+        .expect("Deployment installed");
+    assert_eq!(deployment.spec.as_ref().and_then(|s| s.replicas), Some(2));
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let rules_cm = configmaps
+        .get(&format!("{release}-ruleplane-rules"))
+        .await
+        .expect("rules ConfigMap");
+    assert!(rules_cm.data.unwrap_or_default().contains_key("widget.yaml"));
+
+    // Run the manager as the chart's ServiceAccount (no kubelet here, so outside a pod): the chart's RBAC
+    // must cover everything the permission check asks for, and the CRD must actually get registered.
+    let sa = format!("{release}-ruleplane");
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+    let token: serde_json::Value = accounts
+        .create_subresource(
+            "token",
+            &sa,
+            &PostParams::default(),
+            &json!({"spec": {"expirationSeconds": 3600}}),
+        )
+        .await
+        .expect("TokenRequest for the chart's ServiceAccount");
+    let token = token["status"]["token"].as_str().expect("token").to_owned();
+    let admin = std::fs::read_to_string(&control_plane().kubeconfig).unwrap();
+    let start = admin.find("token: ").expect("token line") + "token: ".len();
+    let end = admin[start..].find('\n').map_or(admin.len(), |e| start + e);
+    let sa_kubeconfig = rules.with_file_name(format!("{release}.kubeconfig"));
+    std::fs::write(&sa_kubeconfig, format!("{}{}{}", &admin[..start], token, &admin[end..])).unwrap();
+
+    let manager = ManagerProcess::start_as(&sa_kubeconfig, &rules, &ns, "helm-sa", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let (_, body) = eventually(
+        Duration::from_secs(40),
+        "rule running as the chart's ServiceAccount",
+        || async {
+            manager
+                .readyz()
+                .await
+                .filter(|(_, b)| b.contains("(leader)") && b.contains("rule widget.helm.test"))
+        },
+    )
+    .await;
+    assert!(
+        !body.contains("lacks RBAC permissions"),
+        "chart RBAC is incomplete:\n{body}"
+    );
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    eventually(
+        Duration::from_secs(30),
+        "CRD registered by the ServiceAccount",
+        || async { crds.get_opt("widgets.helm.test").await.ok().flatten().map(|_| ()) },
+    )
+    .await;
+}
