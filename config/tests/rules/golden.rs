@@ -1,5 +1,5 @@
 //! Golden tests over `examples/` and `tests/rules/`: CRD generation, rendering, resolved policies and the
-//! resolved form of valid fixtures. Regenerate with `UPDATE_GOLDEN=1 cargo test -p ruleplane-config --test golden`.
+//! resolved form of valid fixtures. Regenerate with `UPDATE_GOLDEN=1 cargo test -p ruleplane-config --test rules golden::`.
 
 use std::path::{Path, PathBuf};
 
@@ -24,7 +24,7 @@ fn check_golden(name: &str, actual: &str, failures: &mut Vec<String>) {
     let expected = std::fs::read_to_string(&path).unwrap_or_default();
     if expected != actual {
         failures.push(format!(
-            "{} differs from the output:\n{actual}\n(regenerate with `UPDATE_GOLDEN=1 cargo test -p ruleplane-config --test golden` and review the diff)",
+            "{} differs from the output:\n{actual}\n(regenerate with `UPDATE_GOLDEN=1 cargo test -p ruleplane-config --test rules golden::` and review the diff)",
             path.display()
         ));
     }

@@ -16,6 +16,6 @@ fn committed_schema_is_current() {
     assert!(
         committed == expected,
         "docs/ruleplane.schema.json is stale; regenerate it with \
-         `UPDATE_GOLDEN=1 cargo test -p ruleplane-config --test schema_file` and commit the result"
+         `UPDATE_GOLDEN=1 cargo test -p ruleplane-config --test rules schema_file::` and commit the result"
     );
 }
