@@ -20,7 +20,7 @@ fi
 
 fuzz_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$fuzz_dir/../.." && pwd)"
-cache="$HOME/.cache/ruleplane"
+cache="${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}"
 target_dir="$cache/fuzz-target"
 sanitizer="${FUZZ_SANITIZER:-none}"
 read -r -a targets <<<"${FUZZ_TARGETS:-load render template}"
