@@ -143,6 +143,12 @@ fn check_element(element: &TemplateElement, at: (usize, usize), problems: &mut V
             let is_call = helper.block || !helper.params.is_empty() || !helper.hash.is_empty();
             if is_call && let Parameter::Name(name) = &helper.name {
                 check_helper_name(name, &mut problem);
+                // Arity is known statically: report it at load, not at the first render in the cluster.
+                if let Some(pure) = PureHelper::ALL.iter().find(|h| h.name == name.as_str())
+                    && let Some(message) = pure.arity_problem(helper.params.len())
+                {
+                    problem(message);
+                }
             }
             for parameter in helper.params.iter().chain(helper.hash.values()) {
                 if let Parameter::Subexpression(sub) = parameter {
@@ -282,6 +288,24 @@ impl PureHelper {
         PureHelper::new("indent", 2, 2, helper_indent),
     ];
 
+    /// The message for a call with `count` arguments, if that is not what the helper takes.
+    fn arity_problem(&self, count: usize) -> Option<String> {
+        let (min, max) = self.arity;
+        if (min..=max).contains(&count) {
+            return None;
+        }
+        let expected = if min == max {
+            format!("{min}")
+        } else {
+            format!("{min} to {max}")
+        };
+        Some(format!(
+            "helper `{}` takes {expected} argument{}, got {count}",
+            self.name,
+            if max == 1 { "" } else { "s" }
+        ))
+    }
+
     const fn new(name: &'static str, min: usize, max: usize, run: fn(&[Value]) -> Result<Value, String>) -> PureHelper {
         PureHelper {
             name,
@@ -301,20 +325,8 @@ impl HelperDef for PureHelper {
         _: &mut RenderContext<'reg, 'rc>,
     ) -> Result<ScopedJson<'rc>, handlebars::RenderError> {
         let params = helper.params();
-        let (min, max) = self.arity;
-        if params.len() < min || params.len() > max {
-            let expected = if min == max {
-                format!("{min}")
-            } else {
-                format!("{min} to {max}")
-            };
-            return Err(RenderErrorReason::Other(format!(
-                "helper `{}` takes {expected} argument{}, got {}",
-                self.name,
-                if max == 1 { "" } else { "s" },
-                params.len()
-            ))
-            .into());
+        if let Some(message) = self.arity_problem(params.len()) {
+            return Err(RenderErrorReason::Other(message).into());
         }
         let mut args = Vec::with_capacity(params.len());
         for (index, param) in params.iter().enumerate() {
