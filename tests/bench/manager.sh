@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Manager benchmarks on the local control plane; prints figures (no pass/fail):
-#   idle RSS with examples/ loaded, process start → /readyz 200, takeover after kill -9 of the leader.
+#   idle RSS with examples/ loaded, process start → /readyz 200, takeover after kill -9 and after SIGTERM.
 # Usage: tests/bench/manager.sh [ROUNDS]   (needs `make build`; starts the control plane if needed)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -44,7 +44,14 @@ for r in $(seq 1 "$rounds"); do
   kill -9 "$a"; t1=$(now); wait "$a" 2>/dev/null || true
   until [ "$(leader_of "$bm")" = "1" ]; do sleep 0.02; done
   takeover=$(awk "BEGIN{print $(now) - $t1}")
-  kill -9 "$b"; wait "$b" 2>/dev/null || true
-  printf 'round %d: start→ready %.3f s, idle RSS %d KiB (%.1f MiB), takeover after kill -9 %.2f s (lease 15 s)\n' \
-    "$r" "$ready" "$rss" "$(awk "BEGIN{print $rss/1024}")" "$takeover"
+  start_manager "c-$r" "$ns"; c=$mpid; cm=$mmetrics
+  until curl -fs "http://127.0.0.1:$mhealth/readyz" >/dev/null 2>&1; do sleep 0.05; done
+  sleep 1
+  kill -TERM "$b"; t2=$(now)
+  until [ "$(leader_of "$cm")" = "1" ]; do sleep 0.02; done
+  graceful=$(awk "BEGIN{print $(now) - $t2}")
+  wait "$b" 2>/dev/null || true
+  kill -9 "$c"; wait "$c" 2>/dev/null || true
+  printf 'round %d: start→ready %.3f s, idle RSS %d KiB (%.1f MiB), takeover after kill -9 %.2f s (lease 15 s), after SIGTERM %.2f s\n' \
+    "$r" "$ready" "$rss" "$(awk "BEGIN{print $rss/1024}")" "$takeover" "$graceful"
 done

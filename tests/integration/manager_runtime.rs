@@ -7,7 +7,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::Api;
 
 use crate::support::manager::{ManagerProcess, temp_dir};
-use crate::support::{admin_client, eventually, test_namespace};
+use crate::support::{admin_client, eventually, test_namespace, write_rule_file as write};
 
 /// A ResourceDefinition rule for kind `kind` in a group unique to the test.
 pub fn rd_rule(rule: &str, kind_lower: &str, group: &str, extra_properties: &str) -> String {
@@ -35,11 +35,17 @@ spec:
     )
 }
 
-fn write(dir: &Path, file: &str, text: &str) {
-    // Write-then-rename, as editors and the kubelet's ConfigMap writer do, so a reader never sees half a file.
-    let tmp = dir.join(format!(".{file}.tmp"));
-    std::fs::write(&tmp, text).expect("write rule file");
-    std::fs::rename(&tmp, dir.join(file)).expect("rename rule file");
+/// Two managers on one Lease, once exactly one of them leads: (leader, standby).
+async fn elected_pair(rules: &Path, ns: &str) -> (ManagerProcess, ManagerProcess) {
+    let a = ManagerProcess::start(rules, ns, "manager-a", &[]);
+    let b = ManagerProcess::start(rules, ns, "manager-b", &[]);
+    let roles = eventually(Duration::from_secs(40), "one leader among two managers", || async {
+        leaders(&[&a, &b])
+            .await
+            .filter(|r| r.iter().filter(|l| **l).count() == 1)
+    })
+    .await;
+    if roles[0] { (a, b) } else { (b, a) }
 }
 
 async fn leaders(managers: &[&ManagerProcess]) -> Option<Vec<bool>> {
@@ -61,19 +67,11 @@ async fn exactly_one_of_two_managers_leads_and_a_killed_leader_is_replaced() {
     let ns = test_namespace(&client, "election-kill").await;
     let rules = temp_dir("election-kill");
     write(&rules, "a.yaml", &rd_rule("a", "alpha", "kill.election.test", ""));
-    let mut a = ManagerProcess::start(&rules, &ns, "manager-a", &[]);
-    let mut b = ManagerProcess::start(&rules, &ns, "manager-b", &[]);
-
-    let roles = eventually(Duration::from_secs(40), "one leader among two managers", || async {
-        leaders(&[&a, &b])
-            .await
-            .filter(|r| r.iter().filter(|l| **l).count() == 1)
-    })
-    .await;
+    let (mut leader, standby) = elected_pair(&rules, &ns).await;
     // Stays that way over a few renewals: never two leaders.
     for _ in 0..6 {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = leaders(&[&a, &b]).await.expect("metrics");
+        let now = leaders(&[&leader, &standby]).await.expect("metrics");
         assert_eq!(now.iter().filter(|l| **l).count(), 1, "exactly one leader: {now:?}");
     }
     eventually(Duration::from_secs(30), "leader registers the CRD", || async {
@@ -81,7 +79,6 @@ async fn exactly_one_of_two_managers_leads_and_a_killed_leader_is_replaced() {
     })
     .await;
 
-    let (leader, standby) = if roles[0] { (&mut a, &mut b) } else { (&mut b, &mut a) };
     leader.kill9();
     let killed = Instant::now();
     // Only a leader acts, so a CRD from a rule added after the kill proves the standby took over.
@@ -110,15 +107,7 @@ async fn sigterm_releases_the_lease_and_the_standby_takes_over_fast() {
     let ns = test_namespace(&client, "election-term").await;
     let rules = temp_dir("election-term");
     write(&rules, "a.yaml", &rd_rule("a", "alpha", "term.election.test", ""));
-    let mut a = ManagerProcess::start(&rules, &ns, "manager-a", &[]);
-    let mut b = ManagerProcess::start(&rules, &ns, "manager-b", &[]);
-    let roles = eventually(Duration::from_secs(40), "one leader", || async {
-        leaders(&[&a, &b])
-            .await
-            .filter(|r| r.iter().filter(|l| **l).count() == 1)
-    })
-    .await;
-    let (leader, standby) = if roles[0] { (&mut a, &mut b) } else { (&mut b, &mut a) };
+    let (mut leader, standby) = elected_pair(&rules, &ns).await;
     let stopped = Instant::now();
     let status = leader.sigterm();
     assert!(status.success(), "SIGTERM must exit 0, got {status}");

@@ -1,6 +1,5 @@
 //! ResourceDefinition rules on a real apiserver: CRDs registered, evolved safely, never deleted implicitly.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::events::v1::Event;
@@ -9,13 +8,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, P
 use serde_json::json;
 
 use crate::support::manager::{ManagerProcess, temp_dir};
-use crate::support::{admin_client, eventually, kubectl, kubectl_result, test_namespace};
-
-fn write(dir: &Path, file: &str, text: &str) {
-    let tmp = dir.join(format!(".{file}.tmp"));
-    std::fs::write(&tmp, text).expect("write rule file");
-    std::fs::rename(&tmp, dir.join(file)).expect("rename rule file");
-}
+use crate::support::{admin_client, eventually, kubectl, kubectl_result, test_namespace, write_rule_file as write};
 
 /// The CronTab rule without short names: `ct` must stay unique to one test in the shared cluster.
 fn crontab_rule_in(group: &str) -> String {

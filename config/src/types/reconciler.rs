@@ -30,26 +30,7 @@ pub struct ReconcilerRule {
     pub source: SourceLocation,
 }
 
-impl ReconcilerRule {
-    /// The rule's `metadata.name`.
-    pub fn name(&self) -> &str {
-        &self.metadata.name
-    }
-
-    /// Where the rule's document starts.
-    pub fn source(&self) -> &SourceLocation {
-        &self.source
-    }
-}
-
-impl PartialEq for ReconcilerRule {
-    fn eq(&self, other: &Self) -> bool {
-        self.api_version == other.api_version
-            && self.kind == other.kind
-            && self.metadata == other.metadata
-            && self.spec == other.spec
-    }
-}
+super::common::rule_document!(ReconcilerRule);
 
 /// What a Reconciler watches and renders.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

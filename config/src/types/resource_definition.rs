@@ -72,26 +72,7 @@ impl ResourceDefinitionRule {
     }
 }
 
-impl ResourceDefinitionRule {
-    /// The rule's `metadata.name`.
-    pub fn name(&self) -> &str {
-        &self.metadata.name
-    }
-
-    /// Where the rule's document starts.
-    pub fn source(&self) -> &SourceLocation {
-        &self.source
-    }
-}
-
-impl PartialEq for ResourceDefinitionRule {
-    fn eq(&self, other: &Self) -> bool {
-        self.api_version == other.api_version
-            && self.kind == other.kind
-            && self.metadata == other.metadata
-            && self.spec == other.spec
-    }
-}
+super::common::rule_document!(ResourceDefinitionRule);
 
 /// The resource type's shape and life cycle.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

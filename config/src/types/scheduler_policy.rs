@@ -31,26 +31,7 @@ pub struct SchedulerPolicyRule {
     pub source: SourceLocation,
 }
 
-impl SchedulerPolicyRule {
-    /// The rule's `metadata.name`.
-    pub fn name(&self) -> &str {
-        &self.metadata.name
-    }
-
-    /// Where the rule's document starts.
-    pub fn source(&self) -> &SourceLocation {
-        &self.source
-    }
-}
-
-impl PartialEq for SchedulerPolicyRule {
-    fn eq(&self, other: &Self) -> bool {
-        self.api_version == other.api_version
-            && self.kind == other.kind
-            && self.metadata == other.metadata
-            && self.spec == other.spec
-    }
-}
+super::common::rule_document!(SchedulerPolicyRule);
 
 /// Which filters and scores decide placement.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -142,3 +142,11 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// Writes a rule file by write-then-rename, as editors and the kubelet's ConfigMap writer do, so the manager
+/// never reads half a file.
+pub fn write_rule_file(dir: &Path, file: &str, text: &str) {
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, text).expect("write rule file");
+    std::fs::rename(&tmp, dir.join(file)).expect("rename rule file");
+}
