@@ -38,6 +38,17 @@ impl Leadership {
     }
 }
 
+/// Longer than one get → patch round trip of a competing replica, short next to the lease duration.
+const VERIFY_DELAY: Duration = Duration::from_millis(150);
+
+fn holder_of(lease: &Lease) -> Option<String> {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.clone())
+        .filter(|h| !h.is_empty())
+}
+
 /// How long until `lease` may be taken over, judged the way kube-leader-election judges it.
 fn until_expiry(lease: &Lease) -> Option<Duration> {
     let spec = lease.spec.as_ref()?;
@@ -71,6 +82,14 @@ pub async fn run_election(
     // once instead of at the next poll: takeover then costs about the 1 s a released lease stays valid.
     let (lease_tx, mut lease_rx) = mpsc::channel::<Lease>(16);
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    let verify_api = api.clone();
+    // Spreads standbys' attempts on an expired Lease so they do not all patch it in the same instant.
+    let jitter = Duration::from_millis(
+        20 + std::hash::BuildHasher::hash_one(
+            &std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(),
+            &config.identity,
+        ) % 300,
+    );
     let fields = format!("metadata.name={}", config.lease_name);
     let lease_watch = tokio::spawn(async move {
         let stream = watcher::watcher(api, watcher::Config::default().fields(&fields)).applied_objects();
@@ -89,12 +108,26 @@ pub async fn run_election(
         let leading_before = state.borrow().is_leading();
         let mut next = config.retry_period;
         match lock.try_acquire_or_renew().await {
-            Ok(LeaseLockResult::Acquired(_)) => {
+            Ok(LeaseLockResult::Acquired(_)) if leading_before => {
                 last_renewed = Some(Instant::now());
-                if !leading_before {
-                    info!(identity = %config.identity, lease = %config.lease_name, "became leader");
+            }
+            Ok(LeaseLockResult::Acquired(_)) => {
+                // kube-leader-election takes an expired Lease with a patch that carries no resourceVersion, so
+                // two standbys racing for it can both be told they won; the later write is the real holder.
+                // Read it back once the race window has passed before acting as leader.
+                tokio::time::sleep(VERIFY_DELAY).await;
+                match verify_api.get(&config.lease_name).await {
+                    Ok(lease) if holder_of(&lease).as_deref() == Some(config.identity.as_str()) => {
+                        last_renewed = Some(Instant::now());
+                        info!(identity = %config.identity, lease = %config.lease_name, "became leader");
+                        state.send_replace(Leadership::Leading);
+                    }
+                    Ok(lease) => {
+                        info!(holder = ?holder_of(&lease), "lost the race for the lease");
+                        state.send_replace(Leadership::Following(holder_of(&lease)));
+                    }
+                    Err(e) => warn!(error = %e, "could not confirm the acquired lease; retrying"),
                 }
-                state.send_replace(Leadership::Leading);
             }
             Ok(LeaseLockResult::NotAcquired(lease)) => {
                 if leading_before {
@@ -102,10 +135,9 @@ pub async fn run_election(
                 }
                 last_renewed = None;
                 if let Some(left) = until_expiry(&lease) {
-                    next = next.min(left + Duration::from_millis(20));
+                    next = next.min(left + jitter);
                 }
-                let holder = lease.spec.and_then(|s| s.holder_identity).filter(|h| !h.is_empty());
-                state.send_replace(Leadership::Following(holder));
+                state.send_replace(Leadership::Following(holder_of(&lease)));
             }
             Err(e) => {
                 warn!(error = %e, "lease acquire/renew failed");
@@ -132,7 +164,7 @@ pub async fn run_election(
                 Some(lease) = lease_rx.recv() => {
                     if state.borrow().is_leading() { continue; }
                     if let Some(left) = until_expiry(&lease) {
-                        let at = Instant::now() + left + Duration::from_millis(20);
+                        let at = Instant::now() + left + jitter;
                         if at < sleep.deadline() {
                             sleep.as_mut().reset(at);
                         }
