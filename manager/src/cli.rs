@@ -134,3 +134,36 @@ pub struct CrdsArgs {
     #[arg(long, env = "RULEPLANE_RULES")]
     pub rules: PathBuf,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_use_kubernetes_flag_units() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("1d").unwrap_err().contains("unknown unit `d`"));
+        assert!(parse_duration("fast").unwrap_err().contains("is not a duration"));
+    }
+
+    #[test]
+    fn every_run_flag_has_an_environment_variable() {
+        use clap::CommandFactory;
+        let cli = Cli::command();
+        let run = cli.find_subcommand("run").expect("run subcommand");
+        for arg in run.get_arguments() {
+            if arg.get_id() == "help" || arg.get_id() == "log_format" {
+                continue;
+            }
+            assert!(
+                arg.get_env().is_some(),
+                "--{} has no RULEPLANE_* variable",
+                arg.get_id()
+            );
+        }
+    }
+}

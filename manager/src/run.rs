@@ -257,3 +257,23 @@ pub async fn shutdown_signal() {
         _ = term.recv() => {},
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bind_addresses_follow_controller_conventions() {
+        assert_eq!(
+            parse_bind_address(":8080").unwrap(),
+            Some("0.0.0.0:8080".parse().unwrap())
+        );
+        assert_eq!(
+            parse_bind_address("127.0.0.1:9").unwrap(),
+            Some("127.0.0.1:9".parse().unwrap())
+        );
+        assert_eq!(parse_bind_address("0").unwrap(), None);
+        let err = parse_bind_address("localhost").unwrap_err().to_string();
+        assert!(err.contains("not an address like :8080"), "{err}");
+    }
+}

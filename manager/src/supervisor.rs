@@ -1,6 +1,7 @@
 //! Runs one worker per rule while this replica leads: diffs rule sets, restarts failed workers with backoff.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -123,7 +124,7 @@ impl Supervisor {
     fn start_worker(&mut self, rule: Rule) {
         let stop = CancellationToken::new();
         let name = rule.name().to_owned();
-        let task = tokio::spawn(supervise(rule.clone(), self.ctx.clone(), stop.clone()));
+        let task = tokio::spawn(supervise(rule.clone(), self.ctx.clone(), stop.clone(), workers::run));
         self.running.insert(name, RunningWorker { rule, stop, task });
     }
 
@@ -150,7 +151,11 @@ impl Supervisor {
 
 /// Runs a rule's worker until `stop`, restarting it with exponential backoff (1 s → 60 s) when it fails or
 /// panics, so one broken rule never takes the process down.
-async fn supervise(rule: Rule, ctx: WorkerContext, stop: CancellationToken) {
+async fn supervise<W, F>(rule: Rule, ctx: WorkerContext, stop: CancellationToken, worker: W)
+where
+    W: Fn(Rule, WorkerContext, CancellationToken) -> F,
+    F: Future<Output = Result<(), workers::WorkerError>> + Send + 'static,
+{
     let name = rule.name().to_owned();
     let kind = rule.kind().as_str();
     let mut backoff = Duration::from_secs(1);
@@ -160,7 +165,7 @@ async fn supervise(rule: Rule, ctx: WorkerContext, stop: CancellationToken) {
         // The attempt runs in its own task so a panic is caught as a JoinError; the guard aborts it when this
         // supervising task is aborted (lost leadership), so no worker outlives its supervisor.
         let mut attempt = AbortOnDrop(tokio::spawn(
-            workers::run(rule.clone(), ctx.clone(), stop.clone()).instrument(span),
+            worker(rule.clone(), ctx.clone(), stop.clone()).instrument(span),
         ));
         let started = tokio::time::Instant::now();
         let failure = match (&mut attempt.0).await {
@@ -195,5 +200,110 @@ struct AbortOnDrop<T>(JoinHandle<T>);
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use kube::runtime::events::Reporter;
+
+    use super::*;
+    use crate::workers::WorkerError;
+
+    /// A context whose client points nowhere: the workers under test never call the API.
+    fn offline_context() -> WorkerContext {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = Client::try_from(config).expect("client");
+        WorkerContext {
+            hub: WatchHub::new(client.clone()),
+            recorder: Recorder::new(
+                client.clone(),
+                Reporter {
+                    controller: "test".into(),
+                    instance: None,
+                },
+            ),
+            client,
+            metrics: Arc::new(Metrics::new()),
+            health: Arc::new(Health::default()),
+        }
+    }
+
+    fn rule() -> Rule {
+        let set = ruleplane_config::load_str(
+            "rules.yaml",
+            "apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata: { name: widget.example.com }\n\
+             spec: { versions: [ { name: v1 } ] }\n",
+        )
+        .expect("valid rule");
+        set.rules()[0].clone()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failing_and_panicking_workers_are_restarted_with_backoff_and_reported() {
+        let ctx = offline_context();
+        let attempts = Arc::new(AtomicU32::new(0));
+        let counter = attempts.clone();
+        let worker = move |_rule: Rule, _ctx: WorkerContext, stop: CancellationToken| {
+            let attempt = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                match attempt {
+                    1 => panic!("first attempt panics"),
+                    2 => Err(WorkerError::WatchEnded("widgets".into())),
+                    _ => {
+                        stop.cancelled().await;
+                        Ok(())
+                    }
+                }
+            }
+        };
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(supervise(rule(), ctx.clone(), stop.clone(), worker));
+        let started = tokio::time::Instant::now();
+        while attempts.load(Ordering::SeqCst) < 3 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Backoff doubles: 1 s after the panic, 2 s after the error.
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_secs(3) && waited < Duration::from_secs(4),
+            "{waited:?}"
+        );
+        let restarts = ctx
+            .metrics
+            .worker_restarts
+            .get_or_create(&Metrics::labels("widget.example.com", "ResourceDefinition"))
+            .get();
+        assert_eq!(restarts, 2);
+        assert!(
+            ctx.metrics
+                .encode()
+                .contains("ruleplane_worker_restarts_total{rule=\"widget.example.com\",kind=\"ResourceDefinition\"} 2")
+        );
+        let readyz = ctx.health.readiness(true).body;
+        assert!(
+            readyz.contains("rule widget.example.com (ResourceDefinition): running"),
+            "{readyz}"
+        );
+        stop.cancel();
+        task.await.expect("supervisor ends when stopped");
+        assert_eq!(attempts.load(Ordering::SeqCst), 3, "no restart after a clean stop");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_worker_shows_as_degraded_in_readyz() {
+        let ctx = offline_context();
+        let worker = |_rule: Rule, _ctx: WorkerContext, _stop: CancellationToken| async {
+            Err::<(), _>(WorkerError::WatchEnded("widgets".into()))
+        };
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(supervise(rule(), ctx.clone(), stop.clone(), worker));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let readyz = ctx.health.readiness(true).body;
+        assert!(readyz.contains("degraded: watch for widgets ended"), "{readyz}");
+        stop.cancel();
+        task.await.expect("supervisor ends when stopped");
     }
 }
