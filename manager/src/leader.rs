@@ -10,7 +10,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube_leader_election::{LeaseLock, LeaseLockParams, LeaseLockResult};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// kube-scheduler's defaults: a 15 s lease, retried every 2 s, given up by a leader after 10 s without renewal.
 #[derive(Debug, Clone)]
@@ -39,7 +39,7 @@ impl Leadership {
 }
 
 /// Longer than one get → patch round trip of a competing replica, short next to the lease duration.
-const VERIFY_DELAY: Duration = Duration::from_millis(150);
+const VERIFY_DELAY: Duration = Duration::from_millis(100);
 
 fn holder_of(lease: &Lease) -> Option<String> {
     lease
@@ -88,7 +88,7 @@ pub async fn run_election(
         20 + std::hash::BuildHasher::hash_one(
             &std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(),
             &config.identity,
-        ) % 300,
+        ) % 100,
     );
     let fields = format!("metadata.name={}", config.lease_name);
     let lease_watch = tokio::spawn(async move {
@@ -136,6 +136,7 @@ pub async fn run_election(
                 last_renewed = None;
                 if let Some(left) = until_expiry(&lease) {
                     next = next.min(left + jitter);
+                    debug!(next_attempt_in = ?next, "following");
                 }
                 state.send_replace(Leadership::Following(holder_of(&lease)));
             }
@@ -165,6 +166,7 @@ pub async fn run_election(
                     if state.borrow().is_leading() { continue; }
                     if let Some(left) = until_expiry(&lease) {
                         let at = Instant::now() + left + jitter;
+                        debug!(expires_in = ?left, "lease changed");
                         if at < sleep.deadline() {
                             sleep.as_mut().reset(at);
                         }

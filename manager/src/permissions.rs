@@ -95,21 +95,26 @@ async fn allowed(client: &Client, p: &Permission) -> Result<bool, kube::Error> {
 pub async fn missing(client: &Client, rules: &RuleSet, lease_namespace: &str) -> Vec<(String, Vec<Permission>)> {
     let mut wanted: Vec<(String, Vec<Permission>)> = vec![("manager".to_owned(), manager_permissions(lease_namespace))];
     wanted.extend(rules.rules().iter().map(|r| (r.name().to_owned(), rule_permissions(r))));
-    let mut out = Vec::new();
-    for (owner, perms) in wanted {
-        let mut lacking = Vec::new();
-        for p in perms {
-            match allowed(client, &p).await {
-                Ok(true) => {}
-                Ok(false) => lacking.push(p),
-                Err(e) => debug!(permission = %p, error = %e, "could not check permission"),
-            }
-        }
-        if !lacking.is_empty() {
-            out.push((owner, lacking));
+    // Many rules need the same permission: ask once per distinct permission, all at once.
+    let mut distinct: Vec<&Permission> = wanted.iter().flat_map(|(_, perms)| perms).collect();
+    distinct.sort();
+    distinct.dedup();
+    let answers = futures::future::join_all(distinct.iter().map(|p| allowed(client, p))).await;
+    let mut denied = Vec::new();
+    for (p, answer) in distinct.into_iter().zip(answers) {
+        match answer {
+            Ok(true) => {}
+            Ok(false) => denied.push(p.clone()),
+            Err(e) => debug!(permission = %p, error = %e, "could not check permission"),
         }
     }
-    out
+    wanted
+        .into_iter()
+        .filter_map(|(owner, perms)| {
+            let lacking: Vec<Permission> = perms.into_iter().filter(|p| denied.contains(p)).collect();
+            (!lacking.is_empty()).then_some((owner, lacking))
+        })
+        .collect()
 }
 
 /// Logs what is missing per rule and returns it for /readyz.

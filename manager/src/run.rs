@@ -201,7 +201,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 
 async fn apply_load(
     supervisor: &mut Supervisor,
-    health: &Health,
+    health: &Arc<Health>,
     metrics: &Metrics,
     loaded: Result<ruleplane_config::RuleSet, ruleplane_config::Diagnostics>,
     root: &std::path::Path,
@@ -223,7 +223,16 @@ async fn apply_load(
             metrics.rule_errors.set(0);
             health.set_reload_error(None);
             health.set_rules_loaded();
-            health.set_missing_permissions(permissions::report_missing(client, &rules, lease_namespace).await);
+            // Off the main loop: leadership changes and reloads must not wait for the apiserver's answers.
+            let (client, health, set, ns) = (
+                client.clone(),
+                health.clone(),
+                rules.clone(),
+                lease_namespace.to_owned(),
+            );
+            tokio::spawn(async move {
+                health.set_missing_permissions(permissions::report_missing(&client, &set, &ns).await);
+            });
             supervisor.apply_rules(&rules).await;
         }
         Err(diagnostics) => {

@@ -20,14 +20,16 @@ say "2. Validating the example rules offline (what CI would run)"
 "$target/debug/ruleplane" validate "$root/examples"
 
 log=$(mktemp -t ruleplane-demo.XXXXXX.log)
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+metrics_port=$(free_port); health_port=$(free_port)
 say "3. Starting the manager: ruleplane run --rules examples/   (log: $log)"
 "$target/debug/ruleplane" run --rules "$root/examples" --kubeconfig "$KUBECONFIG" \
-  --metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 \
+  --metrics-bind-address "127.0.0.1:$metrics_port" --health-probe-bind-address "127.0.0.1:$health_port" \
   --leader-election-namespace default --identity demo >"$log" 2>&1 &
 manager=$!
 trap 'kill $manager 2>/dev/null || true; wait $manager 2>/dev/null || true' EXIT
 for _ in $(seq 1 60); do
-  curl -fs http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break
+  curl -fs http://127.0.0.1:$health_port/readyz >/dev/null 2>&1 && break
   sleep 0.5
 done
 sed 's/^/   /' "$log" | head -n 25
@@ -55,10 +57,10 @@ echo "   \$ kubectl get ct new-cron-object -o jsonpath='{.spec.image}'"
 printf '   %s\n' "$(kubectl get ct new-cron-object -o jsonpath='{.spec.image}')"
 
 say "6. Health and metrics"
-echo "   \$ curl localhost:18081/readyz?verbose"
-curl -fs 'http://127.0.0.1:18081/readyz?verbose' | sed 's/^/   /'
-echo "   \$ curl localhost:18080/metrics | grep ruleplane_leader"
-curl -fs http://127.0.0.1:18080/metrics | grep -E '^ruleplane_(leader|rules_loaded) ' | sed 's/^/   /'
+echo "   \$ curl localhost:$health_port/readyz?verbose"
+curl -fs "http://127.0.0.1:$health_port/readyz?verbose" | sed 's/^/   /'
+echo "   \$ curl localhost:$metrics_port/metrics | grep ruleplane_leader"
+curl -fs http://127.0.0.1:$metrics_port/metrics | grep -E '^ruleplane_(leader|rules_loaded) ' | sed 's/^/   /'
 
 say "7. Stopping the manager (SIGTERM): workers stop, the Lease is released"
 kill -TERM $manager
