@@ -366,3 +366,42 @@ async fn twenty_crds_from_one_file_are_all_established() {
         start.elapsed().as_secs_f64()
     );
 }
+
+#[tokio::test]
+async fn hand_edits_to_a_managed_crd_are_corrected() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rd-drift").await;
+    let rules = temp_dir("rd-drift");
+    write(&rules, "crontab.yaml", &crontab_rule_in("drift.test"));
+    let _manager = ManagerProcess::start(&rules, &ns, "rd-drift", &[]);
+    let generation_before = established("crontabs.drift.test", Duration::from_secs(40))
+        .await
+        .metadata
+        .generation;
+
+    // Someone removes the printer columns and the rule label by hand.
+    kubectl(&[
+        "patch",
+        "crd",
+        "crontabs.drift.test",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/versions/0/additionalPrinterColumns"},{"op":"remove","path":"/metadata/labels/ruleplane.dev~1rule"}]"#,
+    ]);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let started = Instant::now();
+    eventually(Duration::from_secs(20), "drift corrected", || async {
+        let crd = crds.get("crontabs.drift.test").await.ok()?;
+        let columns = crd.spec.versions[0].additional_printer_columns.as_ref()?;
+        let label = crd.metadata.labels.as_ref()?.get("ruleplane.dev/rule")?;
+        (columns.len() == 2 && label == "cron-tab.drift.test").then_some(())
+    })
+    .await;
+    println!("drift corrected in {:.2} s", started.elapsed().as_secs_f64());
+    // The spec really changed twice (hand edit, then correction), not zero times.
+    let generation_after = crds.get("crontabs.drift.test").await.unwrap().metadata.generation;
+    assert!(
+        generation_after >= generation_before.map(|g| g + 2),
+        "{generation_before:?} → {generation_after:?}"
+    );
+}
