@@ -241,6 +241,34 @@ impl JsonSchema for HumanDuration {
     }
 }
 
+/// What every rule document has: its name, where it was written, and equality that ignores the position
+/// (moving a rule within its file must not restart its worker).
+macro_rules! rule_document {
+    ($rule:ty) => {
+        impl $rule {
+            /// The rule's `metadata.name`.
+            pub fn name(&self) -> &str {
+                &self.metadata.name
+            }
+
+            /// Where the rule's document starts.
+            pub fn source(&self) -> &crate::diagnostics::SourceLocation {
+                &self.source
+            }
+        }
+
+        impl PartialEq for $rule {
+            fn eq(&self, other: &Self) -> bool {
+                self.api_version == other.api_version
+                    && self.kind == other.kind
+                    && self.metadata == other.metadata
+                    && self.spec == other.spec
+            }
+        }
+    };
+}
+pub(crate) use rule_document;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,31 +305,3 @@ mod tests {
         assert!(!selector.matches(&BTreeMap::new()));
     }
 }
-
-/// What every rule document has: its name, where it was written, and equality that ignores the position
-/// (moving a rule within its file must not restart its worker).
-macro_rules! rule_document {
-    ($rule:ty) => {
-        impl $rule {
-            /// The rule's `metadata.name`.
-            pub fn name(&self) -> &str {
-                &self.metadata.name
-            }
-
-            /// Where the rule's document starts.
-            pub fn source(&self) -> &crate::diagnostics::SourceLocation {
-                &self.source
-            }
-        }
-
-        impl PartialEq for $rule {
-            fn eq(&self, other: &Self) -> bool {
-                self.api_version == other.api_version
-                    && self.kind == other.kind
-                    && self.metadata == other.metadata
-                    && self.spec == other.spec
-            }
-        }
-    };
-}
-pub(crate) use rule_document;
