@@ -13,65 +13,7 @@ use ruleplane_config::{Rule, RuleSet, compute_status, load_str, render_children,
 use serde_json::{Map, Value};
 
 /// A typical Reconciler: a Deployment, a Service and a ConfigMap, with lookups and helpers.
-const WEB_APP: &str = r#"apiVersion: ruleplane.dev/v1alpha1
-kind: Reconciler
-metadata: { name: web-app }
-spec:
-  for: { apiVersion: v1, kind: ConfigMap }
-  lookups:
-    defaults: { apiVersion: v1, kind: ConfigMap, name: "{{metadata.name}}-defaults", jsonPath: "{.data}" }
-    tls: { apiVersion: v1, kind: Secret, name: "{{metadata.name}}-tls", jsonPath: "{.metadata.name}" }
-  children:
-    - id: deployment
-      template: |
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata:
-          name: {{json metadata.name}}
-          labels: { app: {{json metadata.name}} }
-        spec:
-          replicas: {{json (default data.replicas (default lookups.defaults.replicas 1))}}
-          selector: { matchLabels: { app: {{json metadata.name}} } }
-          template:
-            metadata:
-              labels: { app: {{json metadata.name}} }
-              annotations: { config-sha256: {{json (sha256 (json data))}} }
-            spec:
-              containers:
-                - name: web
-                  image: {{json (default data.image "nginx:1.27")}}
-                  {{#if data.env}}
-                  env:
-                    {{#each data.env}}
-                    - { name: {{json @key}}, value: {{json this}} }
-                    {{/each}}
-                  {{/if}}
-                  ports: [ { containerPort: 8080 } ]
-      readyWhen: '{.status.conditions[?(@.type=="Available")].status}'
-    - id: service
-      template: |
-        apiVersion: v1
-        kind: Service
-        metadata: { name: {{json metadata.name}} }
-        spec:
-          selector: { app: {{json metadata.name}} }
-          ports: [ { port: 80, targetPort: 8080 } ]
-    - id: settings
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: { name: "{{trunc (lower metadata.name) 50}}-settings" }
-        data:
-          tls: {{json (default lookups.tls "none")}}
-          encoded: {{json (b64enc (json data))}}
-  finalize:
-    children:
-      - id: farewell
-        template: |
-          apiVersion: v1
-          kind: ConfigMap
-          metadata: { name: "{{metadata.name}}-farewell" }
-"#;
+const WEB_APP: &str = include_str!("../../../tests/rules/valid/web-app.yaml");
 
 const EXAMPLES: [(&str, &str); 2] = [
     ("crontab.yaml", include_str!("../../../examples/crontab.yaml")),
