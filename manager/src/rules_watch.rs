@@ -72,3 +72,30 @@ pub fn spawn(root: PathBuf, interval: Duration, mut last: u64) -> mpsc::Receiver
     });
     rx
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_follows_visible_content_and_ignores_dot_entries() {
+        let dir = std::env::temp_dir().join(format!("ruleplane-fingerprint-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("..2026_11_22")).unwrap();
+        std::fs::write(dir.join("a.yaml"), "a: 1\n").unwrap();
+        let first = fingerprint(&dir);
+        assert_eq!(first, fingerprint(&dir), "stable without changes");
+        std::fs::write(dir.join("..2026_11_22/a.yaml"), "hidden\n").unwrap();
+        assert_eq!(
+            first,
+            fingerprint(&dir),
+            "dot entries are the atomic writer's, not rules"
+        );
+        std::fs::write(dir.join("a.yaml"), "a: 2\n").unwrap();
+        let edited = fingerprint(&dir);
+        assert_ne!(first, edited, "content change is seen even with the same size");
+        std::fs::write(dir.join("b.yaml"), "").unwrap();
+        assert_ne!(edited, fingerprint(&dir), "a new empty file is seen");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -216,3 +216,54 @@ async fn lease_can_be_created_and_renewed() {
         "stale renew must conflict: {stale:?}"
     );
 }
+
+#[tokio::test]
+async fn a_control_plane_stops_when_its_owner_process_exits() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/control-plane/cluster.sh");
+    let dir = std::env::temp_dir().join(format!("ruleplane-owner-test-{}", std::process::id()));
+    // The owner is a short-lived process standing in for a test binary that panics or is interrupted.
+    let mut owner = std::process::Command::new("sleep")
+        .arg("8")
+        .spawn()
+        .expect("spawn owner");
+    let up = std::process::Command::new(&script)
+        .args(["up", "--dir"])
+        .arg(&dir)
+        .args(["--owner-pid", &owner.id().to_string()])
+        .output()
+        .expect("cluster.sh up");
+    assert!(
+        up.status.success(),
+        "second plane failed: {}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let pids: Vec<String> = ["etcd", "kube-apiserver", "watchdog"]
+        .iter()
+        .map(|p| {
+            std::fs::read_to_string(dir.join(format!("{p}.pid")))
+                .expect("pid file")
+                .trim()
+                .to_owned()
+        })
+        .collect();
+    let alive = |pid: &str| std::path::Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid);
+    assert!(pids.iter().all(|p| alive(p)), "plane running while its owner lives");
+    owner.kill().expect("end the owner");
+    owner.wait().expect("reap the owner");
+    eventually(
+        Duration::from_secs(20),
+        "plane stopped after its owner exited",
+        || async { (pids.iter().all(|p| !alive(p)) && !dir.exists()).then_some(()) },
+    )
+    .await;
+}
+
+/// A killed process whose parent has not reaped it yet still has a /proc entry, in state Z.
+fn is_zombie(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
