@@ -18,6 +18,7 @@ mod diagnostics;
 mod jsonpath;
 mod load;
 mod naming;
+mod rbac;
 mod render;
 mod rule_set;
 mod schema;
@@ -31,6 +32,7 @@ pub use crd::generate_crd;
 pub use diagnostics::{Diagnostic, Diagnostics, SourceLocation};
 pub use jsonpath::{CompiledPath, JsonPathError, is_truthy};
 pub use load::{load_paths, load_str};
+pub use rbac::{Permission, manager_permissions, rbac_manifests, rule_permissions};
 pub use render::{
     CHILD_ID_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OutputYamlProblem, PARENT_UID_LABEL, RULE_LABEL, RenderError,
     Rendered, child_ready, compute_status, gather_lookups, project_lookup, render_children, render_finalize_children,

@@ -37,6 +37,8 @@ pub enum Command {
     Crds(CrdsArgs),
     /// Print the JSON Schema (draft-07) of the rule language.
     Schema,
+    /// Print the ClusterRole and Role the manager needs for these rules (the same list `run` checks).
+    Rbac(RbacArgs),
 }
 
 #[derive(Debug, Args)]
@@ -126,6 +128,19 @@ pub struct RenderArgs {
     /// Only this Reconciler rule (default: every rule whose `for` matches the object's kind).
     #[arg(long, env = "RULEPLANE_RULE")]
     pub rule: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RbacArgs {
+    /// Rule file or directory.
+    #[arg(long, env = "RULEPLANE_RULES")]
+    pub rules: PathBuf,
+    /// Name of the ClusterRole and Role.
+    #[arg(long, env = "RULEPLANE_RBAC_NAME", default_value = "ruleplane")]
+    pub name: String,
+    /// Namespace of the leader Lease (where the Role goes).
+    #[arg(long, env = "RULEPLANE_LEADER_ELECTION_NAMESPACE", default_value = "default")]
+    pub leader_election_namespace: String,
 }
 
 #[derive(Debug, Args)]

@@ -37,5 +37,6 @@ fn main() -> ExitCode {
         Command::Render(args) => offline::render(&args),
         Command::Crds(args) => offline::crds(&args),
         Command::Schema => offline::schema(),
+        Command::Rbac(args) => offline::rbac(&args),
     }
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use ruleplane_config::{Lookup, ReconcilerRule, RuleSet};
 use serde_json::Value;
 
-use crate::cli::{CrdsArgs, OutputFormat, RenderArgs, ValidateArgs};
+use crate::cli::{CrdsArgs, OutputFormat, RbacArgs, RenderArgs, ValidateArgs};
 
 /// Exit code for invalid input (rules, objects); clap already uses 2 for usage errors.
 const INVALID: u8 = 1;
@@ -153,6 +153,17 @@ pub fn crds(args: &CrdsArgs) -> ExitCode {
         .filter_map(|rd| serde_json::to_value(ruleplane_config::generate_crd(rd)).ok())
         .collect();
     print_yaml_documents(&crds)
+}
+
+pub fn rbac(args: &RbacArgs) -> ExitCode {
+    match load_one(&args.rules) {
+        Ok(rules) => print_yaml_documents(&ruleplane_config::rbac_manifests(
+            &rules,
+            &args.name,
+            &args.leader_election_namespace,
+        )),
+        Err(code) => code,
+    }
 }
 
 pub fn schema() -> ExitCode {

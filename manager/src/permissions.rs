@@ -6,71 +6,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
 use kube::Client;
 use kube::api::{Api, PostParams};
-use ruleplane_config::{Rule, RuleSet};
+use ruleplane_config::{Permission, RuleSet, manager_permissions, rule_permissions};
 use tracing::{debug, warn};
-
-/// One permission: verb on group/resource (in a namespace, or cluster-wide when None).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Permission {
-    pub verb: &'static str,
-    pub group: String,
-    pub resource: String,
-    pub namespace: Option<String>,
-}
-
-impl std::fmt::Display for Permission {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let group = if self.group.is_empty() {
-            "core".to_owned()
-        } else {
-            self.group.clone()
-        };
-        match &self.namespace {
-            Some(ns) => write!(f, "{} {}.{} in namespace {ns}", self.verb, self.resource, group),
-            None => write!(f, "{} {}.{} (cluster-wide)", self.verb, self.resource, group),
-        }
-    }
-}
-
-fn perm(verb: &'static str, group: &str, resource: &str, namespace: Option<&str>) -> Permission {
-    Permission {
-        verb,
-        group: group.to_owned(),
-        resource: resource.to_owned(),
-        namespace: namespace.map(str::to_owned),
-    }
-}
-
-/// What the manager itself needs regardless of rules: its Lease and Events.
-pub fn manager_permissions(lease_namespace: &str) -> Vec<Permission> {
-    let mut out: Vec<Permission> = ["get", "create", "update", "patch"]
-        .into_iter()
-        .map(|v| perm(v, "coordination.k8s.io", "leases", Some(lease_namespace)))
-        .collect();
-    out.extend(
-        ["create", "patch"]
-            .into_iter()
-            .map(|v| perm(v, "events.k8s.io", "events", None)),
-    );
-    out
-}
-
-/// What one rule's worker needs.
-pub fn rule_permissions(rule: &Rule) -> Vec<Permission> {
-    match rule {
-        Rule::ResourceDefinition(rd) => {
-            let mut verbs = vec!["get", "list", "watch", "create", "patch"];
-            if rd.deletes_crd_on_removal() {
-                verbs.push("delete");
-            }
-            verbs
-                .into_iter()
-                .map(|v| perm(v, "apiextensions.k8s.io", "customresourcedefinitions", None))
-                .collect()
-        }
-        _ => Vec::new(),
-    }
-}
 
 async fn allowed(client: &Client, p: &Permission) -> Result<bool, kube::Error> {
     let review = SelfSubjectAccessReview {

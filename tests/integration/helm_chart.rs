@@ -114,3 +114,48 @@ async fn helm_chart_installs_and_its_rbac_is_enough_for_the_manager() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn rbac_command_prints_roles_the_apiserver_accepts() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rbac-command").await;
+    let out = Command::new(env!("CARGO_BIN_EXE_ruleplane"))
+        .args(["rbac", "--rules"])
+        .arg(repo_root().join("examples"))
+        .args(["--name", &format!("{ns}-ruleplane"), "--leader-election-namespace", &ns])
+        .output()
+        .expect("run ruleplane rbac");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let plane = control_plane();
+    let mut apply = Command::new(plane.bin_dir.join("kubectl"))
+        .arg("--kubeconfig")
+        .arg(&plane.kubeconfig)
+        .args(["apply", "--dry-run=server", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    use std::io::Write as _;
+    apply
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&out.stdout)
+        .expect("pipe manifests");
+    let applied = apply.wait_with_output().expect("kubectl apply");
+    let stdout = String::from_utf8_lossy(&applied.stdout);
+    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    assert!(
+        stdout.contains(&format!(
+            "clusterrole.rbac.authorization.k8s.io/{ns}-ruleplane created (server dry run)"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "role.rbac.authorization.k8s.io/{ns}-ruleplane created (server dry run)"
+        )),
+        "{stdout}"
+    );
+}

@@ -1,0 +1,170 @@
+//! What the manager needs from RBAC for a rule set (pure): the permission check and `ruleplane rbac` share it.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::{Rule, RuleSet};
+
+/// One permission: a verb on group/resource, in a namespace or cluster-wide (`namespace: None`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Permission {
+    /// Kubernetes verb, e.g. `patch`.
+    pub verb: &'static str,
+    /// API group (`""` for the core group).
+    pub group: String,
+    /// Resource (plural), optionally with a subresource, e.g. `pods/binding`.
+    pub resource: String,
+    /// Namespace the permission is needed in; `None` for cluster-wide.
+    pub namespace: Option<String>,
+}
+
+impl std::fmt::Display for Permission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            self.group.as_str()
+        };
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {}.{} in namespace {ns}", self.verb, self.resource, group),
+            None => write!(f, "{} {}.{} (cluster-wide)", self.verb, self.resource, group),
+        }
+    }
+}
+
+fn permissions(verbs: &[&'static str], group: &str, resource: &str, namespace: Option<&str>) -> Vec<Permission> {
+    verbs
+        .iter()
+        .map(|verb| Permission {
+            verb,
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+            namespace: namespace.map(str::to_owned),
+        })
+        .collect()
+}
+
+/// What the manager needs whatever the rules: its leader Lease (watched by standbys), Events, and the
+/// SelfSubjectAccessReviews of the permission check itself.
+pub fn manager_permissions(lease_namespace: &str) -> Vec<Permission> {
+    let mut out = permissions(
+        &["get", "list", "watch", "create", "update", "patch"],
+        "coordination.k8s.io",
+        "leases",
+        Some(lease_namespace),
+    );
+    out.extend(permissions(&["create", "patch"], "events.k8s.io", "events", None));
+    out.extend(permissions(
+        &["create"],
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        None,
+    ));
+    out
+}
+
+/// What one rule's worker needs. Kinds without a worker in this version need nothing yet.
+pub fn rule_permissions(rule: &Rule) -> Vec<Permission> {
+    match rule {
+        Rule::ResourceDefinition(rd) => {
+            let mut verbs = vec!["get", "list", "watch", "create", "patch"];
+            if rd.deletes_crd_on_removal() {
+                verbs.push("delete");
+            }
+            permissions(&verbs, "apiextensions.k8s.io", "customresourcedefinitions", None)
+        }
+        Rule::Reconciler(_) | Rule::SchedulerPolicy(_) => Vec::new(),
+    }
+}
+
+/// A ClusterRole for the cluster-wide permissions and a Role (in the Lease's namespace) for the namespaced
+/// ones, named `name`: what `ruleplane rbac` prints for GitOps review or a Helm chart's extra rules.
+pub fn rbac_manifests(rules: &RuleSet, name: &str, lease_namespace: &str) -> Vec<Value> {
+    let mut wanted = manager_permissions(lease_namespace);
+    wanted.extend(rules.rules().iter().flat_map(rule_permissions));
+    // One policy rule per (namespace, group, resource), verbs sorted and unique: stable, reviewable output.
+    let mut grouped: BTreeMap<(Option<String>, String, String), Vec<&'static str>> = BTreeMap::new();
+    for p in wanted {
+        let verbs = grouped.entry((p.namespace, p.group, p.resource)).or_default();
+        if !verbs.contains(&p.verb) {
+            verbs.push(p.verb);
+        }
+    }
+    let policy = |group: &str, resource: &str, verbs: &[&str]| {
+        let mut verbs = verbs.to_vec();
+        verbs.sort_unstable();
+        json!({"apiGroups": [group], "resources": [resource], "verbs": verbs})
+    };
+    let cluster: Vec<Value> = grouped
+        .iter()
+        .filter(|((ns, _, _), _)| ns.is_none())
+        .map(|((_, g, r), v)| policy(g, r, v))
+        .collect();
+    let namespaced: BTreeMap<&str, Vec<Value>> = grouped
+        .iter()
+        .filter_map(|((ns, g, r), v)| Some((ns.as_deref()?, policy(g, r, v))))
+        .fold(BTreeMap::new(), |mut acc, (ns, rule)| {
+            acc.entry(ns).or_insert_with(Vec::new).push(rule);
+            acc
+        });
+    let labels = json!({"app.kubernetes.io/managed-by": "ruleplane"});
+    let mut out = vec![json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name, "labels": labels},
+        "rules": cluster,
+    })];
+    out.extend(namespaced.into_iter().map(|(ns, rules)| {
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "rules": rules,
+        })
+    }));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULES: &str = "apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata: { name: widget.example.com }\n\
+        spec: { versions: [ { name: v1 } ] }\n---\n\
+        apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata: { name: gadget.example.com }\n\
+        spec: { deletionPolicy: Delete, versions: [ { name: v1 } ] }\n";
+
+    #[test]
+    fn manifests_merge_verbs_per_resource_and_split_namespaced_ones() {
+        let rules = crate::load_str("rules.yaml", RULES).expect("valid");
+        let out = rbac_manifests(&rules, "ruleplane", "ops");
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0]["kind"], "ClusterRole");
+        let crd_rule = out[0]["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resources"][0] == "customresourcedefinitions")
+            .expect("CRD permissions");
+        // `delete` only because one rule has deletionPolicy: Delete; each verb once.
+        assert_eq!(
+            crd_rule["verbs"],
+            json!(["create", "delete", "get", "list", "patch", "watch"])
+        );
+        assert_eq!(out[1]["kind"], "Role");
+        assert_eq!(out[1]["metadata"]["namespace"], "ops");
+        assert_eq!(out[1]["rules"][0]["resources"][0], "leases");
+        assert_eq!(
+            out[1]["rules"][0]["verbs"],
+            json!(["create", "get", "list", "patch", "update", "watch"])
+        );
+    }
+
+    #[test]
+    fn retained_crds_need_no_delete() {
+        let rules = crate::load_str("rules.yaml", RULES.split("---").next().unwrap()).expect("valid");
+        let verbs: Vec<&str> = rule_permissions(&rules.rules()[0]).iter().map(|p| p.verb).collect();
+        assert!(!verbs.contains(&"delete"), "{verbs:?}");
+    }
+}
