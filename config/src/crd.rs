@@ -127,7 +127,118 @@ pub(crate) fn check_open_api_schema(schema: &Value) -> Vec<(Vec<PathStep>, Strin
     let round_trip = serde_json::to_value(&converted).unwrap_or(Value::Null);
     let mut problems = Vec::new();
     find_dropped_keys(schema, &round_trip, &mut Vec::new(), &mut problems);
+    check_structural(schema, &mut Vec::new(), false, &mut problems);
+    check_metadata(schema, &mut problems);
     problems
+}
+
+fn flag(node: &serde_json::Map<String, Value>, name: &str) -> bool {
+    node.get(name).and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// The apiserver's structural-schema rules, checked offline so `validate` catches what the apiserver would
+/// reject: a type on every specified field, `properties` xor `additionalProperties`, `items` for arrays,
+/// defaults of the declared type.
+fn check_structural(
+    node: &Value,
+    path: &mut Vec<PathStep>,
+    specified_field: bool,
+    problems: &mut Vec<(Vec<PathStep>, String)>,
+) {
+    let Value::Object(node) = node else { return };
+    let ty = node.get("type").and_then(Value::as_str).filter(|t| !t.is_empty());
+    let int_or_string = flag(node, "x-kubernetes-int-or-string");
+    let preserve_unknown = flag(node, "x-kubernetes-preserve-unknown-fields");
+    if specified_field && ty.is_none() && !int_or_string && !preserve_unknown {
+        problems.push((
+            path.clone(),
+            "`type` is required: every field under `properties`, `additionalProperties` and `items` needs one \
+             (unless it sets `x-kubernetes-int-or-string` or `x-kubernetes-preserve-unknown-fields`)"
+                .to_string(),
+        ));
+    }
+    if node.contains_key("properties") && node.contains_key("additionalProperties") {
+        problems.push((
+            with_key(path, "additionalProperties"),
+            "`additionalProperties` and `properties` cannot both be set (Kubernetes requires a structural schema)"
+                .to_string(),
+        ));
+    }
+    if ty == Some("array") && !node.contains_key("items") {
+        problems.push((
+            path.clone(),
+            "an array needs `items` (Kubernetes requires a structural schema)".to_string(),
+        ));
+    }
+    if let (Some(ty), Some(default)) = (ty, node.get("default"))
+        && !(default.is_null() && flag(node, "nullable"))
+        && !json_type_matches(ty, default)
+    {
+        problems.push((
+            with_key(path, "default"),
+            format!("`default` must be of type {ty}, not {}", json_type_name(default)),
+        ));
+    }
+    if let Some(Value::Object(properties)) = node.get("properties") {
+        for (name, child) in properties {
+            path.extend([PathStep::Key("properties".to_string()), PathStep::Key(name.clone())]);
+            check_structural(child, path, true, problems);
+            path.truncate(path.len() - 2);
+        }
+    }
+    for key in ["additionalProperties", "items"] {
+        if let Some(child @ Value::Object(_)) = node.get(key) {
+            path.push(PathStep::Key(key.to_string()));
+            check_structural(child, path, true, problems);
+            path.pop();
+        }
+    }
+}
+
+/// At the root, `metadata` may only constrain `name` and `generateName`: the apiserver owns the rest.
+fn check_metadata(schema: &Value, problems: &mut Vec<(Vec<PathStep>, String)>) {
+    let Some(Value::Object(fields)) = schema.pointer("/properties/metadata/properties") else {
+        return;
+    };
+    for name in fields.keys().filter(|k| !matches!(k.as_str(), "name" | "generateName")) {
+        problems.push((
+            ["properties", "metadata", "properties", name]
+                .iter()
+                .map(|k| PathStep::Key((*k).to_string()))
+                .collect(),
+            format!("`metadata.{name}` cannot be constrained: only `metadata.name` and `metadata.generateName` can"),
+        ));
+    }
+}
+
+fn with_key(path: &[PathStep], key: &str) -> Vec<PathStep> {
+    let mut out = path.to_vec();
+    out.push(PathStep::Key(key.to_string()));
+    out
+}
+
+fn json_type_matches(ty: &str, value: &Value) -> bool {
+    match ty {
+        "string" => value.is_string(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "number" => value.is_number(),
+        "boolean" => value.is_boolean(),
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        _ => true,
+    }
+}
+
+fn json_type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
 }
 
 /// Keys of `original` that did not survive the round trip through the Kubernetes type.
