@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
@@ -117,7 +118,19 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
     );
     let hub = WatchHub::new(client.clone());
+    // POD_NAME comes from the downward API (the Helm chart sets it); the Pod lives in the Lease's namespace.
+    let self_ref = std::env::var("POD_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .map(|name| ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(name),
+            namespace: Some(lease_namespace(&args)),
+            ..Default::default()
+        });
     let ctx = WorkerContext {
+        self_ref,
         client: client.clone(),
         hub: hub.clone(),
         metrics: metrics.clone(),

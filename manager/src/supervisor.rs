@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::Recorder;
 use ruleplane_config::{Rule, RuleSet};
@@ -25,6 +26,8 @@ pub struct WorkerContext {
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
     pub recorder: Recorder,
+    /// The manager's own Pod, for Events that have no better object to hang on (None outside a Pod).
+    pub self_ref: Option<ObjectReference>,
 }
 
 struct RunningWorker {
@@ -228,6 +231,7 @@ mod tests {
             client,
             metrics: Arc::new(Metrics::new()),
             health: Arc::new(Health::default()),
+            self_ref: None,
         }
     }
 

@@ -341,6 +341,25 @@ async fn a_schema_the_apiserver_rejects_is_reported_with_its_reason() {
     );
     let metrics = manager.metrics_text().await.unwrap_or_default();
     assert!(metrics.contains("category=\"rejected\""), "{metrics}");
+    // No CRD exists to hang the Warning on, so it names the manager's Pod.
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let rejected = eventually(
+        Duration::from_secs(20),
+        "Warning event on the manager's Pod",
+        || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some("ApplyRejected"))
+        },
+    )
+    .await;
+    let regarding = rejected.regarding.expect("regarding");
+    assert_eq!(
+        (regarding.kind.as_deref(), regarding.name.as_deref()),
+        (Some("Pod"), Some("rd-invalid"))
+    );
+    assert!(rejected.note.unwrap_or_default().contains("x-kubernetes-validations"));
 }
 
 #[tokio::test]

@@ -201,9 +201,14 @@ fn observe(crd: &CustomResourceDefinition) -> Result<Observed, PassError> {
 }
 
 async fn publish_warning(ctx: &WorkerContext, api: &Api<CustomResourceDefinition>, crd_name: &str, error: &PassError) {
-    // Events need an object to hang on: the CRD when it exists (a rule is not a Kubernetes object).
-    let Ok(Some(crd)) = api.get_opt(crd_name).await else {
-        return;
+    // Events need an object to hang on: the CRD when it exists (a rule is not a Kubernetes object), else the
+    // manager's own Pod, so a CRD the apiserver refused to create is still visible in `kubectl get events`.
+    let regarding = match api.get_opt(crd_name).await {
+        Ok(Some(crd)) => crd.object_ref(&()),
+        _ => match &ctx.self_ref {
+            Some(pod) => pod.clone(),
+            None => return,
+        },
     };
     let event = Event {
         type_: EventType::Warning,
@@ -218,7 +223,7 @@ async fn publish_warning(ctx: &WorkerContext, api: &Api<CustomResourceDefinition
         action: "Apply".to_owned(),
         secondary: None,
     };
-    if let Err(e) = ctx.recorder.publish(&event, &crd.object_ref(&())).await {
+    if let Err(e) = ctx.recorder.publish(&event, &regarding).await {
         warn!(error = %e, "could not publish an Event");
     }
 }

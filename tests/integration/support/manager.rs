@@ -58,6 +58,8 @@ impl ManagerProcess {
             .args(["--identity", identity])
             .args(extra)
             .env("RUST_LOG", "info,ruleplane=debug")
+            // As the Helm chart does through the downward API; Events without a better object name this Pod.
+            .env("POD_NAME", identity)
             .stdout(Stdio::from(log_file.try_clone().expect("clone log handle")))
             .stderr(Stdio::from(log_file))
             .spawn()
