@@ -2,6 +2,7 @@
 
 mod support;
 
+mod cli;
 mod foundation;
 mod helm_chart;
 mod manager_runtime;

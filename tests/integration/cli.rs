@@ -1,0 +1,135 @@
+//! The offline CLI as users and CI run it: exit codes, output formats, flags from the environment.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repo root")
+}
+
+fn ruleplane(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ruleplane"));
+    cmd.current_dir(repo()).args(args).env_remove("RULEPLANE_RULES");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run ruleplane")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn validate_exit_codes_are_0_valid_1_invalid_2_usage() {
+    let ok = ruleplane(&["validate", "examples"], &[]);
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+    assert!(text(&ok.stdout).contains("rule(s) valid"));
+
+    let bad = ruleplane(
+        &["validate", "tests/rules/invalid/rec-template-unknown-helper.yaml"],
+        &[],
+    );
+    assert_eq!(bad.status.code(), Some(1));
+    let stderr = text(&bad.stderr);
+    assert!(
+        stderr.contains(
+            "rec-template-unknown-helper.yaml:13:27: error[template]: unknown helper `jsn`, did you mean `json`?"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("  |         metadata: { name: {{jsn metadata.name}} }"),
+        "shows the offending line:\n{stderr}"
+    );
+
+    let usage = ruleplane(&["validate", "--output", "xml", "examples"], &[]);
+    assert_eq!(usage.status.code(), Some(2));
+}
+
+#[test]
+fn validate_reports_every_error_of_every_file_as_json() {
+    let out = ruleplane(&["validate", "--output", "json", "tests/rules/invalid"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(report["valid"], false);
+    let errors = report["errors"].as_array().expect("errors");
+    let files: std::collections::BTreeSet<&str> = errors.iter().filter_map(|e| e["file"].as_str()).collect();
+    let corpus = std::fs::read_dir(repo().join("tests/rules/invalid")).unwrap().count();
+    assert_eq!(files.len(), corpus, "one run reports every invalid file");
+    for e in errors {
+        assert!(
+            e["line"].as_u64().unwrap_or(0) >= 1 && e["column"].as_u64().unwrap_or(0) >= 1,
+            "{e}"
+        );
+        assert!(e["code"].is_string() && e["message"].is_string(), "{e}");
+    }
+}
+
+#[test]
+fn rules_path_can_come_from_the_environment() {
+    let out = ruleplane(&["crds"], &[("RULEPLANE_RULES", "examples")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let docs: Vec<CustomResourceDefinition> = serde_saphyr::from_multiple(&text(&out.stdout)).expect("CRD YAML");
+    let names: Vec<&str> = docs.iter().filter_map(|c| c.metadata.name.as_deref()).collect();
+    assert_eq!(names, ["crontabs.stable.example.com", "pod2s.samples.ruleplane.dev"]);
+}
+
+#[test]
+fn render_prints_children_and_status_and_locates_template_errors() {
+    let dir = std::env::temp_dir().join(format!("ruleplane-cli-render-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let parent = dir.join("crontab.yaml");
+    std::fs::write(
+        &parent,
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: { name: nightly, namespace: default, uid: u-1 }\n\
+         spec: { cronSpec: '0 3 * * *', image: backup:2 }\n",
+    )
+    .unwrap();
+    let defaults = dir.join("defaults.yaml");
+    std::fs::write(
+        &defaults,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: crontab-defaults, namespace: default }\n\
+         data: { concurrencyPolicy: Replace }\n",
+    )
+    .unwrap();
+    let out = ruleplane(
+        &[
+            "render",
+            "--rules",
+            "examples",
+            "--object",
+            parent.to_str().unwrap(),
+            "--lookup",
+            defaults.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text(&out.stdout)).expect("YAML documents");
+    let job = docs.iter().find(|d| d["kind"] == "CronJob").expect("CronJob child");
+    assert_eq!(job["metadata"]["name"], "nightly");
+    assert_eq!(job["spec"]["schedule"], "0 3 * * *");
+    assert_eq!(job["spec"]["concurrencyPolicy"], "Replace", "lookup applied");
+    assert_eq!(job["metadata"]["labels"]["ruleplane.dev/parent-uid"], "u-1");
+    assert!(docs.iter().any(|d| d.get("status").is_some()), "status patch printed");
+
+    std::fs::write(
+        &parent,
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: { name: nightly, namespace: default }\nspec: { cronSpec: '0 3 * * *' }\n",
+    )
+    .unwrap();
+    let missing = ruleplane(
+        &["render", "--rules", "examples", "--object", parent.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(missing.status.code(), Some(1));
+    let stderr = text(&missing.stderr);
+    assert!(
+        stderr.contains("examples/crontab.yaml:") && stderr.contains("missing field `spec.image`"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
