@@ -1,12 +1,16 @@
 //! Sandboxed Handlebars templates: strict, unescaped, no partials, bounded output size and render time.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use handlebars::template::{Parameter, TemplateElement};
-use handlebars::{Context, Handlebars, Helper, HelperDef, RenderContext, RenderErrorReason, ScopedJson, Template};
+use handlebars::{
+    Context, Handlebars, Helper, HelperDef, RenderContext, RenderErrorReason, Renderable, ScopedJson, Template,
+    WriteOutput,
+};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -198,7 +202,16 @@ pub fn render_template(source: &str, data: &Value) -> Result<String, TemplateRen
         started: Instant::now(),
         overflow: None,
     };
-    let result = engine().render_template_to_write(source, data, &mut sink);
+    let result = compiled(source).and_then(|template| {
+        let context = Context::wraps(data)?;
+        let mut render_context = RenderContext::new(None);
+        template.render(
+            engine(),
+            &context,
+            &mut render_context,
+            &mut WriteOutput::new(&mut sink),
+        )
+    });
     if let Some(overflow) = sink.overflow {
         return Err(overflow);
     }
@@ -209,6 +222,24 @@ pub fn render_template(source: &str, data: &Value) -> Result<String, TemplateRen
         Ok(()) => Ok(String::from_utf8_lossy(&sink.buffer).into_owned()),
         Err(error) => Err(convert_render_error(&error)),
     }
+}
+
+/// Templates compiled once per distinct text: a reconciler renders the same few templates for every parent,
+/// and compiling was most of the cost. Bounded, so rule churn cannot grow it without limit.
+fn compiled(source: &str) -> Result<Arc<Template>, handlebars::RenderError> {
+    const MAX_CACHED: usize = 4096;
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Template>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(template) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(source) {
+        return Ok(template.clone());
+    }
+    let template = Arc::new(Template::compile(source)?);
+    let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if cache.len() >= MAX_CACHED {
+        cache.clear();
+    }
+    cache.insert(source.to_owned(), template.clone());
+    Ok(template)
 }
 
 fn convert_render_error(error: &handlebars::RenderError) -> TemplateRenderError {
