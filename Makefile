@@ -13,10 +13,13 @@ demo: build cluster-up
 test: control-plane
 	cargo test --workspace --all-targets
 
-## lint: the checks CI enforces
+## lint: the checks CI enforces (formatting, clippy, and one kube / k8s-openapi version in the tree)
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	@dups=$$(cargo tree -d --workspace -e normal,build 2>/dev/null | grep -E '^(kube|kube-[a-z]+|k8s-openapi) v' | sort -u); \
+	if [ -n "$$dups" ]; then echo "duplicate kube/k8s-openapi versions in the dependency tree:"; echo "$$dups"; exit 1; fi; \
+	echo "one version each of kube and k8s-openapi in the tree"
 
 fmt:
 	cargo fmt --all
