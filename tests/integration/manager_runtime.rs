@@ -144,17 +144,14 @@ async fn rule_edits_apply_within_two_seconds_and_broken_edits_keep_the_old_rule(
     eventually(Duration::from_secs(40), "initial CRD", || has_field("size")).await;
     manager.wait_ready(Duration::from_secs(20)).await;
 
-    let edited = Instant::now();
-    write(
-        &rules,
-        "gadget.yaml",
-        &rd_rule(
-            "gadget",
-            "gadget",
-            "reload.test",
-            "\n                colour: { type: string }",
-        ),
+    let with_colour = rd_rule(
+        "gadget",
+        "gadget",
+        "reload.test",
+        "\n                colour: { type: string }",
     );
+    let edited = Instant::now();
+    write(&rules, "gadget.yaml", &with_colour);
     eventually(Duration::from_secs(10), "edited schema applied", || has_field("colour")).await;
     let took = edited.elapsed();
     println!("rule edit → cluster: {:.2} s", took.as_secs_f64());
@@ -195,16 +192,7 @@ async fn rule_edits_apply_within_two_seconds_and_broken_edits_keep_the_old_rule(
     assert!(has_field("colour").await.is_some());
 
     // Fixing the file clears the error.
-    write(
-        &rules,
-        "gadget.yaml",
-        &rd_rule(
-            "gadget",
-            "gadget",
-            "reload.test",
-            "\n                colour: { type: string }",
-        ),
-    );
+    write(&rules, "gadget.yaml", &with_colour);
     eventually(Duration::from_secs(10), "error cleared", || async {
         manager
             .readyz()
