@@ -35,6 +35,8 @@ stop() {
     [ -f "$f" ] || continue
     local pid; pid=$(cat "$f")
     [ "$name" = watchdog ] && [ "$pid" = "${WATCHDOG_SELF:-}" ] && continue
+    # A stale pid file (machine rebooted, session ended) may name a reused PID: only signal our own processes.
+    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$name" || continue
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
