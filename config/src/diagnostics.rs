@@ -35,8 +35,118 @@ pub struct Diagnostic {
     pub message: String,
     /// The text of the offending line, when the file text is known.
     pub source_line: Option<String>,
-    /// Short machine-readable category, e.g. `unknown-field`, `syntax`, `template`.
-    pub code: &'static str,
+    /// Machine-readable category; its string form (`unknown-field`, `syntax`, …) is a stable contract.
+    pub code: DiagnosticCode,
+}
+
+/// What kind of problem a diagnostic reports. The string forms appear in `validate --output json` and in
+/// the text output (`error[code]`), so they are a public contract: never rename one; add new ones instead.
+/// `docs/rule-language.md` lists them all (a test keeps that list complete).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DiagnosticCode {
+    /// A rule file or directory cannot be read, or is not UTF-8.
+    Io,
+    /// The file is not valid YAML.
+    Syntax,
+    /// A document is not a mapping, or cannot be read as a rule.
+    Structure,
+    /// `kind` is not a rule kind, or a referenced Kubernetes kind is unknown.
+    UnknownKind,
+    /// A field the rule language does not have.
+    UnknownField,
+    /// A required field is absent.
+    MissingField,
+    /// A value has the wrong type.
+    Type,
+    /// A value is not allowed here.
+    Value,
+    /// A number is out of range.
+    Range,
+    /// A name (rule, version, kind, plural, lookup) is not valid.
+    Name,
+    /// Something that must be unique is defined twice.
+    Duplicate,
+    /// A scheduler plugin name is unknown or in the wrong list.
+    UnknownPlugin,
+    /// The storage version of a ResourceDefinition is missing, ambiguous or not served.
+    StorageVersion,
+    /// An OpenAPI schema breaks a rule of structural schemas.
+    Schema,
+    /// A JSONPath expression does not compile.
+    Jsonpath,
+    /// A template does not compile, or is not allowed in the sandbox.
+    Template,
+    /// A reference to a child or lookup that does not exist, or a dependency cycle.
+    Reference,
+    /// A `status` block where the parent's status belongs to another controller.
+    Status,
+}
+
+impl DiagnosticCode {
+    /// Every code, in documentation order.
+    pub const ALL: [DiagnosticCode; 18] = [
+        DiagnosticCode::Io,
+        DiagnosticCode::Syntax,
+        DiagnosticCode::Structure,
+        DiagnosticCode::UnknownKind,
+        DiagnosticCode::UnknownField,
+        DiagnosticCode::MissingField,
+        DiagnosticCode::Type,
+        DiagnosticCode::Value,
+        DiagnosticCode::Range,
+        DiagnosticCode::Name,
+        DiagnosticCode::Duplicate,
+        DiagnosticCode::UnknownPlugin,
+        DiagnosticCode::StorageVersion,
+        DiagnosticCode::Schema,
+        DiagnosticCode::Jsonpath,
+        DiagnosticCode::Template,
+        DiagnosticCode::Reference,
+        DiagnosticCode::Status,
+    ];
+
+    /// The stable string form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiagnosticCode::Io => "io",
+            DiagnosticCode::Syntax => "syntax",
+            DiagnosticCode::Structure => "structure",
+            DiagnosticCode::UnknownKind => "unknown-kind",
+            DiagnosticCode::UnknownField => "unknown-field",
+            DiagnosticCode::MissingField => "missing-field",
+            DiagnosticCode::Type => "type",
+            DiagnosticCode::Value => "value",
+            DiagnosticCode::Range => "range",
+            DiagnosticCode::Name => "name",
+            DiagnosticCode::Duplicate => "duplicate",
+            DiagnosticCode::UnknownPlugin => "unknown-plugin",
+            DiagnosticCode::StorageVersion => "storage-version",
+            DiagnosticCode::Schema => "schema",
+            DiagnosticCode::Jsonpath => "jsonpath",
+            DiagnosticCode::Template => "template",
+            DiagnosticCode::Reference => "reference",
+            DiagnosticCode::Status => "status",
+        }
+    }
+}
+
+impl fmt::Display for DiagnosticCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for DiagnosticCode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// Lets callers compare with the documented string form (`diagnostic.code == "io"`).
+impl PartialEq<&str> for DiagnosticCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
 }
 
 impl Diagnostic {
@@ -130,7 +240,7 @@ impl<'a> FileDiagnostics<'a> {
     }
 
     /// Records a problem at `pos`.
-    pub(crate) fn error(&mut self, pos: Pos, code: &'static str, message: impl Into<String>) {
+    pub(crate) fn error(&mut self, pos: Pos, code: DiagnosticCode, message: impl Into<String>) {
         let source_line = pos
             .line
             .checked_sub(1)

@@ -1,4 +1,5 @@
-//! Ruleplane's rule language: loading with located diagnostics, validation, rendering and CRD generation.
+//! Ruleplane's rule language and every pure decision, organised by rule kind (`resource_definition`,
+//! `reconciler`, `scheduler`) over shared machinery (`load`, diagnostics, YAML tree, templates, JSONPath).
 //!
 //! Everything here is pure (the only I/O is reading rule files in [`load_paths`]), so the offline CLI
 //! commands and the in-cluster workers produce the same results.
@@ -13,34 +14,34 @@
 //! ```
 
 mod builtin_kinds;
-mod crd;
+mod common;
 mod diagnostics;
 mod jsonpath;
-mod load;
+pub mod load;
 mod naming;
+pub mod ownership;
 mod rbac;
-mod render;
+pub mod reconciler;
+pub mod resource_definition;
 mod rule_set;
+pub mod scheduler;
 mod schema;
-mod schema_check;
 mod template;
-mod types;
 mod yaml_tree;
 
 pub use builtin_kinds::{BUILTIN_KINDS, BuiltinKind, builtin_kind};
-pub use crd::generate_crd;
-pub use diagnostics::{Diagnostic, Diagnostics, SourceLocation};
-pub use jsonpath::{CompiledPath, JsonPathError, is_truthy};
-pub use load::{load_paths, load_str};
-pub use rbac::{Permission, manager_permissions, rbac_manifests, rule_permissions};
-pub use render::{
-    CHILD_ID_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OutputYamlProblem, PARENT_UID_LABEL, RULE_LABEL, RenderError,
-    Rendered, child_ready, compute_status, gather_lookups, project_lookup, render_children, render_finalize_children,
-    render_lookup_target,
+pub use common::{
+    API_VERSION, HumanDuration, LabelSelector, LabelSelectorOperator, LabelSelectorRequirement, RuleKind, RuleMetadata,
 };
+pub use diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, SourceLocation};
+pub use jsonpath::{CompiledPath, JsonPathError, is_truthy};
+pub use load::{load_paths, load_str, rule_files};
+pub use rbac::{Permission, manager_permissions, rbac_manifests, rule_permissions};
+pub use reconciler::*;
+pub use resource_definition::*;
 pub use rule_set::{KindInfo, Rule, RuleSet};
+pub use scheduler::*;
 pub use schema::rule_language_schema;
 pub use template::{
     HELPERS, MAX_RENDER_TIME, MAX_RENDERED_BYTES, TemplateProblem, TemplateRenderError, check_template, render_template,
 };
-pub use types::*;

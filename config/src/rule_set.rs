@@ -3,8 +3,11 @@
 use serde::Serialize;
 
 use crate::builtin_kinds::builtin_kind;
+use crate::common::RuleKind;
 use crate::diagnostics::SourceLocation;
-use crate::types::{ReconcilerRule, ResourceDefinitionRule, ResourceScope, RuleKind, SchedulerPolicyRule};
+use crate::reconciler::ReconcilerRule;
+use crate::resource_definition::{ResourceDefinitionRule, ResourceScope};
+use crate::scheduler::SchedulerPolicyRule;
 
 /// One loaded, validated rule.
 #[derive(Clone, Debug, PartialEq, Serialize)]

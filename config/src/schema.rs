@@ -5,7 +5,10 @@ use std::sync::OnceLock;
 use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
-use crate::types::{API_VERSION, ReconcilerRule, ResourceDefinitionRule, RuleKind, SchedulerPolicyRule};
+use crate::common::{API_VERSION, RuleKind};
+use crate::reconciler::ReconcilerRule;
+use crate::resource_definition::ResourceDefinitionRule;
+use crate::scheduler::SchedulerPolicyRule;
 
 /// JSON Schema (draft-07) accepting any rule document (ResourceDefinition, Reconciler or SchedulerPolicy),
 /// for `ruleplane schema` and editors (`# yaml-language-server: $schema=…`).

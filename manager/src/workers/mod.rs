@@ -1,6 +1,5 @@
 //! Workers, one module per rule kind, each split into fetch → decide → apply → report.
 
-pub mod crd_plan;
 pub mod resource_definition;
 
 use ruleplane_config::Rule;

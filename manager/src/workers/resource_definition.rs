@@ -13,13 +13,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::WorkerError;
-use super::crd_plan::{CrdPlan, CrdRefusal, EvolutionPolicy, RULE_LABEL, plan_crd};
 use crate::health::WorkerState;
 use crate::metrics::{Metrics, RuleErrorLabels};
 use crate::supervisor::WorkerContext;
 use crate::watch_hub::Change;
+use ruleplane_config::ownership::{CRD_FIELD_MANAGER, owning_rule};
+use ruleplane_config::{CrdPlan, CrdRefusal, EvolutionPolicy, plan_crd};
 
-pub const FIELD_MANAGER: &str = "ruleplane-crd";
 const KIND: &str = "ResourceDefinition";
 /// Re-apply now and then even without a change, as controllers' resync does.
 const RESYNC: Duration = Duration::from_secs(600);
@@ -168,7 +168,11 @@ async fn pass(
     }
     // force: our field manager owns every field the rule declares, including ones a human edited (drift).
     let applied = api
-        .patch(&crd, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(desired))
+        .patch(
+            &crd,
+            &PatchParams::apply(CRD_FIELD_MANAGER).force(),
+            &Patch::Apply(desired),
+        )
         .await
         .map_err(|e| match e {
             kube::Error::Api(s) if s.code == 422 || s.code == 400 => PassError::Rejected {
@@ -250,7 +254,7 @@ pub async fn on_rule_removed(rule: &ResourceDefinitionRule, ctx: &WorkerContext)
     }
     let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     match api.get_opt(&name).await {
-        Ok(Some(crd)) if crd.labels().get(RULE_LABEL).map(String::as_str) == Some(rule.name()) => {
+        Ok(Some(crd)) if owning_rule(crd.metadata.labels.as_ref()) == Some(rule.name()) => {
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {
                     info!(rule = rule.name(), crd = %name, "rule removed; CustomResourceDefinition deleted (deletionPolicy: Delete)")

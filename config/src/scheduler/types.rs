@@ -6,7 +6,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::RuleMetadata;
+use crate::common::RuleMetadata;
 use crate::diagnostics::SourceLocation;
 
 /// A scheduler: pods whose `spec.schedulerName` equals `schedulerName` are placed on nodes that pass every
@@ -31,7 +31,7 @@ pub struct SchedulerPolicyRule {
     pub source: SourceLocation,
 }
 
-super::common::rule_document!(SchedulerPolicyRule);
+crate::common::rule_document!(SchedulerPolicyRule);
 
 /// Which filters and scores decide placement.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

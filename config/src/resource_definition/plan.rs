@@ -1,10 +1,8 @@
-//! Decide stage of the ResourceDefinition worker (pure): may the desired CRD be applied over what exists?
+//! The ResourceDefinition worker's decision (pure): may the desired CRD be applied over what exists?
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY_VALUE: &str = "ruleplane";
-pub const RULE_LABEL: &str = "ruleplane.dev/rule";
+use crate::ownership::{is_managed, owning_rule};
 
 /// What the rule allows beyond the safe default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -69,12 +67,11 @@ pub fn plan_crd(
     };
     let crd = existing.metadata.name.clone().unwrap_or_default();
     let labels = existing.metadata.labels.as_ref();
-    let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
-    if label(MANAGED_BY_LABEL) != Some(MANAGED_BY_VALUE) {
+    if !is_managed(labels) {
         if !policy.adopt {
             return Err(CrdRefusal::NotManaged { crd });
         }
-    } else if let Some(owner) = label(RULE_LABEL).filter(|o| *o != policy.rule)
+    } else if let Some(owner) = owning_rule(labels).filter(|o| *o != policy.rule)
         && !policy.adopt
     {
         return Err(CrdRefusal::OwnedByOtherRule {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::RuleMetadata;
+use crate::common::RuleMetadata;
 use crate::diagnostics::SourceLocation;
 
 /// Declares a custom resource type; Ruleplane keeps a matching CustomResourceDefinition applied.
@@ -72,7 +72,7 @@ impl ResourceDefinitionRule {
     }
 }
 
-super::common::rule_document!(ResourceDefinitionRule);
+crate::common::rule_document!(ResourceDefinitionRule);
 
 /// The resource type's shape and life cycle.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{HumanDuration, LabelSelector, RuleMetadata};
+use crate::common::{HumanDuration, LabelSelector, RuleMetadata};
 use crate::diagnostics::SourceLocation;
 
 /// Watches objects of one kind and keeps, for each, a set of child objects rendered from templates;
@@ -30,7 +30,7 @@ pub struct ReconcilerRule {
     pub source: SourceLocation,
 }
 
-super::common::rule_document!(ReconcilerRule);
+crate::common::rule_document!(ReconcilerRule);
 
 /// What a Reconciler watches and renders.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -104,7 +104,7 @@ pub struct Lookup {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ChildTemplate {
     /// Identifier of the child within the rule; status paths refer to it as `children.<id>`.
-    #[schemars(regex(pattern = super::common::IDENTIFIER_PATTERN))]
+    #[schemars(regex(pattern = crate::common::IDENTIFIER_PATTERN))]
     pub id: String,
     /// Handlebars template producing one Kubernetes object as YAML (apiVersion, kind and metadata.name
     /// required). Strict: a missing field is an error. Helpers: json, yaml, default, jsonpath, b64enc,

@@ -2,23 +2,13 @@
 
 use serde_json::{Map, Value};
 
+use super::types::{ChildTemplate, Lookup, ReconcilerRule};
 use crate::builtin_kinds::builtin_kind;
 use crate::diagnostics::SourceLocation;
 use crate::jsonpath::{CompiledPath, is_truthy};
+use crate::ownership::{CHILD_ID_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_UID_LABEL, RULE_LABEL};
 use crate::template::{TemplateRenderError, render_template};
-use crate::types::{ChildTemplate, Lookup, ReconcilerRule};
 use crate::yaml_tree::{NodeValue, parse_documents};
-
-/// Label on everything Ruleplane creates.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// Value of [`MANAGED_BY_LABEL`].
-pub const MANAGED_BY_VALUE: &str = "ruleplane";
-/// Label naming the rule that created an object.
-pub const RULE_LABEL: &str = "ruleplane.dev/rule";
-/// Label carrying the parent's UID on children (pruning, cross-namespace children).
-pub const PARENT_UID_LABEL: &str = "ruleplane.dev/parent-uid";
-/// Label carrying the child's `id` within its rule.
-pub const CHILD_ID_LABEL: &str = "ruleplane.dev/child-id";
 
 /// The result of rendering one parent.
 #[derive(Clone, Debug, PartialEq)]

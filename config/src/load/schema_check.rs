@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::diagnostics::{Pos, did_you_mean};
+use crate::diagnostics::{DiagnosticCode, Pos, did_you_mean};
 use crate::yaml_tree::{Node, NodeValue, PathStep, path_to_string};
 
 /// One schema violation.
@@ -15,7 +15,7 @@ pub(crate) struct SchemaIssue {
     /// Path of the offending value (for unknown fields: of the unknown key).
     pub(crate) path: Vec<PathStep>,
     pub(crate) pos: Pos,
-    pub(crate) code: &'static str,
+    pub(crate) code: DiagnosticCode,
     pub(crate) message: String,
 }
 
@@ -52,7 +52,7 @@ impl<'s> SchemaChecker<'s> {
                 self.issue(
                     path,
                     key_pos,
-                    "unknown-field",
+                    DiagnosticCode::UnknownField,
                     format!("`{}` is not allowed here", path_to_string(path)),
                 );
             }
@@ -74,7 +74,7 @@ impl<'s> SchemaChecker<'s> {
             self.issue(
                 path,
                 node.pos,
-                "type",
+                DiagnosticCode::Type,
                 format!(
                     "{}expected {expected}, found {}",
                     field_prefix(path),
@@ -89,7 +89,7 @@ impl<'s> SchemaChecker<'s> {
             self.issue(
                 path,
                 node.pos,
-                "value",
+                DiagnosticCode::Value,
                 format!(
                     "{}must be {}, found {}",
                     field_prefix(path),
@@ -114,7 +114,7 @@ impl<'s> SchemaChecker<'s> {
                     self.issue(
                         path,
                         key_pos,
-                        "value",
+                        DiagnosticCode::Value,
                         format!("{}must list at least {min} item{}", field_prefix(path), plural(min)),
                     );
                 }
@@ -208,7 +208,7 @@ impl<'s> SchemaChecker<'s> {
         } else {
             format!("{}invalid value {}{suggestion}", field_prefix(path), show_json(&value))
         };
-        self.issue(path, node.pos, "value", message);
+        self.issue(path, node.pos, DiagnosticCode::Value, message);
     }
 
     fn check_number(&mut self, keywords: &serde_json::Map<String, Value>, node: &Node, path: &[PathStep]) {
@@ -225,7 +225,7 @@ impl<'s> SchemaChecker<'s> {
             self.issue(
                 path,
                 node.pos,
-                "range",
+                DiagnosticCode::Range,
                 format!("{}{shown} is less than the minimum {min}", field_prefix(path)),
             );
         }
@@ -235,7 +235,7 @@ impl<'s> SchemaChecker<'s> {
             self.issue(
                 path,
                 node.pos,
-                "range",
+                DiagnosticCode::Range,
                 format!("{}{shown} is greater than the maximum {max}", field_prefix(path)),
             );
         }
@@ -251,7 +251,7 @@ impl<'s> SchemaChecker<'s> {
             self.issue(
                 path,
                 node.pos,
-                "value",
+                DiagnosticCode::Value,
                 format!("{}must not be empty", field_prefix(path)),
             );
         }
@@ -260,14 +260,14 @@ impl<'s> SchemaChecker<'s> {
             && !regex.is_match(text)
         {
             let what = match pattern {
-                crate::types::DURATION_PATTERN => "a duration such as `30s`, `10m` or `1h30m`".to_string(),
-                crate::types::IDENTIFIER_PATTERN => "a letter followed by letters, digits, `-` or `_`".to_string(),
+                crate::common::DURATION_PATTERN => "a duration such as `30s`, `10m` or `1h30m`".to_string(),
+                crate::common::IDENTIFIER_PATTERN => "a letter followed by letters, digits, `-` or `_`".to_string(),
                 _ => format!("text matching `{pattern}`"),
             };
             self.issue(
                 path,
                 node.pos,
-                "value",
+                DiagnosticCode::Value,
                 format!("{}invalid value \"{text}\": expected {what}", field_prefix(path)),
             );
         }
@@ -294,7 +294,7 @@ impl<'s> SchemaChecker<'s> {
                     self.issue(
                         path,
                         key_pos,
-                        "missing-field",
+                        DiagnosticCode::MissingField,
                         format!("missing required field `{name}` in {place}"),
                     );
                 }
@@ -309,7 +309,7 @@ impl<'s> SchemaChecker<'s> {
                         path.pop();
                         let message = self.unknown_field_message(&key.name, properties, path);
                         let key_path = [path.as_slice(), &[PathStep::Key(key.name.clone())]].concat();
-                        self.issue(&key_path, key.pos, "unknown-field", message);
+                        self.issue(&key_path, key.pos, DiagnosticCode::UnknownField, message);
                         continue;
                     }
                     Some(extra) if extra.is_object() => self.check(extra, value, path, key.pos),
@@ -375,7 +375,7 @@ impl<'s> SchemaChecker<'s> {
             .find(|branch| branch.get("properties").is_some())
     }
 
-    fn issue(&mut self, path: &[PathStep], pos: Pos, code: &'static str, message: String) {
+    fn issue(&mut self, path: &[PathStep], pos: Pos, code: DiagnosticCode, message: String) {
         self.issues.push(SchemaIssue {
             path: path.to_vec(),
             pos,

@@ -10,8 +10,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
-use crate::render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, RULE_LABEL};
-use crate::types::{ResourceDefinitionRule, VersionSpec};
+use super::types::{ResourceDefinitionRule, VersionSpec};
+use crate::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, RULE_LABEL};
 use crate::yaml_tree::PathStep;
 
 /// The CustomResourceDefinition a ResourceDefinition rule stands for, labelled as Ruleplane's.

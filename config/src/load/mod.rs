@@ -1,0 +1,131 @@
+//! Loading rule files: files → documents → typed rules → rule-set checks, collecting every located error.
+//!
+//! `files` finds the files, `document` turns one YAML document into a rule (schema check, conversion, the
+//! kind's own checks in its folder), `rule_set` runs the checks that need every rule.
+
+mod document;
+mod fields;
+mod files;
+mod rule_set;
+mod schema_check;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+pub(crate) use fields::{
+    check_api_version_format, check_embedded_template, check_json_path, check_selector, is_identifier, key, path, with,
+};
+pub use files::rule_files;
+
+use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics};
+use crate::rule_set::{Rule, RuleSet};
+use crate::yaml_tree::{Node, parse_documents};
+
+/// Loads rules from files and directories and directories. Directories are searched recursively for `*.yaml`/`*.yml`
+/// files, taken in sorted path order; every file may hold several documents (`---`).
+pub fn load_paths(paths: &[PathBuf]) -> Result<RuleSet, Diagnostics> {
+    let mut files: Vec<(String, String)> = Vec::new();
+    let mut problems: Vec<Diagnostic> = Vec::new();
+    let mut file_paths = Vec::new();
+    for path in paths {
+        match rule_files(path) {
+            Ok(found) => file_paths.extend(found),
+            Err(error) => problems.push(io_diagnostic(path, &error)),
+        }
+    }
+    for path in file_paths {
+        match std::fs::read(&path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => files.push((path.display().to_string(), text)),
+                Err(_) => problems.push(plain_diagnostic(
+                    &path.display().to_string(),
+                    DiagnosticCode::Io,
+                    "file is not UTF-8 text",
+                )),
+            },
+            Err(error) => problems.push(io_diagnostic(&path, &error)),
+        }
+    }
+    let loaded = load_files(&files);
+    match loaded {
+        Ok(rules) if problems.is_empty() => Ok(rules),
+        Ok(_) => Err(Diagnostics(problems)),
+        Err(mut diagnostics) => {
+            problems.append(&mut diagnostics.0);
+            Err(Diagnostics(problems))
+        }
+    }
+}
+
+/// Loads rules from one text (e.g. standard input), named `file_name` in diagnostics.
+pub fn load_str(file_name: &str, text: &str) -> Result<RuleSet, Diagnostics> {
+    load_files(&[(file_name.to_string(), text.to_string())])
+}
+
+fn io_diagnostic(path: &Path, error: &std::io::Error) -> Diagnostic {
+    plain_diagnostic(
+        &path.display().to_string(),
+        DiagnosticCode::Io,
+        &format!("cannot read: {error}"),
+    )
+}
+
+fn plain_diagnostic(file: &str, code: DiagnosticCode, message: &str) -> Diagnostic {
+    Diagnostic {
+        file: file.to_string(),
+        line: 1,
+        column: 1,
+        message: message.to_string(),
+        source_line: None,
+        code,
+    }
+}
+
+/// A rule with the document it came from, kept until the set-level checks have run.
+pub(crate) struct LoadedRule {
+    pub(crate) rule: Rule,
+    pub(crate) doc: Node,
+    pub(crate) file_index: usize,
+}
+
+fn load_files(files: &[(String, String)]) -> Result<RuleSet, Diagnostics> {
+    let mut all = Vec::new();
+    let mut loaded = Vec::new();
+    for (file_index, (name, text)) in files.iter().enumerate() {
+        let mut out = FileDiagnostics::new(name, text);
+        let lines: Vec<&str> = text.lines().collect();
+        match parse_documents(text) {
+            Err(error) => out.error(error.pos, DiagnosticCode::Syntax, error.message),
+            Ok(documents) => {
+                for doc in documents {
+                    if let Some(rule) = document::load_document(&doc, &lines, &mut out) {
+                        loaded.push(LoadedRule { rule, doc, file_index });
+                    }
+                }
+            }
+        }
+        all.append(&mut out.found);
+    }
+    rule_set::check_rule_set(&loaded, files, &mut all);
+    if all.is_empty() {
+        Ok(RuleSet {
+            rules: loaded.into_iter().map(|l| l.rule).collect(),
+        })
+    } else {
+        // Files in load order, positions within each file ascending; set-level findings join their file.
+        let order: HashMap<&str, usize> = files
+            .iter()
+            .enumerate()
+            .map(|(index, (name, _))| (name.as_str(), index))
+            .collect();
+        all.sort_by_key(|d| {
+            (
+                order.get(d.file.as_str()).copied().unwrap_or(usize::MAX),
+                d.line,
+                d.column,
+            )
+        });
+        all.dedup();
+        Err(Diagnostics(all))
+    }
+}

@@ -1,0 +1,32 @@
+//! How Ruleplane marks what it owns: label keys, server-side-apply field managers, the finalizer.
+//!
+//! Every worker, the offline commands and the generated CRDs read these constants from here; nothing else
+//! spells them.
+
+/// Label on everything Ruleplane creates.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY_VALUE: &str = "ruleplane";
+/// Label naming the rule that created an object.
+pub const RULE_LABEL: &str = "ruleplane.dev/rule";
+/// Label carrying the parent's UID on children (pruning, cross-namespace children).
+pub const PARENT_UID_LABEL: &str = "ruleplane.dev/parent-uid";
+/// Label carrying the child's `id` within its rule.
+pub const CHILD_ID_LABEL: &str = "ruleplane.dev/child-id";
+
+/// Field manager of the ResourceDefinition worker's server-side applies.
+pub const CRD_FIELD_MANAGER: &str = "ruleplane-crd";
+/// Field manager of the Reconciler worker's server-side applies.
+pub const RECONCILER_FIELD_MANAGER: &str = "ruleplane-reconciler";
+/// Finalizer the Reconciler worker puts on parents whose cleanup the garbage collector cannot do.
+pub const CLEANUP_FINALIZER: &str = "ruleplane.dev/cleanup";
+
+/// Whether `labels` mark an object as created by Ruleplane.
+pub fn is_managed(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    labels.and_then(|l| l.get(MANAGED_BY_LABEL)).map(String::as_str) == Some(MANAGED_BY_VALUE)
+}
+
+/// The rule named in `labels`, if any.
+pub fn owning_rule(labels: Option<&std::collections::BTreeMap<String, String>>) -> Option<&str> {
+    labels.and_then(|l| l.get(RULE_LABEL)).map(String::as_str)
+}

@@ -1,0 +1,148 @@
+//! Semantic checks of a Reconciler: lookups, children (templates, ids, kinds), readyWhen and status paths.
+
+use std::collections::HashMap;
+
+use super::types::{ChildTemplate, ReconcilerRule};
+use crate::diagnostics::{DiagnosticCode, FileDiagnostics, did_you_mean};
+use crate::load::{
+    check_api_version_format, check_embedded_template, check_json_path, check_selector, is_identifier, key, path, with,
+};
+use crate::naming::is_dns_label;
+use crate::yaml_tree::{Node, PathStep};
+
+pub(crate) fn check_reconciler(rule: &mut ReconcilerRule, doc: &Node, lines: &[&str], out: &mut FileDiagnostics) {
+    let spec_path = path(&["spec"]);
+    check_api_version_format(
+        &rule.spec.watched.api_version,
+        doc,
+        &path(&["spec", "for", "apiVersion"]),
+        out,
+    );
+    if let Some(selector) = &rule.spec.watched.selector {
+        check_selector(selector, doc, &path(&["spec", "for", "selector"]), out);
+    }
+    if let Some(namespace) = &rule.spec.watched.namespace
+        && !is_dns_label(namespace)
+    {
+        out.error(
+            doc.value_pos_of(&path(&["spec", "for", "namespace"])),
+            DiagnosticCode::Value,
+            format!("namespace `{namespace}` must be a lower-case DNS label"),
+        );
+    }
+    for (name, lookup) in &rule.spec.lookups {
+        let lookup_path = with(&spec_path, &[key("lookups"), key(name)]);
+        if !is_identifier(name) {
+            out.error(
+                doc.pos_of(&lookup_path),
+                DiagnosticCode::Name,
+                format!(
+                    "lookup name `{name}` must be letters, digits and `_` (templates refer to it as `lookups.{name}`)"
+                ),
+            );
+        }
+        check_api_version_format(&lookup.api_version, doc, &with(&lookup_path, &[key("apiVersion")]), out);
+        for (field, text) in [("name", Some(&lookup.name)), ("namespace", lookup.namespace.as_ref())] {
+            if let Some(text) = text {
+                let field_path = with(&lookup_path, &[key(field)]);
+                check_embedded_template(text, doc, &field_path, lines, out);
+            }
+        }
+        if let Some(json_path) = &lookup.json_path {
+            check_json_path(json_path, doc, &with(&lookup_path, &[key("jsonPath")]), out);
+        }
+    }
+    let mut ids: HashMap<String, String> = HashMap::new();
+    let mut child_lists: Vec<(Vec<PathStep>, &mut Vec<ChildTemplate>)> =
+        vec![(with(&spec_path, &[key("children")]), &mut rule.spec.children)];
+    if let Some(finalize) = rule.spec.finalize.as_mut() {
+        child_lists.push((
+            with(&spec_path, &[key("finalize"), key("children")]),
+            &mut finalize.children,
+        ));
+    }
+    for (list_path, children) in child_lists {
+        for (index, child) in children.iter_mut().enumerate() {
+            let child_path = with(&list_path, &[PathStep::Index(index)]);
+            let id_path = with(&child_path, &[key("id")]);
+            let here = crate::yaml_tree::path_to_string(&child_path);
+            if let Some(first) = ids.insert(child.id.clone(), here) {
+                out.error(
+                    doc.value_pos_of(&id_path),
+                    DiagnosticCode::Duplicate,
+                    format!("child id `{}` is already used by {first}", child.id),
+                );
+            }
+            let template_path = with(&child_path, &[key("template")]);
+            let template_pos = doc.value_pos_of(&template_path);
+            child.template_source = out.location(template_pos);
+            let problems_before = out.found.len();
+            check_embedded_template(&child.template, doc, &template_path, lines, out);
+            if out.found.len() == problems_before && child.static_kind().is_none() {
+                out.error(
+                    template_pos,
+                    DiagnosticCode::Template,
+                    format!(
+                        "child `{}`: the template must spell out `apiVersion:` and `kind:` literally on top-level \
+                         lines (they tell Ruleplane which kinds to watch and to grant access to)",
+                        child.id
+                    ),
+                );
+            }
+            if let Some(ready_when) = &child.ready_when {
+                check_json_path(ready_when, doc, &with(&child_path, &[key("readyWhen")]), out);
+            }
+        }
+    }
+    for (field, expression) in &rule.spec.status {
+        let field_path = with(&spec_path, &[key("status"), key(field)]);
+        check_json_path(expression, doc, &field_path, out);
+        check_status_reference(
+            expression,
+            &rule.spec.children,
+            rule.spec.lookups.keys(),
+            doc,
+            &field_path,
+            out,
+        );
+    }
+}
+
+/// A status path naming a child id or lookup that does not exist would silently stay empty: report it.
+fn check_status_reference<'a>(
+    expression: &str,
+    children: &[ChildTemplate],
+    lookups: impl Iterator<Item = &'a String>,
+    doc: &Node,
+    field_path: &[PathStep],
+    out: &mut FileDiagnostics,
+) {
+    let inner = expression
+        .trim()
+        .trim_start_matches('{')
+        .trim_start_matches('$')
+        .trim_start_matches('.');
+    let mut segments = inner.split(['.', '[', '}']);
+    let lookups: Vec<&String> = lookups.collect();
+    match (segments.next(), segments.next()) {
+        (Some("children"), Some(id)) if !id.is_empty() && id != "*" && !children.iter().any(|c| c.id == id) => {
+            let suggestion = did_you_mean(id, children.iter().map(|c| c.id.as_str()));
+            out.error(
+                doc.value_pos_of(field_path),
+                DiagnosticCode::Reference,
+                format!("status refers to child `{id}`, which is not among `children`{suggestion}"),
+            );
+        }
+        (Some("lookups"), Some(name))
+            if !name.is_empty() && name != "*" && !lookups.iter().any(|l| l.as_str() == name) =>
+        {
+            let suggestion = did_you_mean(name, lookups.iter().map(|l| l.as_str()));
+            out.error(
+                doc.value_pos_of(field_path),
+                DiagnosticCode::Reference,
+                format!("status refers to lookup `{name}`, which is not among `lookups`{suggestion}"),
+            );
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,12 @@
+//! The Reconciler rule kind: types, checks and rendering (parent + lookups → children + status).
+
+mod checks;
+mod render;
+mod types;
+
+pub(crate) use checks::check_reconciler;
+pub use render::{
+    OutputYamlProblem, RenderError, Rendered, child_ready, compute_status, gather_lookups, project_lookup,
+    render_children, render_finalize_children, render_lookup_target,
+};
+pub use types::{ChildTemplate, FinalizeSpec, Lookup, ReconcilerRule, ReconcilerSpec, WatchedKind};
