@@ -174,7 +174,7 @@ const WEB_APP: &str = include_str!("../../tests/rules/valid/web-app.yaml");
 static WEB_APP_RULES: LazyLock<RuleSet> =
     LazyLock::new(|| load_str("web-app.yaml", WEB_APP).unwrap_or_else(|d| panic!("{d}")));
 
-fn web_app() -> &'static ruleplane_config::ReconcilerRule {
+fn web_app() -> &'static ruleplane_config::Reconciler {
     match &WEB_APP_RULES.rules()[0] {
         Rule::Reconciler(rule) => rule,
         _ => unreachable!("WEB_APP is a Reconciler"),

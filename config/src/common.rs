@@ -142,6 +142,14 @@ pub enum LabelSelectorOperator {
     DoesNotExist,
 }
 
+/// A text that is not a duration.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid duration `{text}`: expected e.g. `30s`, `10m`, `1h30m`")]
+pub struct InvalidDuration {
+    /// The text as written.
+    pub text: String,
+}
+
 /// A duration written like Go's: `30s`, `10m`, `1h30m`, `500ms`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HumanDuration {
@@ -155,8 +163,8 @@ impl HumanDuration {
     }
 
     /// Parses `30s`, `10m`, `1h30m`, `500ms` (units ms, s, m, h; at least one component).
-    pub fn parse(text: &str) -> Result<HumanDuration, String> {
-        let invalid = || format!("invalid duration `{text}`: expected e.g. `30s`, `10m`, `1h30m`");
+    pub fn parse(text: &str) -> Result<HumanDuration, InvalidDuration> {
+        let invalid = || InvalidDuration { text: text.to_string() };
         let mut total_millis: u64 = 0;
         let mut rest = text;
         if rest.is_empty() {

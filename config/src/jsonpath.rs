@@ -33,6 +33,13 @@ pub struct CompiledPath {
     query: JpQuery,
 }
 
+/// A compiled path serializes as the expression it was compiled from.
+impl serde::Serialize for CompiledPath {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.source)
+    }
+}
+
 impl CompiledPath {
     /// Parses a kubectl-style or RFC 9535 expression.
     pub fn compile(expression: &str) -> Result<CompiledPath, JsonPathError> {

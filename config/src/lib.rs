@@ -31,7 +31,8 @@ mod yaml_tree;
 
 pub use builtin_kinds::{BUILTIN_KINDS, BuiltinKind, builtin_kind};
 pub use common::{
-    API_VERSION, HumanDuration, LabelSelector, LabelSelectorOperator, LabelSelectorRequirement, RuleKind, RuleMetadata,
+    API_VERSION, HumanDuration, InvalidDuration, LabelSelector, LabelSelectorOperator, LabelSelectorRequirement,
+    RuleKind, RuleMetadata,
 };
 pub use diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, SourceLocation};
 pub use jsonpath::{CompiledPath, JsonPathError, is_truthy};

@@ -5,9 +5,9 @@ use serde::Serialize;
 use crate::builtin_kinds::builtin_kind;
 use crate::common::RuleKind;
 use crate::diagnostics::SourceLocation;
-use crate::reconciler::ReconcilerRule;
+use crate::reconciler::Reconciler;
 use crate::resource_definition::{ResourceDefinitionRule, ResourceScope};
-use crate::scheduler::SchedulerPolicyRule;
+use crate::scheduler::SchedulerPolicy;
 
 /// One loaded, validated rule.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -16,9 +16,9 @@ pub enum Rule {
     /// A custom resource type.
     ResourceDefinition(ResourceDefinitionRule),
     /// A controller.
-    Reconciler(ReconcilerRule),
+    Reconciler(Reconciler),
     /// A scheduler.
-    SchedulerPolicy(SchedulerPolicyRule),
+    SchedulerPolicy(SchedulerPolicy),
 }
 
 impl Rule {
@@ -103,7 +103,7 @@ impl RuleSet {
     }
 
     /// Reconciler rules.
-    pub fn reconcilers(&self) -> impl Iterator<Item = &ReconcilerRule> {
+    pub fn reconcilers(&self) -> impl Iterator<Item = &Reconciler> {
         self.rules.iter().filter_map(|rule| match rule {
             Rule::Reconciler(reconciler) => Some(reconciler),
             _ => None,
@@ -111,7 +111,7 @@ impl RuleSet {
     }
 
     /// SchedulerPolicy rules.
-    pub fn scheduler_policies(&self) -> impl Iterator<Item = &SchedulerPolicyRule> {
+    pub fn scheduler_policies(&self) -> impl Iterator<Item = &SchedulerPolicy> {
         self.rules.iter().filter_map(|rule| match rule {
             Rule::SchedulerPolicy(policy) => Some(policy),
             _ => None,

@@ -1,8 +1,7 @@
 //! Sandboxed Handlebars templates: strict, unescaped, no partials, bounded output size and render time.
 
-use std::collections::HashMap;
 use std::io::{self, Write};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -98,8 +97,22 @@ impl TemplateRenderError {
     }
 }
 
-/// Checks a template at load time: syntax, no partials or inline partials, only known helpers.
-pub fn check_template(source: &str) -> Vec<TemplateProblem> {
+/// A template compiled at load time and owned by its rule: rendering never parses the text again.
+#[derive(Clone, Debug)]
+pub struct CompiledTemplate {
+    compiled: Arc<Template>,
+}
+
+impl CompiledTemplate {
+    /// Renders over `data` within the output and time budgets.
+    pub fn render(&self, data: &Value) -> Result<String, TemplateRenderError> {
+        render_compiled(&self.compiled, data)
+    }
+}
+
+/// Compiles a template, checking what the sandbox allows: syntax, no partials or inline partials, only known
+/// helpers with the right number of arguments. Every problem is reported, positioned in the template.
+pub fn compile_template(source: &str) -> Result<CompiledTemplate, Vec<TemplateProblem>> {
     let template = match Template::compile(source) {
         Ok(template) => template,
         Err(error) => {
@@ -112,16 +125,27 @@ pub fn check_template(source: &str) -> Vec<TemplateProblem> {
                 }
                 _ => reason,
             };
-            return vec![TemplateProblem {
+            return Err(vec![TemplateProblem {
                 line,
                 column,
                 message: format!("template syntax error: {reason}"),
-            }];
+            }]);
         }
     };
     let mut problems = Vec::new();
     check_elements(&template, (1, 1), &mut problems);
-    problems
+    if problems.is_empty() {
+        Ok(CompiledTemplate {
+            compiled: Arc::new(template),
+        })
+    } else {
+        Err(problems)
+    }
+}
+
+/// The problems [`compile_template`] finds (empty when the template is fine).
+pub fn check_template(source: &str) -> Vec<TemplateProblem> {
+    compile_template(source).err().unwrap_or_default()
 }
 
 fn check_elements(template: &Template, outer: (usize, usize), problems: &mut Vec<TemplateProblem>) {
@@ -195,15 +219,24 @@ fn engine() -> &'static Handlebars<'static> {
     })
 }
 
-/// Renders a checked template over `data` within the output and time budgets.
+/// Compiles and renders `source` in one go (tests and one-off renders; rules render their compiled templates).
 pub fn render_template(source: &str, data: &Value) -> Result<String, TemplateRenderError> {
+    match compile_template(source) {
+        Ok(template) => template.render(data),
+        Err(problems) => Err(TemplateRenderError::Evaluation {
+            line: problems.first().map_or(1, |p| p.line),
+            message: problems.into_iter().map(|p| p.message).collect::<Vec<_>>().join("; "),
+        }),
+    }
+}
+
+fn render_compiled(template: &Template, data: &Value) -> Result<String, TemplateRenderError> {
     let mut sink = BudgetedWriter {
         buffer: Vec::new(),
         started: Instant::now(),
         overflow: None,
     };
-    let result = compiled(source).and_then(|template| {
-        let context = Context::wraps(data)?;
+    let result = Context::wraps(data).and_then(|context| {
         let mut render_context = RenderContext::new(None);
         template.render(
             engine(),
@@ -222,24 +255,6 @@ pub fn render_template(source: &str, data: &Value) -> Result<String, TemplateRen
         Ok(()) => Ok(String::from_utf8_lossy(&sink.buffer).into_owned()),
         Err(error) => Err(convert_render_error(&error)),
     }
-}
-
-/// Templates compiled once per distinct text: a reconciler renders the same few templates for every parent,
-/// and compiling was most of the cost. Bounded, so rule churn cannot grow it without limit.
-fn compiled(source: &str) -> Result<Arc<Template>, handlebars::RenderError> {
-    const MAX_CACHED: usize = 4096;
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Template>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(template) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(source) {
-        return Ok(template.clone());
-    }
-    let template = Arc::new(Template::compile(source)?);
-    let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
-    if cache.len() >= MAX_CACHED {
-        cache.clear();
-    }
-    cache.insert(source.to_owned(), template.clone());
-    Ok(template)
 }
 
 fn convert_render_error(error: &handlebars::RenderError) -> TemplateRenderError {

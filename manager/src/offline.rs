@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use ruleplane_config::{Lookup, ReconcilerRule, RuleSet};
+use ruleplane_config::{Lookup, Reconciler, RuleSet};
 use serde_json::Value;
 
 use crate::cli::{CrdsArgs, OutputFormat, RbacArgs, RenderArgs, ValidateArgs};
@@ -96,7 +96,7 @@ pub fn render(args: &RenderArgs) -> ExitCode {
             }
         }
     }
-    let matching: Vec<&ReconcilerRule> = rules
+    let matching: Vec<&Reconciler> = rules
         .reconcilers()
         .filter(|r| match &args.rule {
             Some(name) => r.name() == name,

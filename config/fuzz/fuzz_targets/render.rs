@@ -28,7 +28,7 @@ static RULES: LazyLock<Vec<RuleSet>> = LazyLock::new(|| {
     sets
 });
 
-fn reconciler(name: Option<&str>) -> &'static ruleplane_config::ReconcilerRule {
+fn reconciler(name: Option<&str>) -> &'static ruleplane_config::Reconciler {
     let found = name.and_then(|name| RULES.iter().find_map(|set| set.get(name)));
     match found.unwrap_or(&RULES[0].rules()[0]) {
         Rule::Reconciler(rule) => rule,
@@ -64,7 +64,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = render_finalize_children(rule, &parent, &lookups);
     if let Some(observed) = input.get("observedChildren").and_then(Value::as_object) {
         let _ = compute_status(rule, &parent, observed, &lookups);
-        for child in &rule.spec.children {
+        for child in rule.children() {
             if let Some(object) = observed.get(&child.id) {
                 let _ = ruleplane_config::child_ready(child, object);
             }

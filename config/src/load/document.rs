@@ -3,6 +3,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::RuleDocument;
 use super::fields::path;
 use super::schema_check::SchemaChecker;
 use crate::common::{API_VERSION, RuleKind};
@@ -15,7 +16,11 @@ use crate::schema::{cached_schema, kind_schema_ref};
 use crate::yaml_tree::{Node, NodeValue, PathStep};
 
 /// the same run, but the load fails.
-pub(crate) fn load_document(doc: &Node, lines: &[&str], out: &mut FileDiagnostics) -> Option<Rule> {
+pub(crate) fn load_document(
+    doc: &Node,
+    lines: &[&str],
+    out: &mut FileDiagnostics,
+) -> Option<(RuleDocument, Option<Rule>)> {
     if !matches!(doc.value, NodeValue::Map(_)) {
         out.error(
             doc.pos,
@@ -79,28 +84,32 @@ pub(crate) fn load_document(doc: &Node, lines: &[&str], out: &mut FileDiagnostic
         return None;
     }
     let source = out.location(doc.pos);
-    let rule = match kind {
+    let problems_before = out.found.len();
+    let (document, resolved) = match kind {
         RuleKind::ResourceDefinition => {
             let mut rule: ResourceDefinitionRule = convert(doc, out)?;
             rule.source = source;
             check_resource_definition(&mut rule, doc, out);
-            Rule::ResourceDefinition(rule)
+            let resolved = (out.found.len() == problems_before).then(|| Rule::ResourceDefinition(rule.clone()));
+            (RuleDocument::ResourceDefinition(rule), resolved)
         }
         RuleKind::Reconciler => {
             let mut rule: ReconcilerRule = convert(doc, out)?;
             rule.source = source;
-            check_reconciler(&mut rule, doc, lines, out);
-            Rule::Reconciler(rule)
+            let resolved = check_reconciler(&rule, doc, lines, out).map(Rule::Reconciler);
+            (RuleDocument::Reconciler(rule), resolved)
         }
         RuleKind::SchedulerPolicy => {
             let mut rule: SchedulerPolicyRule = convert(doc, out)?;
             rule.source = source;
-            check_scheduler_policy(&rule, doc, out);
-            Rule::SchedulerPolicy(rule)
+            let resolved = check_scheduler_policy(&rule, doc, out).map(Rule::SchedulerPolicy);
+            (RuleDocument::SchedulerPolicy(rule), resolved)
         }
     };
-    check_rule_name(rule.name(), doc, out);
-    Some(rule)
+    check_rule_name(document.name(), doc, out);
+    // A bad name is reported too; the rule is then not used even if its own checks passed.
+    let resolved = resolved.filter(|_| out.found.len() == problems_before);
+    Some((document, resolved))
 }
 
 /// Runs the rule's own semantic checks on a document with structural errors, so that one run reports those
@@ -134,13 +143,14 @@ fn check_degraded(
             }
         }
         RuleKind::Reconciler => {
-            if let Ok(mut rule) = serde_json::from_value::<ReconcilerRule>(pruned) {
-                check_reconciler(&mut rule, doc, lines, out);
+            // Only the problems matter here: a degraded document never becomes a rule.
+            if let Ok(rule) = serde_json::from_value::<ReconcilerRule>(pruned) {
+                let _ = check_reconciler(&rule, doc, lines, out);
             }
         }
         RuleKind::SchedulerPolicy => {
             if let Ok(rule) = serde_json::from_value::<SchedulerPolicyRule>(pruned) {
-                check_scheduler_policy(&rule, doc, out);
+                let _ = check_scheduler_policy(&rule, doc, out);
             }
         }
     }

@@ -4,7 +4,7 @@ use crate::common::{LabelSelector, LabelSelectorOperator};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics, Pos};
 use crate::jsonpath::CompiledPath;
 use crate::naming::{is_dns_subdomain, is_version_name};
-use crate::template::check_template;
+use crate::template::{CompiledTemplate, compile_template};
 use crate::yaml_tree::{Node, PathStep};
 
 pub(crate) fn key(name: &str) -> PathStep {
@@ -48,10 +48,14 @@ pub(crate) fn check_embedded_template(
     field_path: &[PathStep],
     lines: &[&str],
     out: &mut FileDiagnostics,
-) {
+) -> Option<CompiledTemplate> {
+    let problems = match compile_template(text) {
+        Ok(template) => return Some(template),
+        Err(problems) => problems,
+    };
     let value_pos = doc.value_pos_of(field_path);
     let template_lines: Vec<&str> = text.lines().collect();
-    for problem in check_template(text) {
+    for problem in problems {
         // Errors found at the end of input (an unclosed block) are reported on the template's last line
         // rather than on whatever follows the template in the file.
         let (line, column) = if problem.line > template_lines.len().max(1) {
@@ -66,16 +70,25 @@ pub(crate) fn check_embedded_template(
             problem.message,
         );
     }
+    None
 }
 
-pub(crate) fn check_json_path(expression: &str, doc: &Node, field_path: &[PathStep], out: &mut FileDiagnostics) {
-    if let Err(error) = CompiledPath::compile(expression) {
-        out.error(
-            doc.value_pos_of(field_path),
-            DiagnosticCode::Jsonpath,
-            error.to_string(),
-        );
-    }
+pub(crate) fn check_json_path(
+    expression: &str,
+    doc: &Node,
+    field_path: &[PathStep],
+    out: &mut FileDiagnostics,
+) -> Option<CompiledPath> {
+    let error = match CompiledPath::compile(expression) {
+        Ok(path) => return Some(path),
+        Err(error) => error,
+    };
+    out.error(
+        doc.value_pos_of(field_path),
+        DiagnosticCode::Jsonpath,
+        error.to_string(),
+    );
+    None
 }
 
 pub(crate) fn check_api_version_format(

@@ -17,8 +17,11 @@ pub(crate) use fields::{
 };
 pub use files::rule_files;
 
-use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics};
+use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics, SourceLocation};
+use crate::reconciler::ReconcilerRule;
+use crate::resource_definition::ResourceDefinitionRule;
 use crate::rule_set::{Rule, RuleSet};
+use crate::scheduler::SchedulerPolicyRule;
 use crate::yaml_tree::{Node, parse_documents};
 
 /// Loads rules from files and directories and directories. Directories are searched recursively for `*.yaml`/`*.yml`
@@ -81,9 +84,36 @@ fn plain_diagnostic(file: &str, code: DiagnosticCode, message: &str) -> Diagnost
     }
 }
 
-/// A rule with the document it came from, kept until the set-level checks have run.
+/// A rule document as typed from YAML: what the set-level checks read, whether or not it resolved.
+pub(crate) enum RuleDocument {
+    ResourceDefinition(ResourceDefinitionRule),
+    Reconciler(ReconcilerRule),
+    SchedulerPolicy(SchedulerPolicyRule),
+}
+
+impl RuleDocument {
+    fn name(&self) -> &str {
+        match self {
+            RuleDocument::ResourceDefinition(rule) => rule.name(),
+            RuleDocument::Reconciler(rule) => rule.name(),
+            RuleDocument::SchedulerPolicy(rule) => rule.name(),
+        }
+    }
+
+    fn source(&self) -> &SourceLocation {
+        match self {
+            RuleDocument::ResourceDefinition(rule) => rule.source(),
+            RuleDocument::Reconciler(rule) => rule.source(),
+            RuleDocument::SchedulerPolicy(rule) => rule.source(),
+        }
+    }
+}
+
+/// A typed document with where it came from, kept until the set-level checks have run, and the rule it
+/// resolved to (`None` when its own checks found problems: those are reported and the load fails).
 pub(crate) struct LoadedRule {
-    pub(crate) rule: Rule,
+    pub(crate) document: RuleDocument,
+    pub(crate) resolved: Option<Rule>,
     pub(crate) doc: Node,
     pub(crate) file_index: usize,
 }
@@ -98,8 +128,13 @@ fn load_files(files: &[(String, String)]) -> Result<RuleSet, Diagnostics> {
             Err(error) => out.error(error.pos, DiagnosticCode::Syntax, error.message),
             Ok(documents) => {
                 for doc in documents {
-                    if let Some(rule) = document::load_document(&doc, &lines, &mut out) {
-                        loaded.push(LoadedRule { rule, doc, file_index });
+                    if let Some((document, resolved)) = document::load_document(&doc, &lines, &mut out) {
+                        loaded.push(LoadedRule {
+                            document,
+                            resolved,
+                            doc,
+                            file_index,
+                        });
                     }
                 }
             }
@@ -108,10 +143,23 @@ fn load_files(files: &[(String, String)]) -> Result<RuleSet, Diagnostics> {
     }
     rule_set::check_rule_set(&loaded, files, &mut all);
     if all.is_empty() {
-        Ok(RuleSet {
-            rules: loaded.into_iter().map(|l| l.rule).collect(),
-        })
-    } else {
+        let mut rules = Vec::with_capacity(loaded.len());
+        for item in loaded {
+            match item.resolved {
+                Some(rule) => rules.push(rule),
+                // Every check that refuses to resolve a rule reports why; this is the backstop if one did not.
+                None => all.push(plain_diagnostic(
+                    &files[item.file_index].0,
+                    DiagnosticCode::Structure,
+                    &format!("rule `{}` could not be resolved", item.document.name()),
+                )),
+            }
+        }
+        if all.is_empty() {
+            return Ok(RuleSet { rules });
+        }
+    }
+    {
         // Files in load order, positions within each file ascending; set-level findings join their file.
         let order: HashMap<&str, usize> = files
             .iter()

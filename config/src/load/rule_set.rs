@@ -2,12 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use super::LoadedRule;
 use super::fields::path;
+use super::{LoadedRule, RuleDocument};
 use crate::builtin_kinds::{BUILTIN_KINDS, builtin_kinds_named};
 use crate::diagnostics::{Diagnostic, DiagnosticCode, FileDiagnostics, Pos, SourceLocation, did_you_mean};
 use crate::resource_definition::ResourceDefinitionRule;
-use crate::rule_set::{Rule, resolve_kind_in};
+use crate::rule_set::resolve_kind_in;
 
 pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], all: &mut Vec<Diagnostic>) {
     let report = |all: &mut Vec<Diagnostic>, item: &LoadedRule, at: Pos, code: DiagnosticCode, message: String| {
@@ -18,7 +18,7 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
     };
     let mut names: BTreeMap<&str, &SourceLocation> = BTreeMap::new();
     for item in loaded {
-        let rule = &item.rule;
+        let rule = &item.document;
         if let Some(first) = names.insert(rule.name(), rule.source()) {
             let at = item.doc.value_pos_of(&path(&["metadata", "name"]));
             report(
@@ -34,14 +34,14 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
     let mut crd_names: BTreeMap<String, &str> = BTreeMap::new();
     let definitions: Vec<&ResourceDefinitionRule> = loaded
         .iter()
-        .filter_map(|item| match &item.rule {
-            Rule::ResourceDefinition(rd) => Some(rd),
+        .filter_map(|item| match &item.document {
+            RuleDocument::ResourceDefinition(rd) => Some(rd),
             _ => None,
         })
         .collect();
     for item in loaded {
-        match &item.rule {
-            Rule::SchedulerPolicy(policy) => {
+        match &item.document {
+            RuleDocument::SchedulerPolicy(policy) => {
                 if let Some(first) = scheduler_names.insert(&policy.spec.scheduler_name, &policy.metadata.name) {
                     let at = item.doc.value_pos_of(&path(&["spec", "schedulerName"]));
                     report(
@@ -56,7 +56,7 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
                     );
                 }
             }
-            Rule::ResourceDefinition(rd) => {
+            RuleDocument::ResourceDefinition(rd) => {
                 if let Some(first) = crd_names.insert(rd.names.crd_name(), &rd.metadata.name) {
                     let at = item.doc.value_pos_of(&path(&["metadata", "name"]));
                     report(
@@ -71,7 +71,7 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
                     );
                 }
             }
-            Rule::Reconciler(reconciler) => {
+            RuleDocument::Reconciler(reconciler) => {
                 let watched = &reconciler.spec.watched;
                 if let Some(message) = unknown_kind(&definitions, &watched.api_version, &watched.kind) {
                     let at = item.doc.value_pos_of(&path(&["spec", "for", "kind"]));

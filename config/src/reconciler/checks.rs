@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use super::resolved::{Child, Reconciler, ResolvedLookup, StatusField};
 use super::types::{ChildTemplate, ReconcilerRule};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics, did_you_mean};
 use crate::load::{
@@ -10,7 +11,14 @@ use crate::load::{
 use crate::naming::is_dns_label;
 use crate::yaml_tree::{Node, PathStep};
 
-pub(crate) fn check_reconciler(rule: &mut ReconcilerRule, doc: &Node, lines: &[&str], out: &mut FileDiagnostics) {
+/// Checks a Reconciler and, when it has no problem, returns it with everything compiled.
+pub(crate) fn check_reconciler(
+    rule: &ReconcilerRule,
+    doc: &Node,
+    lines: &[&str],
+    out: &mut FileDiagnostics,
+) -> Option<Reconciler> {
+    let problems_before = out.found.len();
     let spec_path = path(&["spec"]);
     check_api_version_format(
         &rule.spec.watched.api_version,
@@ -30,6 +38,7 @@ pub(crate) fn check_reconciler(rule: &mut ReconcilerRule, doc: &Node, lines: &[&
             format!("namespace `{namespace}` must be a lower-case DNS label"),
         );
     }
+    let mut lookups = Vec::new();
     for (name, lookup) in &rule.spec.lookups {
         let lookup_path = with(&spec_path, &[key("lookups"), key(name)]);
         if !is_identifier(name) {
@@ -42,28 +51,46 @@ pub(crate) fn check_reconciler(rule: &mut ReconcilerRule, doc: &Node, lines: &[&
             );
         }
         check_api_version_format(&lookup.api_version, doc, &with(&lookup_path, &[key("apiVersion")]), out);
-        for (field, text) in [("name", Some(&lookup.name)), ("namespace", lookup.namespace.as_ref())] {
-            if let Some(text) = text {
-                let field_path = with(&lookup_path, &[key(field)]);
-                check_embedded_template(text, doc, &field_path, lines, out);
-            }
-        }
-        if let Some(json_path) = &lookup.json_path {
-            check_json_path(json_path, doc, &with(&lookup_path, &[key("jsonPath")]), out);
+        let template_at = |field: &str, text: &str, out: &mut FileDiagnostics| {
+            check_embedded_template(text, doc, &with(&lookup_path, &[key(field)]), lines, out)
+        };
+        let name_template = template_at("name", &lookup.name, out);
+        let namespace_template = lookup
+            .namespace
+            .as_ref()
+            .map(|text| template_at("namespace", text, out));
+        let json_path = lookup
+            .json_path
+            .as_ref()
+            .map(|text| check_json_path(text, doc, &with(&lookup_path, &[key("jsonPath")]), out));
+        // A part that failed to compile was reported; the rule is then not returned at all.
+        if let (Some(name_template), Some(namespace_template), Some(json_path)) = (
+            name_template,
+            namespace_template.map_or(Some(None), |t| t.map(Some)),
+            json_path.map_or(Some(None), |p| p.map(Some)),
+        ) {
+            lookups.push(ResolvedLookup {
+                name: name.clone(),
+                spec: lookup.clone(),
+                name_template,
+                namespace_template,
+                json_path,
+            });
         }
     }
     let mut ids: HashMap<String, String> = HashMap::new();
-    let mut child_lists: Vec<(Vec<PathStep>, &mut Vec<ChildTemplate>)> =
-        vec![(with(&spec_path, &[key("children")]), &mut rule.spec.children)];
-    if let Some(finalize) = rule.spec.finalize.as_mut() {
+    let mut child_lists: Vec<(Vec<PathStep>, &[ChildTemplate], Vec<Child>)> =
+        vec![(with(&spec_path, &[key("children")]), &rule.spec.children, Vec::new())];
+    if let Some(finalize) = &rule.spec.finalize {
         child_lists.push((
             with(&spec_path, &[key("finalize"), key("children")]),
-            &mut finalize.children,
+            &finalize.children,
+            Vec::new(),
         ));
     }
-    for (list_path, children) in child_lists {
-        for (index, child) in children.iter_mut().enumerate() {
-            let child_path = with(&list_path, &[PathStep::Index(index)]);
+    for (list_path, children, compiled) in &mut child_lists {
+        for (index, child) in children.iter().enumerate() {
+            let child_path = with(list_path, &[PathStep::Index(index)]);
             let id_path = with(&child_path, &[key("id")]);
             let here = crate::yaml_tree::path_to_string(&child_path);
             if let Some(first) = ids.insert(child.id.clone(), here) {
@@ -75,10 +102,9 @@ pub(crate) fn check_reconciler(rule: &mut ReconcilerRule, doc: &Node, lines: &[&
             }
             let template_path = with(&child_path, &[key("template")]);
             let template_pos = doc.value_pos_of(&template_path);
-            child.template_source = out.location(template_pos);
-            let problems_before = out.found.len();
-            check_embedded_template(&child.template, doc, &template_path, lines, out);
-            if out.found.len() == problems_before && child.static_kind().is_none() {
+            let template = check_embedded_template(&child.template, doc, &template_path, lines, out);
+            let static_kind = child.static_kind();
+            if template.is_some() && static_kind.is_none() {
                 out.error(
                     template_pos,
                     DiagnosticCode::Template,
@@ -89,14 +115,33 @@ pub(crate) fn check_reconciler(rule: &mut ReconcilerRule, doc: &Node, lines: &[&
                     ),
                 );
             }
-            if let Some(ready_when) = &child.ready_when {
-                check_json_path(ready_when, doc, &with(&child_path, &[key("readyWhen")]), out);
+            let ready_when = child
+                .ready_when
+                .as_ref()
+                .map(|text| check_json_path(text, doc, &with(&child_path, &[key("readyWhen")]), out));
+            if let (Some(template), Some((api_version, kind)), Some(ready_when)) =
+                (template, static_kind, ready_when.map_or(Some(None), |p| p.map(Some)))
+            {
+                compiled.push(Child {
+                    id: child.id.clone(),
+                    api_version,
+                    kind,
+                    source: out.location(template_pos),
+                    template,
+                    ready_when,
+                });
             }
         }
     }
+    let mut status = Vec::new();
     for (field, expression) in &rule.spec.status {
         let field_path = with(&spec_path, &[key("status"), key(field)]);
-        check_json_path(expression, doc, &field_path, out);
+        if let Some(path) = check_json_path(expression, doc, &field_path, out) {
+            status.push(StatusField {
+                name: field.clone(),
+                path,
+            });
+        }
         check_status_reference(
             expression,
             &rule.spec.children,
@@ -106,6 +151,17 @@ pub(crate) fn check_reconciler(rule: &mut ReconcilerRule, doc: &Node, lines: &[&
             out,
         );
     }
+    if out.found.len() > problems_before {
+        return None;
+    }
+    let mut lists = child_lists.into_iter().map(|(_, _, compiled)| compiled);
+    Some(Reconciler {
+        rule: rule.clone(),
+        children: lists.next().unwrap_or_default(),
+        finalize_children: lists.next().unwrap_or_default(),
+        lookups,
+        status,
+    })
 }
 
 /// A status path naming a child id or lookup that does not exist would silently stay empty: report it.

@@ -2,6 +2,7 @@
 
 mod checks;
 mod render;
+mod resolved;
 mod types;
 
 pub(crate) use checks::check_reconciler;
@@ -9,4 +10,5 @@ pub use render::{
     OutputYamlProblem, RenderError, Rendered, child_ready, compute_status, gather_lookups, project_lookup,
     render_children, render_finalize_children, render_lookup_target,
 };
+pub use resolved::{Child, Reconciler, ResolvedLookup, StatusField};
 pub use types::{ChildTemplate, FinalizeSpec, Lookup, ReconcilerRule, ReconcilerSpec, WatchedKind};

@@ -2,12 +2,12 @@
 
 use serde_json::{Map, Value};
 
-use super::types::{ChildTemplate, Lookup, ReconcilerRule};
+use super::resolved::{Child, Reconciler, ResolvedLookup};
+use super::types::Lookup;
 use crate::builtin_kinds::builtin_kind;
 use crate::diagnostics::SourceLocation;
-use crate::jsonpath::{CompiledPath, is_truthy};
 use crate::ownership::{CHILD_ID_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_UID_LABEL, RULE_LABEL};
-use crate::template::{TemplateRenderError, render_template};
+use crate::template::{CompiledTemplate, TemplateRenderError};
 use crate::yaml_tree::{NodeValue, parse_documents};
 
 /// The result of rendering one parent.
@@ -91,13 +91,12 @@ impl RenderError {
 /// `lookups` maps lookup names to the objects found (already narrowed by their `jsonPath`, see
 /// [`project_lookup`]); lookups that found nothing should be present as `null`.
 pub fn render_children(
-    rule: &ReconcilerRule,
+    rule: &Reconciler,
     parent: &Value,
     lookups: &Map<String, Value>,
 ) -> Result<Rendered, RenderError> {
-    let children = render_child_list(rule, &rule.spec.children, parent, lookups)?;
+    let children = render_child_list(rule, &rule.children, parent, lookups)?;
     let by_id: Map<String, Value> = rule
-        .spec
         .children
         .iter()
         .zip(&children)
@@ -109,20 +108,17 @@ pub fn render_children(
 
 /// Renders the `finalize` children (empty when the rule has none).
 pub fn render_finalize_children(
-    rule: &ReconcilerRule,
+    rule: &Reconciler,
     parent: &Value,
     lookups: &Map<String, Value>,
 ) -> Result<Vec<Value>, RenderError> {
-    match &rule.spec.finalize {
-        Some(finalize) => render_child_list(rule, &finalize.children, parent, lookups),
-        None => Ok(Vec::new()),
-    }
+    render_child_list(rule, &rule.finalize_children, parent, lookups)
 }
 
 /// Status fields from JSONPaths over `{parent fields…, children: {id: object}, lookups}`. Paths that select
 /// nothing are left out, so a field appears once the child reports it.
 pub fn compute_status(
-    rule: &ReconcilerRule,
+    rule: &Reconciler,
     parent: &Value,
     children: &Map<String, Value>,
     lookups: &Map<String, Value>,
@@ -131,43 +127,31 @@ pub fn compute_status(
     if let Value::Object(fields) = &mut scope {
         fields.insert("children".to_string(), Value::Object(children.clone()));
     }
-    rule.spec
-        .status
+    rule.status
         .iter()
-        .filter_map(|(field, expression)| {
-            let path = CompiledPath::compile(expression).ok()?;
-            path.select_one(&scope).map(|value| (field.clone(), value))
-        })
+        .filter_map(|field| field.path.select_one(&scope).map(|value| (field.name.clone(), value)))
         .collect()
 }
 
 /// Whether an observed child is ready according to its `readyWhen` (no `readyWhen`: ready once it exists).
-pub fn child_ready(child: &ChildTemplate, observed: &Value) -> bool {
-    match &child.ready_when {
-        None => true,
-        Some(expression) => CompiledPath::compile(expression)
-            .map(|path| is_truthy(path.select_one(observed).as_ref()))
-            .unwrap_or(false),
-    }
+pub fn child_ready(child: &Child, observed: &Value) -> bool {
+    child.is_ready(observed)
 }
 
 /// The name and namespace of a lookup's object for `parent`. The namespace is the rendered `namespace`, else
 /// the parent's, except for cluster-scoped built-in kinds (Namespace, Node, …), which have none.
-pub fn render_lookup_target(
-    name: &str,
-    lookup: &Lookup,
-    parent: &Value,
-) -> Result<(String, Option<String>), RenderError> {
+pub fn render_lookup_target(lookup: &ResolvedLookup, parent: &Value) -> Result<(String, Option<String>), RenderError> {
     let context = template_context(parent, &Map::new());
-    let render = |text: &str| {
-        render_template(text, &context).map_err(|error| RenderError::Lookup {
-            lookup: name.to_string(),
+    let render = |template: &CompiledTemplate| {
+        template.render(&context).map_err(|error| RenderError::Lookup {
+            lookup: lookup.name.clone(),
             error,
         })
     };
-    let object_name = render(&lookup.name)?;
-    let cluster_scoped = builtin_kind(&lookup.api_version, &lookup.kind).is_some_and(|k| !k.namespaced);
-    let namespace = match &lookup.namespace {
+    let object_name = render(&lookup.name_template)?;
+    let spec = &lookup.spec;
+    let cluster_scoped = builtin_kind(&spec.api_version, &spec.kind).is_some_and(|k| !k.namespaced);
+    let namespace = match &lookup.namespace_template {
         Some(namespace) => Some(render(namespace)?),
         None if cluster_scoped => None,
         None => parent
@@ -182,30 +166,27 @@ pub fn render_lookup_target(
 /// (`fetch(lookup, name, namespace)`, e.g. from a watch cache or from files given to `ruleplane render`) and
 /// projects it with [`project_lookup`]. Objects that are not found appear as `null`.
 pub fn gather_lookups(
-    rule: &ReconcilerRule,
+    rule: &Reconciler,
     parent: &Value,
     mut fetch: impl FnMut(&Lookup, &str, Option<&str>) -> Option<Value>,
 ) -> Result<Map<String, Value>, RenderError> {
     let mut lookups = Map::new();
-    for (name, lookup) in &rule.spec.lookups {
-        let (object_name, namespace) = render_lookup_target(name, lookup, parent)?;
-        let object = fetch(lookup, &object_name, namespace.as_deref());
-        lookups.insert(name.clone(), project_lookup(lookup, object.as_ref()));
+    for lookup in &rule.lookups {
+        let (object_name, namespace) = render_lookup_target(lookup, parent)?;
+        let object = fetch(&lookup.spec, &object_name, namespace.as_deref());
+        lookups.insert(lookup.name.clone(), project_lookup(lookup, object.as_ref()));
     }
     Ok(lookups)
 }
 
 /// What a lookup exposes to templates: the object (or the part its `jsonPath` selects), or `null`.
-pub fn project_lookup(lookup: &Lookup, object: Option<&Value>) -> Value {
+pub fn project_lookup(lookup: &ResolvedLookup, object: Option<&Value>) -> Value {
     let Some(object) = object else {
         return Value::Null;
     };
     match &lookup.json_path {
         None => object.clone(),
-        Some(expression) => CompiledPath::compile(expression)
-            .ok()
-            .and_then(|path| path.select_one(object))
-            .unwrap_or(Value::Null),
+        Some(path) => path.select_one(object).unwrap_or(Value::Null),
     }
 }
 
@@ -220,8 +201,8 @@ fn template_context(parent: &Value, lookups: &Map<String, Value>) -> Value {
 }
 
 fn render_child_list(
-    rule: &ReconcilerRule,
-    templates: &[ChildTemplate],
+    rule: &Reconciler,
+    templates: &[Child],
     parent: &Value,
     lookups: &Map<String, Value>,
 ) -> Result<Vec<Value>, RenderError> {
@@ -232,14 +213,9 @@ fn render_child_list(
         .collect()
 }
 
-fn render_one(
-    rule: &ReconcilerRule,
-    template: &ChildTemplate,
-    context: &Value,
-    parent: &Value,
-) -> Result<Value, RenderError> {
-    let start = &template.template_source;
-    let text = render_template(&template.template, context).map_err(|error| {
+fn render_one(rule: &Reconciler, template: &Child, context: &Value, parent: &Value) -> Result<Value, RenderError> {
+    let start = &template.source;
+    let text = template.template.render(context).map_err(|error| {
         let template_line = match &error {
             TemplateRenderError::MissingField { line, .. } | TemplateRenderError::Evaluation { line, .. } => *line,
             _ => 1,
@@ -311,7 +287,7 @@ fn render_one(
 }
 
 /// Adds the ownership labels and, for namespaced kinds without one, the parent's namespace.
-fn label_child(object: &mut Value, rule: &ReconcilerRule, template: &ChildTemplate, parent: &Value) {
+fn label_child(object: &mut Value, rule: &Reconciler, template: &Child, parent: &Value) {
     let api_version = object
         .get("apiVersion")
         .and_then(Value::as_str)

@@ -114,10 +114,6 @@ pub struct ChildTemplate {
     /// empty. Without it a child is ready once applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_when: Option<String>,
-    /// Where the template's first line is in the rule file, so render errors point into the file.
-    #[serde(skip)]
-    #[schemars(skip)]
-    pub template_source: SourceLocation,
 }
 
 impl ChildTemplate {

@@ -2,13 +2,21 @@
 
 use std::collections::HashMap;
 
-use super::types::{SchedulerPolicyRule, ScorePlugin, ScoringStrategy, resolve_filter_name};
+use super::resolved::SchedulerPolicy;
+use super::types::{FilterPlugin, SchedulerPolicyRule, ScorePlugin, ScoringStrategy, resolve_filter_name};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics};
 use crate::load::{check_json_path, key, path, with};
 use crate::naming::is_dns_subdomain;
 use crate::yaml_tree::{Node, PathStep};
 
-pub(crate) fn check_scheduler_policy(rule: &SchedulerPolicyRule, doc: &Node, out: &mut FileDiagnostics) {
+/// Checks a SchedulerPolicy and, when it has no problem, returns it resolved: aliases expanded, provider
+/// defaults and default weights filled in, JSONPaths compiled.
+pub(crate) fn check_scheduler_policy(
+    rule: &SchedulerPolicyRule,
+    doc: &Node,
+    out: &mut FileDiagnostics,
+) -> Option<SchedulerPolicy> {
+    let problems_before = out.found.len();
     let spec = &rule.spec;
     let name_path = path(&["spec", "schedulerName"]);
     if spec.scheduler_name == "default-scheduler" {
@@ -27,42 +35,41 @@ pub(crate) fn check_scheduler_policy(rule: &SchedulerPolicyRule, doc: &Node, out
             ),
         );
     }
-    let mut seen_filters: HashMap<String, usize> = HashMap::new();
+    let mut seen_filters: HashMap<FilterPlugin, usize> = HashMap::new();
+    let mut filters = Vec::new();
     for (index, name) in spec.filters.iter().flatten().enumerate() {
         let at = doc.value_pos_of(&with(&path(&["spec", "filters"]), &[PathStep::Index(index)]));
         match resolve_filter_name(name) {
             Ok(plugins) => {
                 for plugin in plugins {
-                    if let Some(first) = seen_filters.insert(plugin.to_string(), index) {
+                    if let Some(first) = seen_filters.insert(plugin, index) {
                         out.error(
                             at,
                             DiagnosticCode::Duplicate,
                             format!("filter {plugin} is already enabled by spec.filters[{first}]"),
                         );
+                    } else {
+                        filters.push(plugin);
                     }
                 }
             }
-            Err(message) => out.error(at, DiagnosticCode::UnknownPlugin, message),
+            Err(error) => out.error(at, DiagnosticCode::UnknownPlugin, error.to_string()),
         }
     }
-    let mut seen_scores: HashMap<String, usize> = HashMap::new();
+    let mut seen_scores: HashMap<ScorePlugin, usize> = HashMap::new();
+    let mut scores = Vec::new();
     for (index, score) in spec.scores.iter().flatten().enumerate() {
         let score_path = with(&path(&["spec", "scores"]), &[PathStep::Index(index)]);
         let at = |field: &str| doc.value_pos_of(&with(&score_path, &[key(field)]));
-        let resolved = match score.resolve() {
+        let mut resolved = match score.resolve() {
             Ok(resolved) => resolved,
-            Err(message) => {
-                let field = if message.contains("strategy") {
-                    "strategy"
-                } else {
-                    "name"
-                };
-                out.error(at(field), DiagnosticCode::UnknownPlugin, message);
+            Err(error) => {
+                out.error(at(error.field()), DiagnosticCode::UnknownPlugin, error.to_string());
                 continue;
             }
         };
         let plugin = resolved.plugin;
-        if let Some(first) = seen_scores.insert(plugin.to_string(), index) {
+        if let Some(first) = seen_scores.insert(plugin, index) {
             out.error(
                 at("name"),
                 DiagnosticCode::Duplicate,
@@ -129,7 +136,9 @@ pub(crate) fn check_scheduler_policy(rule: &SchedulerPolicyRule, doc: &Node, out
                     DiagnosticCode::MissingField,
                     "NodeLabel needs a `jsonPath` selecting the node value to score, e.g. `{.metadata.labels.tier}`",
                 ),
-                Some(expression) => check_json_path(expression, doc, &with(&score_path, &[key("jsonPath")]), out),
+                Some(expression) => {
+                    resolved.json_path = check_json_path(expression, doc, &with(&score_path, &[key("jsonPath")]), out);
+                }
             }
             if score.values.is_empty() {
                 out.error(
@@ -163,5 +172,20 @@ pub(crate) fn check_scheduler_policy(rule: &SchedulerPolicyRule, doc: &Node, out
                 );
             }
         }
+        scores.push(resolved);
     }
+    if out.found.len() > problems_before {
+        return None;
+    }
+    Some(SchedulerPolicy {
+        rule: rule.clone(),
+        filters: match &spec.filters {
+            Some(_) => filters,
+            None => spec.algorithm_provider.filters(),
+        },
+        scores: match &spec.scores {
+            Some(_) => scores,
+            None => spec.algorithm_provider.scores(),
+        },
+    })
 }

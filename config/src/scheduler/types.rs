@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::RuleMetadata;
 use crate::diagnostics::SourceLocation;
+use crate::jsonpath::CompiledPath;
 
 /// A scheduler: pods whose `spec.schedulerName` equals `schedulerName` are placed on nodes that pass every
 /// filter, choosing the node with the highest weighted sum of scores (ties broken at random).
@@ -61,32 +62,6 @@ pub struct SchedulerPolicySpec {
     #[serde(default)]
     #[schemars(range(min = 0, max = 100))]
     pub percentage_of_nodes_to_score: u8,
-}
-
-impl SchedulerPolicySpec {
-    /// The filters in effect: the explicit list (aliases expanded, duplicates dropped) or the provider's.
-    pub fn effective_filters(&self) -> Vec<FilterPlugin> {
-        let mut resolved: Vec<FilterPlugin> = Vec::new();
-        match &self.filters {
-            Some(names) => {
-                for plugin in names.iter().filter_map(|name| resolve_filter_name(name).ok()).flatten() {
-                    if !resolved.contains(&plugin) {
-                        resolved.push(plugin);
-                    }
-                }
-            }
-            None => resolved = self.algorithm_provider.filters(),
-        }
-        resolved
-    }
-
-    /// The scores in effect: the explicit list (aliases resolved, default weights filled in) or the provider's.
-    pub fn effective_scores(&self) -> Vec<ResolvedScore> {
-        match &self.scores {
-            Some(scores) => scores.iter().filter_map(|s| s.resolve().ok()).collect(),
-            None => self.algorithm_provider.scores(),
-        }
-    }
 }
 
 /// kube-scheduler's named default plugin sets.
@@ -167,21 +142,20 @@ pub struct ScoreSpec {
 }
 
 impl ScoreSpec {
-    /// Resolves aliases and defaults; errors describe what is wrong with the entry.
-    pub(crate) fn resolve(&self) -> Result<ResolvedScore, String> {
+    /// Resolves aliases and defaults.
+    pub(crate) fn resolve(&self) -> Result<ResolvedScore, ScoreSpecError> {
         let (plugin, implied_strategy) = resolve_score_name(&self.name)?;
         let strategy = match (implied_strategy, self.strategy) {
             (Some(implied), Some(given)) if implied != given => {
-                return Err(format!(
-                    "`{}` means NodeResourcesFit with strategy {implied}, but strategy {given} is given",
-                    self.name
-                ));
+                return Err(ScoreSpecError::StrategyContradictsName {
+                    name: self.name.clone(),
+                    implied,
+                    given,
+                });
             }
             (Some(implied), _) => Some(implied),
             (None, Some(given)) if plugin != ScorePlugin::NodeResourcesFit => {
-                return Err(format!(
-                    "`strategy` ({given}) only applies to NodeResourcesFit, not {plugin}"
-                ));
+                return Err(ScoreSpecError::StrategyNotApplicable { plugin, given });
             }
             (None, given) if plugin == ScorePlugin::NodeResourcesFit => {
                 Some(given.unwrap_or(ScoringStrategy::LeastAllocated))
@@ -194,9 +168,82 @@ impl ScoreSpec {
             strategy,
             resources: self.resources.clone(),
             shape: self.shape.clone(),
-            json_path: self.json_path.clone(),
+            json_path: None,
             values: self.values.clone(),
         })
+    }
+}
+
+/// Why a plugin name cannot be used where it is written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PluginNameError {
+    /// A score (priority) listed under `filters`.
+    #[error("`{name}` is a score (priority), not a filter; list it under `scores`")]
+    ScoreAsFilter {
+        /// The name as written.
+        name: String,
+    },
+    /// A filter (predicate) listed under `scores`.
+    #[error("`{name}` is a filter (predicate), not a score; list it under `filters`")]
+    FilterAsScore {
+        /// The name as written.
+        name: String,
+    },
+    /// A kube-scheduler plugin Ruleplane does not implement.
+    #[error("`{name}` is a kube-scheduler plugin that Ruleplane does not implement; supported {list}s: {supported}")]
+    NotImplemented {
+        /// The name as written.
+        name: String,
+        /// `filter` or `score`.
+        list: &'static str,
+        /// The supported modern names.
+        supported: String,
+    },
+    /// Not a plugin name at all.
+    #[error("unknown {list} plugin `{name}`{hint}")]
+    Unknown {
+        /// The name as written.
+        name: String,
+        /// `filter` or `score`.
+        list: &'static str,
+        /// "did you mean …?" or the list of known names.
+        hint: String,
+    },
+}
+
+/// Why a `scores` entry cannot be resolved; [`ScoreSpecError::field`] says which field to point at.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScoreSpecError {
+    /// The name is not a usable score.
+    #[error(transparent)]
+    Name(#[from] PluginNameError),
+    /// A legacy name implies one strategy and `strategy` says another.
+    #[error("`{name}` means NodeResourcesFit with strategy {implied}, but strategy {given} is given")]
+    StrategyContradictsName {
+        /// The name as written.
+        name: String,
+        /// The strategy the name implies.
+        implied: ScoringStrategy,
+        /// The strategy written.
+        given: ScoringStrategy,
+    },
+    /// `strategy` on a plugin other than NodeResourcesFit.
+    #[error("`strategy` ({given}) only applies to NodeResourcesFit, not {plugin}")]
+    StrategyNotApplicable {
+        /// The plugin.
+        plugin: ScorePlugin,
+        /// The strategy written.
+        given: ScoringStrategy,
+    },
+}
+
+impl ScoreSpecError {
+    /// The field of the entry the error is about (`name` or `strategy`).
+    pub fn field(&self) -> &'static str {
+        match self {
+            ScoreSpecError::Name(_) => "name",
+            ScoreSpecError::StrategyContradictsName { .. } | ScoreSpecError::StrategyNotApplicable { .. } => "strategy",
+        }
     }
 }
 
@@ -245,7 +292,7 @@ pub struct ShapePoint {
 }
 
 /// A score entry after aliases and defaults are resolved: what the scheduler runs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResolvedScore {
     /// The plugin.
@@ -261,9 +308,9 @@ pub struct ResolvedScore {
     /// RequestedToCapacityRatio shape.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub shape: Vec<ShapePoint>,
-    /// NodeLabel JSONPath.
+    /// NodeLabel JSONPath, compiled.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub json_path: Option<String>,
+    pub json_path: Option<CompiledPath>,
     /// NodeLabel value scores.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub values: BTreeMap<String, u8>,
@@ -502,7 +549,7 @@ pub(crate) fn score_names() -> Vec<&'static str> {
 }
 
 /// Maps a filter name (modern or legacy) to the plugins it stands for.
-pub(crate) fn resolve_filter_name(name: &str) -> Result<Vec<FilterPlugin>, String> {
+pub(crate) fn resolve_filter_name(name: &str) -> Result<Vec<FilterPlugin>, PluginNameError> {
     if let Some(plugin) = FilterPlugin::ALL.iter().find(|p| p.as_str() == name) {
         return Ok(vec![*plugin]);
     }
@@ -510,9 +557,7 @@ pub(crate) fn resolve_filter_name(name: &str) -> Result<Vec<FilterPlugin>, Strin
         return Ok(plugins.to_vec());
     }
     if ScorePlugin::ALL.iter().any(|p| p.as_str() == name) || SCORE_ALIASES.iter().any(|(alias, _, _)| *alias == name) {
-        return Err(format!(
-            "`{name}` is a score (priority), not a filter; list it under `scores`"
-        ));
+        return Err(PluginNameError::ScoreAsFilter { name: name.to_string() });
     }
     Err(unknown_plugin_message(
         "filter",
@@ -523,7 +568,7 @@ pub(crate) fn resolve_filter_name(name: &str) -> Result<Vec<FilterPlugin>, Strin
 }
 
 /// Maps a score name (modern or legacy) to the plugin and the strategy a legacy name implies.
-pub(crate) fn resolve_score_name(name: &str) -> Result<(ScorePlugin, Option<ScoringStrategy>), String> {
+pub(crate) fn resolve_score_name(name: &str) -> Result<(ScorePlugin, Option<ScoringStrategy>), PluginNameError> {
     if let Some(plugin) = ScorePlugin::ALL.iter().find(|p| p.as_str() == name) {
         return Ok((*plugin, None));
     }
@@ -533,9 +578,7 @@ pub(crate) fn resolve_score_name(name: &str) -> Result<(ScorePlugin, Option<Scor
     if FILTER_ALIASES.iter().any(|(alias, _)| *alias == name)
         || matches!(name, "NodeName" | "NodePorts" | "NodeUnschedulable")
     {
-        return Err(format!(
-            "`{name}` is a filter (predicate), not a score; list it under `filters`"
-        ));
+        return Err(PluginNameError::FilterAsScore { name: name.to_string() });
     }
     Err(unknown_plugin_message(
         "score",
@@ -546,18 +589,25 @@ pub(crate) fn resolve_score_name(name: &str) -> Result<(ScorePlugin, Option<Scor
 }
 
 /// `known` lists modern names first (`modern` of them), then legacy aliases; messages list only modern ones.
-fn unknown_plugin_message(what: &str, name: &str, known: &[&'static str], modern: usize) -> String {
+fn unknown_plugin_message(list: &'static str, name: &str, known: &[&'static str], modern: usize) -> PluginNameError {
     let modern_names = known[..modern.min(known.len())].join(", ");
     if UNSUPPORTED_PLUGINS.contains(&name) {
-        return format!(
-            "`{name}` is a kube-scheduler plugin that Ruleplane does not implement; supported {what}s: {modern_names}"
-        );
+        return PluginNameError::NotImplemented {
+            name: name.to_string(),
+            list,
+            supported: modern_names,
+        };
     }
     let suggestion = crate::diagnostics::did_you_mean(name, known.iter().copied());
-    if suggestion.is_empty() {
-        format!("unknown {what} plugin `{name}`; known {what}s: {modern_names} (and their legacy names)")
+    let hint = if suggestion.is_empty() {
+        format!("; known {list}s: {modern_names} (and their legacy names)")
     } else {
-        format!("unknown {what} plugin `{name}`{suggestion}")
+        suggestion
+    };
+    PluginNameError::Unknown {
+        name: name.to_string(),
+        list,
+        hint,
     }
 }
 
@@ -579,16 +629,19 @@ mod tests {
         assert!(
             resolve_filter_name("LeastRequested")
                 .unwrap_err()
+                .to_string()
                 .contains("not a filter")
         );
         assert!(
             resolve_filter_name("NodeAfinity")
                 .unwrap_err()
+                .to_string()
                 .contains("did you mean `NodeAffinity`")
         );
         assert!(
             resolve_score_name("ImageLocality")
                 .unwrap_err()
+                .to_string()
                 .contains("does not implement")
         );
     }

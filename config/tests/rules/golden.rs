@@ -70,8 +70,8 @@ fn policies_of_examples_resolve() {
     for policy in rules.scheduler_policies() {
         let resolved = json!({
             "schedulerName": policy.spec.scheduler_name,
-            "filters": policy.spec.effective_filters(),
-            "scores": policy.spec.effective_scores(),
+            "filters": policy.filters(),
+            "scores": policy.scores(),
             "percentageOfNodesToScore": policy.spec.percentage_of_nodes_to_score,
         });
         check_golden(
@@ -109,8 +109,7 @@ fn render_cases() {
                 if let Some(observed) = case["observedChildren"].as_object() {
                     output["observedStatus"] = Value::Object(compute_status(rule, &case["parent"], observed, &lookups));
                     let ready: Map<String, Value> = rule
-                        .spec
-                        .children
+                        .children()
                         .iter()
                         .filter_map(|child| {
                             observed
@@ -169,7 +168,7 @@ fn valid_fixtures() {
                 }),
                 Rule::SchedulerPolicy(p) => json!({
                     "kind": "SchedulerPolicy", "name": p.metadata.name, "line": p.source.line,
-                    "filters": p.spec.effective_filters(), "scores": p.spec.effective_scores(),
+                    "filters": p.filters(), "scores": p.scores(),
                 }),
             })
             .collect();

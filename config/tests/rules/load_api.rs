@@ -172,9 +172,9 @@ fn lookups_and_finalizers_render() {
         panic!("a reconciler")
     };
     let parent = json!({"metadata": {"name": "cm", "namespace": "ns", "uid": "u-1"}});
-    let lookup = &rule.spec.lookups["owner"];
+    let lookup = rule.lookup("owner").expect("lookup `owner`");
     assert_eq!(
-        render_lookup_target("owner", lookup, &parent).unwrap(),
+        render_lookup_target(lookup, &parent).unwrap(),
         ("cm-owner".to_string(), Some("ns".to_string()))
     );
     assert_eq!(

@@ -1,4 +1,4 @@
-//! The committed JSON schema (`docs/ruleplane.schema.json`) matches the rule types.
+//! Committed reference files stay current: the JSON schema matches the rule types, the docs list every code.
 
 use std::path::PathBuf;
 
@@ -18,4 +18,17 @@ fn committed_schema_is_current() {
         "docs/ruleplane.schema.json is stale; regenerate it with \
          `UPDATE_GOLDEN=1 cargo test -p ruleplane-config --test rules schema_file::` and commit the result"
     );
+}
+
+/// `validate --output json` makes diagnostic codes a public contract: the reference lists every one.
+#[test]
+fn every_diagnostic_code_is_documented() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/rule-language.md");
+    let reference = std::fs::read_to_string(&path).expect("docs/rule-language.md");
+    let missing: Vec<&str> = ruleplane_config::DiagnosticCode::ALL
+        .iter()
+        .map(|code| code.as_str())
+        .filter(|code| !reference.contains(&format!("| `{code}` |")))
+        .collect();
+    assert!(missing.is_empty(), "docs/rule-language.md lacks the codes {missing:?}");
 }

@@ -1,0 +1,119 @@
+//! A Reconciler rule as it runs: the document plus every template and JSONPath compiled at load time.
+
+use std::ops::Deref;
+
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+use super::types::{Lookup, ReconcilerRule};
+use crate::diagnostics::SourceLocation;
+use crate::jsonpath::{CompiledPath, is_truthy};
+use crate::template::CompiledTemplate;
+
+/// A loaded Reconciler. Only the loader makes one, after every check passed, so rendering and the worker
+/// use the compiled parts without checking anything again. Derefs to the rule document as written.
+#[derive(Clone, Debug)]
+pub struct Reconciler {
+    pub(crate) rule: ReconcilerRule,
+    pub(crate) children: Vec<Child>,
+    pub(crate) finalize_children: Vec<Child>,
+    pub(crate) lookups: Vec<ResolvedLookup>,
+    pub(crate) status: Vec<StatusField>,
+}
+
+impl Reconciler {
+    /// The rule document as written.
+    pub fn document(&self) -> &ReconcilerRule {
+        &self.rule
+    }
+
+    /// The children, in the rule's order.
+    pub fn children(&self) -> &[Child] {
+        &self.children
+    }
+
+    /// The `finalize` children (empty when the rule has none).
+    pub fn finalize_children(&self) -> &[Child] {
+        &self.finalize_children
+    }
+
+    /// The lookups, by name order.
+    pub fn lookups(&self) -> &[ResolvedLookup] {
+        &self.lookups
+    }
+
+    /// The lookup with this name.
+    pub fn lookup(&self, name: &str) -> Option<&ResolvedLookup> {
+        self.lookups.iter().find(|lookup| lookup.name == name)
+    }
+
+    /// The projected status fields.
+    pub fn status_fields(&self) -> &[StatusField] {
+        &self.status
+    }
+}
+
+impl Deref for Reconciler {
+    type Target = ReconcilerRule;
+    fn deref(&self) -> &ReconcilerRule {
+        &self.rule
+    }
+}
+
+/// Two loaded rules are the same when their documents are (compiled parts follow from the document).
+impl PartialEq for Reconciler {
+    fn eq(&self, other: &Self) -> bool {
+        self.rule == other.rule
+    }
+}
+
+impl Serialize for Reconciler {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.rule.serialize(serializer)
+    }
+}
+
+/// One child with its compiled template and readiness check.
+#[derive(Clone, Debug)]
+pub struct Child {
+    /// The child's id within the rule.
+    pub id: String,
+    /// `apiVersion` as spelled literally in the template (known before rendering: watches and RBAC use it).
+    pub api_version: String,
+    /// `kind` as spelled literally in the template.
+    pub kind: String,
+    /// Where the template starts in the rule file, so render errors point into the file.
+    pub source: SourceLocation,
+    pub(crate) template: CompiledTemplate,
+    pub(crate) ready_when: Option<CompiledPath>,
+}
+
+impl Child {
+    /// Whether an observed child is ready: its `readyWhen` selects a truthy value (no `readyWhen`: it exists).
+    pub fn is_ready(&self, observed: &Value) -> bool {
+        match &self.ready_when {
+            None => true,
+            Some(path) => is_truthy(path.select_one(observed).as_ref()),
+        }
+    }
+}
+
+/// One lookup with its compiled name/namespace templates and projection.
+#[derive(Clone, Debug)]
+pub struct ResolvedLookup {
+    /// The name templates use (`lookups.<name>`).
+    pub name: String,
+    /// The lookup as written.
+    pub spec: Lookup,
+    pub(crate) name_template: CompiledTemplate,
+    pub(crate) namespace_template: Option<CompiledTemplate>,
+    pub(crate) json_path: Option<CompiledPath>,
+}
+
+/// One projected status field.
+#[derive(Clone, Debug)]
+pub struct StatusField {
+    /// The field of the parent's status.
+    pub name: String,
+    pub(crate) path: CompiledPath,
+}
