@@ -1,25 +1,10 @@
-//! The `ruleplane` binary: CLI entry point, wiring of the manager and the offline commands.
-
-mod cli;
-mod health;
-mod http;
-mod kube_client;
-mod leader;
-mod logging;
-mod metrics;
-mod offline;
-mod permissions;
-mod rules_watch;
-mod run;
-mod supervisor;
-mod watch_hub;
-mod workers;
+//! The `ruleplane` binary: parses the command line and hands over to the library.
 
 use std::process::ExitCode;
 
 use clap::Parser;
-
-use cli::{Cli, Command};
+use ruleplane::cli::{Cli, Command};
+use ruleplane::{logging, offline, run};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

@@ -21,6 +21,22 @@ pub struct RuleErrorLabels {
     pub category: String,
 }
 
+/// A watched kind.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub api_version: String,
+    pub kind: String,
+}
+
+impl KindLabels {
+    pub fn of(resource: &kube::api::ApiResource) -> Self {
+        KindLabels {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: String,
@@ -36,6 +52,8 @@ pub struct Metrics {
     pub reconciles: Family<RuleLabels, Counter>,
     pub reconcile_errors: Family<RuleErrorLabels, Counter>,
     pub reconcile_duration: Family<RuleLabels, Histogram>,
+    pub queue_depth: Family<RuleLabels, Gauge>,
+    pub watch_resyncs: Family<KindLabels, Counter>,
 }
 
 impl Metrics {
@@ -79,8 +97,22 @@ impl Metrics {
             "Time spent per reconciliation",
             reconcile_duration.clone(),
         );
+        let queue_depth = Family::<RuleLabels, Gauge>::default();
+        registry.register(
+            "queue_depth",
+            "Keys waiting in a rule's work queue (due now or later)",
+            queue_depth.clone(),
+        );
+        let watch_resyncs = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "watch_resyncs",
+            "Times a subscriber of a shared watch fell behind and resynced from the cache",
+            watch_resyncs.clone(),
+        );
         Metrics {
             registry,
+            queue_depth,
+            watch_resyncs,
             leader,
             rules_loaded,
             rule_errors,

@@ -8,43 +8,24 @@ use std::time::Duration;
 use ruleplane_config::{Diagnostics, RuleSet};
 use tokio::sync::mpsc;
 
-/// A fingerprint of every rule file's path and bytes. Content (not mtime) because a ConfigMap update
-/// swaps a symlink to a new directory whose files may carry any timestamp.
+/// A fingerprint of every rule file's path and bytes, over exactly the files the loader reads
+/// ([`ruleplane_config::rule_files`]). Content (not mtime) because a ConfigMap update swaps a symlink to a new
+/// directory whose files may carry any timestamp.
 pub fn fingerprint(root: &Path) -> u64 {
     let mut hasher = DefaultHasher::new();
-    let mut files = Vec::new();
-    collect(root, &mut files);
-    files.sort();
-    for file in files {
-        file.hash(&mut hasher);
-        match std::fs::read(&file) {
-            Ok(bytes) => bytes.hash(&mut hasher),
-            Err(e) => e.kind().to_string().hash(&mut hasher),
+    match ruleplane_config::rule_files(root) {
+        Ok(files) => {
+            for file in files {
+                file.hash(&mut hasher);
+                match std::fs::read(&file) {
+                    Ok(bytes) => bytes.hash(&mut hasher),
+                    Err(e) => e.kind().to_string().hash(&mut hasher),
+                }
+            }
         }
+        Err(e) => e.kind().to_string().hash(&mut hasher),
     }
     hasher.finish()
-}
-
-fn collect(path: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(meta) = std::fs::metadata(path) else {
-        out.push(path.to_path_buf());
-        return;
-    };
-    if meta.is_file() {
-        out.push(path.to_path_buf());
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(path) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        // Kubernetes' atomic writer keeps old and new copies in dot-directories; the visible names suffice.
-        if name.to_string_lossy().starts_with('.') {
-            continue;
-        }
-        collect(&entry.path(), out);
-    }
 }
 
 /// Polls `root` and sends a freshly loaded rule set (or its errors) whenever the files change.

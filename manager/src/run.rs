@@ -117,7 +117,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             instance: Some(identity.clone()),
         },
     );
-    let hub = WatchHub::new(client.clone());
+    let hub = WatchHub::new(client.clone(), metrics.watch_resyncs.clone());
     // POD_NAME comes from the downward API (the Helm chart sets it); the Pod lives in the Lease's namespace.
     let self_ref = std::env::var("POD_NAME")
         .ok()

@@ -220,7 +220,7 @@ mod tests {
         let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
         let client = Client::try_from(config).expect("client");
         WorkerContext {
-            hub: WatchHub::new(client.clone()),
+            hub: WatchHub::new(client.clone(), Default::default()),
             recorder: Recorder::new(
                 client.clone(),
                 Reporter {

@@ -1,18 +1,30 @@
 //! Shared watches: one reflector per resource kind, however many rules read it; workers read its cache and
-//! subscribe to change notifications.
+//! subscribe to change notifications that never get lost silently.
+//!
+//! The contract every subscriber can rely on:
+//! - a notification says whether an object was applied or deleted and carries the object (a deleted pod is
+//!   what a scheduler needs to release its resources);
+//! - a subscriber that falls behind the bounded channel is told to resync ([`Change::Resync`]): it then
+//!   treats every key of the store as changed, so a burst (a rollout, a node drain) costs one relist of the
+//!   cache instead of lost updates; each such resync is counted in `ruleplane_watch_resyncs_total`;
+//! - cached objects have no `managedFields` (they are most of an object's size and no decision reads them).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use tokio::sync::{broadcast, watch};
 use tracing::{debug, warn};
+
+use crate::metrics::KindLabels;
 
 /// Identifies a watched kind: group/version/kind is what rules name.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
@@ -30,24 +42,85 @@ impl KindKey {
     }
 }
 
-/// What subscribers hear: an object of the kind changed (added, modified, deleted) or the cache was relisted.
+/// What subscribers hear.
 #[derive(Clone, Debug)]
 pub enum Change {
-    Object(Box<ObjectRef<DynamicObject>>),
-    Resynced,
+    /// An object was created or changed; the cache already holds this version.
+    Applied(Arc<DynamicObject>),
+    /// An object was deleted; this is its last known state (the cache no longer has it).
+    Deleted(Arc<DynamicObject>),
+    /// Treat every object of the store as changed: the cache was relisted, or this subscriber fell behind.
+    Resync,
 }
+
+impl Change {
+    /// The object a notification is about (`None` for a resync).
+    pub fn object(&self) -> Option<&DynamicObject> {
+        match self {
+            Change::Applied(object) | Change::Deleted(object) => Some(object),
+            Change::Resync => None,
+        }
+    }
+}
+
+/// How many notifications a subscriber may fall behind before it is told to resync.
+const CHANNEL_CAPACITY: usize = 1024;
 
 /// One kind's cache and change feed.
 pub struct SharedWatch {
     pub resource: ApiResource,
     pub store: Store<DynamicObject>,
+    writer: Mutex<Writer<DynamicObject>>,
     changes: broadcast::Sender<Change>,
     synced: watch::Sender<bool>,
+    resyncs: Counter,
 }
 
 impl SharedWatch {
-    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
-        self.changes.subscribe()
+    /// A watch with an empty cache, fed by [`SharedWatch::apply`]; `resyncs` counts lagging subscribers.
+    pub fn new(resource: ApiResource, resyncs: &Family<KindLabels, Counter>) -> Arc<Self> {
+        let writer = Writer::new(resource.clone());
+        let store = writer.as_reader();
+        Arc::new(SharedWatch {
+            resyncs: resyncs.get_or_create(&KindLabels::of(&resource)).clone(),
+            resource,
+            store,
+            writer: Mutex::new(writer),
+            changes: broadcast::channel(CHANNEL_CAPACITY).0,
+            synced: watch::Sender::new(false),
+        })
+    }
+
+    /// Feeds one watch event into the cache, then notifies subscribers. Tests feed synthetic events here.
+    pub fn apply(&self, event: Event<DynamicObject>) {
+        let event = match event {
+            Event::Apply(object) => Event::Apply(without_managed_fields(object)),
+            Event::Delete(object) => Event::Delete(without_managed_fields(object)),
+            Event::InitApply(object) => Event::InitApply(without_managed_fields(object)),
+            other => other,
+        };
+        self.writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .apply_watcher_event(&event);
+        // Nobody listening is fine: a subscriber that comes later reads the cache first.
+        let _ = match event {
+            Event::Apply(object) => self.changes.send(Change::Applied(Arc::new(object))),
+            Event::Delete(object) => self.changes.send(Change::Deleted(Arc::new(object))),
+            Event::InitDone => {
+                self.synced.send_replace(true);
+                self.changes.send(Change::Resync)
+            }
+            Event::Init | Event::InitApply(_) => Ok(0),
+        };
+    }
+
+    pub fn subscribe(&self) -> Subscription {
+        Subscription {
+            kind: KindKey::of(&self.resource),
+            receiver: self.changes.subscribe(),
+            resyncs: self.resyncs.clone(),
+        }
     }
 
     /// Waits for the first complete list, so decisions are never made on a half-filled cache.
@@ -66,17 +139,55 @@ impl SharedWatch {
     }
 }
 
+fn without_managed_fields(mut object: DynamicObject) -> DynamicObject {
+    object.managed_fields_mut().clear();
+    object.metadata.managed_fields = None;
+    object
+}
+
+/// One subscriber's feed of a kind's changes.
+pub struct Subscription {
+    pub kind: KindKey,
+    receiver: broadcast::Receiver<Change>,
+    resyncs: Counter,
+}
+
+impl Subscription {
+    /// The next change; `None` once the watch is gone. Falling behind yields [`Change::Resync`].
+    pub async fn recv(&mut self) -> Option<Change> {
+        match self.receiver.recv().await {
+            Ok(change) => Some(change),
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                debug!(kind = %self.kind.kind, missed, "subscriber fell behind; resyncing from the cache");
+                self.resyncs.inc();
+                Some(Change::Resync)
+            }
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    }
+
+    /// The changes as a stream (ends when the watch is gone).
+    pub fn into_stream(self) -> impl futures::Stream<Item = (KindKey, Change)> + Send {
+        futures::stream::unfold(self, |mut subscription| async move {
+            let change = subscription.recv().await?;
+            Some(((subscription.kind.clone(), change), subscription))
+        })
+    }
+}
+
 /// Starts reflectors on demand and keeps them for the life of the process, leader or not, so a standby's
 /// caches are warm when it takes over.
 pub struct WatchHub {
     client: Client,
+    resyncs: Family<KindLabels, Counter>,
     watches: Mutex<HashMap<KindKey, Arc<SharedWatch>>>,
 }
 
 impl WatchHub {
-    pub fn new(client: Client) -> Arc<Self> {
+    pub fn new(client: Client, resyncs: Family<KindLabels, Counter>) -> Arc<Self> {
         Arc::new(WatchHub {
             client,
+            resyncs,
             watches: Mutex::new(HashMap::new()),
         })
     }
@@ -87,46 +198,123 @@ impl WatchHub {
         if let Some(w) = watches.get(&key) {
             return w.clone();
         }
-        let writer = reflector::store::Writer::new(resource.clone());
-        let store = writer.as_reader();
-        let (changes, _) = broadcast::channel(1024);
-        let shared = Arc::new(SharedWatch {
-            resource: resource.clone(),
-            store,
-            changes: changes.clone(),
-            synced: watch::Sender::new(false),
-        });
+        let shared = SharedWatch::new(resource.clone(), &self.resyncs);
         let feed = shared.clone();
-        let dyntype = resource.clone();
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
-        let kind = key.clone();
         tokio::spawn(async move {
-            let stream = watcher::watcher(api, watcher::Config::default())
-                .default_backoff()
-                .reflect(writer);
+            let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
             futures::pin_mut!(stream);
             while let Some(event) = stream.next().await {
                 match event {
-                    Ok(Event::Apply(obj) | Event::Delete(obj)) => {
-                        let _ = changes.send(Change::Object(Box::new(ObjectRef::from_obj_with(
-                            &obj,
-                            dyntype.clone(),
-                        ))));
-                    }
-                    Ok(Event::InitDone) => {
-                        feed.synced.send_replace(true);
-                        let _ = changes.send(Change::Resynced);
-                    }
-                    Ok(Event::Init | Event::InitApply(_)) => {}
+                    Ok(event) => feed.apply(event),
                     Err(e) => {
+                        let kind = &feed.resource;
                         warn!(kind = %kind.kind, api_version = %kind.api_version, error = %e, "watch error; retrying");
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }
             }
-            debug!(kind = %kind.kind, "watch stream ended");
+            debug!(kind = %feed.resource.kind, "watch stream ended");
         });
         watches.insert(key, shared.clone());
         shared
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+
+    use super::*;
+
+    fn config_maps() -> ApiResource {
+        ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&())
+    }
+
+    fn object(name: &str, data: &str) -> DynamicObject {
+        let mut object = DynamicObject::new(name, &config_maps()).within("default");
+        object.data = serde_json::json!({ "data": { "value": data } });
+        object.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubectl".into()),
+            ..Default::default()
+        }]);
+        object
+    }
+
+    fn names(watch: &SharedWatch) -> BTreeSet<String> {
+        watch.store.state().iter().map(|o| o.name_any()).collect()
+    }
+
+    #[tokio::test]
+    async fn notifications_say_applied_or_deleted_and_carry_the_object_without_managed_fields() {
+        let resyncs = Family::default();
+        let watch = SharedWatch::new(config_maps(), &resyncs);
+        let mut subscription = watch.subscribe();
+        watch.apply(Event::Apply(object("a", "1")));
+        watch.apply(Event::Delete(object("a", "1")));
+        match subscription.recv().await {
+            Some(Change::Applied(o)) => {
+                assert_eq!(o.name_any(), "a");
+                assert!(o.metadata.managed_fields.is_none(), "managedFields stripped");
+            }
+            other => panic!("expected Applied, got {other:?}"),
+        }
+        match subscription.recv().await {
+            Some(Change::Deleted(o)) => assert_eq!(o.data["data"]["value"], "1", "the deleted object's last state"),
+            other => panic!("expected Deleted, got {other:?}"),
+        }
+        assert!(names(&watch).is_empty(), "the cache no longer has the deleted object");
+        let cached = {
+            watch.apply(Event::Apply(object("b", "2")));
+            watch.get(Some("default"), "b").expect("cached")
+        };
+        assert!(
+            cached.metadata.managed_fields.is_none(),
+            "the cache holds no managedFields"
+        );
+    }
+
+    #[tokio::test]
+    async fn initial_list_fills_the_cache_then_marks_it_synced_and_resyncs_subscribers() {
+        let watch = SharedWatch::new(config_maps(), &Family::default());
+        let mut subscription = watch.subscribe();
+        watch.apply(Event::Init);
+        watch.apply(Event::InitApply(object("a", "1")));
+        watch.apply(Event::InitApply(object("b", "1")));
+        assert!(names(&watch).is_empty(), "a relist is swapped in at its end");
+        watch.apply(Event::InitDone);
+        watch.synced().await;
+        assert_eq!(names(&watch), BTreeSet::from(["a".to_string(), "b".to_string()]));
+        assert!(matches!(subscription.recv().await, Some(Change::Resync)));
+    }
+
+    /// A subscriber that falls behind is told to resync and, reading the cache, sees every object: no key is lost.
+    #[tokio::test]
+    async fn a_lagging_subscriber_recovers_every_key() {
+        let resyncs = Family::<KindLabels, Counter>::default();
+        let watch = SharedWatch::new(config_maps(), &resyncs);
+        let mut subscription = watch.subscribe();
+        let total = CHANNEL_CAPACITY * 3;
+        for index in 0..total {
+            watch.apply(Event::Apply(object(&format!("cm-{index}"), "x")));
+        }
+        let mut seen = BTreeSet::new();
+        let mut resynced = false;
+        while let Ok(Some(change)) = tokio::time::timeout(Duration::from_millis(50), subscription.recv()).await {
+            match change {
+                Change::Applied(o) | Change::Deleted(o) => {
+                    seen.insert(o.name_any());
+                }
+                Change::Resync => {
+                    resynced = true;
+                    seen.extend(names(&watch));
+                }
+            }
+        }
+        assert!(resynced, "the subscriber was told to resync");
+        assert_eq!(seen.len(), total, "every key recovered");
+        assert_eq!(resyncs.get_or_create(&KindLabels::of(&config_maps())).get(), 1);
     }
 }

@@ -1,4 +1,4 @@
-//! Workers, one module per rule kind, each split into fetch → decide → apply → report.
+//! Workers, one folder per rule kind, each a fetch → decide → apply → report [`crate::runner::Reconcile`].
 
 pub mod resource_definition;
 
@@ -14,6 +14,8 @@ use crate::supervisor::WorkerContext;
 pub enum WorkerError {
     #[error("watch for {0} ended")]
     WatchEnded(String),
+    #[error("a reconcile of rule {0} panicked")]
+    ReconcilePanicked(String),
 }
 
 /// Runs the worker for `rule` until `stop` is cancelled.

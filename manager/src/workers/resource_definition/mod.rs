@@ -1,6 +1,8 @@
 //! ResourceDefinition worker: registers and evolves one CRD from its rule (server-side apply), waits for it to
 //! be Established with its names accepted, and reports problems on the rule without ever deleting data.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -8,15 +10,13 @@ use kube::api::{Api, ApiResource, DeleteParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use ruleplane_config::ResourceDefinitionRule;
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::WorkerError;
-use crate::health::WorkerState;
-use crate::metrics::{Metrics, RuleErrorLabels};
+use crate::runner::{Action, Reconcile, ReconcileError, Runner};
 use crate::supervisor::WorkerContext;
-use crate::watch_hub::Change;
+use crate::watch_hub::{Change, KindKey, SharedWatch};
+use crate::workers::WorkerError;
 use ruleplane_config::ownership::{CRD_FIELD_MANAGER, owning_rule};
 use ruleplane_config::{CrdPlan, CrdRefusal, EvolutionPolicy, plan_crd};
 
@@ -29,7 +29,7 @@ pub fn crd_resource() -> ApiResource {
 }
 
 /// One pass's failure. `Refused` and `Rejected` are permanent (they need a change to the rule or the cluster,
-/// so the worker waits for one, with a slow retry); `Api` is transient and retried with a short backoff.
+/// so the worker waits for one); `Api` is transient and retried with backoff.
 #[derive(Debug, thiserror::Error)]
 enum PassError {
     #[error(transparent)]
@@ -42,7 +42,7 @@ enum PassError {
     Api(#[from] kube::Error),
 }
 
-impl PassError {
+impl ReconcileError for PassError {
     fn category(&self) -> &'static str {
         match self {
             PassError::Refused(r) => r.category(),
@@ -52,6 +52,7 @@ impl PassError {
         }
     }
 
+    /// Refusals and rejections need a change of the rule or the cluster; API errors are retried.
     fn is_permanent(&self) -> bool {
         !matches!(self, PassError::Api(_))
     }
@@ -74,85 +75,75 @@ pub fn evolution_policy(rule: &ResourceDefinitionRule) -> EvolutionPolicy {
     }
 }
 
+/// The worker's reconcile: one key, the CRD's name.
+struct CrdReconciler {
+    ctx: WorkerContext,
+    desired: CustomResourceDefinition,
+    crd_name: String,
+    policy: EvolutionPolicy,
+    watch: Arc<SharedWatch>,
+    api: Api<CustomResourceDefinition>,
+    established: AtomicBool,
+}
+
+impl Reconcile for CrdReconciler {
+    type Key = String;
+    type Error = PassError;
+
+    fn keys_for(&self, _kind: &KindKey, change: &Change) -> Vec<String> {
+        // Drift, conditions and deletion of our CRD; other CRDs are not ours to look at.
+        match change.object() {
+            Some(object) if object.name_any() != self.crd_name => Vec::new(),
+            _ => vec![self.crd_name.clone()],
+        }
+    }
+
+    async fn reconcile(&self, _key: &String) -> Result<Action, PassError> {
+        // fetch (from the shared cache) → decide (pure, in ruleplane-config) → apply → report
+        let existing = self
+            .watch
+            .get(None, &self.crd_name)
+            .and_then(|obj| serde_json::to_value(&*obj).ok())
+            .and_then(|v| serde_json::from_value::<CustomResourceDefinition>(v).ok());
+        let observed = pass(&self.api, &self.desired, existing.as_ref(), &self.policy).await?;
+        let established = observed == Observed::Established;
+        if established && !self.established.swap(true, Ordering::Relaxed) {
+            info!(crd = %self.crd_name, "CustomResourceDefinition established");
+        }
+        Ok(Action::RequeueAfter(RESYNC))
+    }
+
+    async fn report_error(&self, _key: &String, error: &PassError) {
+        publish_warning(&self.ctx, &self.api, &self.crd_name, error).await;
+    }
+}
+
 pub async fn run(rule: ResourceDefinitionRule, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
     let desired = ruleplane_config::generate_crd(&rule);
     let crd_name = desired.name_any();
-    let policy = evolution_policy(&rule);
     let watch = ctx.hub.watch(&crd_resource());
-    let mut changes = watch.subscribe();
+    let subscription = watch.subscribe();
     tokio::select! {
         _ = watch.synced() => {}
         _ = stop.cancelled() => return Ok(()),
     }
-    let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-    let labels = Metrics::labels(rule.name(), KIND);
-    let mut transient_backoff = Duration::from_millis(500);
-    let mut last_reported: Option<String> = None;
-    loop {
-        let started = std::time::Instant::now();
-        // fetch (from the shared cache) → decide (pure) → apply → report
-        let existing = watch
-            .get(None, &crd_name)
-            .and_then(|obj| serde_json::to_value(&*obj).ok())
-            .and_then(|v| serde_json::from_value::<CustomResourceDefinition>(v).ok());
-        let outcome = pass(&api, &desired, existing.as_ref(), &policy).await;
-        ctx.metrics.reconciles.get_or_create(&labels).inc();
-        ctx.metrics
-            .reconcile_duration
-            .get_or_create(&labels)
-            .observe(started.elapsed().as_secs_f64());
-        let wait = match &outcome {
-            Ok(observed) => {
-                transient_backoff = Duration::from_millis(500);
-                ctx.health.set_rule(rule.name(), KIND, WorkerState::Running);
-                if *observed == Observed::Established && last_reported.as_deref() != Some("established") {
-                    info!(crd = %crd_name, "CustomResourceDefinition established");
-                    last_reported = Some("established".into());
-                }
-                RESYNC
-            }
-            Err(e) => {
-                let message = e.to_string();
-                ctx.metrics
-                    .reconcile_errors
-                    .get_or_create(&RuleErrorLabels {
-                        rule: rule.name().to_owned(),
-                        kind: KIND.to_owned(),
-                        category: e.category().to_owned(),
-                    })
-                    .inc();
-                ctx.health
-                    .set_rule(rule.name(), KIND, WorkerState::Degraded(message.clone()));
-                if last_reported.as_deref() != Some(message.as_str()) {
-                    warn!(crd = %crd_name, category = e.category(), error = %message, "CustomResourceDefinition not in the desired state");
-                    publish_warning(&ctx, &api, &crd_name, e).await;
-                    last_reported = Some(message);
-                }
-                if e.is_permanent() {
-                    Duration::from_secs(30)
-                } else {
-                    let wait = transient_backoff;
-                    transient_backoff = (transient_backoff * 2).min(Duration::from_secs(60));
-                    wait
-                }
-            }
-        };
-        // Wait for our CRD to change (drift, conditions, deletion), the wait to pass, or a stop.
-        let deadline = tokio::time::sleep(wait);
-        tokio::pin!(deadline);
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return Ok(()),
-                _ = &mut deadline => break,
-                change = changes.recv() => match change {
-                    Ok(Change::Object(obj)) if obj.name == crd_name => break,
-                    Ok(Change::Resynced) | Err(RecvError::Lagged(_)) => break,
-                    Ok(Change::Object(_)) => {}
-                    Err(RecvError::Closed) => return Err(WorkerError::WatchEnded("customresourcedefinitions".into())),
-                }
-            }
-        }
-    }
+    let runner = Runner {
+        rule: rule.name().to_owned(),
+        kind: KIND,
+        concurrency: 1,
+        metrics: ctx.metrics.clone(),
+        health: ctx.health.clone(),
+    };
+    let reconciler = Arc::new(CrdReconciler {
+        api: Api::all(ctx.client.clone()),
+        policy: evolution_policy(&rule),
+        desired,
+        crd_name: crd_name.clone(),
+        watch,
+        ctx,
+        established: AtomicBool::new(false),
+    });
+    runner.run(reconciler, vec![subscription], vec![crd_name], stop).await
 }
 
 async fn pass(

@@ -1,0 +1,218 @@
+//! The one loop under every worker: watch notifications → keyed work queue → reconcile with bounded
+//! concurrency → requeue, back off or wait for a change; with the metrics and reporting every worker shares.
+//!
+//! A worker supplies a [`Reconcile`]: which keys a change concerns, and how to reconcile one key (fetch →
+//! decide → apply → report). Errors are categorised: transient ones back off per key (500 ms doubling to
+//! 60 s), permanent ones wait for a change of what the key reads. Each distinct error of a key is logged
+//! and handed to [`Reconcile::report_error`] once, not on every retry.
+
+mod queue;
+
+use std::collections::HashMap;
+use std::fmt::{Debug, Display};
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::SelectAll;
+use futures::{FutureExt, StreamExt};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+pub use queue::WorkQueue;
+
+use crate::health::{Health, WorkerState};
+use crate::metrics::{Metrics, RuleErrorLabels};
+use crate::watch_hub::{Change, KindKey, Subscription};
+use crate::workers::WorkerError;
+
+/// What to do with a key after a successful reconcile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Reconcile again after this long even without a change (resync).
+    RequeueAfter(Duration),
+    /// Reconcile again only when a watched change concerns the key.
+    AwaitChange,
+}
+
+/// An error a reconcile can end with.
+pub trait ReconcileError: Display {
+    /// Short, bounded category: the `category` label of `ruleplane_reconcile_errors_total`.
+    fn category(&self) -> &'static str;
+    /// Permanent errors need a change (of the rule, the object or the cluster) to go away: no retry until one.
+    fn is_permanent(&self) -> bool;
+}
+
+/// A worker's reconcile logic, driven by [`Runner`].
+pub trait Reconcile: Send + Sync + 'static {
+    type Key: Clone + Eq + Hash + Ord + Debug + Send + Sync + 'static;
+    type Error: ReconcileError + Send + 'static;
+
+    /// The keys a change of a watched kind concerns; for [`Change::Resync`], every key the worker knows of.
+    fn keys_for(&self, kind: &KindKey, change: &Change) -> Vec<Self::Key>;
+
+    /// Reconciles one key.
+    fn reconcile(&self, key: &Self::Key) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+
+    /// Called once per distinct error of a key (e.g. to publish a Warning Event), not on every retry.
+    fn report_error(&self, _key: &Self::Key, _error: &Self::Error) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+}
+
+/// A reconcile that ended: its key, its result and how long it took.
+type Finished<R> = (<R as Reconcile>::Key, Result<Action, <R as Reconcile>::Error>, Duration);
+
+/// Transient errors: first retry after this, doubling per failure.
+const BACKOFF_START: Duration = Duration::from_millis(500);
+/// Transient errors: retries never wait longer than this.
+const BACKOFF_CAP: Duration = Duration::from_secs(60);
+
+/// Notifications taken in at once before dispatching work (bounds the time the loop spends not dispatching).
+const MAX_DRAINED: usize = 4096;
+
+/// Runs one worker's reconcile loop with shared metrics and health reporting.
+pub struct Runner {
+    pub rule: String,
+    pub kind: &'static str,
+    pub concurrency: usize,
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<Health>,
+}
+
+impl Runner {
+    /// Runs until `stop`; `initial` keys are reconciled first. Fails when every watch has ended.
+    pub async fn run<R: Reconcile>(
+        &self,
+        reconciler: Arc<R>,
+        subscriptions: Vec<Subscription>,
+        initial: Vec<R::Key>,
+        stop: CancellationToken,
+    ) -> Result<(), WorkerError> {
+        let labels = Metrics::labels(&self.rule, self.kind);
+        let mut changes: SelectAll<_> = subscriptions.into_iter().map(|s| Box::pin(s.into_stream())).collect();
+        let watching = !changes.is_empty();
+        let mut queue = WorkQueue::new();
+        for key in initial {
+            queue.add(key);
+        }
+        let mut failures: HashMap<R::Key, u32> = HashMap::new();
+        let mut reported: HashMap<R::Key, String> = HashMap::new();
+        let mut in_flight: JoinSet<Finished<R>> = JoinSet::new();
+        let concurrency = self.concurrency.max(1);
+        loop {
+            while in_flight.len() < concurrency
+                && let Some(key) = queue.pop_due()
+            {
+                let reconciler = reconciler.clone();
+                in_flight.spawn(async move {
+                    let started = tokio::time::Instant::now();
+                    let result = reconciler.reconcile(&key).await;
+                    (key, result, started.elapsed())
+                });
+            }
+            self.metrics
+                .queue_depth
+                .get_or_create(&labels)
+                .set(i64::try_from(queue.len()).unwrap_or(i64::MAX));
+            let next_due = queue.next_due();
+            tokio::select! {
+                _ = stop.cancelled() => return Ok(()),
+                change = changes.next(), if watching => match change {
+                    Some((kind, change)) => {
+                        for key in reconciler.keys_for(&kind, &change) {
+                            queue.add(key);
+                        }
+                        // Take in everything already waiting before dispatching: under churn, ten changes of
+                        // one object become one reconcile instead of one now and another right after.
+                        for _ in 0..MAX_DRAINED {
+                            let Some(Some((kind, change))) = changes.next().now_or_never() else { break };
+                            for key in reconciler.keys_for(&kind, &change) {
+                                queue.add(key);
+                            }
+                        }
+                    }
+                    None => return Err(WorkerError::WatchEnded(self.rule.clone())),
+                },
+                Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                    let Ok((key, result, elapsed)) = done else {
+                        // A panicking reconcile: the supervisor's restart is the right response.
+                        return Err(WorkerError::ReconcilePanicked(self.rule.clone()));
+                    };
+                    queue.done(&key);
+                    self.metrics.reconciles.get_or_create(&labels).inc();
+                    self.metrics.reconcile_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+                    self.finish(&*reconciler, &mut queue, &mut failures, &mut reported, key, result).await;
+                }
+                _ = sleep_until(next_due), if next_due.is_some() && in_flight.len() < concurrency => {}
+            }
+        }
+    }
+
+    async fn finish<R: Reconcile>(
+        &self,
+        reconciler: &R,
+        queue: &mut WorkQueue<R::Key>,
+        failures: &mut HashMap<R::Key, u32>,
+        reported: &mut HashMap<R::Key, String>,
+        key: R::Key,
+        result: Result<Action, R::Error>,
+    ) {
+        match result {
+            Ok(action) => {
+                failures.remove(&key);
+                if reported.remove(&key).is_some() {
+                    info!(rule = %self.rule, key = ?key, "reconciled after earlier errors");
+                }
+                if reported.is_empty() {
+                    self.health.set_rule(&self.rule, self.kind, WorkerState::Running);
+                }
+                if let Action::RequeueAfter(delay) = action {
+                    queue.add_after(key, delay);
+                }
+            }
+            Err(error) => {
+                let message = error.to_string();
+                self.metrics
+                    .reconcile_errors
+                    .get_or_create(&RuleErrorLabels {
+                        rule: self.rule.clone(),
+                        kind: self.kind.to_owned(),
+                        category: error.category().to_owned(),
+                    })
+                    .inc();
+                self.health
+                    .set_rule(&self.rule, self.kind, WorkerState::Degraded(message.clone()));
+                if reported.get(&key) != Some(&message) {
+                    warn!(rule = %self.rule, key = ?key, category = error.category(), permanent = error.is_permanent(), error = %message, "reconcile failed");
+                    reconciler.report_error(&key, &error).await;
+                    reported.insert(key.clone(), message);
+                }
+                if !error.is_permanent() {
+                    let count = failures.entry(key.clone()).or_insert(0);
+                    queue.add_after(key, backoff(*count));
+                    *count = count.saturating_add(1);
+                }
+            }
+        }
+    }
+}
+
+/// The wait before retry number `failures` (0-based) of a transient error.
+pub fn backoff(failures: u32) -> Duration {
+    BACKOFF_START
+        .saturating_mul(2u32.saturating_pow(failures.min(16)))
+        .min(BACKOFF_CAP)
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests;

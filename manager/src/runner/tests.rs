@@ -1,0 +1,262 @@
+//! The runner driven by a synthetic watch and an in-memory reconciler (no apiserver; paused time).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use kube::ResourceExt;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::watcher::Event;
+use prometheus_client::metrics::family::Family;
+
+use super::*;
+use crate::watch_hub::SharedWatch;
+
+#[derive(Debug)]
+struct TestError {
+    permanent: bool,
+    message: String,
+}
+
+impl Display for TestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl ReconcileError for TestError {
+    fn category(&self) -> &'static str {
+        if self.permanent { "refused" } else { "api" }
+    }
+    fn is_permanent(&self) -> bool {
+        self.permanent
+    }
+}
+
+/// Reconciles object names; `script` says what each attempt of a key returns (then `Ok(AwaitChange)`).
+/// What one attempt returns: an action, or an error (permanent?, message).
+type Outcome = Result<Action, (bool, &'static str)>;
+
+#[derive(Default)]
+struct Recorder {
+    script: Mutex<HashMap<String, Vec<Outcome>>>,
+    attempts: Mutex<Vec<(String, tokio::time::Instant)>>,
+    reported: Mutex<Vec<String>>,
+    running: AtomicUsize,
+    max_running: AtomicUsize,
+    names: Mutex<Vec<String>>,
+}
+
+impl Reconcile for Recorder {
+    type Key = String;
+    type Error = TestError;
+
+    fn keys_for(&self, _kind: &KindKey, change: &Change) -> Vec<String> {
+        match change.object() {
+            Some(object) => vec![object.name_any()],
+            None => self.names.lock().unwrap().clone(),
+        }
+    }
+
+    async fn reconcile(&self, key: &String) -> Result<Action, TestError> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_running.fetch_max(now, Ordering::SeqCst);
+        self.attempts
+            .lock()
+            .unwrap()
+            .push((key.clone(), tokio::time::Instant::now()));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        let next = self
+            .script
+            .lock()
+            .unwrap()
+            .get_mut(key)
+            .and_then(|s| (!s.is_empty()).then(|| s.remove(0)));
+        match next {
+            None => Ok(Action::AwaitChange),
+            Some(Ok(action)) => Ok(action),
+            Some(Err((permanent, message))) => Err(TestError {
+                permanent,
+                message: message.to_string(),
+            }),
+        }
+    }
+
+    async fn report_error(&self, key: &String, error: &TestError) {
+        self.reported.lock().unwrap().push(format!("{key}: {error}"));
+    }
+}
+
+fn resource() -> ApiResource {
+    ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&())
+}
+
+fn object(name: &str) -> DynamicObject {
+    DynamicObject::new(name, &resource()).within("default")
+}
+
+fn runner(metrics: &Arc<Metrics>, concurrency: usize) -> Runner {
+    Runner {
+        rule: "test-rule".into(),
+        kind: "Reconciler",
+        concurrency,
+        metrics: metrics.clone(),
+        health: Arc::new(Health::default()),
+    }
+}
+
+fn attempts_of(recorder: &Recorder, key: &str) -> Vec<tokio::time::Instant> {
+    recorder
+        .attempts
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| k == key)
+        .map(|(_, at)| *at)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn changes_become_deduplicated_keys_reconciled_within_the_concurrency_limit() {
+    let metrics = Arc::new(Metrics::new());
+    let watch = SharedWatch::new(resource(), &Family::default());
+    let recorder = Arc::new(Recorder::default());
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let (recorder, subscription, stop, runner) =
+            (recorder.clone(), watch.subscribe(), stop.clone(), runner(&metrics, 3));
+        async move { runner.run(recorder, vec![subscription], vec![], stop).await }
+    });
+    tokio::task::yield_now().await;
+    for index in 0..20 {
+        watch.apply(Event::Apply(object(&format!("p{index}"))));
+        watch.apply(Event::Apply(object(&format!("p{index}"))));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let attempts = recorder.attempts.lock().unwrap().len();
+    assert_eq!(attempts, 20, "each key once: repeated changes of a queued key coalesce");
+    assert_eq!(
+        recorder.max_running.load(Ordering::SeqCst),
+        3,
+        "at most `concurrency` at once"
+    );
+    assert_eq!(
+        metrics
+            .reconciles
+            .get_or_create(&Metrics::labels("test-rule", "Reconciler"))
+            .get(),
+        20
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn transient_errors_back_off_per_key_and_are_reported_once_permanent_ones_wait_for_a_change() {
+    let metrics = Arc::new(Metrics::new());
+    let watch = SharedWatch::new(resource(), &Family::default());
+    let recorder = Arc::new(Recorder::default());
+    recorder.script.lock().unwrap().insert(
+        "flaky".into(),
+        vec![
+            Err((false, "timeout")),
+            Err((false, "timeout")),
+            Err((false, "timeout")),
+        ],
+    );
+    recorder
+        .script
+        .lock()
+        .unwrap()
+        .insert("refused".into(), vec![Err((true, "conflict"))]);
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let (recorder, subscription, stop, runner) =
+            (recorder.clone(), watch.subscribe(), stop.clone(), runner(&metrics, 4));
+        async move {
+            runner
+                .run(
+                    recorder,
+                    vec![subscription],
+                    vec!["flaky".into(), "refused".into()],
+                    stop,
+                )
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let flaky = attempts_of(&recorder, "flaky");
+    assert_eq!(flaky.len(), 4, "three failures, then success");
+    let gaps: Vec<Duration> = flaky.windows(2).map(|w| w[1] - w[0]).collect();
+    // Each gap is the backoff plus the 10 ms the attempt itself took.
+    let expected = [510, 1010, 2010].map(Duration::from_millis);
+    assert_eq!(gaps, expected, "500 ms, doubling");
+    assert_eq!(
+        attempts_of(&recorder, "refused").len(),
+        1,
+        "a permanent error is not retried by itself"
+    );
+    let mut reported = recorder.reported.lock().unwrap().clone();
+    reported.sort();
+    assert_eq!(
+        reported,
+        vec!["flaky: timeout".to_string(), "refused: conflict".to_string()],
+        "each distinct error reported once, not per retry"
+    );
+    let errors = |category: &str| {
+        metrics
+            .reconcile_errors
+            .get_or_create(&RuleErrorLabels {
+                rule: "test-rule".into(),
+                kind: "Reconciler".into(),
+                category: category.into(),
+            })
+            .get()
+    };
+    assert_eq!((errors("api"), errors("refused")), (3, 1));
+    watch.apply(Event::Apply(object("refused")));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        attempts_of(&recorder, "refused").len(),
+        2,
+        "a change brings the permanent error's key back"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn requeue_after_resyncs_and_a_resync_enqueues_every_known_key() {
+    let metrics = Arc::new(Metrics::new());
+    let watch = SharedWatch::new(resource(), &Family::default());
+    let recorder = Arc::new(Recorder::default());
+    *recorder.names.lock().unwrap() = vec!["a".into(), "b".into()];
+    recorder
+        .script
+        .lock()
+        .unwrap()
+        .insert("a".into(), vec![Ok(Action::RequeueAfter(Duration::from_secs(60)))]);
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let (recorder, subscription, stop, runner) =
+            (recorder.clone(), watch.subscribe(), stop.clone(), runner(&metrics, 1));
+        async move { runner.run(recorder, vec![subscription], vec!["a".into()], stop).await }
+    });
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert_eq!(attempts_of(&recorder, "a").len(), 2, "requeued after 60 s");
+    watch.apply(Event::InitDone);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(attempts_of(&recorder, "a").len(), 3);
+    assert_eq!(attempts_of(&recorder, "b").len(), 1, "a resync reaches every key");
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[test]
+fn backoff_doubles_from_half_a_second_to_a_minute() {
+    let waits: Vec<u64> = (0..10).map(|n| backoff(n).as_millis() as u64).collect();
+    assert_eq!(
+        waits,
+        [500, 1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000, 60_000]
+    );
+}
