@@ -79,40 +79,35 @@ pub struct LabelSelector {
 }
 
 impl LabelSelector {
+    /// The selector as kube-core's I/O-free [`kube_core::Selector`], which matches labels and prints the
+    /// query-string syntax of the Kubernetes API.
+    pub fn to_selector(&self) -> kube_core::Selector {
+        let equal = self
+            .match_labels
+            .iter()
+            .map(|(key, value)| kube_core::Expression::Equal(key.clone(), value.clone()));
+        let expressions = self.match_expressions.iter().map(|requirement| {
+            let key = requirement.key.clone();
+            let values = || requirement.values.iter().cloned().collect();
+            match requirement.operator {
+                LabelSelectorOperator::In => kube_core::Expression::In(key, values()),
+                LabelSelectorOperator::NotIn => kube_core::Expression::NotIn(key, values()),
+                LabelSelectorOperator::Exists => kube_core::Expression::Exists(key),
+                LabelSelectorOperator::DoesNotExist => kube_core::Expression::DoesNotExist(key),
+            }
+        });
+        equal.chain(expressions).collect()
+    }
+
     /// The selector in the query-string syntax of the Kubernetes API (`labelSelector=`), e.g.
     /// `app=web,tier in (a,b),!legacy`.
     pub fn to_query_string(&self) -> String {
-        let mut parts: Vec<String> = self
-            .match_labels
-            .iter()
-            .map(|(key, value)| format!("{key}={value}"))
-            .collect();
-        for requirement in &self.match_expressions {
-            let values = requirement.values.join(",");
-            parts.push(match requirement.operator {
-                LabelSelectorOperator::In => format!("{} in ({values})", requirement.key),
-                LabelSelectorOperator::NotIn => format!("{} notin ({values})", requirement.key),
-                LabelSelectorOperator::Exists => requirement.key.clone(),
-                LabelSelectorOperator::DoesNotExist => format!("!{}", requirement.key),
-            });
-        }
-        parts.join(",")
+        self.to_selector().to_string()
     }
 
     /// Whether an object with these labels is selected.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels
-            .iter()
-            .all(|(key, value)| labels.get(key) == Some(value))
-            && self.match_expressions.iter().all(|requirement| {
-                let actual = labels.get(&requirement.key);
-                match requirement.operator {
-                    LabelSelectorOperator::In => actual.is_some_and(|value| requirement.values.contains(value)),
-                    LabelSelectorOperator::NotIn => actual.is_none_or(|value| !requirement.values.contains(value)),
-                    LabelSelectorOperator::Exists => actual.is_some(),
-                    LabelSelectorOperator::DoesNotExist => actual.is_none(),
-                }
-            })
+        kube_core::SelectorExt::matches(&self.to_selector(), labels)
     }
 }
 
@@ -311,5 +306,33 @@ mod tests {
         let labels = BTreeMap::from([("app".into(), "web".into()), ("tier".into(), "b".into())]);
         assert!(selector.matches(&labels));
         assert!(!selector.matches(&BTreeMap::new()));
+        let absent_or_other = LabelSelector {
+            match_labels: BTreeMap::new(),
+            match_expressions: vec![
+                LabelSelectorRequirement {
+                    key: "tier".into(),
+                    operator: LabelSelectorOperator::NotIn,
+                    values: vec!["a".into()],
+                },
+                LabelSelectorRequirement {
+                    key: "legacy".into(),
+                    operator: LabelSelectorOperator::DoesNotExist,
+                    values: vec![],
+                },
+                LabelSelectorRequirement {
+                    key: "app".into(),
+                    operator: LabelSelectorOperator::Exists,
+                    values: vec![],
+                },
+            ],
+        };
+        assert_eq!(absent_or_other.to_query_string(), "tier notin (a),!legacy,app");
+        assert!(absent_or_other.matches(&labels), "NotIn holds for another value");
+        assert!(
+            absent_or_other.matches(&BTreeMap::from([("app".into(), "x".into())])),
+            "and for an absent key"
+        );
+        let legacy = BTreeMap::from([("app".into(), "x".into()), ("legacy".into(), "".into())]);
+        assert!(!absent_or_other.matches(&legacy), "DoesNotExist fails on a present key");
     }
 }

@@ -10,21 +10,25 @@ use crate::resource_definition::ResourceDefinitionRule;
 use crate::rule_set::resolve_kind_in;
 
 pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], all: &mut Vec<Diagnostic>) {
-    let report = |all: &mut Vec<Diagnostic>, item: &LoadedRule, at: Pos, code: DiagnosticCode, message: String| {
+    let report_at = |all: &mut Vec<Diagnostic>, item: &LoadedRule, at: Pos, code: DiagnosticCode, message: String| {
         let (name, text) = &files[item.file_index];
         let mut out = FileDiagnostics::new(name, text);
         out.error(at, code, message);
         all.append(&mut out.found);
     };
+    // Most findings point at a field's value.
+    let report =
+        |all: &mut Vec<Diagnostic>, item: &LoadedRule, field: &[&str], code: DiagnosticCode, message: String| {
+            report_at(all, item, item.doc.value_pos_of(&path(field)), code, message)
+        };
     let mut names: BTreeMap<&str, &SourceLocation> = BTreeMap::new();
     for item in loaded {
         let rule = &item.document;
         if let Some(first) = names.insert(rule.name(), rule.source()) {
-            let at = item.doc.value_pos_of(&path(&["metadata", "name"]));
             report(
                 all,
                 item,
-                at,
+                &["metadata", "name"],
                 DiagnosticCode::Duplicate,
                 format!("a rule named `{}` is already defined at {first}", rule.name()),
             );
@@ -43,11 +47,10 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
         match &item.document {
             RuleDocument::SchedulerPolicy(policy) => {
                 if let Some(first) = scheduler_names.insert(&policy.spec.scheduler_name, &policy.metadata.name) {
-                    let at = item.doc.value_pos_of(&path(&["spec", "schedulerName"]));
                     report(
                         all,
                         item,
-                        at,
+                        &["spec", "schedulerName"],
                         DiagnosticCode::Duplicate,
                         format!(
                             "schedulerName `{}` is already used by policy `{first}`; each scheduler needs its own name",
@@ -58,11 +61,10 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
             }
             RuleDocument::ResourceDefinition(rd) => {
                 if let Some(first) = crd_names.insert(rd.names.crd_name(), &rd.metadata.name) {
-                    let at = item.doc.value_pos_of(&path(&["metadata", "name"]));
                     report(
                         all,
                         item,
-                        at,
+                        &["metadata", "name"],
                         DiagnosticCode::Duplicate,
                         format!(
                             "this declares the same resource type `{}` as rule `{first}`",
@@ -74,15 +76,20 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
             RuleDocument::Reconciler(reconciler) => {
                 let watched = &reconciler.spec.watched;
                 if let Some(message) = unknown_kind(&definitions, &watched.api_version, &watched.kind) {
-                    let at = item.doc.value_pos_of(&path(&["spec", "for", "kind"]));
-                    report(all, item, at, DiagnosticCode::UnknownKind, message);
+                    report(
+                        all,
+                        item,
+                        &["spec", "for", "kind"],
+                        DiagnosticCode::UnknownKind,
+                        message,
+                    );
                 } else if !reconciler.spec.status.is_empty()
                     && resolve_kind_in(definitions.iter().copied(), &watched.api_version, &watched.kind)
                         .is_some_and(|info| info.declared_by.is_none())
                 {
                     // Built-in kinds' status belongs to their own controllers; writing it would fight them.
                     let at = item.doc.pos_of(&path(&["spec", "status"]));
-                    report(
+                    report_at(
                         all,
                         item,
                         at,
@@ -96,8 +103,13 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
                 }
                 for (name, lookup) in &reconciler.spec.lookups {
                     if let Some(message) = unknown_kind(&definitions, &lookup.api_version, &lookup.kind) {
-                        let at = item.doc.value_pos_of(&path(&["spec", "lookups", name, "kind"]));
-                        report(all, item, at, DiagnosticCode::UnknownKind, message);
+                        report(
+                            all,
+                            item,
+                            &["spec", "lookups", name, "kind"],
+                            DiagnosticCode::UnknownKind,
+                            message,
+                        );
                     }
                 }
             }
