@@ -2,8 +2,9 @@
 
 use std::collections::HashMap;
 
+use super::plugins::{FilterPlugin, ScorePlugin, resolve_filter_name};
 use super::resolved::SchedulerPolicy;
-use super::types::{FilterPlugin, SchedulerPolicyRule, ScorePlugin, ScoringStrategy, resolve_filter_name};
+use super::types::{SchedulerPolicyRule, ScoringStrategy};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics};
 use crate::load::{check_json_path, key, path, with};
 use crate::naming::is_dns_subdomain;

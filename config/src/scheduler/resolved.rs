@@ -4,7 +4,8 @@ use std::ops::Deref;
 
 use serde::{Serialize, Serializer};
 
-use super::types::{FilterPlugin, ResolvedScore, SchedulerPolicyRule};
+use super::plugins::FilterPlugin;
+use super::types::{ResolvedScore, SchedulerPolicyRule};
 
 /// A loaded SchedulerPolicy: legacy names expanded, the provider's defaults and default weights filled in,
 /// JSONPaths compiled. Only the loader makes one, so the scheduler never checks a policy again. Derefs to
