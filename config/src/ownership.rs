@@ -14,6 +14,12 @@ pub const PARENT_UID_LABEL: &str = "ruleplane.dev/parent-uid";
 /// Label carrying the child's `id` within its rule.
 pub const CHILD_ID_LABEL: &str = "ruleplane.dev/child-id";
 
+/// Annotation on children: the fingerprint of the rendered object last applied (see `reconciler::plan`).
+pub const APPLIED_ANNOTATION: &str = "ruleplane.dev/applied";
+/// Annotation on children: `namespace/name` of the parent (`name` for a cluster-scoped one), so a change of
+/// a child finds its parent without an index, also across namespaces where no owner reference can point.
+pub const PARENT_ANNOTATION: &str = "ruleplane.dev/parent";
+
 /// Field manager of the ResourceDefinition worker's server-side applies.
 pub const CRD_FIELD_MANAGER: &str = "ruleplane-crd";
 /// Field manager of the Reconciler worker's server-side applies.

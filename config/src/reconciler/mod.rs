@@ -1,11 +1,13 @@
 //! The Reconciler rule kind: types, checks and rendering (parent + lookups → children + status).
 
 mod checks;
+mod plan;
 mod render;
 mod resolved;
 mod types;
 
 pub(crate) use checks::check_reconciler;
+pub use plan::{ChildApply, ChildPlan, Condition, ObjectKey, contains, fingerprint, next_status, plan_children};
 pub use render::{
     OutputYamlProblem, RenderError, Rendered, child_ready, compute_status, gather_lookups, project_lookup,
     render_children, render_finalize_children, render_lookup_target,

@@ -1,0 +1,309 @@
+//! The Reconciler's decision (pure): rendered children vs the children observed → what to apply, what to prune,
+//! and the parent's status with its `Ready`/`Synced` conditions.
+//!
+//! A child needs no write when both hold:
+//! - its `ruleplane.dev/applied` annotation equals the fingerprint of what we render now — so a field removed from
+//!   the template is still removed (a plain "desired ⊆ observed" test would miss it), and
+//! - every field we render is in the observed object with an equal value — so hand edits and deletions are
+//!   repaired, while fields the apiserver or other controllers add (defaults, status, managedFields) and
+//!   normalised quantities (`1000m` is `1`) do not count as differences (plain equality would apply forever).
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::ownership::APPLIED_ANNOTATION;
+
+/// What identifies a child object in the cluster.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    /// `group/version` or `v1`.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace (`None` for cluster-scoped objects).
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of a Kubernetes object (`None` when it has no kind or name).
+    pub fn of(object: &Value) -> Option<ObjectKey> {
+        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+        Some(ObjectKey {
+            api_version: text("/apiVersion")?,
+            kind: text("/kind")?,
+            namespace: text("/metadata/namespace"),
+            name: text("/metadata/name")?,
+        })
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "{} {namespace}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// The writes one reconcile of one parent needs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChildPlan {
+    /// Children to apply (server-side apply), each carrying its fingerprint annotation; `created` tells whether
+    /// the object was not observed before.
+    pub apply: Vec<ChildApply>,
+    /// Observed children of this parent that are no longer rendered: to delete.
+    pub prune: Vec<ObjectKey>,
+    /// Children already as rendered.
+    pub unchanged: usize,
+}
+
+/// One child to apply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChildApply {
+    /// The object to apply.
+    pub object: Value,
+    /// Its key.
+    pub key: ObjectKey,
+    /// No object of this parent with this key was observed.
+    pub created: bool,
+}
+
+/// Compares rendered children with the observed children of the same parent (found by the rule's and the
+/// parent's labels) and says what to write. Rendered children get their fingerprint annotation here.
+pub fn plan_children(rendered: Vec<Value>, observed: &[Value]) -> ChildPlan {
+    let mut plan = ChildPlan::default();
+    let mut desired_keys = Vec::with_capacity(rendered.len());
+    for mut child in rendered {
+        let fingerprint = fingerprint(&child);
+        set_annotation(&mut child, APPLIED_ANNOTATION, &fingerprint);
+        let Some(key) = ObjectKey::of(&child) else {
+            continue;
+        };
+        let existing = observed.iter().find(|o| ObjectKey::of(o).as_ref() == Some(&key));
+        match existing {
+            Some(existing) if is_converged(&child, &fingerprint, existing) => plan.unchanged += 1,
+            _ => plan.apply.push(ChildApply {
+                created: existing.is_none(),
+                key: key.clone(),
+                object: child,
+            }),
+        }
+        desired_keys.push(key);
+    }
+    for object in observed {
+        if let Some(key) = ObjectKey::of(object)
+            && !desired_keys.contains(&key)
+        {
+            plan.prune.push(key);
+        }
+    }
+    plan
+}
+
+fn is_converged(desired: &Value, fingerprint: &str, observed: &Value) -> bool {
+    let applied = observed
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(APPLIED_ANNOTATION))
+        .and_then(Value::as_str);
+    applied == Some(fingerprint) && contains(desired, observed)
+}
+
+/// A short, stable digest of a rendered object (before the annotation is added).
+pub fn fingerprint(object: &Value) -> String {
+    let digest = Sha256::digest(object.to_string().as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+fn set_annotation(object: &mut Value, key: &str, value: &str) {
+    let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let annotations = metadata
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(annotations) = annotations.as_object_mut() {
+        annotations.insert(key.to_string(), Value::String(value.to_string()));
+    }
+}
+
+/// Whether every field of `desired` is in `observed` with an equal value (quantities compared by value).
+pub fn contains(desired: &Value, observed: &Value) -> bool {
+    match (desired, observed) {
+        (Value::Object(want), Value::Object(have)) => want.iter().all(|(key, value)| match have.get(key) {
+            Some(found) => contains(value, found),
+            // The apiserver drops empty values and nulls: absent is what they look like once stored.
+            None => is_empty(value),
+        }),
+        (Value::Array(want), Value::Array(have)) => {
+            want.len() == have.len() && want.iter().zip(have).all(|(w, h)| contains(w, h))
+        }
+        (Value::Null, Value::Null) => true,
+        (Value::Bool(want), Value::Bool(have)) => want == have,
+        (Value::Number(want), Value::Number(have)) => want.as_f64() == have.as_f64(),
+        (want, have) => scalar_text(want)
+            .zip(scalar_text(have))
+            .is_some_and(|(w, h)| w == h || quantities_equal(&w, &h)),
+    }
+}
+
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Object(map) => map.is_empty(),
+        Value::Array(items) => items.is_empty(),
+        Value::String(text) => text.is_empty(),
+        _ => false,
+    }
+}
+
+fn scalar_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(text) => Some(text.clone()),
+        Value::Number(number) => Some(number.to_string()),
+        _ => None,
+    }
+}
+
+/// `1000m` and `1`, `1Gi` and `1073741824`, `0.5` and `500m`: the same quantity, as Kubernetes normalises it.
+fn quantities_equal(a: &str, b: &str) -> bool {
+    match (parse_quantity(a), parse_quantity(b)) {
+        (Some((m1, s1)), Some((m2, s2))) => {
+            // m1 / 10^s1 == m2 / 10^s2  ⇔  m1 · 10^s2 == m2 · 10^s1, in exact integers.
+            let scale = |m: i128, s: u32| 10i128.checked_pow(s).and_then(|p| m.checked_mul(p));
+            matches!((scale(m1, s2), scale(m2, s1)), (Some(x), Some(y)) if x == y)
+        }
+        _ => false,
+    }
+}
+
+/// A quantity as an exact decimal `mantissa / 10^scale` (in base units), or `None` when it is not one.
+fn parse_quantity(text: &str) -> Option<(i128, u32)> {
+    let text = text.trim();
+    let number_end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(number_end);
+    let (sign, digits) = match number.strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, number.strip_prefix('+').unwrap_or(number)),
+    };
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    if whole.is_empty() && fraction.is_empty() || !(whole.chars().chain(fraction.chars()).all(|c| c.is_ascii_digit())) {
+        return None;
+    }
+    let mut mantissa: i128 = format!("{whole}{fraction}").parse().ok()?;
+    let mut scale = u32::try_from(fraction.len()).ok()?;
+    let (multiplier, extra_scale): (i128, u32) = match suffix {
+        "" => (1, 0),
+        "n" => (1, 9),
+        "u" => (1, 6),
+        "m" => (1, 3),
+        "k" => (1_000, 0),
+        "M" => (1_000_000, 0),
+        "G" => (1_000_000_000, 0),
+        "T" => (1_000_000_000_000, 0),
+        "P" => (1_000_000_000_000_000, 0),
+        "E" => (1_000_000_000_000_000_000, 0),
+        "Ki" => (1 << 10, 0),
+        "Mi" => (1 << 20, 0),
+        "Gi" => (1 << 30, 0),
+        "Ti" => (1 << 40, 0),
+        "Pi" => (1 << 50, 0),
+        "Ei" => (1 << 60, 0),
+        exponent if exponent.starts_with(['e', 'E']) => {
+            let power: i32 = exponent[1..].parse().ok()?;
+            if power >= 0 {
+                (10i128.checked_pow(u32::try_from(power).ok()?)?, 0)
+            } else {
+                (1, power.unsigned_abs())
+            }
+        }
+        _ => return None,
+    };
+    mantissa = mantissa.checked_mul(multiplier)? * sign;
+    scale += extra_scale;
+    Some((mantissa, scale))
+}
+
+/// The standard `metav1.Condition` shape, as `kubectl wait --for=condition=…` reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Condition {
+    /// `Ready` or `Synced`.
+    pub type_: &'static str,
+    /// Whether the condition holds.
+    pub status: bool,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Human-readable detail.
+    pub message: String,
+}
+
+/// The parent's status after a reconcile: projected fields, `observedGeneration`, and the conditions —
+/// keeping each condition's `lastTransitionTime` unless its status changed, so an unchanged parent gets an
+/// identical status (and no write). Returns the merge patch for `status` (fields no longer projected set to
+/// `null`), or `None` when the status would not change.
+pub fn next_status(
+    current: Option<&Value>,
+    projected: &Map<String, Value>,
+    generation: Option<i64>,
+    conditions: &[Condition],
+    now: &str,
+) -> Option<Value> {
+    let mut status = projected.clone();
+    if let Some(generation) = generation {
+        status.insert("observedGeneration".into(), Value::from(generation));
+    }
+    let previous = current
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let conditions: Vec<Value> = conditions
+        .iter()
+        .map(|condition| {
+            let status_text = if condition.status { "True" } else { "False" };
+            let before = previous
+                .iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(condition.type_));
+            let transition = match before {
+                Some(before) if before.get("status").and_then(Value::as_str) == Some(status_text) => before
+                    .get("lastTransitionTime")
+                    .cloned()
+                    .unwrap_or_else(|| Value::from(now)),
+                _ => Value::from(now),
+            };
+            let mut value = serde_json::json!({
+                "type": condition.type_,
+                "status": status_text,
+                "reason": condition.reason,
+                "message": condition.message,
+                "lastTransitionTime": transition,
+            });
+            if let (Some(generation), Some(map)) = (generation, value.as_object_mut()) {
+                map.insert("observedGeneration".into(), Value::from(generation));
+            }
+            value
+        })
+        .collect();
+    status.insert("conditions".into(), Value::Array(conditions));
+    let next = Value::Object(status);
+    if let Some(current) = current
+        && contains(&next, current)
+        && contains(current, &next)
+    {
+        return None;
+    }
+    let mut patch = next;
+    if let (Some(Value::Object(current)), Value::Object(fields)) = (current, &mut patch) {
+        for key in current.keys() {
+            fields.entry(key.clone()).or_insert(Value::Null);
+        }
+    }
+    Some(patch)
+}
+
+#[cfg(test)]
+mod tests;

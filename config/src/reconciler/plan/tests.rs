@@ -1,0 +1,182 @@
+//! The Reconciler's decision from YAML fixtures: convergence in both directions, prune, status.
+
+use serde_json::{Value, json};
+
+use super::*;
+
+fn yaml(text: &str) -> Value {
+    serde_saphyr::from_str(text).expect("fixture parses")
+}
+
+const DEPLOYMENT: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: { name: web, namespace: shop, labels: { app: web } }
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers:
+        - name: web
+          image: nginx:1.27
+          resources: { requests: { cpu: 500m, memory: 1Gi }, limits: { cpu: "1" } }
+"#;
+
+/// What the apiserver returns for DEPLOYMENT once applied: defaults added, quantities normalised, status.
+fn as_stored(desired: &Value) -> Value {
+    let mut stored = desired.clone();
+    stored["metadata"]["uid"] = json!("u-1");
+    stored["metadata"]["resourceVersion"] = json!("42");
+    stored["spec"]["strategy"] = json!({ "type": "RollingUpdate" });
+    stored["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = json!("IfNotPresent");
+    stored["spec"]["template"]["spec"]["containers"][0]["resources"] =
+        json!({ "requests": { "cpu": "0.5", "memory": "1073741824" }, "limits": { "cpu": "1000m" } });
+    stored["status"] = json!({ "replicas": 2 });
+    stored
+}
+
+fn applied(rendered: Value) -> Value {
+    let plan = plan_children(vec![rendered], &[]);
+    assert_eq!(plan.apply.len(), 1);
+    assert!(plan.apply[0].created);
+    plan.apply[0].object.clone()
+}
+
+#[test]
+fn a_converged_child_needs_no_write_despite_defaults_and_normalised_quantities() {
+    let stored = as_stored(&applied(yaml(DEPLOYMENT)));
+    let plan = plan_children(vec![yaml(DEPLOYMENT)], &[stored]);
+    assert_eq!(
+        plan.apply,
+        vec![],
+        "defaults, status and normalised quantities are not differences"
+    );
+    assert_eq!(plan.unchanged, 1);
+    assert_eq!(plan.prune, vec![]);
+}
+
+#[test]
+fn a_hand_edit_of_a_rendered_field_is_repaired() {
+    let mut stored = as_stored(&applied(yaml(DEPLOYMENT)));
+    stored["spec"]["replicas"] = json!(5);
+    let plan = plan_children(vec![yaml(DEPLOYMENT)], &[stored]);
+    assert_eq!(plan.apply.len(), 1);
+    assert!(!plan.apply[0].created);
+    assert_eq!(plan.apply[0].object["spec"]["replicas"], 2);
+}
+
+#[test]
+fn a_field_removed_from_the_template_is_applied_although_the_rest_is_contained() {
+    // Last applied with a label the template no longer renders: the observed object still contains all that is
+    // rendered now, but the fingerprint differs, so the apply (which drops the label) happens.
+    let mut before = yaml(DEPLOYMENT);
+    before["metadata"]["labels"]["tier"] = json!("frontend");
+    let stored = as_stored(&applied(before));
+    let plan = plan_children(vec![yaml(DEPLOYMENT)], &[stored]);
+    assert_eq!(plan.apply.len(), 1, "naive subset comparison would miss this");
+}
+
+#[test]
+fn children_no_longer_rendered_are_pruned_and_missing_ones_created() {
+    let service: Value = yaml(
+        "apiVersion: v1\nkind: Service\nmetadata: { name: web, namespace: shop }\nspec: { ports: [ { port: 80 } ] }\n",
+    );
+    let old = as_stored(&applied(yaml(DEPLOYMENT)));
+    let plan = plan_children(vec![service.clone()], &[old]);
+    assert_eq!(plan.apply.len(), 1);
+    assert!(plan.apply[0].created);
+    assert_eq!(plan.apply[0].key.to_string(), "Service shop/web");
+    assert_eq!(
+        plan.prune,
+        vec![ObjectKey {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("shop".into()),
+            name: "web".into()
+        }]
+    );
+    assert!(
+        plan.apply[0].object["metadata"]["annotations"][APPLIED_ANNOTATION].is_string(),
+        "the fingerprint goes with the object"
+    );
+}
+
+#[test]
+fn quantities_compare_by_value() {
+    for (a, b) in [
+        ("1", "1000m"),
+        ("0.5", "500m"),
+        ("1Gi", "1073741824"),
+        ("1k", "1000"),
+        ("1e3", "1k"),
+        ("2", "2"),
+    ] {
+        assert!(quantities_equal(a, b), "{a} = {b}");
+    }
+    for (a, b) in [("1", "1001m"), ("1Gi", "1G"), ("web", "web2"), ("1x", "1x")] {
+        assert!(!quantities_equal(a, b), "{a} ≠ {b}");
+    }
+    assert!(
+        contains(&json!({ "cpu": 1 }), &json!({ "cpu": "1" })),
+        "a number and its normalised text"
+    );
+}
+
+#[test]
+fn lists_must_match_in_length_and_order() {
+    assert!(contains(&json!({ "a": [1, 2] }), &json!({ "a": [1, 2], "b": 3 })));
+    assert!(!contains(&json!({ "a": [1, 2] }), &json!({ "a": [2, 1] })));
+    assert!(
+        !contains(&json!({ "a": [1] }), &json!({ "a": [1, 2] })),
+        "an extra item is a difference"
+    );
+    assert!(
+        contains(&json!({ "a": {}, "b": null }), &json!({})),
+        "empty values are dropped when stored"
+    );
+}
+
+fn conditions(synced: bool) -> Vec<Condition> {
+    vec![
+        Condition {
+            type_: "Ready",
+            status: true,
+            reason: "ChildrenReady".into(),
+            message: "all 1 children are ready".into(),
+        },
+        Condition {
+            type_: "Synced",
+            status: synced,
+            reason: if synced { "Applied" } else { "RenderError" }.into(),
+            message: String::new(),
+        },
+    ]
+}
+
+#[test]
+fn status_is_written_only_when_it_changes_and_keeps_transition_times() {
+    let projected = serde_json::from_value(json!({ "lastSchedule": "2026-11-22T10:00:00Z" })).unwrap();
+    let first = next_status(None, &projected, Some(3), &conditions(true), "T1").expect("a first status");
+    assert_eq!(first["observedGeneration"], 3);
+    assert_eq!(first["conditions"][0]["lastTransitionTime"], "T1");
+    assert_eq!(first["conditions"][1]["observedGeneration"], 3);
+    assert_eq!(
+        next_status(Some(&first), &projected, Some(3), &conditions(true), "T2"),
+        None,
+        "nothing changed: no write, even at a later time"
+    );
+    let failed = next_status(Some(&first), &projected, Some(3), &conditions(false), "T3").expect("Synced flips");
+    assert_eq!(
+        failed["conditions"][0]["lastTransitionTime"], "T1",
+        "Ready did not change"
+    );
+    assert_eq!(failed["conditions"][1]["lastTransitionTime"], "T3");
+    assert_eq!(failed["conditions"][1]["status"], "False");
+    let without: Map<String, Value> = Map::new();
+    let dropped = next_status(Some(&failed), &without, Some(3), &conditions(false), "T4").expect("field gone");
+    assert_eq!(
+        dropped["lastSchedule"],
+        Value::Null,
+        "a field no longer projected is removed"
+    );
+}
