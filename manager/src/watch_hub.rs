@@ -26,11 +26,13 @@ use tracing::{debug, warn};
 
 use crate::metrics::KindLabels;
 
-/// Identifies a watched kind: group/version/kind is what rules name.
+/// Identifies a shared watch: group/version/kind is what rules name, plus an optional label selector (children
+/// are watched only where Ruleplane's label is, so a cluster's other Deployments are not cached).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub struct KindKey {
     pub api_version: String,
     pub kind: String,
+    pub label_selector: Option<String>,
 }
 
 impl KindKey {
@@ -38,6 +40,7 @@ impl KindKey {
         KindKey {
             api_version: ar.api_version.clone(),
             kind: ar.kind.clone(),
+            label_selector: None,
         }
     }
 }
@@ -68,6 +71,7 @@ const CHANNEL_CAPACITY: usize = 1024;
 
 /// One kind's cache and change feed.
 pub struct SharedWatch {
+    pub key: KindKey,
     pub resource: ApiResource,
     pub store: Store<DynamicObject>,
     writer: Mutex<Writer<DynamicObject>>,
@@ -79,9 +83,20 @@ pub struct SharedWatch {
 impl SharedWatch {
     /// A watch with an empty cache, fed by [`SharedWatch::apply`]; `resyncs` counts lagging subscribers.
     pub fn new(resource: ApiResource, resyncs: &Family<KindLabels, Counter>) -> Arc<Self> {
+        Self::selected(resource, None, resyncs)
+    }
+
+    fn selected(
+        resource: ApiResource,
+        label_selector: Option<&str>,
+        resyncs: &Family<KindLabels, Counter>,
+    ) -> Arc<Self> {
         let writer = Writer::new(resource.clone());
         let store = writer.as_reader();
+        let mut key = KindKey::of(&resource);
+        key.label_selector = label_selector.map(str::to_owned);
         Arc::new(SharedWatch {
+            key,
             resyncs: resyncs.get_or_create(&KindLabels::of(&resource)).clone(),
             resource,
             store,
@@ -117,7 +132,7 @@ impl SharedWatch {
 
     pub fn subscribe(&self) -> Subscription {
         Subscription {
-            kind: KindKey::of(&self.resource),
+            kind: self.key.clone(),
             receiver: self.changes.subscribe(),
             resyncs: self.resyncs.clone(),
         }
@@ -192,17 +207,28 @@ impl WatchHub {
         })
     }
 
+    /// The shared watch of every object of a kind.
     pub fn watch(&self, resource: &ApiResource) -> Arc<SharedWatch> {
-        let key = KindKey::of(resource);
+        self.watch_selected(resource, None)
+    }
+
+    /// The shared watch of the objects of a kind that match a label selector (query-string syntax).
+    pub fn watch_selected(&self, resource: &ApiResource, label_selector: Option<&str>) -> Arc<SharedWatch> {
+        let mut key = KindKey::of(resource);
+        key.label_selector = label_selector.map(str::to_owned);
         let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = watches.get(&key) {
             return w.clone();
         }
-        let shared = SharedWatch::new(resource.clone(), &self.resyncs);
+        let shared = SharedWatch::selected(resource.clone(), label_selector, &self.resyncs);
         let feed = shared.clone();
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
+        let mut config = watcher::Config::default();
+        if let Some(selector) = label_selector {
+            config = config.labels(selector);
+        }
         tokio::spawn(async move {
-            let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+            let stream = watcher::watcher(api, config).default_backoff();
             futures::pin_mut!(stream);
             while let Some(event) = stream.next().await {
                 match event {

@@ -6,4 +6,5 @@ mod cli;
 mod foundation;
 mod helm_chart;
 mod manager_runtime;
+mod reconcilers;
 mod resource_definitions;

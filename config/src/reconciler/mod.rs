@@ -7,10 +7,12 @@ mod resolved;
 mod types;
 
 pub(crate) use checks::check_reconciler;
-pub use plan::{ChildApply, ChildPlan, Condition, ObjectKey, contains, fingerprint, next_status, plan_children};
+pub use plan::{
+    ChildApply, ChildPlan, Condition, ObjectKey, attach_parent, contains, fingerprint, next_status, plan_children,
+};
 pub use render::{
     OutputYamlProblem, RenderError, Rendered, child_ready, compute_status, gather_lookups, project_lookup,
     render_children, render_finalize_children, render_lookup_target,
 };
-pub use resolved::{Child, Reconciler, ResolvedLookup, StatusField};
+pub use resolved::{Child, DEFAULT_CONCURRENCY, Reconciler, ResolvedLookup, StatusField};
 pub use types::{ChildTemplate, FinalizeSpec, Lookup, ReconcilerRule, ReconcilerSpec, WatchedKind};

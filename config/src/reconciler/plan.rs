@@ -11,7 +11,7 @@
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::ownership::APPLIED_ANNOTATION;
+use crate::ownership::{APPLIED_ANNOTATION, PARENT_ANNOTATION};
 
 /// What identifies a child object in the cluster.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -126,6 +126,35 @@ fn set_annotation(object: &mut Value, key: &str, value: &str) {
         .or_insert_with(|| Value::Object(Map::new()));
     if let Some(annotations) = annotations.as_object_mut() {
         annotations.insert(key.to_string(), Value::String(value.to_string()));
+    }
+}
+
+/// Marks a rendered child as its parent's: the `ruleplane.dev/parent` annotation always, and a controller owner
+/// reference where Kubernetes allows one — any child of a cluster-scoped parent, or a namespaced child in the
+/// parent's own namespace. Other children (cross-namespace, cluster-scoped under a namespaced parent) are
+/// tracked by their labels and annotation only.
+pub fn attach_parent(child: &mut Value, parent: &Value, parent_namespaced: bool, child_namespaced: bool) {
+    let text = |value: &Value, pointer: &str| value.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+    let parent_namespace = text(parent, "/metadata/namespace");
+    let parent_name = text(parent, "/metadata/name").unwrap_or_default();
+    let reference = match &parent_namespace {
+        Some(namespace) if parent_namespaced => format!("{namespace}/{parent_name}"),
+        _ => parent_name.clone(),
+    };
+    set_annotation(child, PARENT_ANNOTATION, &reference);
+    let same_namespace = child_namespaced && text(child, "/metadata/namespace") == parent_namespace;
+    let owner_allowed = !parent_namespaced || same_namespace;
+    if let (true, Some(uid), Some(api_version), Some(kind)) = (
+        owner_allowed,
+        text(parent, "/metadata/uid"),
+        text(parent, "/apiVersion"),
+        text(parent, "/kind"),
+    ) && let Some(metadata) = child.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        metadata.insert(
+            "ownerReferences".into(),
+            serde_json::json!([{ "apiVersion": api_version, "kind": kind, "name": parent_name, "uid": uid, "controller": true }]),
+        );
     }
 }
 

@@ -21,7 +21,15 @@ pub struct Reconciler {
     pub(crate) status: Vec<StatusField>,
 }
 
+/// Parents reconciled at once when the rule does not say (`spec.concurrency`).
+pub const DEFAULT_CONCURRENCY: u16 = 16;
+
 impl Reconciler {
+    /// How many parents are reconciled at the same time.
+    pub fn concurrency(&self) -> usize {
+        usize::from(self.rule.spec.concurrency.unwrap_or(DEFAULT_CONCURRENCY))
+    }
+
     /// The rule document as written.
     pub fn document(&self) -> &ReconcilerRule {
         &self.rule

@@ -59,6 +59,10 @@ pub struct ReconcilerSpec {
     /// Re-render every parent this often even without changes (e.g. `10m`), to repair drift of children.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resync_period: Option<HumanDuration>,
+    /// How many parents of this rule are reconciled at the same time (default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub concurrency: Option<u16>,
     /// Take over existing objects with a child's name that Ruleplane did not create. Without it they are
     /// reported as conflicts and left alone.
     #[serde(default)]

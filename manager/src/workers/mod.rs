@@ -1,5 +1,6 @@
 //! Workers, one folder per rule kind, each a fetch → decide → apply → report [`crate::runner::Reconcile`].
 
+pub mod reconciler;
 pub mod resource_definition;
 
 use ruleplane_config::Rule;
@@ -16,14 +17,17 @@ pub enum WorkerError {
     WatchEnded(String),
     #[error("a reconcile of rule {0} panicked")]
     ReconcilePanicked(String),
+    #[error("kind not served by the apiserver (yet?): {0}")]
+    Discovery(String),
 }
 
 /// Runs the worker for `rule` until `stop` is cancelled.
 pub async fn run(rule: Rule, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
     match rule {
         Rule::ResourceDefinition(rd) => resource_definition::run(rd, ctx, stop).await,
+        Rule::Reconciler(reconciler) => reconciler::run(reconciler, ctx, stop).await,
         other => {
-            // Reconciler and SchedulerPolicy workers plug in here; until then the rule is validated and listed.
+            // The SchedulerPolicy worker plugs in here; until then the rule is validated and listed.
             const WHY: &str = "no worker for this rule kind in this version; the rule is validated only";
             info!(rule = other.name(), kind = other.kind().as_str(), "{WHY}");
             ctx.health

@@ -180,3 +180,36 @@ fn status_is_written_only_when_it_changes_and_keeps_transition_times() {
         "a field no longer projected is removed"
     );
 }
+
+#[test]
+fn owner_references_only_where_kubernetes_allows_them() {
+    let parent = json!({ "apiVersion": "stable.example.com/v1", "kind": "CronTab",
+                         "metadata": { "name": "nightly", "namespace": "team-a", "uid": "u-9" } });
+    let mut same = json!({ "apiVersion": "batch/v1", "kind": "CronJob", "metadata": { "name": "nightly", "namespace": "team-a" } });
+    attach_parent(&mut same, &parent, true, true);
+    assert_eq!(same["metadata"]["ownerReferences"][0]["uid"], "u-9");
+    assert_eq!(same["metadata"]["ownerReferences"][0]["controller"], true);
+    assert_eq!(same["metadata"]["annotations"][PARENT_ANNOTATION], "team-a/nightly");
+    let mut elsewhere =
+        json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "x", "namespace": "team-b" } });
+    attach_parent(&mut elsewhere, &parent, true, true);
+    assert!(
+        elsewhere["metadata"].get("ownerReferences").is_none(),
+        "no cross-namespace owner"
+    );
+    let mut cluster_child = json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "x" } });
+    attach_parent(&mut cluster_child, &parent, true, false);
+    assert!(
+        cluster_child["metadata"].get("ownerReferences").is_none(),
+        "no namespaced owner of a cluster-scoped child"
+    );
+    let namespace = json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "team-a", "uid": "u-ns" } });
+    let mut quota =
+        json!({ "apiVersion": "v1", "kind": "ResourceQuota", "metadata": { "name": "q", "namespace": "team-a" } });
+    attach_parent(&mut quota, &namespace, false, true);
+    assert_eq!(
+        quota["metadata"]["ownerReferences"][0]["kind"], "Namespace",
+        "a cluster-scoped parent owns anything"
+    );
+    assert_eq!(quota["metadata"]["annotations"][PARENT_ANNOTATION], "team-a");
+}

@@ -1,0 +1,165 @@
+//! The Reconciler worker's writes: server-side apply of children, deletion of pruned ones, the parent's status,
+//! and the Events that tell the story on the parent.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use ruleplane_config::ownership::{PARENT_UID_LABEL, RECONCILER_FIELD_MANAGER, RULE_LABEL};
+use ruleplane_config::{ChildApply, ObjectKey};
+use serde_json::{Value, json};
+use tracing::{info, warn};
+
+use super::{ParentKey, ParentReconciler, ReconcilerError, Watched};
+
+fn api_for(reconciler: &ParentReconciler, watched: &Watched, namespace: Option<&str>) -> Api<DynamicObject> {
+    let client = reconciler.ctx.client.clone();
+    let resource = &watched.watch.resource;
+    match namespace {
+        Some(namespace) if watched.namespaced => Api::namespaced_with(client, namespace, resource),
+        _ => Api::all_with(client, resource),
+    }
+}
+
+/// Applies one child (server-side apply, our field manager, forced: the rule owns every field it renders, which
+/// is what repairs hand edits). A child that does not exist yet is first checked for a foreign object of the
+/// same name: that is a conflict unless the rule adopts.
+pub(super) async fn apply_child(
+    reconciler: &ParentReconciler,
+    watched: &Watched,
+    apply: &ChildApply,
+    parent: &DynamicObject,
+) -> Result<Value, ReconcilerError> {
+    let key = &apply.key;
+    let api = api_for(reconciler, watched, key.namespace.as_deref());
+    let uid = parent.uid().unwrap_or_default();
+    if apply.created
+        && !reconciler.rule.spec.adopt
+        && let Some(existing) = api.get_opt(&key.name).await?
+    {
+        let labels = existing.labels();
+        let ours = labels.get(RULE_LABEL).map(String::as_str) == Some(reconciler.rule.name())
+            && labels.get(PARENT_UID_LABEL) == Some(&uid);
+        if !ours {
+            return Err(ReconcilerError::Conflict { child: key.clone() });
+        }
+    }
+    let params = PatchParams::apply(RECONCILER_FIELD_MANAGER).force();
+    let applied = api
+        .patch(&key.name, &params, &Patch::Apply(&apply.object))
+        .await
+        .map_err(|error| match error {
+            kube::Error::Api(status) if status.code == 422 || status.code == 400 => ReconcilerError::Rejected {
+                child: key.clone(),
+                message: status.message,
+            },
+            other => ReconcilerError::Api(other),
+        })?;
+    let (reason, verb) = if apply.created {
+        ("Created", "created")
+    } else {
+        ("Updated", "updated")
+    };
+    info!(rule = reconciler.rule.name(), child = %key, "child {verb}");
+    publish(reconciler, parent, EventType::Normal, reason, format!("{verb} {key}")).await;
+    serde_json::to_value(&applied).map_err(|e| ReconcilerError::Rejected {
+        child: key.clone(),
+        message: e.to_string(),
+    })
+}
+
+/// Deletes a child that is no longer rendered. Only called for objects carrying this rule's and this parent's
+/// labels (the plan only prunes those), never anything else.
+pub(super) async fn delete_child(
+    reconciler: &ParentReconciler,
+    watched: &Watched,
+    key: &ObjectKey,
+    parent: &DynamicObject,
+) -> Result<(), ReconcilerError> {
+    let api = api_for(reconciler, watched, key.namespace.as_deref());
+    match api.delete(&key.name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(error) => return Err(error.into()),
+    }
+    info!(rule = reconciler.rule.name(), child = %key, "child deleted (no longer rendered)");
+    publish(
+        reconciler,
+        parent,
+        EventType::Normal,
+        "Deleted",
+        format!("deleted {key} (no longer rendered)"),
+    )
+    .await;
+    Ok(())
+}
+
+/// Merge-patches the parent's status, through the status subresource when the kind has one.
+pub(super) async fn patch_status(
+    reconciler: &ParentReconciler,
+    parent: &DynamicObject,
+    status: Value,
+) -> Result<(), ReconcilerError> {
+    let api = api_for(reconciler, &reconciler.parent, parent.namespace().as_deref());
+    let body = Patch::Merge(json!({ "status": status }));
+    match api
+        .patch_status(&parent.name_any(), &PatchParams::default(), &body)
+        .await
+    {
+        Ok(_) => Ok(()),
+        // No status subresource: the status is a plain field of the object.
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            api.patch(&parent.name_any(), &PatchParams::default(), &body).await?;
+            Ok(())
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// A Warning Event on the parent for a failed reconcile (once per distinct error, the runner sees to that).
+pub(super) async fn warn_parent(reconciler: &ParentReconciler, key: &ParentKey, error: &ReconcilerError) {
+    let Some(parent) = reconciler.parent.watch.get(key.namespace.as_deref(), &key.name) else {
+        return;
+    };
+    publish(
+        reconciler,
+        &parent,
+        EventType::Warning,
+        error.reason(),
+        error.to_string(),
+    )
+    .await;
+}
+
+async fn publish(reconciler: &ParentReconciler, parent: &DynamicObject, type_: EventType, reason: &str, note: String) {
+    let regarding: ObjectReference = parent.object_ref(&reconciler.parent.watch.resource);
+    let event = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(truncate(note, 1000)),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = reconciler.ctx.recorder.publish(&event, &regarding).await {
+        warn!(error = %e, "could not publish an Event");
+    }
+}
+
+fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+/// The current time as Kubernetes writes it in conditions (RFC 3339, seconds).
+pub(super) fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}

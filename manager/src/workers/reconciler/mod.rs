@@ -1,0 +1,477 @@
+//! Reconciler worker: for each parent object, children rendered from the rule's templates are applied with
+//! server-side apply, pruned, drift-corrected, and the parent's status projected (fetch → decide → apply → report).
+
+mod io;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use kube::api::{ApiResource, DynamicObject};
+use kube::discovery::{ApiCapabilities, Scope};
+use kube::{Client, ResourceExt};
+use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL};
+use ruleplane_config::{
+    Condition, ObjectKey, Reconciler, RenderError, attach_parent, builtin_kind, compute_status, gather_lookups,
+    next_status, plan_children, render_children,
+};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use crate::runner::{Action, Reconcile, ReconcileError, Runner};
+use crate::supervisor::WorkerContext;
+use crate::watch_hub::{Change, KindKey, SharedWatch};
+use crate::workers::WorkerError;
+
+const KIND: &str = "Reconciler";
+/// Children are watched only where Ruleplane's label is: the rest of the cluster's objects of those kinds
+/// are never cached.
+const CHILD_SELECTOR: &str = "app.kubernetes.io/managed-by=ruleplane";
+
+/// A parent object: namespace (for namespaced kinds) and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ParentKey {
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ParentKey {
+    fn of(object: &DynamicObject) -> ParentKey {
+        ParentKey {
+            namespace: object.namespace(),
+            name: object.name_any(),
+        }
+    }
+}
+
+/// A looked-up object: the watch it comes from, its namespace and name.
+type LookedUp = (KindKey, Option<String>, String);
+
+/// A watched kind with what discovery says about it.
+struct Watched {
+    watch: Arc<SharedWatch>,
+    namespaced: bool,
+}
+
+/// Why a reconcile of one parent failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcilerError {
+    #[error("{0}")]
+    Render(#[from] RenderError),
+    #[error("{child} exists and was not created by this rule for this parent; set `adopt: true` to take it over")]
+    Conflict { child: ObjectKey },
+    #[error("the apiserver rejected {child}: {message}")]
+    Rejected { child: ObjectKey, message: String },
+    #[error("child kind {api_version} {kind} is not served by the apiserver")]
+    UnknownChildKind { api_version: String, kind: String },
+    #[error("Kubernetes API error: {0}")]
+    Api(#[from] kube::Error),
+}
+
+impl ReconcileError for ReconcilerError {
+    fn category(&self) -> &'static str {
+        match self {
+            ReconcilerError::Render(error) => error.category(),
+            ReconcilerError::Conflict { .. } => "conflict",
+            ReconcilerError::Rejected { .. } => "rejected",
+            ReconcilerError::UnknownChildKind { .. } => "unknown-kind",
+            ReconcilerError::Api(_) => "api",
+        }
+    }
+
+    /// Render errors, conflicts and rejections need a change of the parent, the rule or the cluster.
+    fn is_permanent(&self) -> bool {
+        !matches!(self, ReconcilerError::Api(_))
+    }
+}
+
+impl ReconcilerError {
+    /// The `Synced=False` reason (and Warning Event reason) for this error.
+    fn reason(&self) -> &'static str {
+        match self {
+            ReconcilerError::Render(_) => "RenderError",
+            ReconcilerError::Conflict { .. } => "Conflict",
+            ReconcilerError::Rejected { .. } => "ApplyRejected",
+            ReconcilerError::UnknownChildKind { .. } => "UnknownKind",
+            ReconcilerError::Api(_) => "ApplyFailed",
+        }
+    }
+}
+
+/// One Reconciler rule's reconcile.
+pub struct ParentReconciler {
+    rule: Reconciler,
+    ctx: WorkerContext,
+    parent: Watched,
+    /// Child watches by `apiVersion`/`kind` of the templates.
+    children: HashMap<(String, String), Watched>,
+    /// Lookup watches by `apiVersion`/`kind`.
+    lookups: HashMap<(String, String), Arc<SharedWatch>>,
+    /// Which parents read which looked-up object, so a change of that object re-reconciles exactly them.
+    readers: Mutex<HashMap<LookedUp, HashSet<ParentKey>>>,
+    /// Whether the parent's status is ours to write (kinds declared by ResourceDefinitions, not built-ins).
+    writes_status: bool,
+    /// Whether the parent kind has a status subresource. Without one, a status write changes the object's
+    /// `generation`, so `observedGeneration` would never settle: it is not written then.
+    status_subresource: bool,
+}
+
+pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
+    let client = ctx.client.clone();
+    let watched = &rule.spec.watched;
+    let (parent_resource, parent_caps) = discover(&client, &watched.api_version, &watched.kind).await?;
+    let status_subresource = parent_caps.subresources.iter().any(|(sub, _)| sub.plural == "status");
+    let parent = Watched {
+        watch: ctx.hub.watch(&parent_resource),
+        namespaced: parent_caps.scope == Scope::Namespaced,
+    };
+    let mut children = HashMap::new();
+    for child in rule.children().iter().chain(rule.finalize_children()) {
+        let kind = (child.api_version.clone(), child.kind.clone());
+        if children.contains_key(&kind) {
+            continue;
+        }
+        let (resource, caps) = discover(&client, &child.api_version, &child.kind).await?;
+        let watch = ctx.hub.watch_selected(&resource, Some(CHILD_SELECTOR));
+        let namespaced = caps.scope == Scope::Namespaced;
+        children.insert(kind, Watched { watch, namespaced });
+    }
+    let mut lookups = HashMap::new();
+    for lookup in rule.lookups() {
+        let kind = (lookup.spec.api_version.clone(), lookup.spec.kind.clone());
+        if let std::collections::hash_map::Entry::Vacant(entry) = lookups.entry(kind) {
+            let (api_version, kind) = entry.key();
+            let (resource, _) = discover(&client, api_version, kind).await?;
+            entry.insert(ctx.hub.watch(&resource));
+        }
+    }
+    let mut subscriptions = vec![parent.watch.subscribe()];
+    subscriptions.extend(children.values().map(|c| c.watch.subscribe()));
+    subscriptions.extend(lookups.values().map(|w| w.subscribe()));
+    let watches: Vec<Arc<SharedWatch>> = std::iter::once(parent.watch.clone())
+        .chain(children.values().map(|c| c.watch.clone()))
+        .chain(lookups.values().cloned())
+        .collect();
+    for watch in &watches {
+        tokio::select! {
+            _ = watch.synced() => {}
+            _ = stop.cancelled() => return Ok(()),
+        }
+    }
+    let runner = Runner {
+        rule: rule.name().to_owned(),
+        kind: KIND,
+        concurrency: rule.concurrency(),
+        metrics: ctx.metrics.clone(),
+        health: ctx.health.clone(),
+    };
+    let writes_status = builtin_kind(&watched.api_version, &watched.kind).is_none();
+    let reconciler = Arc::new(ParentReconciler {
+        rule,
+        ctx,
+        parent,
+        children,
+        lookups,
+        readers: Mutex::new(HashMap::new()),
+        writes_status,
+        status_subresource,
+    });
+    let initial = reconciler.all_parents();
+    runner.run(reconciler, subscriptions, initial, stop).await
+}
+
+/// What the apiserver serves for `apiVersion`/`kind` (the rule's kinds may be CRDs registered moments ago).
+async fn discover(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+) -> Result<(ApiResource, ApiCapabilities), WorkerError> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(|e| WorkerError::Discovery(format!("{api_version} {kind}: {e}")))
+}
+
+impl ParentReconciler {
+    /// Whether the rule selects this parent (its namespace and label selector).
+    fn selects(&self, parent: &DynamicObject) -> bool {
+        let watched = &self.rule.spec.watched;
+        watched
+            .namespace
+            .as_ref()
+            .is_none_or(|ns| parent.namespace().as_ref() == Some(ns))
+            && watched
+                .selector
+                .as_ref()
+                .is_none_or(|selector| selector.matches(parent.labels()))
+    }
+
+    fn all_parents(&self) -> Vec<ParentKey> {
+        let state = self.parent.watch.store.state();
+        state
+            .iter()
+            .filter(|p| self.selects(p))
+            .map(|p| ParentKey::of(p))
+            .collect()
+    }
+
+    /// The parent a child points to through its annotation, if the child is this rule's.
+    fn parent_of_child(&self, child: &DynamicObject) -> Option<ParentKey> {
+        if child.labels().get(RULE_LABEL).map(String::as_str) != Some(self.rule.name()) {
+            return None;
+        }
+        let reference = child.annotations().get(PARENT_ANNOTATION)?;
+        Some(match reference.split_once('/') {
+            Some((namespace, name)) => ParentKey {
+                namespace: Some(namespace.to_owned()),
+                name: name.to_owned(),
+            },
+            None => ParentKey {
+                namespace: None,
+                name: reference.clone(),
+            },
+        })
+    }
+
+    /// The children of `uid` this rule's labels mark, from the child caches.
+    fn observed_children(&self, uid: &str) -> Vec<Value> {
+        let mut found = Vec::new();
+        for watched in self.children.values() {
+            for child in watched.watch.store.state() {
+                let labels = child.labels();
+                if labels.get(RULE_LABEL).map(String::as_str) == Some(self.rule.name())
+                    && labels.get(PARENT_UID_LABEL).map(String::as_str) == Some(uid)
+                    && let Ok(mut value) = serde_json::to_value(&*child)
+                {
+                    // Items of a list response carry no apiVersion/kind (watch events do): the watch knows them.
+                    let resource = &watched.watch.resource;
+                    value["apiVersion"] = Value::from(resource.api_version.clone());
+                    value["kind"] = Value::from(resource.kind.clone());
+                    found.push(value);
+                }
+            }
+        }
+        found
+    }
+
+    fn child_kind(&self, api_version: &str, kind: &str) -> Result<&Watched, ReconcilerError> {
+        self.children
+            .get(&(api_version.to_owned(), kind.to_owned()))
+            .ok_or_else(|| ReconcilerError::UnknownChildKind {
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+            })
+    }
+
+    /// Fetch → decide → apply for one parent; returns the children as they are after the applies.
+    async fn converge(
+        &self,
+        key: &ParentKey,
+        parent: &DynamicObject,
+        parent_value: &Value,
+    ) -> Result<(Map<String, Value>, Map<String, Value>), ReconcilerError> {
+        // fetch: lookups from the caches, remembering what this parent read
+        let mut reads = Vec::new();
+        let lookups = gather_lookups(&self.rule, parent_value, |lookup, name, namespace| {
+            let watch = self.lookups.get(&(lookup.api_version.clone(), lookup.kind.clone()))?;
+            reads.push((watch.key.clone(), namespace.map(str::to_owned), name.to_owned()));
+            watch.get(namespace, name).and_then(|o| serde_json::to_value(&*o).ok())
+        })?;
+        self.remember_reads(key, reads);
+        // decide: render, attach to the parent, compare with what is there
+        let rendered = render_children(&self.rule, parent_value, &lookups)?;
+        let mut desired = Vec::with_capacity(rendered.children.len());
+        for mut child in rendered.children {
+            let api_version = child["apiVersion"].as_str().unwrap_or_default().to_owned();
+            let kind = child["kind"].as_str().unwrap_or_default().to_owned();
+            let watched = self.child_kind(&api_version, &kind)?;
+            attach_parent(&mut child, parent_value, self.parent.namespaced, watched.namespaced);
+            desired.push(child);
+        }
+        let uid = parent.uid().unwrap_or_default();
+        let observed = self.observed_children(&uid);
+        let plan = plan_children(desired, &observed);
+        // apply: only what differs; a converged parent costs no request here
+        let mut now: Map<String, Value> = Map::new();
+        for child in &observed {
+            if let Some(id) = child_id(child) {
+                now.insert(id, child.clone());
+            }
+        }
+        // One child's conflict or rejection does not hold back the others, nor pruning; the first error is
+        // reported after all were tried.
+        let mut first_error = None;
+        for apply in &plan.apply {
+            let applied = match self.child_kind(&apply.key.api_version, &apply.key.kind) {
+                Ok(watched) => io::apply_child(self, watched, apply, parent).await,
+                Err(error) => Err(error),
+            };
+            match applied {
+                Ok(applied) => {
+                    if let Some(id) = child_id(&applied) {
+                        now.insert(id, applied);
+                    }
+                }
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        for key in &plan.prune {
+            let watched = self.child_kind(&key.api_version, &key.kind)?;
+            io::delete_child(self, watched, key, parent).await?;
+            now.retain(|_, child| ObjectKey::of(child).as_ref() != Some(key));
+        }
+        match first_error {
+            Some(error) => Err(error),
+            None => Ok((now, lookups)),
+        }
+    }
+
+    fn remember_reads(&self, key: &ParentKey, reads: Vec<LookedUp>) {
+        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        for read in reads {
+            readers.entry(read).or_default().insert(key.clone());
+        }
+    }
+
+    /// Writes the parent's status (projected fields, observedGeneration, conditions) when it changed.
+    async fn report_status(
+        &self,
+        parent: &DynamicObject,
+        parent_value: &Value,
+        children: &Map<String, Value>,
+        lookups: &Map<String, Value>,
+        failure: Option<&ReconcilerError>,
+    ) -> Result<(), ReconcilerError> {
+        if !self.writes_status {
+            return Ok(());
+        }
+        let projected = compute_status(&self.rule, parent_value, children, lookups);
+        let not_ready: Vec<&str> = self
+            .rule
+            .children()
+            .iter()
+            .filter(|child| !children.get(&child.id).is_some_and(|observed| child.is_ready(observed)))
+            .map(|child| child.id.as_str())
+            .collect();
+        let total = self.rule.children().len();
+        let ready = Condition {
+            type_: "Ready",
+            status: not_ready.is_empty() && failure.is_none(),
+            reason: if not_ready.is_empty() {
+                "ChildrenReady"
+            } else {
+                "ChildrenNotReady"
+            }
+            .into(),
+            message: if not_ready.is_empty() {
+                format!("all {total} children are ready")
+            } else {
+                format!("not ready: {}", not_ready.join(", "))
+            },
+        };
+        let synced = match failure {
+            None => Condition {
+                type_: "Synced",
+                status: true,
+                reason: "Applied".into(),
+                message: format!("{total} children applied"),
+            },
+            Some(error) => Condition {
+                type_: "Synced",
+                status: false,
+                reason: error.reason().into(),
+                message: error.to_string(),
+            },
+        };
+        let Some(patch) = next_status(
+            parent_value.get("status"),
+            &projected,
+            parent.metadata.generation.filter(|_| self.status_subresource),
+            &[ready, synced],
+            &io::now(),
+        ) else {
+            return Ok(());
+        };
+        io::patch_status(self, parent, patch).await
+    }
+}
+
+fn child_id(child: &Value) -> Option<String> {
+    child
+        .pointer("/metadata/labels")
+        .and_then(|labels| labels.get(ruleplane_config::ownership::CHILD_ID_LABEL))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+impl Reconcile for ParentReconciler {
+    type Key = ParentKey;
+    type Error = ReconcilerError;
+
+    fn keys_for(&self, kind: &KindKey, change: &Change) -> Vec<ParentKey> {
+        let Some(object) = change.object() else {
+            return self.all_parents();
+        };
+        let mut keys = BTreeSet::new();
+        if *kind == self.parent.watch.key && self.selects(object) {
+            keys.insert(ParentKey::of(object));
+        }
+        if kind.label_selector.is_some()
+            && let Some(parent) = self.parent_of_child(object)
+        {
+            keys.insert(parent);
+        }
+        let read = (kind.clone(), object.namespace(), object.name_any());
+        if let Some(readers) = self.readers.lock().unwrap_or_else(|e| e.into_inner()).get(&read) {
+            keys.extend(readers.iter().cloned());
+        }
+        keys.into_iter().collect()
+    }
+
+    async fn reconcile(&self, key: &ParentKey) -> Result<Action, ReconcilerError> {
+        let Some(parent) = self.parent.watch.get(key.namespace.as_deref(), &key.name) else {
+            // Gone: children with an owner reference go with it (garbage collector); nothing to do here.
+            debug!(parent = ?key, "parent not found");
+            return Ok(Action::AwaitChange);
+        };
+        if !self.selects(&parent) || parent.metadata.deletion_timestamp.is_some() {
+            return Ok(Action::AwaitChange);
+        }
+        let parent_value = serde_json::to_value(&*parent).map_err(|e| ReconcilerError::Rejected {
+            child: ObjectKey {
+                api_version: String::new(),
+                kind: parent.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default(),
+                namespace: key.namespace.clone(),
+                name: key.name.clone(),
+            },
+            message: e.to_string(),
+        })?;
+        match self.converge(key, &parent, &parent_value).await {
+            Ok((children, lookups)) => {
+                self.report_status(&parent, &parent_value, &children, &lookups, None)
+                    .await?;
+                Ok(match self.rule.spec.resync_period {
+                    Some(period) => Action::RequeueAfter(period.duration()),
+                    None => Action::AwaitChange,
+                })
+            }
+            Err(error) => {
+                // Synced=False tells `kubectl get`/`wait` users why; a failure to write it is secondary.
+                let observed = self.observed_children(&parent.uid().unwrap_or_default());
+                let children: Map<String, Value> =
+                    observed.into_iter().filter_map(|c| Some((child_id(&c)?, c))).collect();
+                let _ = self
+                    .report_status(&parent, &parent_value, &children, &Map::new(), Some(&error))
+                    .await;
+                Err(error)
+            }
+        }
+    }
+
+    async fn report_error(&self, key: &ParentKey, error: &ReconcilerError) {
+        io::warn_parent(self, key, error).await;
+    }
+}

@@ -1,0 +1,604 @@
+//! Reconciler rules on a real apiserver: children applied, drift repaired, pruned, status projected, conflicts
+//! reported — and a converged parent costs no write.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::support::manager::{ManagerProcess, temp_dir};
+use crate::support::{admin_client, eventually, kubectl, test_namespace, write_rule_file as write};
+
+/// A CronTab kind in its own API group (CRDs are cluster-wide; every test declares its own group) and the
+/// Reconciler of `examples/crontab.yaml` turning each CronTab into a CronJob.
+fn crontab_rules(group: &str) -> String {
+    format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: {{ name: cron-tab.{group} }}
+spec:
+  versions:
+    - name: v1
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                cronSpec: {{ type: string }}
+                image: {{ type: string }}
+            status:
+              type: object
+              x-kubernetes-preserve-unknown-fields: true
+      subresources: {{ status: {{}} }}
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: crontab-to-cronjob }}
+spec:
+  for: {{ apiVersion: {group}/v1, kind: CronTab }}
+  lookups:
+    defaults: {{ apiVersion: v1, kind: ConfigMap, name: crontab-defaults, jsonPath: "{{.data}}" }}
+  children:
+    - id: job
+      template: |
+        apiVersion: batch/v1
+        kind: CronJob
+        metadata:
+          name: {{{{json metadata.name}}}}
+        spec:
+          schedule: {{{{json spec.cronSpec}}}}
+          concurrencyPolicy: {{{{json (default lookups.defaults.concurrencyPolicy "Forbid")}}}}
+          jobTemplate:
+            spec:
+              template:
+                spec:
+                  restartPolicy: OnFailure
+                  containers:
+                    - name: main
+                      image: {{{{json spec.image}}}}
+      readyWhen: "{{.metadata.name}}"
+  status:
+    cronJob: "{{.children.job.metadata.name}}"
+    schedule: "{{.children.job.spec.schedule}}"
+"#
+    )
+}
+
+fn api_of(client: &Client, group: &str, version: &str, kind: &str, plural: &str, ns: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+fn crontab(name: &str, group: &str, schedule: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "CronTab",
+        "metadata": { "name": name },
+        "spec": { "cronSpec": schedule, "image": "busybox:1.36" }
+    }))
+    .expect("a CronTab")
+}
+
+fn condition<'a>(object: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
+    object.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+/// Writes the apiserver's request counter reports for a resource (POST/PUT/PATCH/APPLY/DELETE), all namespaces.
+fn writes_to(resource: &str) -> u64 {
+    let metrics = kubectl(&["get", "--raw", "/metrics"]);
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| l.contains(&format!("resource=\"{resource}\"")))
+        .filter(|l| {
+            ["POST", "PUT", "PATCH", "APPLY", "DELETE"]
+                .iter()
+                .any(|v| l.contains(&format!("verb=\"{v}\"")))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+#[tokio::test]
+async fn a_crontab_becomes_a_cronjob_with_status_and_hand_edits_or_deletion_are_repaired() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-crontab").await;
+    let group = "rc1.example.com";
+    let rules = temp_dir("rc-crontab");
+    write(&rules, "rules.yaml", &crontab_rules(group));
+    let manager = ManagerProcess::start(&rules, &ns, "rc-crontab", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let crontabs = api_of(&client, group, "v1", "CronTab", "crontabs", &ns);
+    let cronjobs = api_of(&client, "batch", "v1", "CronJob", "cronjobs", &ns);
+    // The CRD is registered by the same manager; creating objects works once it is established.
+    let created = eventually(Duration::from_secs(40), "CronTab created", || async {
+        crontabs
+            .create(&PostParams::default(), &crontab("nightly", group, "0 3 * * *"))
+            .await
+            .ok()
+    })
+    .await;
+
+    let job = eventually(Duration::from_secs(20), "CronJob nightly", || async {
+        cronjobs.get_opt("nightly").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(job.data["spec"]["schedule"], "0 3 * * *");
+    assert_eq!(job.data["spec"]["concurrencyPolicy"], "Forbid", "lookup default");
+    let labels = job.labels();
+    assert_eq!(labels["app.kubernetes.io/managed-by"], "ruleplane");
+    assert_eq!(labels["ruleplane.dev/rule"], "crontab-to-cronjob");
+    assert_eq!(labels["ruleplane.dev/child-id"], "job");
+    assert_eq!(Some(&labels["ruleplane.dev/parent-uid"]), created.uid().as_ref());
+    let owner = &job.owner_references()[0];
+    assert_eq!((owner.kind.as_str(), owner.controller), ("CronTab", Some(true)));
+    assert_eq!(
+        job.metadata.managed_fields.as_ref().unwrap()[0].manager.as_deref(),
+        Some("ruleplane-reconciler")
+    );
+
+    let parent = eventually(
+        Duration::from_secs(20),
+        "CronTab Ready with projected status",
+        || async {
+            let parent = crontabs.get("nightly").await.ok()?;
+            let ready = condition(&parent, "Ready")?["status"] == "True";
+            (ready && parent.data["status"]["cronJob"] == "nightly").then_some(parent)
+        },
+    )
+    .await;
+    assert_eq!(parent.data["status"]["schedule"], "0 3 * * *");
+    assert_eq!(parent.data["status"]["observedGeneration"], 1);
+    assert_eq!(condition(&parent, "Synced").unwrap()["status"], "True");
+    kubectl(&[
+        "wait",
+        "-n",
+        &ns,
+        &format!("crontabs.{group}/nightly"),
+        "--for=condition=Ready",
+        "--timeout=5s",
+    ]);
+
+    // A change of the parent reaches the child.
+    crontabs
+        .patch(
+            "nightly",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "cronSpec": "0 4 * * *" } })),
+        )
+        .await
+        .expect("edit the CronTab");
+    eventually(Duration::from_secs(10), "schedule follows the parent", || async {
+        let job = cronjobs.get("nightly").await.ok()?;
+        (job.data["spec"]["schedule"] == "0 4 * * *").then_some(())
+    })
+    .await;
+
+    // Drift: a hand edit of a rendered field is put back, and so is a deleted child.
+    let edited = Instant::now();
+    cronjobs
+        .patch(
+            "nightly",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "schedule": "* * * * *" } })),
+        )
+        .await
+        .expect("hand edit");
+    eventually(Duration::from_secs(5), "hand edit repaired", || async {
+        let job = cronjobs.get("nightly").await.ok()?;
+        (job.data["spec"]["schedule"] == "0 4 * * *").then_some(())
+    })
+    .await;
+    let repaired = edited.elapsed();
+    let deleted = Instant::now();
+    cronjobs
+        .delete("nightly", &DeleteParams::default())
+        .await
+        .expect("delete the child");
+    eventually(Duration::from_secs(5), "deleted child recreated", || async {
+        let job = cronjobs.get_opt("nightly").await.ok().flatten()?;
+        (job.metadata.deletion_timestamp.is_none()).then_some(())
+    })
+    .await;
+    let recreated = deleted.elapsed();
+    eprintln!("drift: hand edit repaired in {repaired:?}, deleted child recreated in {recreated:?}");
+    assert!(repaired < Duration::from_secs(1), "hand edit repaired in {repaired:?}");
+    assert!(
+        recreated < Duration::from_secs(1),
+        "deleted child recreated in {recreated:?}"
+    );
+
+    // A change of a looked-up object reaches every parent that read it.
+    let defaults: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    defaults
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({ "metadata": { "name": "crontab-defaults" },
+                                             "data": { "concurrencyPolicy": "Replace" } }))
+            .expect("a ConfigMap"),
+        )
+        .await
+        .expect("create the defaults");
+    eventually(Duration::from_secs(10), "lookup change applied", || async {
+        let job = cronjobs.get("nightly").await.ok()?;
+        (job.data["spec"]["concurrencyPolicy"] == "Replace").then_some(())
+    })
+    .await;
+
+    // Events on the parent tell the story.
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("nightly"))
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(reasons.iter().any(|r| r == "Created"), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r == "Updated"), "{reasons:?}");
+}
+
+/// 100 converged parents: a new manager (a forced resync of every parent) sends no write at all.
+#[tokio::test]
+async fn a_resync_of_100_converged_parents_sends_no_write() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-noop").await;
+    let group = "rc2.example.com";
+    // PodTemplate: a child kind no other test writes, so the apiserver's counter is this test's alone.
+    let rules = format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: {{ name: web-app.{group} }}
+spec:
+  versions: [ {{ name: v1, subresources: {{ status: {{}} }} }} ]
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: web-app-template }}
+spec:
+  for: {{ apiVersion: {group}/v1, kind: WebApp }}
+  children:
+    - id: template
+      template: |
+        apiVersion: v1
+        kind: PodTemplate
+        metadata:
+          name: {{{{json metadata.name}}}}
+        template:
+          metadata: {{ labels: {{ app: {{{{json metadata.name}}}} }} }}
+          spec:
+            containers:
+              - name: web
+                image: {{{{json spec.image}}}}
+                resources: {{ requests: {{ cpu: 500m, memory: 64Mi }}, limits: {{ cpu: "1" }} }}
+"#
+    );
+    let dir = temp_dir("rc-noop");
+    write(&dir, "rules.yaml", &rules);
+    let mut first = ManagerProcess::start(&dir, &ns, "rc-noop-1", &[]);
+    first.wait_ready(Duration::from_secs(40)).await;
+    let apps = api_of(&client, group, "v1", "WebApp", "webapps", &ns);
+    for index in 0..100 {
+        let app: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": format!("{group}/v1"), "kind": "WebApp",
+            "metadata": { "name": format!("app-{index}") }, "spec": { "image": "nginx:1.27" }
+        }))
+        .expect("a WebApp");
+        eventually(Duration::from_secs(40), "WebApp created", || async {
+            apps.create(&PostParams::default(), &app).await.ok()
+        })
+        .await;
+    }
+    let templates: Api<k8s_openapi::api::core::v1::PodTemplate> = Api::namespaced(client.clone(), &ns);
+    eventually(Duration::from_secs(60), "100 PodTemplates", || async {
+        let count = templates.list(&ListParams::default()).await.ok()?.items.len();
+        (count == 100).then_some(())
+    })
+    .await;
+    first.kill9();
+    let before = (writes_to("podtemplates"), writes_to("webapps"));
+    let second = ManagerProcess::start(&dir, &ns, "rc-noop-2", &[]);
+    second.wait_ready(Duration::from_secs(40)).await;
+    let reconciles = "ruleplane_reconciles_total{rule=\"web-app-template\",kind=\"Reconciler\"}";
+    eventually(Duration::from_secs(60), "100 reconciles by the new manager", || async {
+        (second.metric(reconciles).await? >= 100.0).then_some(())
+    })
+    .await;
+    let after = (writes_to("podtemplates"), writes_to("webapps"));
+    assert_eq!(
+        after, before,
+        "a converged parent costs no write, child or status (apiserver_request_total)"
+    );
+}
+
+#[tokio::test]
+async fn namespaces_labelled_with_a_team_get_a_quota_and_a_limit_range() {
+    let client = admin_client().await;
+    let lease_ns = test_namespace(&client, "rc-decorator").await;
+    let team = format!("team-{}", std::process::id());
+    let rules = format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: team-namespaces }}
+spec:
+  for:
+    apiVersion: v1
+    kind: Namespace
+    selector: {{ matchLabels: {{ team: {team} }} }}
+  children:
+    - id: quota
+      template: |
+        apiVersion: v1
+        kind: ResourceQuota
+        metadata: {{ name: team-quota, namespace: {{{{json metadata.name}}}} }}
+        spec: {{ hard: {{ pods: "20", requests.cpu: "4" }} }}
+    - id: limits
+      template: |
+        apiVersion: v1
+        kind: LimitRange
+        metadata: {{ name: team-limits, namespace: {{{{json metadata.name}}}} }}
+        spec:
+          limits: [ {{ type: Container, default: {{ cpu: 500m }} }} ]
+"#
+    );
+    let dir = temp_dir("rc-decorator");
+    write(&dir, "rules.yaml", &rules);
+    let manager = ManagerProcess::start(&dir, &lease_ns, "rc-decorator", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let labelled = test_namespace(&client, "rc-team-a").await;
+    let unlabelled = test_namespace(&client, "rc-team-b").await;
+    kubectl(&["label", "namespace", &labelled, &format!("team={team}")]);
+    let quotas = |ns: &str| Api::<k8s_openapi::api::core::v1::ResourceQuota>::namespaced(client.clone(), ns);
+    let quota = eventually(Duration::from_secs(20), "quota in the labelled namespace", || async {
+        quotas(&labelled).get_opt("team-quota").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(
+        quota.owner_references()[0].kind,
+        "Namespace",
+        "a cluster-scoped parent owns its children"
+    );
+    let limits: Api<k8s_openapi::api::core::v1::LimitRange> = Api::namespaced(client.clone(), &labelled);
+    eventually(Duration::from_secs(10), "limit range", || async {
+        limits.get_opt("team-limits").await.ok().flatten()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        quotas(&unlabelled).get_opt("team-quota").await.expect("get").is_none(),
+        "only selected parents"
+    );
+    // A built-in parent's status belongs to its controller: nothing is written there.
+    let namespace = kubectl(&["get", "namespace", &labelled, "-o", "json"]);
+    assert!(!namespace.contains("\"conditions\""), "{namespace}");
+}
+
+#[tokio::test]
+async fn a_child_dropped_from_the_rule_is_pruned_and_a_foreign_object_is_a_conflict_until_adopted() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-prune").await;
+    let group = "rc3.example.com";
+    let rule = |children: &str, adopt: bool| {
+        format!(
+            r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: {{ name: shop.{group} }}
+spec:
+  versions: [ {{ name: v1, subresources: {{ status: {{}} }} }} ]
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: shop-config }}
+spec:
+  for: {{ apiVersion: {group}/v1, kind: Shop }}
+  adopt: {adopt}
+  children:
+{children}"#
+        )
+    };
+    let config = |id: &str, name: &str| {
+        format!(
+            "    - id: {id}\n      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        metadata: {{ name: {name} }}\n        data: {{ owner: {{{{json metadata.name}}}} }}\n"
+        )
+    };
+    let dir = temp_dir("rc-prune");
+    write(
+        &dir,
+        "rules.yaml",
+        &rule(&(config("settings", "settings") + &config("extra", "extra")), false),
+    );
+    let manager = ManagerProcess::start(&dir, &ns, "rc-prune", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    // A ConfigMap named like a future child, created by someone else.
+    maps.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({ "metadata": { "name": "legacy" }, "data": { "mine": "yes" } })).expect("cm"),
+    )
+    .await
+    .expect("create a foreign ConfigMap");
+    let shops = api_of(&client, group, "v1", "Shop", "shops", &ns);
+    let shop: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "Shop", "metadata": { "name": "corner" }
+    }))
+    .expect("a Shop");
+    eventually(Duration::from_secs(40), "Shop created", || async {
+        shops.create(&PostParams::default(), &shop).await.ok()
+    })
+    .await;
+    eventually(Duration::from_secs(20), "both children", || async {
+        maps.get_opt("extra").await.ok().flatten()?;
+        maps.get_opt("settings").await.ok().flatten()
+    })
+    .await;
+
+    // The rule drops `extra` and adds `legacy`, which exists but is not ours.
+    write(
+        &dir,
+        "rules.yaml",
+        &rule(&(config("settings", "settings") + &config("legacy", "legacy")), false),
+    );
+    eventually(Duration::from_secs(20), "extra pruned", || async {
+        maps.get_opt("extra").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let parent = eventually(Duration::from_secs(20), "Synced=False Conflict", || async {
+        let shop = shops.get("corner").await.ok()?;
+        let synced = condition(&shop, "Synced")?.clone();
+        (synced["status"] == "False" && synced["reason"] == "Conflict").then_some(shop)
+    })
+    .await;
+    assert!(
+        condition(&parent, "Synced").unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .contains("adopt: true")
+    );
+    let legacy = maps.get("legacy").await.expect("legacy");
+    assert_eq!(
+        legacy.data.as_ref().unwrap()["mine"],
+        "yes",
+        "a foreign object is left alone"
+    );
+    assert!(
+        maps.get_opt("settings").await.expect("get").is_some(),
+        "the rest is untouched"
+    );
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let warned = eventually(Duration::from_secs(10), "a Conflict Warning", || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .find(|e| e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("Conflict"))
+    })
+    .await;
+    assert_eq!(warned.regarding.and_then(|r| r.name).as_deref(), Some("corner"));
+
+    // With `adopt: true` the object is taken over.
+    write(
+        &dir,
+        "rules.yaml",
+        &rule(&(config("settings", "settings") + &config("legacy", "legacy")), true),
+    );
+    eventually(Duration::from_secs(20), "legacy adopted", || async {
+        let legacy = maps.get("legacy").await.ok()?;
+        (legacy.labels().get("ruleplane.dev/rule").map(String::as_str) == Some("shop-config")
+            && legacy.data.as_ref()?.get("owner").map(String::as_str) == Some("corner"))
+        .then_some(())
+    })
+    .await;
+    eventually(Duration::from_secs(20), "Synced=True again", || async {
+        let shop = shops.get("corner").await.ok()?;
+        (condition(&shop, "Synced")?["status"] == "True").then_some(())
+    })
+    .await;
+}
+
+/// One parent whose template fails is reported (Synced=False, Warning) while the others converge.
+#[tokio::test]
+async fn a_failing_parent_is_reported_while_50_others_converge() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-failing").await;
+    let group = "rc4.example.com";
+    let rules = format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: {{ name: greeting.{group} }}
+spec:
+  versions: [ {{ name: v1, subresources: {{ status: {{}} }} }} ]
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: greetings }}
+spec:
+  for: {{ apiVersion: {group}/v1, kind: Greeting }}
+  children:
+    - id: text
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: {{{{json metadata.name}}}} }}
+        data: {{ text: {{{{json spec.text}}}} }}
+"#
+    );
+    let dir = temp_dir("rc-failing");
+    write(&dir, "rules.yaml", &rules);
+    let manager = ManagerProcess::start(&dir, &ns, "rc-failing", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let greetings = api_of(&client, group, "v1", "Greeting", "greetings", &ns);
+    let greeting = |name: &str, spec: Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": format!("{group}/v1"), "kind": "Greeting", "metadata": { "name": name }, "spec": spec
+        }))
+        .expect("a Greeting")
+    };
+    eventually(Duration::from_secs(40), "broken Greeting created", || async {
+        greetings
+            .create(&PostParams::default(), &greeting("broken", json!({})))
+            .await
+            .ok()
+    })
+    .await;
+    for index in 0..50 {
+        greetings
+            .create(
+                &PostParams::default(),
+                &greeting(&format!("g-{index}"), json!({ "text": "hello" })),
+            )
+            .await
+            .expect("create a Greeting");
+    }
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    eventually(Duration::from_secs(60), "50 ConfigMaps", || async {
+        let count = maps.list(&ListParams::default()).await.ok()?.items.len();
+        (count >= 50).then_some(())
+    })
+    .await;
+    let broken = eventually(Duration::from_secs(20), "broken reported", || async {
+        let broken = greetings.get("broken").await.ok()?;
+        (condition(&broken, "Synced")?["reason"] == "RenderError").then_some(broken)
+    })
+    .await;
+    let message = condition(&broken, "Synced").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("missing field `spec.text`"), "{message}");
+    assert!(maps.get_opt("broken").await.expect("get").is_none());
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    eventually(
+        Duration::from_secs(10),
+        "a RenderError Warning on the parent",
+        || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items.into_iter().find(|e| {
+                e.reason.as_deref() == Some("RenderError")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("broken")
+            })
+        },
+    )
+    .await;
+    // Fixing the parent is the change a permanent error waits for.
+    greetings
+        .patch(
+            "broken",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "text": "fixed" } })),
+        )
+        .await
+        .expect("fix the parent");
+    eventually(Duration::from_secs(10), "fixed parent converges", || async {
+        maps.get_opt("broken").await.ok().flatten()
+    })
+    .await;
+}
