@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::{Rule, RuleSet};
+use crate::{KindInfo, Reconciler, Rule, RuleSet};
 
 /// One permission: a verb on group/resource, in a namespace or cluster-wide (`namespace: None`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -74,8 +74,58 @@ pub fn rule_permissions(rule: &Rule) -> Vec<Permission> {
             }
             permissions(&verbs, "apiextensions.k8s.io", "customresourcedefinitions", None)
         }
-        Rule::Reconciler(_) | Rule::SchedulerPolicy(_) => Vec::new(),
+        Rule::Reconciler(reconciler) => reconciler_permissions(reconciler),
+        Rule::SchedulerPolicy(_) => Vec::new(),
     }
+}
+
+/// What a Reconciler's worker does: watch its parents and write their status (kinds declared by a
+/// ResourceDefinition only); watch, server-side apply (create or patch) and prune (delete) its children; watch
+/// its lookups. All cluster-wide, as its watches are.
+fn reconciler_permissions(reconciler: &Reconciler) -> Vec<Permission> {
+    let group_of = |info: &KindInfo| {
+        info.api_version
+            .split_once('/')
+            .map_or("", |(group, _)| group)
+            .to_owned()
+    };
+    let kinds = reconciler.kinds();
+    let mut out = Vec::new();
+    if let Some(parent) = &kinds.parent {
+        out.extend(permissions(
+            &["get", "list", "watch"],
+            &group_of(parent),
+            &parent.plural,
+            None,
+        ));
+        if parent.declared_by.is_some() {
+            out.extend(permissions(
+                &["patch"],
+                &group_of(parent),
+                &format!("{}/status", parent.plural),
+                None,
+            ));
+        }
+    }
+    for child in &kinds.children {
+        out.extend(permissions(
+            &["get", "list", "watch", "create", "patch", "delete"],
+            &group_of(child),
+            &child.plural,
+            None,
+        ));
+    }
+    for lookup in &kinds.lookups {
+        out.extend(permissions(
+            &["get", "list", "watch"],
+            &group_of(lookup),
+            &lookup.plural,
+            None,
+        ));
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// A ClusterRole for the cluster-wide permissions and a Role (in the Lease's namespace) for the namespaced
@@ -166,5 +216,51 @@ mod tests {
         let rules = crate::load_str("rules.yaml", RULES.split("---").next().unwrap()).expect("valid");
         let verbs: Vec<&str> = rule_permissions(&rules.rules()[0]).iter().map(|p| p.verb).collect();
         assert!(!verbs.contains(&"delete"), "{verbs:?}");
+    }
+}
+
+#[cfg(test)]
+mod reconciler_tests {
+    use super::*;
+
+    #[test]
+    fn a_reconciler_needs_its_parents_children_and_lookups() {
+        let rules = crate::load_str(
+            "rules.yaml",
+            "apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata: { name: cron-tab.example.com }\n\
+             spec: { versions: [ { name: v1 } ] }\n---\n\
+             apiVersion: ruleplane.dev/v1alpha1\nkind: Reconciler\nmetadata: { name: r }\nspec:\n  \
+             for: { apiVersion: example.com/v1, kind: CronTab }\n  \
+             lookups: { defaults: { apiVersion: v1, kind: ConfigMap, name: d } }\n  children:\n    \
+             - id: job\n      template: |\n        apiVersion: batch/v1\n        kind: CronJob\n        \
+             metadata: { name: x }\n",
+        )
+        .unwrap_or_else(|d| panic!("{d}"));
+        let granted: Vec<String> = rule_permissions(&rules.rules()[1])
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        for wanted in [
+            "watch crontabs.example.com (cluster-wide)",
+            "patch crontabs/status.example.com (cluster-wide)",
+            "patch cronjobs.batch (cluster-wide)",
+            "create cronjobs.batch (cluster-wide)",
+            "delete cronjobs.batch (cluster-wide)",
+            "watch configmaps.core (cluster-wide)",
+        ] {
+            assert!(
+                granted.contains(&wanted.to_string()),
+                "{wanted} missing from {granted:?}"
+            );
+        }
+        assert!(
+            !granted.iter().any(|p| p.starts_with("delete configmaps")),
+            "lookups are only read"
+        );
+        assert!(
+            !granted
+                .iter()
+                .any(|p| p.contains("crontabs.example.com") && p.starts_with("delete"))
+        );
     }
 }

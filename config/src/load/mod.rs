@@ -156,6 +156,7 @@ fn load_files(files: &[(String, String)]) -> Result<RuleSet, Diagnostics> {
             }
         }
         if all.is_empty() {
+            rule_set::resolve_reconciler_kinds(&mut rules);
             return Ok(RuleSet { rules });
         }
     }

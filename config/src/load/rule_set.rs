@@ -2,12 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use super::fields::path;
+use super::fields::{embedded_pos, key, path, with};
 use super::{LoadedRule, RuleDocument};
 use crate::builtin_kinds::{BUILTIN_KINDS, builtin_kinds_named};
 use crate::diagnostics::{Diagnostic, DiagnosticCode, FileDiagnostics, Pos, SourceLocation, did_you_mean};
 use crate::resource_definition::ResourceDefinitionRule;
-use crate::rule_set::resolve_kind_in;
+use crate::rule_set::{Rule, resolve_kind_in};
+use crate::yaml_tree::PathStep;
 
 pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], all: &mut Vec<Diagnostic>) {
     let report_at = |all: &mut Vec<Diagnostic>, item: &LoadedRule, at: Pos, code: DiagnosticCode, message: String| {
@@ -101,6 +102,41 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
                         ),
                     );
                 }
+                let finalize = reconciler.spec.finalize.iter().flat_map(|f| f.children.iter());
+                let lists = [
+                    ("children", reconciler.spec.children.iter().collect::<Vec<_>>()),
+                    ("finalize", finalize.collect()),
+                ];
+                for (list, children) in lists {
+                    for (index, child) in children.into_iter().enumerate() {
+                        let Some((api_version, kind)) = child.static_kind() else {
+                            continue;
+                        };
+                        if let Some(message) = unknown_kind(&definitions, &api_version, &kind) {
+                            let list_path = if list == "children" {
+                                path(&["spec", "children"])
+                            } else {
+                                path(&["spec", "finalize", "children"])
+                            };
+                            let template_at = item
+                                .doc
+                                .value_pos_of(&with(&list_path, &[PathStep::Index(index), key("template")]));
+                            // Point at the `kind:` line inside the template, where the fix goes.
+                            let file_lines: Vec<&str> = files[item.file_index].1.lines().collect();
+                            let at = match child.template.lines().position(|l| l.starts_with("kind:")) {
+                                Some(line) => embedded_pos(&file_lines, template_at, line + 1, "kind: ".len() + 1),
+                                None => template_at,
+                            };
+                            report_at(
+                                all,
+                                item,
+                                at,
+                                DiagnosticCode::UnknownKind,
+                                format!("child `{}`: {message}", child.id),
+                            );
+                        }
+                    }
+                }
                 for (name, lookup) in &reconciler.spec.lookups {
                     if let Some(message) = unknown_kind(&definitions, &lookup.api_version, &lookup.kind) {
                         report(
@@ -160,4 +196,36 @@ fn unknown_kind(definitions: &[&ResourceDefinitionRule], api_version: &str, kind
             .replace(", did you mean", " (did you mean")
             .replace('?', "?)")
     ))
+}
+
+/// Fills in how the apiserver serves each kind a Reconciler reads or writes (plural, scope, declaring rule),
+/// once the set is known to be valid: RBAC derivation and the worker use it without resolving again.
+pub(crate) fn resolve_reconciler_kinds(rules: &mut [Rule]) {
+    let definitions: Vec<ResourceDefinitionRule> = rules
+        .iter()
+        .filter_map(|rule| match rule {
+            Rule::ResourceDefinition(rd) => Some(rd.clone()),
+            _ => None,
+        })
+        .collect();
+    let resolve = |api_version: &str, kind: &str| resolve_kind_in(definitions.iter(), api_version, kind);
+    for rule in rules {
+        if let Rule::Reconciler(reconciler) = rule {
+            let watched = &reconciler.rule.spec.watched;
+            reconciler.kinds.parent = resolve(&watched.api_version, &watched.kind);
+            let children: Vec<_> = reconciler
+                .children
+                .iter()
+                .chain(&reconciler.finalize_children)
+                .filter_map(|child| resolve(&child.api_version, &child.kind))
+                .collect();
+            let lookups: Vec<_> = reconciler
+                .lookups
+                .iter()
+                .filter_map(|lookup| resolve(&lookup.spec.api_version, &lookup.spec.kind))
+                .collect();
+            reconciler.kinds.children = children;
+            reconciler.kinds.lookups = lookups;
+        }
+    }
 }

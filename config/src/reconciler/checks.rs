@@ -161,6 +161,7 @@ pub(crate) fn check_reconciler(
         finalize_children: lists.next().unwrap_or_default(),
         lookups,
         status,
+        kinds: Default::default(),
     })
 }
 

@@ -14,5 +14,5 @@ pub use render::{
     OutputYamlProblem, RenderError, Rendered, child_ready, compute_status, gather_lookups, project_lookup,
     render_children, render_finalize_children, render_lookup_target,
 };
-pub use resolved::{Child, DEFAULT_CONCURRENCY, Reconciler, ResolvedLookup, StatusField};
+pub use resolved::{Child, DEFAULT_CONCURRENCY, Reconciler, ReconcilerKinds, ResolvedLookup, StatusField};
 pub use types::{ChildTemplate, FinalizeSpec, Lookup, ReconcilerRule, ReconcilerSpec, WatchedKind};

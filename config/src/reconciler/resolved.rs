@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::types::{Lookup, ReconcilerRule};
 use crate::diagnostics::SourceLocation;
 use crate::jsonpath::{CompiledPath, is_truthy};
+use crate::rule_set::KindInfo;
 use crate::template::CompiledTemplate;
 
 /// A loaded Reconciler. Only the loader makes one, after every check passed, so rendering and the worker
@@ -19,6 +20,19 @@ pub struct Reconciler {
     pub(crate) finalize_children: Vec<Child>,
     pub(crate) lookups: Vec<ResolvedLookup>,
     pub(crate) status: Vec<StatusField>,
+    pub(crate) kinds: ReconcilerKinds,
+}
+
+/// How the apiserver serves the kinds a Reconciler reads and writes, resolved by the loader from the rule set's
+/// ResourceDefinitions and the built-in kinds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReconcilerKinds {
+    /// The parents' kind.
+    pub parent: Option<KindInfo>,
+    /// The kinds of `children` and `finalize.children` (each once per child).
+    pub children: Vec<KindInfo>,
+    /// The kinds of `lookups`.
+    pub lookups: Vec<KindInfo>,
 }
 
 /// Parents reconciled at once when the rule does not say (`spec.concurrency`).
@@ -53,6 +67,11 @@ impl Reconciler {
     /// The lookup with this name.
     pub fn lookup(&self, name: &str) -> Option<&ResolvedLookup> {
         self.lookups.iter().find(|lookup| lookup.name == name)
+    }
+
+    /// How the apiserver serves the kinds this rule reads and writes.
+    pub fn kinds(&self) -> &ReconcilerKinds {
+        &self.kinds
     }
 
     /// The projected status fields.

@@ -136,7 +136,7 @@ fn rendering_checks_the_output_and_names_the_child() {
             "no `kind`",
         ),
         (
-            "    - id: broken\n      template: |\n        apiVersion: v1\n        kind: [\n",
+            "    - id: broken\n      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        metadata: [\n",
             "not valid YAML",
         ),
         (
