@@ -32,7 +32,7 @@ for _ in $(seq 1 60); do
   curl -fs http://127.0.0.1:$health_port/readyz >/dev/null 2>&1 && break
   sleep 0.5
 done
-sed 's/^/   /' "$log" | head -n 25
+head -n 25 "$log" | sed 's/^/   /'
 explain "" "It elected itself leader on Lease default/ruleplane and started one worker per rule."
 
 say "4. The ResourceDefinition rules became CustomResourceDefinitions"
@@ -56,15 +56,54 @@ kubectl get crontabs | sed 's/^/   /'
 echo "   \$ kubectl get ct new-cron-object -o jsonpath='{.spec.image}'"
 printf '   %s\n' "$(kubectl get ct new-cron-object -o jsonpath='{.spec.image}')"
 
-say "6. Health and metrics"
+say "6. The Reconciler rule turned the CronTab into a CronJob (user story 2), and projected its status"
+for _ in $(seq 1 60); do
+  kubectl get cronjob new-cron-object >/dev/null 2>&1 && break
+  sleep 0.25
+done
+echo "   \$ kubectl get cronjobs -L ruleplane.dev/rule"
+kubectl get cronjobs -L ruleplane.dev/rule | sed 's/^/   /'
+echo "   \$ kubectl wait --for=condition=Ready crontab/new-cron-object"
+kubectl wait --for=condition=Ready crontab/new-cron-object --timeout=30s | sed 's/^/   /'
+status_path='{.status.cronJob}{range .status.conditions[*]} {.type}={.status}{end}'
+echo "   \$ kubectl get crontab new-cron-object -o jsonpath='$status_path'"
+printf '   %s\n' "$(kubectl get crontab new-cron-object -o jsonpath="$status_path")"
+explain "" "Drift is repaired: deleting the CronJob by hand brings it back."
+echo "   \$ kubectl delete cronjob new-cron-object"
+kubectl delete cronjob new-cron-object --wait=false | sed 's/^/   /'
+started=$(date +%s.%N)
+for _ in $(seq 1 100); do
+  uid=$(kubectl get cronjob new-cron-object -o jsonpath='{.metadata.uid}' 2>/dev/null || true)
+  [ -n "$uid" ] && [ "$(kubectl get cronjob new-cron-object -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null)" = "" ] && break
+  sleep 0.1
+done
+printf '   back after %.2f s:\n' "$(awk "BEGIN{print $(date +%s.%N) - $started}")"
+kubectl get cronjob new-cron-object | sed 's/^/   /'
+echo "   \$ kubectl get events --field-selector involvedObject.name=new-cron-object"
+kubectl get events --field-selector involvedObject.name=new-cron-object | sed 's/^/   /'
+explain "" "A Pod2 (user story 2's walkthrough) becomes a Pod and a ConfigMap:"
+cat <<'YAML' | kubectl apply -f - | sed 's/^/   /'
+apiVersion: samples.ruleplane.dev/v1alpha1
+kind: Pod2
+metadata: { name: hello, namespace: default }
+spec: { image: "nginx:1.27", env: { GREETING: hello } }
+YAML
+for _ in $(seq 1 60); do
+  kubectl get configmap hello-settings >/dev/null 2>&1 && break
+  sleep 0.25
+done
+kubectl get pods,configmaps -l app.kubernetes.io/managed-by=ruleplane | sed 's/^/   /'
+explain "(No kubelet runs in this control plane, so the Pod stays Pending.)"
+
+say "7. Health and metrics"
 echo "   \$ curl localhost:$health_port/readyz?verbose"
 curl -fs "http://127.0.0.1:$health_port/readyz?verbose" | sed 's/^/   /'
 echo "   \$ curl localhost:$metrics_port/metrics | grep ruleplane_leader"
-curl -fs http://127.0.0.1:$metrics_port/metrics | grep -E '^ruleplane_(leader|rules_loaded) ' | sed 's/^/   /'
+curl -fs http://127.0.0.1:$metrics_port/metrics | grep -E '^ruleplane_(leader|rules_loaded|reconciles_total)' | sed 's/^/   /'
 
-say "7. Stopping the manager (SIGTERM): workers stop, the Lease is released"
+say "8. Stopping the manager (SIGTERM): workers stop, the Lease is released"
 kill -TERM $manager
 wait $manager && explain "manager exited with status 0"
 trap - EXIT
-explain "The CRDs and the CronTab stay: CRDs and user objects are never deleted implicitly." \
+explain "The CRDs, the CronTab and its CronJob stay: nothing is deleted implicitly." \
         "The control plane keeps running for you:" "  export KUBECONFIG=$KUBECONFIG" "  make cluster-down    # to stop it"
