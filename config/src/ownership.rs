@@ -20,6 +20,10 @@ pub const APPLIED_ANNOTATION: &str = "ruleplane.dev/applied";
 /// a child finds its parent without an index, also across namespaces where no owner reference can point.
 pub const PARENT_ANNOTATION: &str = "ruleplane.dev/parent";
 
+/// Annotation on children of a `retain: true` template: never deleted by Ruleplane, even once the rule no
+/// longer says so (the annotation travels with the object).
+pub const RETAIN_ANNOTATION: &str = "ruleplane.dev/retain";
+
 /// Field manager of the ResourceDefinition worker's server-side applies.
 pub const CRD_FIELD_MANAGER: &str = "ruleplane-crd";
 /// Field manager of the Reconciler worker's server-side applies.

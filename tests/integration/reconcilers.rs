@@ -602,3 +602,171 @@ spec:
     })
     .await;
 }
+
+/// The web app of the docs: a ConfigMap, a Deployment and a Service per WebApp; an `endpoint` ConfigMap reads
+/// the Service's assigned clusterIP (rendered once the Service is ready); the clusterIP is projected into the
+/// WebApp's status; `includeWhen` adds and prunes a debug ConfigMap; a `retain` child survives being dropped.
+#[tokio::test]
+async fn a_web_app_with_a_child_that_reads_another_include_when_and_retain() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-webapp").await;
+    let group = "rc5.example.com";
+    let rules = format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: {{ name: web-app.{group} }}
+spec:
+  versions: [ {{ name: v1, subresources: {{ status: {{}} }} }} ]
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: web-apps }}
+spec:
+  for: {{ apiVersion: {group}/v1, kind: WebApp }}
+  children:
+    - id: config
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-config" }}
+        data: {{ greeting: {{{{json spec.greeting}}}} }}
+    - id: deployment
+      template: |
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {{ name: {{{{json metadata.name}}}} }}
+        spec:
+          replicas: {{{{spec.replicas}}}}
+          selector: {{ matchLabels: {{ app: {{{{json metadata.name}}}} }} }}
+          template:
+            metadata: {{ labels: {{ app: {{{{json metadata.name}}}} }} }}
+            spec:
+              containers:
+                - name: web
+                  image: {{{{json spec.image}}}}
+                  resources: {{ requests: {{ cpu: 100m, memory: 64Mi }} }}
+    - id: service
+      template: |
+        apiVersion: v1
+        kind: Service
+        metadata: {{ name: {{{{json metadata.name}}}} }}
+        spec:
+          selector: {{ app: {{{{json metadata.name}}}} }}
+          ports: [ {{ port: 80, targetPort: 8080 }} ]
+      readyWhen: "{{.spec.clusterIP}}"
+    - id: endpoint
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-endpoint" }}
+        data: {{ url: "http://{{{{children.service.spec.clusterIP}}}}:80" }}
+    - id: debug
+      includeWhen: "{{.spec.debug}}"
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-debug" }}
+        data: {{ level: verbose }}
+    - id: audit
+      retain: true
+      includeWhen: "{{.spec.audit}}"
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-audit" }}
+        data: {{ kept: "forever" }}
+  status:
+    clusterIP: "{{.children.service.spec.clusterIP}}"
+"#
+    );
+    let dir = temp_dir("rc-webapp");
+    write(&dir, "rules.yaml", &rules);
+    let manager = ManagerProcess::start(&dir, &ns, "rc-webapp", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let apps = api_of(&client, group, "v1", "WebApp", "webapps", &ns);
+    let app: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "WebApp", "metadata": { "name": "shop" },
+        "spec": { "greeting": "hi", "replicas": 2, "image": "nginx:1.27", "debug": true, "audit": true }
+    }))
+    .expect("a WebApp");
+    eventually(Duration::from_secs(40), "WebApp created", || async {
+        apps.create(&PostParams::default(), &app).await.ok()
+    })
+    .await;
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), &ns);
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
+    let endpoint = eventually(
+        Duration::from_secs(20),
+        "endpoint ConfigMap with the clusterIP",
+        || async { maps.get_opt("shop-endpoint").await.ok().flatten() },
+    )
+    .await;
+    let service = services.get("shop").await.expect("Service");
+    let cluster_ip = service.spec.unwrap().cluster_ip.expect("a clusterIP");
+    assert_eq!(endpoint.data.unwrap()["url"], format!("http://{cluster_ip}:80"));
+    assert_eq!(
+        deployments
+            .get("shop")
+            .await
+            .expect("Deployment")
+            .spec
+            .unwrap()
+            .replicas,
+        Some(2)
+    );
+    let parent = eventually(Duration::from_secs(20), "clusterIP projected and Ready", || async {
+        let app = apps.get("shop").await.ok()?;
+        (app.data["status"]["clusterIP"] == cluster_ip.as_str() && condition(&app, "Ready")?["status"] == "True")
+            .then_some(app)
+    })
+    .await;
+    assert_eq!(
+        condition(&parent, "Ready").unwrap()["message"],
+        "all 6 children are ready"
+    );
+    maps.get("shop-debug").await.expect("debug ConfigMap while spec.debug");
+    let audit = maps.get("shop-audit").await.expect("audit ConfigMap while spec.audit");
+    assert!(
+        audit.metadata.owner_references.is_none(),
+        "a retained child has no owner reference"
+    );
+
+    // includeWhen false: the debug ConfigMap is pruned, the retained audit one released, not deleted.
+    apps.patch(
+        "shop",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "debug": false, "audit": false } })),
+    )
+    .await
+    .expect("switch debug and audit off");
+    eventually(Duration::from_secs(10), "debug pruned", || async {
+        maps.get_opt("shop-debug").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let released = eventually(Duration::from_secs(10), "audit released", || async {
+        let audit = maps.get_opt("shop-audit").await.ok()??;
+        (!audit.labels().contains_key("ruleplane.dev/parent-uid")).then_some(audit)
+    })
+    .await;
+    assert_eq!(released.data.unwrap()["kept"], "forever");
+    let parent = apps.get("shop").await.expect("WebApp");
+    assert_eq!(
+        condition(&parent, "Ready").unwrap()["status"],
+        "True",
+        "excluded children do not count"
+    );
+
+    // And back on: the debug ConfigMap is created again.
+    apps.patch(
+        "shop",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "debug": true } })),
+    )
+    .await
+    .expect("switch debug on");
+    eventually(Duration::from_secs(10), "debug recreated", || async {
+        maps.get_opt("shop-debug").await.ok().flatten()
+    })
+    .await;
+}

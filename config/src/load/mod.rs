@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub(crate) use fields::{
-    check_api_version_format, check_embedded_template, check_json_path, check_selector, is_identifier, key, path, with,
+    check_api_version_format, check_embedded_template, check_json_path, check_selector, embedded_pos, is_identifier,
+    key, path, with,
 };
 pub use files::rule_files;
 

@@ -6,7 +6,8 @@ use super::resolved::{Child, Reconciler, ResolvedLookup, StatusField};
 use super::types::{ChildTemplate, ReconcilerRule};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics, did_you_mean};
 use crate::load::{
-    check_api_version_format, check_embedded_template, check_json_path, check_selector, is_identifier, key, path, with,
+    check_api_version_format, check_embedded_template, check_json_path, check_selector, embedded_pos, is_identifier,
+    key, path, with,
 };
 use crate::naming::is_dns_label;
 use crate::yaml_tree::{Node, PathStep};
@@ -119,16 +120,26 @@ pub(crate) fn check_reconciler(
                 .ready_when
                 .as_ref()
                 .map(|text| check_json_path(text, doc, &with(&child_path, &[key("readyWhen")]), out));
-            if let (Some(template), Some((api_version, kind)), Some(ready_when)) =
-                (template, static_kind, ready_when.map_or(Some(None), |p| p.map(Some)))
-            {
+            let include_when = child
+                .include_when
+                .as_ref()
+                .map(|text| check_json_path(text, doc, &with(&child_path, &[key("includeWhen")]), out));
+            if let (Some(template), Some((api_version, kind)), Some(ready_when), Some(include_when)) = (
+                template,
+                static_kind,
+                ready_when.map_or(Some(None), |p| p.map(Some)),
+                include_when.map_or(Some(None), |p| p.map(Some)),
+            ) {
                 compiled.push(Child {
                     id: child.id.clone(),
                     api_version,
                     kind,
                     source: out.location(template_pos),
+                    retain: child.retain,
+                    depends_on: referenced_children(&child.template),
                     template,
                     ready_when,
+                    include_when,
                 });
             }
         }
@@ -151,18 +162,132 @@ pub(crate) fn check_reconciler(
             out,
         );
     }
+    let mut lists = child_lists.into_iter().map(|(_, _, compiled)| compiled);
+    let children = lists.next().unwrap_or_default();
+    let finalize_children = lists.next().unwrap_or_default();
+    let render_order = check_dependencies(&children, &rule.spec.children, doc, lines, out);
     if out.found.len() > problems_before {
         return None;
     }
-    let mut lists = child_lists.into_iter().map(|(_, _, compiled)| compiled);
     Some(Reconciler {
         rule: rule.clone(),
-        children: lists.next().unwrap_or_default(),
-        finalize_children: lists.next().unwrap_or_default(),
+        children,
+        finalize_children,
         lookups,
         status,
         kinds: Default::default(),
+        render_order,
     })
+}
+
+/// The ids a template reads as `children.<id>` (e.g. `{{children.svc.spec.clusterIP}}`), each once.
+fn referenced_children(template: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let mut rest = template;
+    while let Some(at) = rest.find("children.") {
+        let before = rest[..at].chars().next_back();
+        let after = &rest[at + "children.".len()..];
+        let id: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+            .collect();
+        // `spec.children.x` is a field of the parent, not a child: only a path that starts with `children`.
+        let starts_path = before.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '.' || c == '_'));
+        if starts_path && !id.is_empty() && !found.contains(&id) {
+            found.push(id);
+        }
+        rest = after;
+    }
+    found
+}
+
+/// Checks that children read only existing children and that no two read each other (also through others);
+/// returns the order to render them in: a child after the children it reads.
+fn check_dependencies(
+    children: &[Child],
+    templates: &[ChildTemplate],
+    doc: &Node,
+    lines: &[&str],
+    out: &mut FileDiagnostics,
+) -> Vec<usize> {
+    let index_of = |id: &str| children.iter().position(|child| child.id == id);
+    // Where child `index` reads `children.<id>`: the reference inside its template, positioned in the file.
+    let reference_at = |index: usize, id: &str| {
+        let template_path = with(&path(&["spec", "children"]), &[PathStep::Index(index), key("template")]);
+        let template_pos = doc.value_pos_of(&template_path);
+        let needle = format!("children.{id}");
+        let template = templates.get(index).map_or("", |t| t.template.as_str());
+        template
+            .lines()
+            .enumerate()
+            .find_map(|(line, text)| Some((line + 1, text[..text.find(&needle)?].chars().count() + 1)))
+            .map_or(template_pos, |(line, column)| {
+                embedded_pos(lines, template_pos, line, column)
+            })
+    };
+    for (index, child) in children.iter().enumerate() {
+        for dependency in &child.depends_on {
+            if index_of(dependency).is_none() {
+                let suggestion = did_you_mean(dependency, children.iter().map(|c| c.id.as_str()));
+                out.error(
+                    reference_at(index, dependency),
+                    DiagnosticCode::Reference,
+                    format!(
+                        "child `{}` reads `children.{dependency}`, which is not among `children`{suggestion}",
+                        child.id
+                    ),
+                );
+            }
+        }
+    }
+    // Depth-first topological sort; a node met again while on the stack closes a cycle.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Visiting,
+        Done,
+    }
+    fn visit(
+        index: usize,
+        children: &[Child],
+        marks: &mut [Mark],
+        order: &mut Vec<usize>,
+        cycle: &mut Option<(usize, usize)>,
+    ) {
+        marks[index] = Mark::Visiting;
+        for dependency in &children[index].depends_on {
+            let Some(next) = children.iter().position(|c| &c.id == dependency) else {
+                continue;
+            };
+            match marks[next] {
+                Mark::New => visit(next, children, marks, order, cycle),
+                Mark::Visiting => {
+                    cycle.get_or_insert((index, next));
+                }
+                Mark::Done => {}
+            }
+        }
+        marks[index] = Mark::Done;
+        order.push(index);
+    }
+    let mut marks = vec![Mark::New; children.len()];
+    let mut order = Vec::with_capacity(children.len());
+    let mut cycle = None;
+    for index in 0..children.len() {
+        if marks[index] == Mark::New {
+            visit(index, children, &mut marks, &mut order, &mut cycle);
+        }
+    }
+    if let Some((from, to)) = cycle {
+        let (a, b) = (&children[from].id, &children[to].id);
+        let message = if a == b {
+            format!("child `{a}` reads itself (`children.{a}`)")
+        } else {
+            format!("children `{a}` and `{b}` read each other (through `children.<id>`): a dependency cycle")
+        };
+        out.error(reference_at(from, b), DiagnosticCode::Reference, message);
+    }
+    order
 }
 
 /// A status path naming a child id or lookup that does not exist would silently stay empty: report it.

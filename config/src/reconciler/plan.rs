@@ -11,7 +11,9 @@
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::ownership::{APPLIED_ANNOTATION, PARENT_ANNOTATION};
+use super::render::Rendered;
+use super::resolved::Reconciler;
+use crate::ownership::{APPLIED_ANNOTATION, CHILD_ID_LABEL, PARENT_ANNOTATION, RETAIN_ANNOTATION};
 
 /// What identifies a child object in the cluster.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -56,6 +58,8 @@ pub struct ChildPlan {
     pub apply: Vec<ChildApply>,
     /// Observed children of this parent that are no longer rendered: to delete.
     pub prune: Vec<ObjectKey>,
+    /// Observed children no longer rendered that must never be deleted (`retain`): to release from the parent.
+    pub release: Vec<ObjectKey>,
     /// Children already as rendered.
     pub unchanged: usize,
 }
@@ -71,9 +75,40 @@ pub struct ChildApply {
     pub created: bool,
 }
 
+/// What becomes of an observed child that was not rendered this time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unrendered {
+    /// Delete it: it is no longer wanted.
+    Prune,
+    /// Leave it in place but detach it from the parent: it was declared `retain`.
+    Release,
+    /// Leave it alone: it waits for a child it reads, so this round says nothing about it.
+    Keep,
+}
+
+/// The fate of an observed child of `rule` that `rendered` does not contain.
+pub fn unrendered_fate(rule: &Reconciler, rendered: &Rendered, observed: &Value) -> Unrendered {
+    let annotated_retain = observed
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(RETAIN_ANNOTATION))
+        .is_some_and(|v| v == "true");
+    let id = observed
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(CHILD_ID_LABEL))
+        .and_then(Value::as_str);
+    if id.is_some_and(|id| rendered.waiting.iter().any(|w| w == id)) {
+        Unrendered::Keep
+    } else if annotated_retain || id.and_then(|id| rule.child(id)).is_some_and(|c| c.retain) {
+        Unrendered::Release
+    } else {
+        Unrendered::Prune
+    }
+}
+
 /// Compares rendered children with the observed children of the same parent (found by the rule's and the
-/// parent's labels) and says what to write. Rendered children get their fingerprint annotation here.
-pub fn plan_children(rendered: Vec<Value>, observed: &[Value]) -> ChildPlan {
+/// parent's labels) and says what to write; `unrendered` decides about observed children not rendered.
+/// Rendered children get their fingerprint annotation here.
+pub fn plan_children(rendered: Vec<Value>, observed: &[Value], unrendered: impl Fn(&Value) -> Unrendered) -> ChildPlan {
     let mut plan = ChildPlan::default();
     let mut desired_keys = Vec::with_capacity(rendered.len());
     for mut child in rendered {
@@ -97,7 +132,11 @@ pub fn plan_children(rendered: Vec<Value>, observed: &[Value]) -> ChildPlan {
         if let Some(key) = ObjectKey::of(object)
             && !desired_keys.contains(&key)
         {
-            plan.prune.push(key);
+            match unrendered(object) {
+                Unrendered::Prune => plan.prune.push(key),
+                Unrendered::Release => plan.release.push(key),
+                Unrendered::Keep => {}
+            }
         }
     }
     plan
@@ -143,7 +182,12 @@ pub fn attach_parent(child: &mut Value, parent: &Value, parent_namespaced: bool,
     };
     set_annotation(child, PARENT_ANNOTATION, &reference);
     let same_namespace = child_namespaced && text(child, "/metadata/namespace") == parent_namespace;
-    let owner_allowed = !parent_namespaced || same_namespace;
+    // A retained child must survive its parent: no owner reference, or the garbage collector would take it.
+    let retained = child
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(RETAIN_ANNOTATION))
+        .is_some();
+    let owner_allowed = (!parent_namespaced || same_namespace) && !retained;
     if let (true, Some(uid), Some(api_version), Some(kind)) = (
         owner_allowed,
         text(parent, "/metadata/uid"),

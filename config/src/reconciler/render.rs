@@ -6,17 +6,25 @@ use super::resolved::{Child, Reconciler, ResolvedLookup};
 use super::types::Lookup;
 use crate::builtin_kinds::builtin_kind;
 use crate::diagnostics::SourceLocation;
-use crate::ownership::{CHILD_ID_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_UID_LABEL, RULE_LABEL};
+use crate::jsonpath::is_truthy;
+use crate::ownership::{
+    CHILD_ID_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_UID_LABEL, RETAIN_ANNOTATION, RULE_LABEL,
+};
 use crate::template::{CompiledTemplate, TemplateRenderError};
 use crate::yaml_tree::{NodeValue, parse_documents};
 
 /// The result of rendering one parent.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rendered {
-    /// Desired child objects, in the rule's `children` order, labelled.
+    /// Desired child objects, labelled, in dependency order (a child after the children it reads).
     pub children: Vec<Value>,
     /// Status projected from the parent, the rendered children and the lookups.
     pub status: Map<String, Value>,
+    /// Children not rendered because a child they read (`children.<id>`) does not exist or is not ready yet.
+    /// They are neither applied nor pruned this time.
+    pub waiting: Vec<String>,
+    /// Children whose `includeWhen` selected nothing truthy: they must not exist.
+    pub excluded: Vec<String>,
 }
 
 /// Why rendering failed. Every variant names the child and points into the rule file.
@@ -95,15 +103,59 @@ pub fn render_children(
     parent: &Value,
     lookups: &Map<String, Value>,
 ) -> Result<Rendered, RenderError> {
-    let children = render_child_list(rule, &rule.children, parent, lookups)?;
-    let by_id: Map<String, Value> = rule
-        .children
-        .iter()
-        .zip(&children)
-        .map(|(template, child)| (template.id.clone(), child.clone()))
-        .collect();
-    let status = compute_status(rule, parent, &by_id, lookups);
-    Ok(Rendered { children, status })
+    render_children_observing(rule, parent, lookups, &Map::new())
+}
+
+/// Like [`render_children`], with the children as they exist (`observed`, by id): a child that reads another
+/// (`children.<id>`) is rendered once that one exists and is ready, seeing it as observed — e.g. a Service's
+/// assigned `spec.clusterIP`. Without `observed` (offline) such children wait.
+pub fn render_children_observing(
+    rule: &Reconciler,
+    parent: &Value,
+    lookups: &Map<String, Value>,
+    observed: &Map<String, Value>,
+) -> Result<Rendered, RenderError> {
+    let mut context = template_context(parent, lookups);
+    let mut rendered = Rendered {
+        children: Vec::new(),
+        status: Map::new(),
+        waiting: Vec::new(),
+        excluded: Vec::new(),
+    };
+    let mut by_id = Map::new();
+    for child in rule.children_in_order() {
+        if let Some(include_when) = &child.include_when
+            && !is_truthy(include_when.select_one(&context).as_ref())
+        {
+            rendered.excluded.push(child.id.clone());
+            continue;
+        }
+        let ready = |id: &String| {
+            let dependency = rule.child(id);
+            observed
+                .get(id)
+                .is_some_and(|o| dependency.is_some_and(|d| d.is_ready(o)))
+        };
+        if !child.depends_on.iter().all(ready) {
+            rendered.waiting.push(child.id.clone());
+            continue;
+        }
+        if !child.depends_on.is_empty()
+            && let Value::Object(fields) = &mut context
+        {
+            let visible: Map<String, Value> = child
+                .depends_on
+                .iter()
+                .filter_map(|id| Some((id.clone(), observed.get(id)?.clone())))
+                .collect();
+            fields.insert("children".to_string(), Value::Object(visible));
+        }
+        let object = render_one(rule, child, &context, parent)?;
+        by_id.insert(child.id.clone(), object.clone());
+        rendered.children.push(object);
+    }
+    rendered.status = compute_status(rule, parent, &by_id, lookups);
+    Ok(rendered)
 }
 
 /// Renders the `finalize` children (empty when the rule has none).
@@ -283,6 +335,16 @@ fn render_one(rule: &Reconciler, template: &Child, context: &Value, parent: &Val
         }
     }
     label_child(&mut object, rule, template, parent);
+    if template.retain
+        && let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        let annotations = metadata
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert(RETAIN_ANNOTATION.to_string(), Value::String("true".into()));
+        }
+    }
     Ok(object)
 }
 

@@ -21,6 +21,8 @@ pub struct Reconciler {
     pub(crate) lookups: Vec<ResolvedLookup>,
     pub(crate) status: Vec<StatusField>,
     pub(crate) kinds: ReconcilerKinds,
+    /// Indexes into `children` such that every child comes after the children it reads.
+    pub(crate) render_order: Vec<usize>,
 }
 
 /// How the apiserver serves the kinds a Reconciler reads and writes, resolved by the loader from the rule set's
@@ -52,6 +54,19 @@ impl Reconciler {
     /// The children, in the rule's order.
     pub fn children(&self) -> &[Child] {
         &self.children
+    }
+
+    /// The child with this id.
+    pub fn child(&self, id: &str) -> Option<&Child> {
+        self.children
+            .iter()
+            .chain(&self.finalize_children)
+            .find(|child| child.id == id)
+    }
+
+    /// The children in dependency order (a child after those it reads); deletion goes the other way.
+    pub fn children_in_order(&self) -> impl DoubleEndedIterator<Item = &Child> {
+        self.render_order.iter().filter_map(|index| self.children.get(*index))
     }
 
     /// The `finalize` children (empty when the rule has none).
@@ -111,8 +126,13 @@ pub struct Child {
     pub kind: String,
     /// Where the template starts in the rule file, so render errors point into the file.
     pub source: SourceLocation,
+    /// Never deleted by Ruleplane: released instead (no owner reference either).
+    pub retain: bool,
+    /// Ids of the children this one reads (`children.<id>` in its template): it is rendered once they are ready.
+    pub depends_on: Vec<String>,
     pub(crate) template: CompiledTemplate,
     pub(crate) ready_when: Option<CompiledPath>,
+    pub(crate) include_when: Option<CompiledPath>,
 }
 
 impl Child {

@@ -115,9 +115,18 @@ pub struct ChildTemplate {
     /// b64dec, sha256, lower, upper, trunc, quote, indent.
     pub template: String,
     /// JSONPath over the child; the child is ready when it yields a value that is not `false`, `null` or
-    /// empty. Without it a child is ready once applied.
+    /// empty. Without it a child is ready once applied. Children that read this one (`children.<id>` in their
+    /// template) are rendered only once it is ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_when: Option<String>,
+    /// JSONPath over the template context (the parent's fields and `lookups`); the child exists only while it
+    /// selects a value that is not `false`, `null` or empty. When it stops, the child is pruned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_when: Option<String>,
+    /// Never delete this child: when it is no longer rendered, or its parent goes, it is released instead
+    /// (left in place without owner reference or parent label, so no garbage collector takes it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retain: bool,
 }
 
 impl ChildTemplate {
@@ -140,7 +149,11 @@ impl ChildTemplate {
 
 impl PartialEq for ChildTemplate {
     fn eq(&self, other: &Self) -> bool {
-        self.id == other.id && self.template == other.template && self.ready_when == other.ready_when
+        self.id == other.id
+            && self.template == other.template
+            && self.ready_when == other.ready_when
+            && self.include_when == other.include_when
+            && self.retain == other.retain
     }
 }
 

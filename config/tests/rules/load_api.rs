@@ -256,3 +256,105 @@ fn no_input_panics() {
         let _ = load_str("hostile.yaml", &hostile);
     }
 }
+
+const WEB_APP_WITH_DEPENDENCY: &str = r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: web }
+spec:
+  for: { apiVersion: v1, kind: ConfigMap }
+  children:
+    - id: endpoint
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-endpoint" }
+        data: { url: "http://{{children.svc.spec.clusterIP}}:80" }
+    - id: svc
+      template: |
+        apiVersion: v1
+        kind: Service
+        metadata: { name: {{json metadata.name}} }
+        spec: { ports: [ { port: 80 } ] }
+      readyWhen: "{.spec.clusterIP}"
+    - id: debug
+      includeWhen: "{.data.debug}"
+      retain: true
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-debug" }
+"#;
+
+#[test]
+fn children_render_after_the_children_they_read_once_those_are_ready() {
+    use ruleplane_config::render_children_observing;
+    let rules = load_str("web.yaml", WEB_APP_WITH_DEPENDENCY).unwrap_or_else(|d| panic!("{d}"));
+    let Rule::Reconciler(rule) = &rules.rules()[0] else {
+        panic!("a reconciler")
+    };
+    assert_eq!(rule.child("endpoint").unwrap().depends_on, vec!["svc".to_string()]);
+    let order: Vec<&str> = rule.children_in_order().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        order,
+        ["svc", "endpoint", "debug"],
+        "a child after the children it reads"
+    );
+    let parent = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shop", "namespace": "ns", "uid": "u"}, "data": {}});
+
+    // Nothing observed yet: the Service is rendered, the endpoint waits, debug is excluded.
+    let first = render_children_observing(rule, &parent, &Map::new(), &Map::new()).unwrap();
+    let names: Vec<&str> = first
+        .children
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["shop"]);
+    assert_eq!(first.waiting, ["endpoint"]);
+    assert_eq!(first.excluded, ["debug"]);
+
+    // The Service exists but has no clusterIP yet: still waiting.
+    let mut observed = Map::new();
+    observed.insert("svc".into(), json!({"spec": {"ports": [{"port": 80}]}}));
+    let pending = render_children_observing(rule, &parent, &Map::new(), &observed).unwrap();
+    assert_eq!(pending.waiting, ["endpoint"]);
+
+    // Ready: the endpoint sees the observed Service.
+    observed.insert(
+        "svc".into(),
+        json!({"spec": {"clusterIP": "10.0.0.7", "ports": [{"port": 80}]}}),
+    );
+    let ready = render_children_observing(rule, &parent, &Map::new(), &observed).unwrap();
+    assert!(ready.waiting.is_empty());
+    let endpoint = ready
+        .children
+        .iter()
+        .find(|c| c["metadata"]["name"] == "shop-endpoint")
+        .unwrap();
+    assert_eq!(endpoint["data"]["url"], "http://10.0.0.7:80");
+
+    // includeWhen true: the retained child is rendered, marked so it is never deleted.
+    let mut debug_parent = parent.clone();
+    debug_parent["data"]["debug"] = json!("yes");
+    let with_debug = render_children_observing(rule, &debug_parent, &Map::new(), &observed).unwrap();
+    let debug = with_debug
+        .children
+        .iter()
+        .find(|c| c["metadata"]["name"] == "shop-debug")
+        .unwrap();
+    assert_eq!(debug["metadata"]["annotations"]["ruleplane.dev/retain"], "true");
+    let mut attached = debug.clone();
+    ruleplane_config::attach_parent(&mut attached, &debug_parent, true, true);
+    assert!(
+        attached["metadata"].get("ownerReferences").is_none(),
+        "a retained child outlives its parent"
+    );
+
+    // The fate of observed children that were not rendered.
+    let waiting_child = json!({"metadata": {"labels": {"ruleplane.dev/child-id": "endpoint"}}});
+    let retained_child = json!({"metadata": {"labels": {"ruleplane.dev/child-id": "debug"}}});
+    let dropped_child = json!({"metadata": {"labels": {"ruleplane.dev/child-id": "gone"}}});
+    let fate = |child: &serde_json::Value| ruleplane_config::unrendered_fate(rule, &first, child);
+    assert_eq!(fate(&waiting_child), ruleplane_config::Unrendered::Keep);
+    assert_eq!(fate(&retained_child), ruleplane_config::Unrendered::Release);
+    assert_eq!(fate(&dropped_child), ruleplane_config::Unrendered::Prune);
+}

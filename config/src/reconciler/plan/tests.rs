@@ -36,7 +36,7 @@ fn as_stored(desired: &Value) -> Value {
 }
 
 fn applied(rendered: Value) -> Value {
-    let plan = plan_children(vec![rendered], &[]);
+    let plan = plan_children(vec![rendered], &[], |_| Unrendered::Prune);
     assert_eq!(plan.apply.len(), 1);
     assert!(plan.apply[0].created);
     plan.apply[0].object.clone()
@@ -45,7 +45,7 @@ fn applied(rendered: Value) -> Value {
 #[test]
 fn a_converged_child_needs_no_write_despite_defaults_and_normalised_quantities() {
     let stored = as_stored(&applied(yaml(DEPLOYMENT)));
-    let plan = plan_children(vec![yaml(DEPLOYMENT)], &[stored]);
+    let plan = plan_children(vec![yaml(DEPLOYMENT)], &[stored], |_| Unrendered::Prune);
     assert_eq!(
         plan.apply,
         vec![],
@@ -59,7 +59,7 @@ fn a_converged_child_needs_no_write_despite_defaults_and_normalised_quantities()
 fn a_hand_edit_of_a_rendered_field_is_repaired() {
     let mut stored = as_stored(&applied(yaml(DEPLOYMENT)));
     stored["spec"]["replicas"] = json!(5);
-    let plan = plan_children(vec![yaml(DEPLOYMENT)], &[stored]);
+    let plan = plan_children(vec![yaml(DEPLOYMENT)], &[stored], |_| Unrendered::Prune);
     assert_eq!(plan.apply.len(), 1);
     assert!(!plan.apply[0].created);
     assert_eq!(plan.apply[0].object["spec"]["replicas"], 2);
@@ -72,7 +72,7 @@ fn a_field_removed_from_the_template_is_applied_although_the_rest_is_contained()
     let mut before = yaml(DEPLOYMENT);
     before["metadata"]["labels"]["tier"] = json!("frontend");
     let stored = as_stored(&applied(before));
-    let plan = plan_children(vec![yaml(DEPLOYMENT)], &[stored]);
+    let plan = plan_children(vec![yaml(DEPLOYMENT)], &[stored], |_| Unrendered::Prune);
     assert_eq!(plan.apply.len(), 1, "naive subset comparison would miss this");
 }
 
@@ -82,7 +82,7 @@ fn children_no_longer_rendered_are_pruned_and_missing_ones_created() {
         "apiVersion: v1\nkind: Service\nmetadata: { name: web, namespace: shop }\nspec: { ports: [ { port: 80 } ] }\n",
     );
     let old = as_stored(&applied(yaml(DEPLOYMENT)));
-    let plan = plan_children(vec![service.clone()], &[old]);
+    let plan = plan_children(vec![service.clone()], &[old.clone()], |_| Unrendered::Prune);
     assert_eq!(plan.apply.len(), 1);
     assert!(plan.apply[0].created);
     assert_eq!(plan.apply[0].key.to_string(), "Service shop/web");
@@ -98,6 +98,18 @@ fn children_no_longer_rendered_are_pruned_and_missing_ones_created() {
     assert!(
         plan.apply[0].object["metadata"]["annotations"][APPLIED_ANNOTATION].is_string(),
         "the fingerprint goes with the object"
+    );
+    let released = plan_children(vec![service.clone()], &[old.clone()], |_| Unrendered::Release);
+    assert_eq!(
+        (released.prune.len(), released.release.len()),
+        (0, 1),
+        "a retained child is released, not pruned"
+    );
+    let kept = plan_children(vec![service], &[old], |_| Unrendered::Keep);
+    assert_eq!(
+        (kept.prune.len(), kept.release.len()),
+        (0, 0),
+        "a waiting child is left alone"
     );
 }
 

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
-use ruleplane_config::ownership::{PARENT_UID_LABEL, RECONCILER_FIELD_MANAGER, RULE_LABEL};
+use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RECONCILER_FIELD_MANAGER, RULE_LABEL};
 use ruleplane_config::{ChildApply, ObjectKey};
 use serde_json::{Value, json};
 use tracing::{info, warn};
@@ -89,6 +89,40 @@ pub(super) async fn delete_child(
         EventType::Normal,
         "Deleted",
         format!("deleted {key} (no longer rendered)"),
+    )
+    .await;
+    Ok(())
+}
+
+/// Detaches a retained child that is no longer rendered: the parent label, annotation and owner reference go,
+/// the object stays (and no garbage collector will take it).
+pub(super) async fn release_child(
+    reconciler: &ParentReconciler,
+    watched: &Watched,
+    key: &ObjectKey,
+    parent: &DynamicObject,
+) -> Result<(), ReconcilerError> {
+    let api = api_for(reconciler, watched, key.namespace.as_deref());
+    let detach = json!({ "metadata": {
+        "labels": { PARENT_UID_LABEL: null },
+        "annotations": { PARENT_ANNOTATION: null },
+        "ownerReferences": null,
+    } });
+    match api
+        .patch(&key.name, &PatchParams::default(), &Patch::Merge(detach))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(error) => return Err(error.into()),
+    }
+    info!(rule = reconciler.rule.name(), child = %key, "child released (retain: true)");
+    publish(
+        reconciler,
+        parent,
+        EventType::Normal,
+        "Released",
+        format!("released {key} (retain: true)"),
     )
     .await;
     Ok(())

@@ -12,7 +12,7 @@ use kube::{Client, ResourceExt};
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL};
 use ruleplane_config::{
     Condition, ObjectKey, Reconciler, RenderError, attach_parent, builtin_kind, compute_status, gather_lookups,
-    next_status, plan_children, render_children,
+    next_status, plan_children, render_children_observing, unrendered_fate,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -96,6 +96,14 @@ impl ReconcilerError {
             ReconcilerError::Api(_) => "ApplyFailed",
         }
     }
+}
+
+/// The children as they are after a successful reconcile, what the templates saw, and the children that
+/// `includeWhen` leaves out (they do not count against readiness).
+struct Converged {
+    children: Map<String, Value>,
+    lookups: Map<String, Value>,
+    excluded: Vec<String>,
 }
 
 /// One Reconciler rule's reconcile.
@@ -270,7 +278,7 @@ impl ParentReconciler {
         key: &ParentKey,
         parent: &DynamicObject,
         parent_value: &Value,
-    ) -> Result<(Map<String, Value>, Map<String, Value>), ReconcilerError> {
+    ) -> Result<Converged, ReconcilerError> {
         // fetch: lookups from the caches, remembering what this parent read
         let mut reads = Vec::new();
         let lookups = gather_lookups(&self.rule, parent_value, |lookup, name, namespace| {
@@ -279,19 +287,25 @@ impl ParentReconciler {
             watch.get(namespace, name).and_then(|o| serde_json::to_value(&*o).ok())
         })?;
         self.remember_reads(key, reads);
-        // decide: render, attach to the parent, compare with what is there
-        let rendered = render_children(&self.rule, parent_value, &lookups)?;
+        // decide: render (children that read others see them as observed), attach to the parent, compare
+        let uid = parent.uid().unwrap_or_default();
+        let observed = self.observed_children(&uid);
+        let observed_by_id: Map<String, Value> = observed
+            .iter()
+            .filter_map(|c| Some((child_id(c)?, c.clone())))
+            .collect();
+        let mut rendered = render_children_observing(&self.rule, parent_value, &lookups, &observed_by_id)?;
         let mut desired = Vec::with_capacity(rendered.children.len());
-        for mut child in rendered.children {
+        for mut child in std::mem::take(&mut rendered.children) {
             let api_version = child["apiVersion"].as_str().unwrap_or_default().to_owned();
             let kind = child["kind"].as_str().unwrap_or_default().to_owned();
             let watched = self.child_kind(&api_version, &kind)?;
             attach_parent(&mut child, parent_value, self.parent.namespaced, watched.namespaced);
             desired.push(child);
         }
-        let uid = parent.uid().unwrap_or_default();
-        let observed = self.observed_children(&uid);
-        let plan = plan_children(desired, &observed);
+        let plan = plan_children(desired, &observed, |child| {
+            unrendered_fate(&self.rule, &rendered, child)
+        });
         // apply: only what differs; a converged parent costs no request here
         let mut now: Map<String, Value> = Map::new();
         for child in &observed {
@@ -323,9 +337,18 @@ impl ParentReconciler {
             io::delete_child(self, watched, key, parent).await?;
             now.retain(|_, child| ObjectKey::of(child).as_ref() != Some(key));
         }
+        for key in &plan.release {
+            let watched = self.child_kind(&key.api_version, &key.kind)?;
+            io::release_child(self, watched, key, parent).await?;
+            now.retain(|_, child| ObjectKey::of(child).as_ref() != Some(key));
+        }
         match first_error {
             Some(error) => Err(error),
-            None => Ok((now, lookups)),
+            None => Ok(Converged {
+                children: now,
+                lookups,
+                excluded: rendered.excluded,
+            }),
         }
     }
 
@@ -343,6 +366,7 @@ impl ParentReconciler {
         parent_value: &Value,
         children: &Map<String, Value>,
         lookups: &Map<String, Value>,
+        excluded: &[String],
         failure: Option<&ReconcilerError>,
     ) -> Result<(), ReconcilerError> {
         if !self.writes_status {
@@ -353,10 +377,11 @@ impl ParentReconciler {
             .rule
             .children()
             .iter()
+            .filter(|child| !excluded.contains(&child.id))
             .filter(|child| !children.get(&child.id).is_some_and(|observed| child.is_ready(observed)))
             .map(|child| child.id.as_str())
             .collect();
-        let total = self.rule.children().len();
+        let total = self.rule.children().len() - excluded.len();
         let ready = Condition {
             type_: "Ready",
             status: not_ready.is_empty() && failure.is_none(),
@@ -450,8 +475,12 @@ impl Reconcile for ParentReconciler {
             message: e.to_string(),
         })?;
         match self.converge(key, &parent, &parent_value).await {
-            Ok((children, lookups)) => {
-                self.report_status(&parent, &parent_value, &children, &lookups, None)
+            Ok(Converged {
+                children,
+                lookups,
+                excluded,
+            }) => {
+                self.report_status(&parent, &parent_value, &children, &lookups, &excluded, None)
                     .await?;
                 Ok(match self.rule.spec.resync_period {
                     Some(period) => Action::RequeueAfter(period.duration()),
@@ -464,7 +493,7 @@ impl Reconcile for ParentReconciler {
                 let children: Map<String, Value> =
                     observed.into_iter().filter_map(|c| Some((child_id(&c)?, c))).collect();
                 let _ = self
-                    .report_status(&parent, &parent_value, &children, &Map::new(), Some(&error))
+                    .report_status(&parent, &parent_value, &children, &Map::new(), &[], Some(&error))
                     .await;
                 Err(error)
             }
