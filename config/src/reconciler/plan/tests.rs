@@ -82,7 +82,7 @@ fn children_no_longer_rendered_are_pruned_and_missing_ones_created() {
         "apiVersion: v1\nkind: Service\nmetadata: { name: web, namespace: shop }\nspec: { ports: [ { port: 80 } ] }\n",
     );
     let old = as_stored(&applied(yaml(DEPLOYMENT)));
-    let plan = plan_children(vec![service.clone()], &[old.clone()], |_| Unrendered::Prune);
+    let plan = plan_children(vec![service.clone()], std::slice::from_ref(&old), |_| Unrendered::Prune);
     assert_eq!(plan.apply.len(), 1);
     assert!(plan.apply[0].created);
     assert_eq!(plan.apply[0].key.to_string(), "Service shop/web");
@@ -99,7 +99,9 @@ fn children_no_longer_rendered_are_pruned_and_missing_ones_created() {
         plan.apply[0].object["metadata"]["annotations"][APPLIED_ANNOTATION].is_string(),
         "the fingerprint goes with the object"
     );
-    let released = plan_children(vec![service.clone()], &[old.clone()], |_| Unrendered::Release);
+    let released = plan_children(vec![service.clone()], std::slice::from_ref(&old), |_| {
+        Unrendered::Release
+    });
     assert_eq!(
         (released.prune.len(), released.release.len()),
         (0, 1),
