@@ -79,7 +79,7 @@ pub fn rule_permissions(rule: &Rule) -> Vec<Permission> {
     }
 }
 
-/// What a Reconciler's worker does: watch its parents and write their status (kinds declared by a
+/// What a Reconciler's worker does: watch its parents, add/remove their cleanup finalizer and write their status (kinds declared by a
 /// ResourceDefinition only); watch, server-side apply (create or patch) and prune (delete) its children; watch
 /// its lookups. All cluster-wide, as its watches are.
 fn reconciler_permissions(reconciler: &Reconciler) -> Vec<Permission> {

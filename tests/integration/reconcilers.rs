@@ -770,3 +770,128 @@ spec:
     })
     .await;
 }
+
+/// A child in another namespace cannot be owned, so its parent gets the cleanup finalizer: deleting the parent
+/// applies the `finalize` child, deletes the children and lets the parent go. Removing the rule removes the
+/// finalizer from every parent and keeps the children.
+#[tokio::test]
+async fn deletion_runs_finalize_children_and_cleans_up_what_owner_references_cannot() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-finalize").await;
+    let elsewhere = test_namespace(&client, "rc-finalize-mirror").await;
+    let group = "rc6.example.com";
+    let definition = format!(
+        "apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata: {{ name: team.{group} }}\n\
+         spec:\n  versions: [ {{ name: v1, subresources: {{ status: {{}} }} }} ]\n"
+    );
+    let reconciler = format!(
+        r#"---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: team-mirror }}
+spec:
+  for: {{ apiVersion: {group}/v1, kind: Team }}
+  children:
+    - id: mirror
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-mirror", namespace: {elsewhere} }}
+        data: {{ team: {{{{json metadata.name}}}} }}
+  finalize:
+    children:
+      - id: goodbye
+        template: |
+          apiVersion: v1
+          kind: ConfigMap
+          metadata: {{ name: "{{{{metadata.name}}}}-goodbye" }}
+          data: {{ farewell: {{{{json metadata.name}}}} }}
+"#
+    );
+    let dir = temp_dir("rc-finalize");
+    write(&dir, "rules.yaml", &(definition.clone() + &reconciler));
+    let manager = ManagerProcess::start(&dir, &ns, "rc-finalize", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let teams = api_of(&client, group, "v1", "Team", "teams", &ns);
+    let team = |name: &str| -> DynamicObject {
+        serde_json::from_value(
+            json!({ "apiVersion": format!("{group}/v1"), "kind": "Team", "metadata": { "name": name } }),
+        )
+        .expect("a Team")
+    };
+    eventually(Duration::from_secs(40), "Team alpha created", || async {
+        teams.create(&PostParams::default(), &team("alpha")).await.ok()
+    })
+    .await;
+    let mirrors: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &elsewhere);
+    let local: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let mirror = eventually(Duration::from_secs(20), "mirror in the other namespace", || async {
+        mirrors.get_opt("alpha-mirror").await.ok().flatten()
+    })
+    .await;
+    assert!(
+        mirror.metadata.owner_references.is_none(),
+        "no owner reference across namespaces"
+    );
+    let alpha = teams.get("alpha").await.expect("alpha");
+    assert!(
+        alpha.finalizers().contains(&"ruleplane.dev/cleanup".to_string()),
+        "{:?}",
+        alpha.finalizers()
+    );
+
+    teams
+        .delete("alpha", &DeleteParams::default())
+        .await
+        .expect("delete alpha");
+    eventually(Duration::from_secs(20), "alpha gone", || async {
+        teams.get_opt("alpha").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        mirrors.get_opt("alpha-mirror").await.expect("get").is_none(),
+        "the cross-namespace child was deleted"
+    );
+    let goodbye = local.get("alpha-goodbye").await.expect("the finalize child ran");
+    assert_eq!(goodbye.data.unwrap()["farewell"], "alpha");
+    assert_eq!(
+        goodbye.metadata.owner_references.unwrap()[0].name,
+        "alpha",
+        "left to the garbage collector"
+    );
+
+    // Removing the rule: parents are not stuck, children are kept.
+    teams
+        .create(&PostParams::default(), &team("beta"))
+        .await
+        .expect("create beta");
+    eventually(Duration::from_secs(20), "beta finalizer", || async {
+        let beta = teams.get("beta").await.ok()?;
+        beta.finalizers()
+            .contains(&"ruleplane.dev/cleanup".to_string())
+            .then_some(())
+    })
+    .await;
+    write(&dir, "rules.yaml", &definition);
+    eventually(
+        Duration::from_secs(20),
+        "beta finalizer removed with the rule",
+        || async {
+            let beta = teams.get("beta").await.ok()?;
+            beta.finalizers().is_empty().then_some(())
+        },
+    )
+    .await;
+    assert!(
+        mirrors.get_opt("beta-mirror").await.expect("get").is_some(),
+        "children stay when a rule goes"
+    );
+    teams
+        .delete("beta", &DeleteParams::default())
+        .await
+        .expect("delete beta");
+    eventually(Duration::from_secs(10), "beta deleted without the rule", || async {
+        teams.get_opt("beta").await.ok()?.is_none().then_some(())
+    })
+    .await;
+}

@@ -40,7 +40,9 @@ pub async fn run(rule: Rule, ctx: WorkerContext, stop: CancellationToken) -> Res
 
 /// Applies a removed rule's deletion policy (only called on the leader).
 pub async fn on_rule_removed(rule: &Rule, ctx: &WorkerContext) {
-    if let Rule::ResourceDefinition(rd) = rule {
-        resource_definition::on_rule_removed(rd, ctx).await;
+    match rule {
+        Rule::ResourceDefinition(rd) => resource_definition::on_rule_removed(rd, ctx).await,
+        Rule::Reconciler(reconciler) => reconciler::on_rule_removed(reconciler, ctx).await,
+        Rule::SchedulerPolicy(_) => {}
     }
 }

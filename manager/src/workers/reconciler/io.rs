@@ -165,7 +165,13 @@ pub(super) async fn warn_parent(reconciler: &ParentReconciler, key: &ParentKey, 
     .await;
 }
 
-async fn publish(reconciler: &ParentReconciler, parent: &DynamicObject, type_: EventType, reason: &str, note: String) {
+pub(super) async fn publish(
+    reconciler: &ParentReconciler,
+    parent: &DynamicObject,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
     let regarding: ObjectReference = parent.object_ref(&reconciler.parent.watch.resource);
     let event = Event {
         type_,

@@ -1,7 +1,10 @@
 //! Reconciler worker: for each parent object, children rendered from the rule's templates are applied with
 //! server-side apply, pruned, drift-corrected, and the parent's status projected (fetch → decide → apply → report).
 
+mod cleanup;
 mod io;
+
+pub use cleanup::on_rule_removed;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -280,13 +283,7 @@ impl ParentReconciler {
         parent_value: &Value,
     ) -> Result<Converged, ReconcilerError> {
         // fetch: lookups from the caches, remembering what this parent read
-        let mut reads = Vec::new();
-        let lookups = gather_lookups(&self.rule, parent_value, |lookup, name, namespace| {
-            let watch = self.lookups.get(&(lookup.api_version.clone(), lookup.kind.clone()))?;
-            reads.push((watch.key.clone(), namespace.map(str::to_owned), name.to_owned()));
-            watch.get(namespace, name).and_then(|o| serde_json::to_value(&*o).ok())
-        })?;
-        self.remember_reads(key, reads);
+        let lookups = self.lookups_for(key, parent_value)?;
         // decide: render (children that read others see them as observed), attach to the parent, compare
         let uid = parent.uid().unwrap_or_default();
         let observed = self.observed_children(&uid);
@@ -302,6 +299,10 @@ impl ParentReconciler {
             let watched = self.child_kind(&api_version, &kind)?;
             attach_parent(&mut child, parent_value, self.parent.namespaced, watched.namespaced);
             desired.push(child);
+        }
+        // Children no owner reference can clean up (and finalize children) need the finalizer before they exist.
+        if cleanup::needs_finalizer(&self.rule, &desired) {
+            cleanup::ensure_finalizer(self, parent).await?;
         }
         let plan = plan_children(desired, &observed, |child| {
             unrendered_fate(&self.rule, &rendered, child)
@@ -350,6 +351,18 @@ impl ParentReconciler {
                 excluded: rendered.excluded,
             }),
         }
+    }
+
+    /// The lookups of one parent from the caches; remembers what it read, so changes there reach it.
+    fn lookups_for(&self, key: &ParentKey, parent_value: &Value) -> Result<Map<String, Value>, ReconcilerError> {
+        let mut reads = Vec::new();
+        let lookups = gather_lookups(&self.rule, parent_value, |lookup, name, namespace| {
+            let watch = self.lookups.get(&(lookup.api_version.clone(), lookup.kind.clone()))?;
+            reads.push((watch.key.clone(), namespace.map(str::to_owned), name.to_owned()));
+            watch.get(namespace, name).and_then(|o| serde_json::to_value(&*o).ok())
+        })?;
+        self.remember_reads(key, reads);
+        Ok(lookups)
     }
 
     fn remember_reads(&self, key: &ParentKey, reads: Vec<LookedUp>) {
@@ -462,7 +475,12 @@ impl Reconcile for ParentReconciler {
             debug!(parent = ?key, "parent not found");
             return Ok(Action::AwaitChange);
         };
-        if !self.selects(&parent) || parent.metadata.deletion_timestamp.is_some() {
+        if !self.selects(&parent) {
+            return Ok(Action::AwaitChange);
+        }
+        let deleting = parent.metadata.deletion_timestamp.is_some();
+        if deleting && !cleanup::has_finalizer(&parent) {
+            // Owner references take care of the children: the garbage collector deletes them.
             return Ok(Action::AwaitChange);
         }
         let parent_value = serde_json::to_value(&*parent).map_err(|e| ReconcilerError::Rejected {
@@ -474,6 +492,9 @@ impl Reconcile for ParentReconciler {
             },
             message: e.to_string(),
         })?;
+        if deleting {
+            return cleanup::finalize(self, key, &parent, &parent_value).await;
+        }
         match self.converge(key, &parent, &parent_value).await {
             Ok(Converged {
                 children,

@@ -1,0 +1,200 @@
+//! Deleting a parent: `finalize` children applied and awaited (bounded), children deleted in reverse dependency
+//! order, the finalizer removed; and a removed rule's finalizers released, so no parent is ever stuck.
+
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use ruleplane_config::ownership::{CLEANUP_FINALIZER, RECONCILER_FIELD_MANAGER, RETAIN_ANNOTATION};
+use ruleplane_config::{ObjectKey, Reconciler, Unrendered, attach_parent, plan_children, render_finalize_children};
+use serde_json::{Value, json};
+use tracing::{info, warn};
+
+use super::{ParentKey, ParentReconciler, ReconcilerError, child_id, discover, io};
+use crate::runner::Action;
+use crate::supervisor::WorkerContext;
+
+/// How long `finalize` children may take to become ready before the deletion goes ahead without them.
+pub(super) const FINALIZE_TIMEOUT: Duration = Duration::from_secs(300);
+/// How often a deletion waiting for `finalize` children looks again (their changes also wake it).
+const FINALIZE_POLL: Duration = Duration::from_secs(2);
+
+pub(super) fn has_finalizer(parent: &DynamicObject) -> bool {
+    parent.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
+}
+
+/// Whether a parent needs the cleanup finalizer: the rule has `finalize` children, or a child that no owner
+/// reference can clean up (another namespace, cluster-scoped under a namespaced parent) and is not retained.
+pub(super) fn needs_finalizer(rule: &Reconciler, desired: &[Value]) -> bool {
+    !rule.finalize_children().is_empty()
+        || desired.iter().any(|child| {
+            let metadata = &child["metadata"];
+            metadata.get("ownerReferences").is_none()
+                && metadata
+                    .pointer(&format!("/annotations/{}", RETAIN_ANNOTATION.replace('/', "~1")))
+                    .is_none()
+        })
+}
+
+/// The finalizer as our field manager's server-side apply: it owns that one list entry, so adding and removing
+/// it never touches other controllers' finalizers.
+async fn apply_finalizers(
+    reconciler: &ParentReconciler,
+    parent: &DynamicObject,
+    finalizers: &[&str],
+) -> Result<(), kube::Error> {
+    let resource = &reconciler.parent.watch.resource;
+    let api = finalizer_api(&reconciler.ctx, resource, parent);
+    let body = json!({
+        "apiVersion": resource.api_version, "kind": resource.kind,
+        "metadata": { "name": parent.name_any(), "finalizers": finalizers },
+    });
+    let params = PatchParams::apply(RECONCILER_FIELD_MANAGER).force();
+    api.patch(&parent.name_any(), &params, &Patch::Apply(&body))
+        .await
+        .map(|_| ())
+}
+
+fn finalizer_api(ctx: &WorkerContext, resource: &kube::api::ApiResource, parent: &DynamicObject) -> Api<DynamicObject> {
+    match parent.namespace() {
+        Some(namespace) => Api::namespaced_with(ctx.client.clone(), &namespace, resource),
+        None => Api::all_with(ctx.client.clone(), resource),
+    }
+}
+
+pub(super) async fn ensure_finalizer(
+    reconciler: &ParentReconciler,
+    parent: &DynamicObject,
+) -> Result<(), ReconcilerError> {
+    if has_finalizer(parent) {
+        return Ok(());
+    }
+    apply_finalizers(reconciler, parent, &[CLEANUP_FINALIZER]).await?;
+    Ok(())
+}
+
+/// The deletion of a parent that carries our finalizer.
+pub(super) async fn finalize(
+    reconciler: &ParentReconciler,
+    key: &ParentKey,
+    parent: &DynamicObject,
+    parent_value: &Value,
+) -> Result<Action, ReconcilerError> {
+    let rule = &reconciler.rule;
+    let uid = parent.uid().unwrap_or_default();
+    let observed = reconciler.observed_children(&uid);
+    // 1. finalize children: applied (only where they differ), then awaited
+    if !rule.finalize_children().is_empty() {
+        let lookups = reconciler.lookups_for(key, parent_value)?;
+        let mut finals = render_finalize_children(rule, parent_value, &lookups)?;
+        for child in &mut finals {
+            let api_version = child["apiVersion"].as_str().unwrap_or_default().to_owned();
+            let kind = child["kind"].as_str().unwrap_or_default().to_owned();
+            let watched = reconciler.child_kind(&api_version, &kind)?;
+            attach_parent(child, parent_value, reconciler.parent.namespaced, watched.namespaced);
+        }
+        let plan = plan_children(finals, &observed, |_| Unrendered::Keep);
+        let mut current: Vec<Value> = observed.clone();
+        for apply in &plan.apply {
+            let watched = reconciler.child_kind(&apply.key.api_version, &apply.key.kind)?;
+            current.push(io::apply_child(reconciler, watched, apply, parent).await?);
+        }
+        let pending: Vec<&str> = rule
+            .finalize_children()
+            .iter()
+            .filter(|child| {
+                !current
+                    .iter()
+                    .rev()
+                    .find(|o| child_id(o).as_deref() == Some(child.id.as_str()))
+                    .is_some_and(|o| child.is_ready(o))
+            })
+            .map(|child| child.id.as_str())
+            .collect();
+        if !pending.is_empty() {
+            let waited = deleting_for(parent);
+            if waited < FINALIZE_TIMEOUT {
+                return Ok(Action::RequeueAfter(FINALIZE_POLL));
+            }
+            let note = format!(
+                "finalize children not ready after {}s, deleting anyway: {}",
+                waited.as_secs(),
+                pending.join(", ")
+            );
+            warn!(rule = rule.name(), parent = ?key, "{note}");
+            io::publish(reconciler, parent, EventType::Warning, "FinalizeTimeout", note).await;
+        }
+    }
+    // 2. children, the ones read by others last (reverse dependency order); retained ones are released
+    let mut order: Vec<&str> = rule.children_in_order().rev().map(|c| c.id.as_str()).collect();
+    order.extend(rule.finalize_children().iter().map(|c| c.id.as_str()));
+    let rank = |child: &Value| {
+        let id = child_id(child);
+        order
+            .iter()
+            .position(|o| Some(*o) == id.as_deref())
+            .unwrap_or(order.len())
+    };
+    let mut doomed = observed;
+    doomed.sort_by_key(|child| rank(child));
+    for child in &doomed {
+        let Some(child_key) = ObjectKey::of(child) else {
+            continue;
+        };
+        let watched = reconciler.child_kind(&child_key.api_version, &child_key.kind)?;
+        let retained = child
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(RETAIN_ANNOTATION))
+            .is_some();
+        if retained {
+            io::release_child(reconciler, watched, &child_key, parent).await?;
+        } else {
+            io::delete_child(reconciler, watched, &child_key, parent).await?;
+        }
+    }
+    // 3. the finalizer goes: the apiserver completes the deletion
+    apply_finalizers(reconciler, parent, &[]).await?;
+    info!(rule = rule.name(), parent = ?key, "parent cleaned up; finalizer removed");
+    Ok(Action::AwaitChange)
+}
+
+/// How long ago the parent's deletion was requested.
+fn deleting_for(parent: &DynamicObject) -> Duration {
+    let Some(since) = &parent.metadata.deletion_timestamp else {
+        return Duration::ZERO;
+    };
+    let now = k8s_openapi::jiff::Timestamp::now();
+    Duration::from_secs(u64::try_from(now.as_second() - since.0.as_second()).unwrap_or(0))
+}
+
+/// A removed rule keeps its children (no implicit deletion of what users see) but must not leave parents stuck
+/// in Terminating: its finalizer is removed from every parent.
+pub async fn on_rule_removed(rule: &Reconciler, ctx: &WorkerContext) {
+    let watched = &rule.spec.watched;
+    let Ok((resource, _)) = discover(&ctx.client, &watched.api_version, &watched.kind).await else {
+        return;
+    };
+    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
+    let parents = match api.list(&ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(e) => {
+            warn!(rule = rule.name(), error = %e, "could not list parents to remove the cleanup finalizer");
+            return;
+        }
+    };
+    for parent in parents.iter().filter(|p| has_finalizer(p)) {
+        let api = finalizer_api(ctx, &resource, parent);
+        let body = json!({ "apiVersion": resource.api_version, "kind": resource.kind,
+                           "metadata": { "name": parent.name_any(), "finalizers": [] } });
+        let params = PatchParams::apply(RECONCILER_FIELD_MANAGER).force();
+        match api.patch(&parent.name_any(), &params, &Patch::Apply(&body)).await {
+            Ok(_) => {
+                info!(rule = rule.name(), parent = %parent.name_any(), "rule removed; cleanup finalizer removed, children kept")
+            }
+            Err(e) => {
+                warn!(rule = rule.name(), parent = %parent.name_any(), error = %e, "could not remove the cleanup finalizer")
+            }
+        }
+    }
+}
