@@ -79,6 +79,12 @@ pub struct RunArgs {
     /// How often the rules path is checked for changes (ConfigMap volume updates included).
     #[arg(long, env = "RULEPLANE_RELOAD_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
     pub reload_interval: Duration,
+    /// Requests per second to the apiserver, sustained (token bucket); 0 = no limit.
+    #[arg(long, env = "RULEPLANE_KUBE_API_QPS", default_value_t = 0.0)]
+    pub kube_api_qps: f64,
+    /// Requests the client may send at once above the sustained rate (the bucket's size).
+    #[arg(long, env = "RULEPLANE_KUBE_API_BURST", default_value_t = 100)]
+    pub kube_api_burst: u32,
 }
 
 /// Parses `500ms`, `2s`, `10m`, `1h` (Kubernetes flag style).

@@ -1,12 +1,19 @@
-//! Builds the Kubernetes client from a kubeconfig flag, $KUBECONFIG, ~/.kube/config or in-cluster config.
+//! Builds the Kubernetes client from a kubeconfig flag, $KUBECONFIG, ~/.kube/config or in-cluster config, with
+//! the client-side rate limit of `--kube-api-qps` / `--kube-api-burst`.
 
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::Context as _;
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+use tokio::time::{Instant, Sleep};
 
-pub async fn connect(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
+pub async fn connect(kubeconfig: Option<&Path>, qps: f64, burst: u32) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -16,5 +23,114 @@ pub async fn connect(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
             .await
             .context("no kubeconfig and not running in a cluster")?,
     };
-    Client::try_from(config).context("building the Kubernetes client")
+    let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
+    Ok(if qps > 0.0 {
+        builder.with_layer(&RateLimitLayer::new(qps, burst)).build()
+    } else {
+        builder.build()
+    })
+}
+
+/// A token bucket in front of the client: `qps` tokens per second, at most `burst` saved up. kube's client
+/// puts a buffer in front of this layer, so waiting in `poll_ready` holds requests back in order, watches
+/// included (a watch counts once, when it is opened).
+#[derive(Clone, Copy, Debug)]
+pub struct RateLimitLayer {
+    qps: f64,
+    burst: f64,
+}
+
+impl RateLimitLayer {
+    pub fn new(qps: f64, burst: u32) -> Self {
+        RateLimitLayer {
+            qps,
+            burst: f64::from(burst.max(1)),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for RateLimitLayer {
+    type Service = RateLimited<S>;
+    fn layer(&self, inner: S) -> RateLimited<S> {
+        RateLimited {
+            inner,
+            limit: *self,
+            tokens: self.burst,
+            refilled: Instant::now(),
+            waiting: None,
+        }
+    }
+}
+
+pub struct RateLimited<S> {
+    inner: S,
+    limit: RateLimitLayer,
+    tokens: f64,
+    refilled: Instant,
+    waiting: Option<Pin<Box<Sleep>>>,
+}
+
+impl<S> RateLimited<S> {
+    fn refill(&mut self) {
+        let now = Instant::now();
+        let earned = now.duration_since(self.refilled).as_secs_f64() * self.limit.qps;
+        self.tokens = (self.tokens + earned).min(self.limit.burst);
+        self.refilled = now;
+    }
+}
+
+impl<S, R> tower::Service<R> for RateLimited<S>
+where
+    S: tower::Service<R>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        loop {
+            if let Some(waiting) = self.waiting.as_mut() {
+                if waiting.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.waiting = None;
+            }
+            self.refill();
+            if self.tokens >= 1.0 {
+                return self.inner.poll_ready(cx);
+            }
+            let wait = Duration::from_secs_f64((1.0 - self.tokens) / self.limit.qps);
+            self.waiting = Some(Box::pin(tokio::time::sleep(wait)));
+        }
+    }
+
+    fn call(&mut self, request: R) -> S::Future {
+        self.tokens -= 1.0;
+        self.inner.call(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use tower::{Layer, Service, ServiceExt};
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_beyond_the_burst_wait_for_the_sustained_rate() {
+        let echo = tower::service_fn(|n: u32| async move { Ok::<u32, Infallible>(n) });
+        let mut limited = RateLimitLayer::new(10.0, 5).layer(echo);
+        let started = Instant::now();
+        for n in 0..25 {
+            limited.ready().await.expect("ready").call(n).await.expect("echo");
+        }
+        // 5 at once from the bucket, the other 20 at 10 per second.
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(1_990) && took <= Duration::from_millis(2_010),
+            "{took:?}"
+        );
+    }
 }

@@ -102,7 +102,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         info!(address = %local, "serving /healthz and /readyz");
     }
 
-    let client = kube_client::connect(args.kubeconfig.as_deref()).await?;
+    let client = kube_client::connect(args.kubeconfig.as_deref(), args.kube_api_qps, args.kube_api_burst).await?;
     let version = client
         .apiserver_version()
         .await
