@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# Reconciler benchmark on the local control plane; prints figures (no pass/fail). Same objects for every
+# contender: a WebApp-like parent → a ConfigMap and a Deployment.
+#   1. Ruleplane converges N parents (created before it starts): wall time, parents/s, API requests per parent,
+#      peak RSS; then a second manager resyncs the converged parents: writes sent (goal 0), time, RSS.
+#   2. The ceiling: a plain server-side-apply loop (manager/examples/ssa_ceiling.rs), same concurrency.
+#   3. KRO v0.9.4 (built from its Go module into the cache by this script) with the same workload as a
+#      ResourceGraphDefinition, at its defaults and at Ruleplane's concurrency (skipped with KRO=0).
+# Usage: tests/bench/reconciler.sh [PARENTS] [CONCURRENCY]   (release build: cargo build --release -p ruleplane)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
+target=${CARGO_TARGET_DIR:-$cache/target}
+parents=${1:-1000}
+concurrency=${2:-16}
+bin=${RULEPLANE_BIN:-$target/release/ruleplane}
+[ -x "$bin" ] || { echo "build first: cargo build --release -p ruleplane ($bin missing)"; exit 2; }
+(cd "$root" && cargo build -q --release -p ruleplane --example ssa_ceiling)
+ceiling=$target/release/examples/ssa_ceiling
+"$root/tests/control-plane/cluster.sh" up >/dev/null
+export KUBECONFIG="$cache/cluster/kubeconfig"
+# shellcheck disable=SC1091
+. "$cache/cluster/env"
+kubectl() { "$BIN_DIR/kubectl" "$@"; }
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+now() { date +%s.%N; }
+since() { awk "BEGIN{printf \"%.2f\", $(now) - $1}"; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+metric() { curl -fs "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($0, m) == 1 {print $NF}' | head -1; }
+# apiserver_request_total summed over the lines matching a pattern (all verbs unless the pattern says).
+requests() { kubectl get --raw /metrics | grep '^apiserver_request_total{' | grep -E "$1" | awk '{s+=$NF} END {printf "%d", s}'; }
+# Write requests to children and to the parents (status, finalizers); the metric's labels are sorted.
+writes_to() { requests "resource=\"(configmaps|deployments|$1)\".*verb=\"(POST|PUT|PATCH|APPLY|DELETE)\""; }
+all_requests() { requests '.'; }
+# Objects of a kind in a namespace matching a selector, from one item and remainingItemCount (cheap at 10,000).
+count() {
+  local group_path=api/v1; [ "$1" = deployments ] && group_path=apis/apps/v1
+  kubectl get --raw "/$group_path/namespaces/$2/$1?labelSelector=$3&limit=1" 2>/dev/null |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(len(d["items"]) + d["metadata"].get("remainingItemCount", 0))'
+}
+wait_for_children() { # namespace selector expected-per-kind → waits until both kinds have that many
+  until [ "$(count configmaps "$1" "$2")" -ge "$3" ] && [ "$(count deployments "$1" "$2")" -ge "$3" ]; do sleep 0.5; done
+}
+create_parents() { # file apiVersion kind namespace count spec
+  : >"$1"
+  for i in $(seq 0 $(($5 - 1))); do
+    printf -- '---\napiVersion: %s\nkind: %s\nmetadata: { name: app-%d, namespace: %s }\nspec: %s\n' "$2" "$3" "$i" "$4" "$6" >>"$1"
+  done
+  kubectl create -f "$1" >/dev/null
+}
+
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $parents parents, concurrency $concurrency"
+
+# --- 1. Ruleplane ------------------------------------------------------------------------------------------
+ns="bench-rp-$$"; kubectl create namespace "$ns" >/dev/null
+mkdir -p "$work/rules"
+cat >"$work/rules/webapp.yaml" <<YAML
+apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: { name: bench-app.bench.ruleplane.dev }
+spec:
+  versions: [ { name: v1, subresources: { status: {} } } ]
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: bench-apps }
+spec:
+  for: { apiVersion: bench.ruleplane.dev/v1, kind: BenchApp, namespace: $ns }
+  concurrency: $concurrency
+  children:
+    - id: config
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-config", labels: { app: {{json metadata.name}} } }
+        data: { image: {{json spec.image}}, greeting: hello }
+    - id: deployment
+      template: |
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: { name: {{json metadata.name}}, labels: { app: {{json metadata.name}} } }
+        spec:
+          replicas: 1
+          selector: { matchLabels: { app: {{json metadata.name}} } }
+          template:
+            metadata: { labels: { app: {{json metadata.name}} } }
+            spec:
+              containers:
+                - name: web
+                  image: {{json spec.image}}
+                  resources: { requests: { cpu: 100m, memory: 64Mi } }
+YAML
+start_manager() { # id → sets $mpid $mport
+  mport=$(free_port); local hport; hport=$(free_port)
+  "$bin" run --rules "$work/rules" --kubeconfig "$KUBECONFIG" --leader-election-namespace "$ns" --identity "$1" \
+    --metrics-bind-address "127.0.0.1:$mport" --health-probe-bind-address "127.0.0.1:$hport" >"$work/$1.log" 2>&1 &
+  mpid=$!; pids+=("$mpid")
+  until curl -fs "http://127.0.0.1:$hport/readyz" >/dev/null 2>&1; do sleep 0.05; done
+}
+# The CRD first (a manager registers it), then the parents, then the timed manager.
+start_manager register
+until kubectl get crd benchapps.bench.ruleplane.dev >/dev/null 2>&1; do sleep 0.2; done
+kubectl wait --for=condition=Established crd/benchapps.bench.ruleplane.dev --timeout=60s >/dev/null
+kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
+create_parents "$work/parents.yaml" bench.ruleplane.dev/v1 BenchApp "$ns" "$parents" '{ image: "nginx:1.27" }'
+before_all=$(all_requests)
+t0=$(now); start_manager converge
+wait_for_children "$ns" "app.kubernetes.io%2Fmanaged-by%3Druleplane" "$parents"
+converge=$(since "$t0")
+rss=$(awk '/VmHWM/{print $2}' "/proc/$mpid/status")
+after_all=$(all_requests)
+printf 'ruleplane: converged %d parents in %s s = %.0f parents/s; %.1f API requests per parent (all verbs, incl. status); peak RSS %.1f MiB\n' \
+  "$parents" "$converge" "$(awk "BEGIN{print $parents/$converge}")" "$(awk "BEGIN{print ($after_all-$before_all)/$parents}")" "$(awk "BEGIN{print $rss/1024}")"
+sleep 2
+kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
+before_writes=$(writes_to benchapps)
+t1=$(now); start_manager resync
+until [ "$(metric "$mport" 'ruleplane_reconciles_total{rule="bench-apps"')" -ge "$parents" ] 2>/dev/null; do sleep 0.1; done
+resync=$(since "$t1")
+sleep 1
+resync_writes=$(( $(writes_to benchapps) - before_writes ))
+rss=$(awk '/VmRSS/{print $2}' "/proc/$mpid/status")
+printf 'ruleplane: no-op resync of %d converged parents (new manager, start → all reconciled) %s s, %d write requests; RSS with %d parents + %d children cached %.1f MiB\n' \
+  "$parents" "$resync" "$resync_writes" "$parents" "$((2 * parents))" "$(awk "BEGIN{print $rss/1024}")"
+kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
+rp_rate=$(awk "BEGIN{print $parents/$converge}")
+
+# --- 2. The ceiling: plain server-side apply, same concurrency ----------------------------------------------
+cns="bench-ceiling-$$"; kubectl create namespace "$cns" >/dev/null
+out=$("$ceiling" "$KUBECONFIG" "$cns" "$parents" "$concurrency")
+echo "$out"
+ceiling_rate=$(sed -E 's/.* = ([0-9.]+) parents\/s.*/\1/' <<<"$out")
+printf 'ruleplane / ceiling: %.2f×\n' "$(awk "BEGIN{print $rp_rate/$ceiling_rate}")"
+
+# --- 3. KRO side by side -------------------------------------------------------------------------------------
+[ "${KRO:-1}" = 0 ] && exit 0
+kro_version=v0.9.4
+kro_dir="$cache/kro/$kro_version"
+if [ ! -x "$kro_dir/controller" ]; then
+  echo "building KRO $kro_version from its Go module into $kro_dir (bench only)..."
+  mkdir -p "$kro_dir"
+  GOMODCACHE="$cache/go-mod" GOCACHE="$cache/go-build" GOTOOLCHAIN=local CGO_ENABLED=0 GOBIN="$kro_dir" \
+    go install -trimpath "github.com/kubernetes-sigs/kro/cmd/controller@$kro_version"
+fi
+kro_src="$cache/go-mod/github.com/kubernetes-sigs/kro@$kro_version"
+kubectl apply --server-side -f "$kro_src/helm/crds/" >/dev/null
+run_kro() { # label extra-flags...
+  local label=$1; shift
+  local kns="bench-kro-$label-$$"; kubectl create namespace "$kns" >/dev/null
+  local kind="KroApp${label^}"
+  local plural; plural=$(tr '[:upper:]' '[:lower:]' <<<"$kind")s
+  cat <<YAML | kubectl apply -f - >/dev/null
+apiVersion: kro.run/v1alpha1
+kind: ResourceGraphDefinition
+metadata: { name: bench-$label }
+spec:
+  schema:
+    apiVersion: v1alpha1
+    kind: $kind
+    spec:
+      image: string | default="nginx:1.27"
+  resources:
+    - id: config
+      template:
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "\${schema.metadata.name}-config", labels: { app: "\${schema.metadata.name}" } }
+        data: { image: "\${schema.spec.image}", greeting: hello }
+    - id: deployment
+      template:
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: { name: "\${schema.metadata.name}", labels: { app: "\${schema.metadata.name}" } }
+        spec:
+          replicas: 1
+          selector: { matchLabels: { app: "\${schema.metadata.name}" } }
+          template:
+            metadata: { labels: { app: "\${schema.metadata.name}" } }
+            spec:
+              containers:
+                - name: web
+                  image: "\${schema.spec.image}"
+                  resources: { requests: { cpu: 100m, memory: 64Mi } }
+YAML
+  start_kro() {
+    local kport; kport=$(free_port); local pport; pport=$(free_port)
+    "$kro_dir/controller" --kubeconfig "$KUBECONFIG" --metrics-bind-address "127.0.0.1:$kport" \
+      --health-probe-bind-address "127.0.0.1:$pport" "$@" >>"$work/kro-$label.log" 2>&1 &
+    kpid=$!; pids+=("$kpid")
+  }
+  # As for Ruleplane: the instance kind registered first, the parents created while the controller is down,
+  # then the timed start.
+  start_kro "$@"
+  until kubectl get crd "$plural.kro.run" >/dev/null 2>&1; do sleep 0.2; done
+  kubectl wait --for=condition=Established "crd/$plural.kro.run" --timeout=120s >/dev/null
+  kill -9 "$kpid"; wait "$kpid" 2>/dev/null || true
+  create_parents "$work/kro-$label.yaml" kro.run/v1alpha1 "$kind" "$kns" "$parents" '{ image: "nginx:1.27" }'
+  local t; t=$(now)
+  start_kro "$@"
+  wait_for_children "$kns" "app" "$parents"
+  local took; took=$(since "$t")
+  local krss; krss=$(awk '/VmHWM/{print $2}' "/proc/$kpid/status")
+  local rate; rate=$(awk "BEGIN{print $parents/$took}")
+  printf 'kro (%s): converged %d parents in %s s = %.0f parents/s; peak RSS %.1f MiB; ruleplane / kro = %.2f×\n' \
+    "$label" "$parents" "$took" "$rate" "$(awk "BEGIN{print $krss/1024}")" "$(awk "BEGIN{print $rp_rate/$rate}")"
+  kill -9 "$kpid"; wait "$kpid" 2>/dev/null || true
+}
+run_kro defaults
+run_kro equal --dynamic-controller-concurrent-reconciles "$concurrency"
