@@ -20,7 +20,8 @@ async fn main() -> anyhow::Result<()> {
     };
     let parents: usize = parents.parse()?;
     let concurrency: usize = concurrency.parse()?;
-    let config = Config::from_custom_kubeconfig(Kubeconfig::read_from(kubeconfig)?, &KubeConfigOptions::default()).await?;
+    let config =
+        Config::from_custom_kubeconfig(Kubeconfig::read_from(kubeconfig)?, &KubeConfigOptions::default()).await?;
     let client = Client::try_from(config)?;
     let config_maps = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
     let deployments = kube::api::ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&());
@@ -43,7 +44,8 @@ async fn main() -> anyhow::Result<()> {
                                 "resources": { "requests": { "cpu": "100m", "memory": "64Mi" } } } ] } } } });
                 let cm: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &config_maps);
                 let dep: Api<DynamicObject> = Api::namespaced_with(client, namespace, &deployments);
-                cm.patch(&format!("{name}-config"), &params, &Patch::Apply(&config_map)).await?;
+                cm.patch(&format!("{name}-config"), &params, &Patch::Apply(&config_map))
+                    .await?;
                 dep.patch(&name, &params, &Patch::Apply(&deployment)).await?;
                 Ok::<(), kube::Error>(())
             }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Manager benchmarks on the local control plane; prints figures (no pass/fail):
-#   idle RSS with examples/ loaded, process start → /readyz 200, takeover after kill -9 and after SIGTERM.
+#   idle RSS with examples/ (or $RULES) loaded, process start → /readyz 200, takeover after kill -9 and after SIGTERM.
 # Usage: tests/bench/manager.sh [ROUNDS]   (needs `make build`; starts the control plane if needed)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -8,6 +8,7 @@ cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
 bin=${CARGO_TARGET_DIR:-$cache/target}/debug/ruleplane
 [ -x "${RULEPLANE_BIN:-}" ] && bin=$RULEPLANE_BIN
 rounds=${1:-5}
+rules=${RULES:-$root/examples}
 "$root/tests/control-plane/cluster.sh" up >/dev/null
 export KUBECONFIG="$cache/cluster/kubeconfig"
 # shellcheck disable=SC1091
@@ -22,7 +23,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 start_manager() { # id namespace -> sets $mpid $mhealth $mmetrics
   mhealth=$(free_port); mmetrics=$(free_port)
-  "$bin" run --rules "$root/examples" --kubeconfig "$KUBECONFIG" --leader-election-namespace "$2" \
+  "$bin" run --rules "$rules" --kubeconfig "$KUBECONFIG" --leader-election-namespace "$2" \
     --identity "$1" --metrics-bind-address "127.0.0.1:$mmetrics" --health-probe-bind-address "127.0.0.1:$mhealth" \
     >"$work/$1.log" 2>&1 &
   mpid=$!; pids+=("$mpid")

@@ -258,7 +258,7 @@ async fn a_resync_of_100_converged_parents_sends_no_write() {
     let rules = format!(
         r#"apiVersion: ruleplane.dev/v1alpha1
 kind: ResourceDefinition
-metadata: {{ name: web-app.{group} }}
+metadata: {{ name: noop-app.{group} }}
 spec:
   versions: [ {{ name: v1, subresources: {{ status: {{}} }} }} ]
 ---
@@ -266,7 +266,7 @@ apiVersion: ruleplane.dev/v1alpha1
 kind: Reconciler
 metadata: {{ name: web-app-template }}
 spec:
-  for: {{ apiVersion: {group}/v1, kind: WebApp }}
+  for: {{ apiVersion: {group}/v1, kind: NoopApp }}
   children:
     - id: template
       template: |
@@ -287,14 +287,14 @@ spec:
     write(&dir, "rules.yaml", &rules);
     let mut first = ManagerProcess::start(&dir, &ns, "rc-noop-1", &[]);
     first.wait_ready(Duration::from_secs(40)).await;
-    let apps = api_of(&client, group, "v1", "WebApp", "webapps", &ns);
+    let apps = api_of(&client, group, "v1", "NoopApp", "noopapps", &ns);
     for index in 0..100 {
         let app: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": format!("{group}/v1"), "kind": "WebApp",
+            "apiVersion": format!("{group}/v1"), "kind": "NoopApp",
             "metadata": { "name": format!("app-{index}") }, "spec": { "image": "nginx:1.27" }
         }))
-        .expect("a WebApp");
-        eventually(Duration::from_secs(40), "WebApp created", || async {
+        .expect("a NoopApp");
+        eventually(Duration::from_secs(40), "NoopApp created", || async {
             apps.create(&PostParams::default(), &app).await.ok()
         })
         .await;
@@ -305,8 +305,19 @@ spec:
         (count == 100).then_some(())
     })
     .await;
+    // Converged means the status too: every parent Ready, as the first manager wrote it.
+    eventually(Duration::from_secs(60), "100 parents Ready", || async {
+        let list = apps.list(&ListParams::default()).await.ok()?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|app| condition(app, "Ready").is_some_and(|c| c["status"] == "True"))
+            .count();
+        (ready == 100).then_some(())
+    })
+    .await;
     first.kill9();
-    let before = (writes_to("podtemplates"), writes_to("webapps"));
+    let before = (writes_to("podtemplates"), writes_to("noopapps"));
     let second = ManagerProcess::start(&dir, &ns, "rc-noop-2", &[]);
     second.wait_ready(Duration::from_secs(40)).await;
     let reconciles = "ruleplane_reconciles_total{rule=\"web-app-template\",kind=\"Reconciler\"}";
@@ -314,7 +325,7 @@ spec:
         (second.metric(reconciles).await? >= 100.0).then_some(())
     })
     .await;
-    let after = (writes_to("podtemplates"), writes_to("webapps"));
+    let after = (writes_to("podtemplates"), writes_to("noopapps"));
     assert_eq!(
         after, before,
         "a converged parent costs no write, child or status (apiserver_request_total)"

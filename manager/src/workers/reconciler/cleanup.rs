@@ -6,7 +6,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
-use ruleplane_config::ownership::{CLEANUP_FINALIZER, RECONCILER_FIELD_MANAGER, RETAIN_ANNOTATION};
+use ruleplane_config::ownership::{CLEANUP_FINALIZER, RETAIN_ANNOTATION};
 use ruleplane_config::{ObjectKey, Reconciler, Unrendered, attach_parent, plan_children, render_finalize_children};
 use serde_json::{Value, json};
 use tracing::{info, warn};
@@ -37,23 +37,36 @@ pub(super) fn needs_finalizer(rule: &Reconciler, desired: &[Value]) -> bool {
         })
 }
 
-/// The finalizer as our field manager's server-side apply: it owns that one list entry, so adding and removing
-/// it never touches other controllers' finalizers.
-async fn apply_finalizers(
-    reconciler: &ParentReconciler,
-    parent: &DynamicObject,
-    finalizers: &[&str],
-) -> Result<(), kube::Error> {
-    let resource = &reconciler.parent.watch.resource;
-    let api = finalizer_api(&reconciler.ctx, resource, parent);
-    let body = json!({
-        "apiVersion": resource.api_version, "kind": resource.kind,
-        "metadata": { "name": parent.name_any(), "finalizers": finalizers },
-    });
-    let params = PatchParams::apply(RECONCILER_FIELD_MANAGER).force();
-    api.patch(&parent.name_any(), &params, &Patch::Apply(&body))
+/// Adds or removes our finalizer with a JSON Patch, never server-side apply: an apply is an upsert, and a
+/// parent deleted a moment ago (our cache may still show it) must not be created again. `test` operations make
+/// the patch fail rather than clobber a finalizer list another controller changed meanwhile (it is retried on
+/// the fresh object); a parent already gone is fine.
+async fn patch_finalizer(api: &Api<DynamicObject>, parent: &DynamicObject, add: bool) -> Result<(), kube::Error> {
+    let finalizers = parent.finalizers();
+    let operations = match (add, finalizers.iter().position(|f| f == CLEANUP_FINALIZER)) {
+        (true, Some(_)) | (false, None) => return Ok(()),
+        (true, None) if finalizers.is_empty() => json!([
+            { "op": "test", "path": "/metadata/resourceVersion", "value": parent.resource_version() },
+            { "op": "add", "path": "/metadata/finalizers", "value": [CLEANUP_FINALIZER] },
+        ]),
+        (true, None) => json!([{ "op": "add", "path": "/metadata/finalizers/-", "value": CLEANUP_FINALIZER }]),
+        (false, Some(index)) => json!([
+            { "op": "test", "path": format!("/metadata/finalizers/{index}"), "value": CLEANUP_FINALIZER },
+            { "op": "remove", "path": format!("/metadata/finalizers/{index}") },
+        ]),
+    };
+    let patch: json_patch::Patch = match serde_json::from_value(operations) {
+        Ok(patch) => patch,
+        Err(_) => return Ok(()),
+    };
+    match api
+        .patch(&parent.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch))
         .await
-        .map(|_| ())
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error),
+    }
 }
 
 fn finalizer_api(ctx: &WorkerContext, resource: &kube::api::ApiResource, parent: &DynamicObject) -> Api<DynamicObject> {
@@ -70,7 +83,8 @@ pub(super) async fn ensure_finalizer(
     if has_finalizer(parent) {
         return Ok(());
     }
-    apply_finalizers(reconciler, parent, &[CLEANUP_FINALIZER]).await?;
+    let api = finalizer_api(&reconciler.ctx, &reconciler.parent.watch.resource, parent);
+    patch_finalizer(&api, parent, true).await?;
     Ok(())
 }
 
@@ -126,9 +140,10 @@ pub(super) async fn finalize(
             io::publish(reconciler, parent, EventType::Warning, "FinalizeTimeout", note).await;
         }
     }
-    // 2. children, the ones read by others last (reverse dependency order); retained ones are released
-    let mut order: Vec<&str> = rule.children_in_order().rev().map(|c| c.id.as_str()).collect();
-    order.extend(rule.finalize_children().iter().map(|c| c.id.as_str()));
+    // 2. children, the ones read by others last (reverse dependency order); retained ones are released.
+    // Finalize children stay: they are owned by the parent, so their record (a backup Job's logs) lasts until the
+    // garbage collector takes them with it.
+    let order: Vec<&str> = rule.children_in_order().rev().map(|c| c.id.as_str()).collect();
     let rank = |child: &Value| {
         let id = child_id(child);
         order
@@ -136,7 +151,11 @@ pub(super) async fn finalize(
             .position(|o| Some(*o) == id.as_deref())
             .unwrap_or(order.len())
     };
-    let mut doomed = observed;
+    let finalize_ids: Vec<&str> = rule.finalize_children().iter().map(|c| c.id.as_str()).collect();
+    let mut doomed: Vec<Value> = observed
+        .into_iter()
+        .filter(|child| !child_id(child).is_some_and(|id| finalize_ids.contains(&id.as_str())))
+        .collect();
     doomed.sort_by_key(|child| rank(child));
     for child in &doomed {
         let Some(child_key) = ObjectKey::of(child) else {
@@ -154,7 +173,8 @@ pub(super) async fn finalize(
         }
     }
     // 3. the finalizer goes: the apiserver completes the deletion
-    apply_finalizers(reconciler, parent, &[]).await?;
+    let api = finalizer_api(&reconciler.ctx, &reconciler.parent.watch.resource, parent);
+    patch_finalizer(&api, parent, false).await?;
     info!(rule = rule.name(), parent = ?key, "parent cleaned up; finalizer removed");
     Ok(Action::AwaitChange)
 }
@@ -185,10 +205,7 @@ pub async fn on_rule_removed(rule: &Reconciler, ctx: &WorkerContext) {
     };
     for parent in parents.iter().filter(|p| has_finalizer(p)) {
         let api = finalizer_api(ctx, &resource, parent);
-        let body = json!({ "apiVersion": resource.api_version, "kind": resource.kind,
-                           "metadata": { "name": parent.name_any(), "finalizers": [] } });
-        let params = PatchParams::apply(RECONCILER_FIELD_MANAGER).force();
-        match api.patch(&parent.name_any(), &params, &Patch::Apply(&body)).await {
+        match patch_finalizer(&api, parent, false).await {
             Ok(_) => {
                 info!(rule = rule.name(), parent = %parent.name_any(), "rule removed; cleanup finalizer removed, children kept")
             }

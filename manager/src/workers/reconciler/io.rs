@@ -33,9 +33,10 @@ pub(super) async fn apply_child(
     let key = &apply.key;
     let api = api_for(reconciler, watched, key.namespace.as_deref());
     let uid = parent.uid().unwrap_or_default();
+    // Metadata only, from the apiserver's watch cache: the cheapest read that tells whose the object is.
     if apply.created
         && !reconciler.rule.spec.adopt
-        && let Some(existing) = api.get_opt(&key.name).await?
+        && let Some(existing) = get_metadata_opt(&api, &key.name).await?
     {
         let labels = existing.labels();
         let ours = labels.get(RULE_LABEL).map(String::as_str) == Some(reconciler.rule.name())
@@ -55,17 +56,39 @@ pub(super) async fn apply_child(
             },
             other => ReconcilerError::Api(other),
         })?;
-    let (reason, verb) = if apply.created {
-        ("Created", "created")
-    } else {
-        ("Updated", "updated")
-    };
+    let verb = if apply.created { "created" } else { "updated" };
     info!(rule = reconciler.rule.name(), child = %key, "child {verb}");
-    publish(reconciler, parent, EventType::Normal, reason, format!("{verb} {key}")).await;
     serde_json::to_value(&applied).map_err(|e| ReconcilerError::Rejected {
         child: key.clone(),
         message: e.to_string(),
     })
+}
+
+async fn get_metadata_opt(
+    api: &Api<DynamicObject>,
+    name: &str,
+) -> Result<Option<kube::core::PartialObjectMeta<DynamicObject>>, kube::Error> {
+    match api.get_metadata_with(name, &kube::api::GetParams::any()).await {
+        Ok(meta) => Ok(Some(meta)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// One Normal Event per reconcile and kind of change, naming the children (`Created`: "created ConfigMap
+/// ns/a, Deployment ns/b"), rather than one per child: the story stays readable and costs one request.
+pub(super) async fn announce(
+    reconciler: &ParentReconciler,
+    parent: &DynamicObject,
+    reason: &str,
+    children: &[ObjectKey],
+) {
+    if children.is_empty() {
+        return;
+    }
+    let list: Vec<String> = children.iter().map(ToString::to_string).collect();
+    let note = format!("{} {}", reason.to_lowercase(), list.join(", "));
+    publish(reconciler, parent, EventType::Normal, reason, note).await;
 }
 
 /// Deletes a child that is no longer rendered. Only called for objects carrying this rule's and this parent's

@@ -317,6 +317,7 @@ impl ParentReconciler {
         // One child's conflict or rejection does not hold back the others, nor pruning; the first error is
         // reported after all were tried.
         let mut first_error = None;
+        let (mut created, mut updated) = (Vec::new(), Vec::new());
         for apply in &plan.apply {
             let applied = match self.child_kind(&apply.key.api_version, &apply.key.kind) {
                 Ok(watched) => io::apply_child(self, watched, apply, parent).await,
@@ -324,6 +325,7 @@ impl ParentReconciler {
             };
             match applied {
                 Ok(applied) => {
+                    if apply.created { &mut created } else { &mut updated }.push(apply.key.clone());
                     if let Some(id) = child_id(&applied) {
                         now.insert(id, applied);
                     }
@@ -333,6 +335,8 @@ impl ParentReconciler {
                 }
             }
         }
+        io::announce(self, parent, "Created", &created).await;
+        io::announce(self, parent, "Updated", &updated).await;
         for key in &plan.prune {
             let watched = self.child_kind(&key.api_version, &key.kind)?;
             io::delete_child(self, watched, key, parent).await?;
