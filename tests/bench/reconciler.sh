@@ -25,7 +25,7 @@ kubectl() { "$BIN_DIR/kubectl" "$@"; }
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
+trap cleanup EXIT INT TERM
 now() { date +%s.%N; }
 since() { awk "BEGIN{printf \"%.2f\", $(now) - $1}"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -151,7 +151,7 @@ kubectl apply --server-side -f "$kro_src/helm/crds/" >/dev/null
 run_kro() { # label extra-flags...
   local label=$1; shift
   local kns="bench-kro-$label-$$"; kubectl create namespace "$kns" >/dev/null
-  local kind="KroApp${label^}"
+  local kind="KroApp${label^}"   # labels do not end in s, so the plural is the kind plus s (as KRO makes it)
   local plural; plural=$(tr '[:upper:]' '[:lower:]' <<<"$kind")s
   cat <<YAML | kubectl apply -f - >/dev/null
 apiVersion: kro.run/v1alpha1
@@ -209,5 +209,5 @@ YAML
     "$label" "$parents" "$took" "$rate" "$(awk "BEGIN{print $krss/1024}")" "$(awk "BEGIN{print $rp_rate/$rate}")"
   kill -9 "$kpid"; wait "$kpid" 2>/dev/null || true
 }
-run_kro defaults
+run_kro default
 run_kro equal --dynamic-controller-concurrent-reconciles "$concurrency"
