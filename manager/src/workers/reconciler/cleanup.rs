@@ -167,9 +167,9 @@ pub(super) async fn finalize(
             .and_then(|a| a.get(RETAIN_ANNOTATION))
             .is_some();
         if retained {
-            io::release_child(reconciler, watched, &child_key, parent).await?;
+            io::remove_child(reconciler, watched, &child_key, parent, io::Removal::Release).await?;
         } else {
-            io::delete_child(reconciler, watched, &child_key, parent).await?;
+            io::remove_child(reconciler, watched, &child_key, parent, io::Removal::Delete).await?;
         }
     }
     // 3. the finalizer goes: the apiserver completes the deletion

@@ -91,63 +91,65 @@ pub(super) async fn announce(
     publish(reconciler, parent, EventType::Normal, reason, note).await;
 }
 
-/// Deletes a child that is no longer rendered. Only called for objects carrying this rule's and this parent's
-/// labels (the plan only prunes those), never anything else.
-pub(super) async fn delete_child(
-    reconciler: &ParentReconciler,
-    watched: &Watched,
-    key: &ObjectKey,
-    parent: &DynamicObject,
-) -> Result<(), ReconcilerError> {
-    let api = api_for(reconciler, watched, key.namespace.as_deref());
-    match api.delete(&key.name, &DeleteParams::background()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
-        Err(error) => return Err(error.into()),
-    }
-    info!(rule = reconciler.rule.name(), child = %key, "child deleted (no longer rendered)");
-    publish(
-        reconciler,
-        parent,
-        EventType::Normal,
-        "Deleted",
-        format!("deleted {key} (no longer rendered)"),
-    )
-    .await;
-    Ok(())
+/// How a child that is no longer wanted goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Removal {
+    /// Deleted (pruned, or its parent is being deleted).
+    Delete,
+    /// Detached from its parent and left in place: `retain: true`. The parent label, annotation and owner
+    /// reference go, so no garbage collector will take it.
+    Release,
 }
 
-/// Detaches a retained child that is no longer rendered: the parent label, annotation and owner reference go,
-/// the object stays (and no garbage collector will take it).
-pub(super) async fn release_child(
+/// Removes a child of this rule and this parent (the plan and the cleanup only pass those, never anything else).
+pub(super) async fn remove_child(
     reconciler: &ParentReconciler,
     watched: &Watched,
     key: &ObjectKey,
     parent: &DynamicObject,
+    removal: Removal,
 ) -> Result<(), ReconcilerError> {
     let api = api_for(reconciler, watched, key.namespace.as_deref());
-    let detach = json!({ "metadata": {
-        "labels": { PARENT_UID_LABEL: null },
-        "annotations": { PARENT_ANNOTATION: null },
-        "ownerReferences": null,
-    } });
-    match api
-        .patch(&key.name, &PatchParams::default(), &Patch::Merge(detach))
-        .await
-    {
-        Ok(_) => {}
+    let (result, reason, note) = match removal {
+        Removal::Delete => (
+            api.delete(&key.name, &DeleteParams::background()).await.map(|_| ()),
+            "Deleted",
+            format!("deleted {key} (no longer rendered)"),
+        ),
+        Removal::Release => {
+            let detach = json!({ "metadata": {
+                "labels": { PARENT_UID_LABEL: null },
+                "annotations": { PARENT_ANNOTATION: null },
+                "ownerReferences": null,
+            } });
+            let released = api
+                .patch(&key.name, &PatchParams::default(), &Patch::Merge(detach))
+                .await;
+            (
+                released.map(|_| ()),
+                "Released",
+                format!("released {key} (retain: true)"),
+            )
+        }
+    };
+    report_done(reconciler, parent, result, reason, note).await
+}
+
+/// Logs and announces (Normal Event) a write to a child; a child already gone is not an error.
+async fn report_done(
+    reconciler: &ParentReconciler,
+    parent: &DynamicObject,
+    result: Result<(), kube::Error>,
+    reason: &str,
+    note: String,
+) -> Result<(), ReconcilerError> {
+    match result {
+        Ok(()) => {}
         Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
         Err(error) => return Err(error.into()),
     }
-    info!(rule = reconciler.rule.name(), child = %key, "child released (retain: true)");
-    publish(
-        reconciler,
-        parent,
-        EventType::Normal,
-        "Released",
-        format!("released {key} (retain: true)"),
-    )
-    .await;
+    info!(rule = reconciler.rule.name(), "{note}");
+    publish(reconciler, parent, EventType::Normal, reason, note).await;
     Ok(())
 }
 

@@ -339,12 +339,12 @@ impl ParentReconciler {
         io::announce(self, parent, "Updated", &updated).await;
         for key in &plan.prune {
             let watched = self.child_kind(&key.api_version, &key.kind)?;
-            io::delete_child(self, watched, key, parent).await?;
+            io::remove_child(self, watched, key, parent, io::Removal::Delete).await?;
             now.retain(|_, child| ObjectKey::of(child).as_ref() != Some(key));
         }
         for key in &plan.release {
             let watched = self.child_kind(&key.api_version, &key.kind)?;
-            io::release_child(self, watched, key, parent).await?;
+            io::remove_child(self, watched, key, parent, io::Removal::Release).await?;
             now.retain(|_, child| ObjectKey::of(child).as_ref() != Some(key));
         }
         match first_error {
