@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use super::render::Rendered;
 use super::resolved::Reconciler;
 use crate::ownership::{APPLIED_ANNOTATION, CHILD_ID_LABEL, PARENT_ANNOTATION, RETAIN_ANNOTATION};
+use crate::scheduler::engine::quantity;
 
 /// What identifies a child object in the cluster.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -241,64 +242,12 @@ fn scalar_text(value: &Value) -> Option<String> {
 }
 
 /// `1000m` and `1`, `1Gi` and `1073741824`, `0.5` and `500m`: the same quantity, as Kubernetes normalises it.
+/// Parsed by the scheduler's quantity parser: one reading of Kubernetes quantities in the crate.
 fn quantities_equal(a: &str, b: &str) -> bool {
-    match (parse_quantity(a), parse_quantity(b)) {
-        (Some((m1, s1)), Some((m2, s2))) => {
-            // m1 / 10^s1 == m2 / 10^s2  ⇔  m1 · 10^s2 == m2 · 10^s1, in exact integers.
-            let scale = |m: i128, s: u32| 10i128.checked_pow(s).and_then(|p| m.checked_mul(p));
-            matches!((scale(m1, s2), scale(m2, s1)), (Some(x), Some(y)) if x == y)
-        }
+    match (quantity::parse(a), quantity::parse(b)) {
+        (Ok(a), Ok(b)) => a.nano() == b.nano(),
         _ => false,
     }
-}
-
-/// A quantity as an exact decimal `mantissa / 10^scale` (in base units), or `None` when it is not one.
-fn parse_quantity(text: &str) -> Option<(i128, u32)> {
-    let text = text.trim();
-    let number_end = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(number_end);
-    let (sign, digits) = match number.strip_prefix('-') {
-        Some(rest) => (-1, rest),
-        None => (1, number.strip_prefix('+').unwrap_or(number)),
-    };
-    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
-    if whole.is_empty() && fraction.is_empty() || !(whole.chars().chain(fraction.chars()).all(|c| c.is_ascii_digit())) {
-        return None;
-    }
-    let mut mantissa: i128 = format!("{whole}{fraction}").parse().ok()?;
-    let mut scale = u32::try_from(fraction.len()).ok()?;
-    let (multiplier, extra_scale): (i128, u32) = match suffix {
-        "" => (1, 0),
-        "n" => (1, 9),
-        "u" => (1, 6),
-        "m" => (1, 3),
-        "k" => (1_000, 0),
-        "M" => (1_000_000, 0),
-        "G" => (1_000_000_000, 0),
-        "T" => (1_000_000_000_000, 0),
-        "P" => (1_000_000_000_000_000, 0),
-        "E" => (1_000_000_000_000_000_000, 0),
-        "Ki" => (1 << 10, 0),
-        "Mi" => (1 << 20, 0),
-        "Gi" => (1 << 30, 0),
-        "Ti" => (1 << 40, 0),
-        "Pi" => (1 << 50, 0),
-        "Ei" => (1 << 60, 0),
-        exponent if exponent.starts_with(['e', 'E']) => {
-            let power: i32 = exponent[1..].parse().ok()?;
-            if power >= 0 {
-                (10i128.checked_pow(u32::try_from(power).ok()?)?, 0)
-            } else {
-                (1, power.unsigned_abs())
-            }
-        }
-        _ => return None,
-    };
-    mantissa = mantissa.checked_mul(multiplier)? * sign;
-    scale += extra_scale;
-    Some((mantissa, scale))
 }
 
 /// The standard `metav1.Condition` shape, as `kubectl wait --for=condition=…` reads it.

@@ -1,6 +1,8 @@
-//! The SchedulerPolicy rule kind: types, plugin vocabulary (with legacy aliases), checks and the resolved policy.
+//! The SchedulerPolicy rule kind: types, plugin vocabulary (with legacy aliases), checks, the resolved policy and
+//! the scheduling engine (kube-scheduler's filters and scores, pure).
 
 mod checks;
+pub mod engine;
 mod plugins;
 mod resolved;
 mod types;

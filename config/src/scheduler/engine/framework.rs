@@ -1,0 +1,497 @@
+//! One kube-scheduler v1.35 scheduling cycle: PreFilter, Filter, Score, host selection, failure message.
+
+// One scheduling cycle as kube-scheduler v1.35 runs it: PreFilter, Filter over a rotating window of nodes
+// (percentageOfNodesToScore), PreScore/Score/Normalize, weighted totals, host selection and the failure message.
+//
+// Filtering emulates kube-scheduler with `parallelism: 1`: nodes are checked one at a time from `nextStartNodeIndex`,
+// and the search stops at the first feasible node beyond the number wanted, so the rotating start index advances
+// exactly as it would there. With kube-scheduler's default 16 workers which nodes get examined past that point is a
+// race; the verdicts per examined node are the same.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::decision::{Decision, NodeResult, Outcome, PluginScore, ScheduleError};
+use super::features::{Feature, needed_features, unsupported_verdict};
+use super::plugins::{BuiltFilter, BuiltScore, Cycle, NodeFilter, PreFilter, PreScore, build_filter, build_score};
+use super::pod_info::PodInfo;
+use super::profile::{Profile, ProfileError, TieBreak};
+use super::rng::SplitMix64;
+use super::snapshot::{NodeInfo, Snapshot, pod_ref};
+use super::status::{Code, NO_NODES_MESSAGE, Reason, Rejection, fit_error_message, pre_filter_message};
+
+/// Below this many nodes every node is examined.
+const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+/// The adaptive percentage never goes below this.
+const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: usize = 5;
+
+/// `numFeasibleNodesToFind`: how many feasible nodes to find before scoring. `percentage` 0 is adaptive:
+/// max(5, 50 − N/125) percent, at least 100 nodes (all of them below 100).
+pub fn num_feasible_nodes_to_find(percentage: u8, num_all_nodes: usize) -> usize {
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND {
+        return num_all_nodes;
+    }
+    let mut percentage = usize::from(percentage);
+    if percentage == 0 {
+        percentage = 50usize
+            .saturating_sub(num_all_nodes / 125)
+            .max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND);
+    }
+    (num_all_nodes * percentage / 100).max(MIN_FEASIBLE_NODES_TO_FIND)
+}
+
+/// A compiled profile plus the state kube-scheduler carries between decisions (the rotating start index) and
+/// the tie-breaking generator.
+#[derive(Debug)]
+pub struct Engine {
+    compiled: Compiled,
+    next_start_node_index: usize,
+    rng: SplitMix64,
+}
+
+/// The profile's plugins and settings.
+#[derive(Debug)]
+struct Compiled {
+    filters: Vec<BuiltFilter>,
+    scores: Vec<BuiltScore>,
+    percentage: u8,
+    ignored_features: BTreeSet<Feature>,
+    tie_break: TieBreak,
+}
+
+/// The filters that run for a pod after PreFilter.
+struct Prepared<'a> {
+    filters: Vec<(&'a Arc<str>, Box<dyn NodeFilter + 'a>)>,
+    restriction: Option<(BTreeSet<String>, BTreeSet<Arc<str>>)>,
+    skipped: Vec<Arc<str>>,
+}
+
+impl Engine {
+    /// Compiles and checks a profile; `seed` seeds random tie-breaking.
+    pub fn new(profile: &Profile, seed: u64) -> Result<Engine, ProfileError> {
+        if profile.percentage_of_nodes_to_score > 100 {
+            return Err(ProfileError::InvalidPercentage(profile.percentage_of_nodes_to_score));
+        }
+        let mut filters: Vec<BuiltFilter> = Vec::new();
+        for entry in &profile.filters {
+            let built = build_filter(entry, &profile.args)?;
+            if filters.iter().any(|(name, _)| *name == built.0) {
+                return Err(ProfileError::DuplicateName {
+                    name: built.0.to_string(),
+                    stage: "filter",
+                });
+            }
+            filters.push(built);
+        }
+        let mut scores: Vec<BuiltScore> = Vec::new();
+        let mut total_weight: i64 = 0;
+        for entry in &profile.scores {
+            let built = build_score(entry, &profile.args)?;
+            if scores.iter().any(|(name, _, _)| *name == built.0) {
+                return Err(ProfileError::DuplicateName {
+                    name: built.0.to_string(),
+                    stage: "score",
+                });
+            }
+            total_weight = built
+                .2
+                .checked_mul(100)
+                .and_then(|w| total_weight.checked_add(w))
+                .ok_or(ProfileError::WeightOverflow)?;
+            scores.push(built);
+        }
+        Ok(Engine {
+            compiled: Compiled {
+                filters,
+                scores,
+                percentage: profile.percentage_of_nodes_to_score,
+                ignored_features: profile.ignored_features.clone(),
+                tie_break: profile.tie_break,
+            },
+            next_start_node_index: 0,
+            rng: SplitMix64::new(seed),
+        })
+    }
+
+    /// Where the next decision starts examining nodes (kube-scheduler's `nextStartNodeIndex`).
+    pub fn next_start_node_index(&self) -> usize {
+        self.next_start_node_index
+    }
+
+    /// Sets the start index (e.g. to restore state).
+    pub fn set_next_start_node_index(&mut self, index: usize) {
+        self.next_start_node_index = index;
+    }
+
+    /// Schedules one pod on the snapshot. The snapshot is not changed: call [`Snapshot::assume`] with the chosen
+    /// node so the next decision sees the pod.
+    pub fn schedule(&mut self, snapshot: &Snapshot, pod: &Pod) -> Result<Decision, ScheduleError> {
+        let pod_info = PodInfo::new(pod.clone()).map_err(|source| ScheduleError::InvalidQuantity {
+            pod: pod_ref(pod),
+            source,
+        })?;
+        let gated = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .is_some_and(|g| !g.is_empty());
+        if gated {
+            return Ok(Decision::with_outcome(Outcome::Gated {
+                message: "Scheduling is blocked due to non-empty scheduling gates".to_string(),
+            }));
+        }
+        if snapshot.num_nodes() == 0 {
+            return Ok(Decision::with_outcome(Outcome::Unschedulable {
+                message: NO_NODES_MESSAGE.to_string(),
+                pre_filter: None,
+                plugins: BTreeSet::new(),
+            }));
+        }
+        let cycle = Cycle {
+            pod: &pod_info,
+            snapshot,
+        };
+        let mut needed = needed_features(&pod_info, snapshot);
+        let compiled = &self.compiled;
+        needed.retain(|feature| !compiled.ignored_features.contains(feature));
+        if let Some((plugin, verdict)) = unsupported_verdict(&needed) {
+            return Ok(pre_filter_failure(snapshot, verdict.by(&Arc::from(plugin)), Vec::new()));
+        }
+        let prepared = match compiled.run_pre_filters(&cycle) {
+            Ok(prepared) => prepared,
+            Err(decision) => return Ok(*decision),
+        };
+        Ok(compiled.filter_and_score(&cycle, prepared, &mut self.next_start_node_index, &mut self.rng))
+    }
+}
+
+impl Compiled {
+    fn run_pre_filters<'a>(&'a self, cycle: &Cycle<'a>) -> Result<Prepared<'a>, Box<Decision>> {
+        let mut prepared = Prepared {
+            filters: Vec::new(),
+            restriction: None,
+            skipped: Vec::new(),
+        };
+        let mut rejected: Option<Rejection> = None;
+        for (name, plugin) in &self.filters {
+            match plugin.pre_filter(cycle) {
+                PreFilter::Skip => prepared.skipped.push(name.clone()),
+                PreFilter::Reject(verdict) if verdict.code == Code::UnschedulableAndUnresolvable => {
+                    return Err(Box::new(pre_filter_failure(
+                        cycle.snapshot,
+                        verdict.by(name),
+                        prepared.skipped,
+                    )));
+                }
+                // An Unschedulable PreFilter result lets the others run (preemption may still help).
+                PreFilter::Reject(verdict) => rejected = Some(verdict.by(name)),
+                PreFilter::Error(message) => {
+                    let mut decision = Decision::with_outcome(Outcome::Error {
+                        message: format!("running PreFilter plugin {:?}: {message}", &**name),
+                    });
+                    decision.skipped_filters = prepared.skipped;
+                    return Err(Box::new(decision));
+                }
+                PreFilter::Run { filter, nodes } => {
+                    prepared.filters.push((name, filter));
+                    if let Some(nodes) = nodes {
+                        let (names, plugins) = prepared
+                            .restriction
+                            .get_or_insert_with(|| (nodes.clone(), BTreeSet::new()));
+                        names.retain(|n| nodes.contains(n));
+                        plugins.insert(name.clone());
+                        if names.is_empty() {
+                            let list: Vec<&str> = plugins.iter().map(|p| &**p).collect();
+                            let message = if list.len() == 1 {
+                                format!("node(s) didn't satisfy plugin {}", list[0])
+                            } else {
+                                format!("node(s) didn't satisfy plugin(s) [{}] simultaneously", list.join(" "))
+                            };
+                            let rejection = Rejection {
+                                plugin: name.clone(),
+                                code: Code::UnschedulableAndUnresolvable,
+                                reasons: vec![Reason::Owned(message)],
+                            };
+                            let mut decision = pre_filter_failure(cycle.snapshot, rejection, prepared.skipped);
+                            if let Outcome::Unschedulable {
+                                plugins: unschedulable, ..
+                            } = &mut decision.outcome
+                            {
+                                *unschedulable = plugins.clone();
+                            }
+                            return Err(Box::new(decision));
+                        }
+                    }
+                }
+            }
+        }
+        match rejected {
+            Some(rejection) => Err(Box::new(pre_filter_failure(
+                cycle.snapshot,
+                rejection,
+                prepared.skipped,
+            ))),
+            None => Ok(prepared),
+        }
+    }
+
+    fn filter_and_score(
+        &self,
+        cycle: &Cycle<'_>,
+        prepared: Prepared<'_>,
+        next_start_node_index: &mut usize,
+        rng: &mut SplitMix64,
+    ) -> Decision {
+        let snapshot = cycle.snapshot;
+        let num_all_nodes = snapshot.num_nodes();
+        let (candidates, absent_reasons, mut unschedulable_plugins): (Vec<&NodeInfo>, Vec<Reason>, BTreeSet<Arc<str>>) =
+            match &prepared.restriction {
+                Some((names, plugins)) => {
+                    let list: Vec<&str> = plugins.iter().map(|p| &**p).collect();
+                    let reason = format!("node(s) didn't satisfy plugin(s) [{}]", list.join(" "));
+                    (
+                        snapshot.list().filter(|n| names.contains(n.name())).collect(),
+                        vec![Reason::Owned(reason)],
+                        plugins.clone(),
+                    )
+                }
+                None => (snapshot.list().collect(), Vec::new(), BTreeSet::new()),
+            };
+        let check = |node: &NodeInfo| -> Option<Rejection> {
+            prepared
+                .filters
+                .iter()
+                .find_map(|(name, filter)| filter.filter(node).map(|verdict| verdict.by(name)))
+        };
+        let mut results: Vec<NodeResult> = Vec::new();
+        let mut rejected: HashSet<Arc<str>> = HashSet::new();
+        let mut feasible: Vec<&NodeInfo> = Vec::new();
+
+        // A node nominated by an earlier preemption is tried first; if it fits, it is taken without scoring.
+        let nominated = cycle
+            .pod
+            .pod
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.as_deref());
+        if let Some(node) = nominated.filter(|n| !n.is_empty()).and_then(|n| snapshot.get(n)) {
+            match check(node) {
+                None => {
+                    let mut decision = decision_for(vec![feasible_result(node)], &prepared, Vec::new());
+                    decision.outcome = Outcome::Scheduled {
+                        node: node.shared_name(),
+                    };
+                    decision.feasible_nodes = 1;
+                    decision.evaluated_nodes = 1;
+                    return decision;
+                }
+                Some(rejection) => {
+                    rejected.insert(node.shared_name());
+                    results.push(rejected_result(node, rejection));
+                }
+            }
+        }
+
+        let n = candidates.len();
+        let mut to_find = num_feasible_nodes_to_find(self.percentage, n);
+        if self.scores.is_empty() {
+            to_find = to_find.min(1);
+        }
+        let start = *next_start_node_index;
+        if self.filters.is_empty() {
+            feasible.extend((0..to_find).map(|i| candidates[(start + i) % n]));
+        } else {
+            for i in 0..n {
+                let node = candidates[(start + i) % n];
+                match check(node) {
+                    None if feasible.len() == to_find => break,
+                    None => feasible.push(node),
+                    Some(rejection) => {
+                        if rejected.insert(node.shared_name()) {
+                            results.push(rejected_result(node, rejection));
+                        } else if let Some(existing) = results.iter_mut().find(|r| r.node == node.shared_name()) {
+                            existing.rejection = Some(rejection);
+                        }
+                    }
+                }
+            }
+        }
+        let processed = feasible.len() + rejected.len();
+        *next_start_node_index = (start + processed) % num_all_nodes;
+        results.extend(feasible.iter().map(|node| feasible_result(node)));
+
+        if feasible.is_empty() {
+            let explicit: Vec<&[Reason]> = results
+                .iter()
+                .filter_map(|r| r.rejection.as_ref().map(|rej| rej.reasons.as_slice()))
+                .collect();
+            unschedulable_plugins.extend(
+                results
+                    .iter()
+                    .filter_map(|r| r.rejection.as_ref().map(|rej| rej.plugin.clone())),
+            );
+            let message = fit_error_message(num_all_nodes, explicit.iter().copied(), explicit.len(), &absent_reasons);
+            let mut decision = decision_for(results, &prepared, Vec::new());
+            decision.outcome = Outcome::Unschedulable {
+                message,
+                pre_filter: None,
+                plugins: unschedulable_plugins,
+            };
+            return decision;
+        }
+        if feasible.len() == 1 {
+            let node = feasible[0].shared_name();
+            let mut decision = decision_for(results, &prepared, Vec::new());
+            decision.outcome = Outcome::Scheduled { node };
+            return decision;
+        }
+        self.score(cycle, &prepared, feasible, results, rng)
+    }
+
+    fn score(
+        &self,
+        cycle: &Cycle<'_>,
+        prepared: &Prepared<'_>,
+        feasible: Vec<&NodeInfo>,
+        mut results: Vec<NodeResult>,
+        rng: &mut SplitMix64,
+    ) -> Decision {
+        let offset = results.len() - feasible.len();
+        let mut skipped = Vec::new();
+        let mut totals = vec![0i64; feasible.len()];
+        if self.scores.is_empty() {
+            // Without score plugins every node scores 1 (prioritizeNodes).
+            totals.iter_mut().for_each(|t| *t = 1);
+        }
+        for (name, plugin, weight) in &self.scores {
+            let scorer = match plugin.pre_score(cycle, &feasible) {
+                PreScore::Skip => {
+                    skipped.push(name.clone());
+                    continue;
+                }
+                PreScore::Error(message) => {
+                    let mut decision = decision_for(results, prepared, skipped);
+                    decision.outcome = Outcome::Error {
+                        message: format!("running PreScore plugin {:?}: {message}", &**name),
+                    };
+                    return decision;
+                }
+                PreScore::Run(scorer) => scorer,
+            };
+            let raw: Vec<i64> = feasible.iter().map(|node| scorer.score(node)).collect();
+            let mut normalized = raw.clone();
+            scorer.normalize(&feasible, &mut normalized);
+            for (i, (&raw, &score)) in raw.iter().zip(&normalized).enumerate() {
+                if !(0..=100).contains(&score) {
+                    let mut decision = decision_for(results, prepared, skipped);
+                    decision.outcome = Outcome::Error {
+                        message: format!(
+                            "applying score defaultWeights on Score plugins: plugin {:?} returns an invalid score {score}, it should in the range of [0, 100] after normalizing",
+                            &**name
+                        ),
+                    };
+                    return decision;
+                }
+                let weighted = score * weight;
+                totals[i] += weighted;
+                results[offset + i].scores.push(PluginScore {
+                    plugin: name.clone(),
+                    raw,
+                    normalized: score,
+                    weight: *weight,
+                    weighted,
+                });
+            }
+        }
+        for (i, total) in totals.iter().enumerate() {
+            results[offset + i].total = Some(*total);
+        }
+        let chosen = match self.tie_break {
+            TieBreak::Random => {
+                let best = totals.iter().copied().max().unwrap_or(0);
+                let ties: Vec<usize> = (0..totals.len()).filter(|&i| totals[i] == best).collect();
+                if ties.len() > 1 {
+                    ties[rng.below(ties.len())]
+                } else {
+                    ties.first().copied().unwrap_or(0)
+                }
+            }
+            TieBreak::HeapOrder => heap_top(&totals),
+        };
+        let mut decision = decision_for(results, prepared, skipped);
+        decision.outcome = Outcome::Scheduled {
+            node: feasible[chosen].shared_name(),
+        };
+        decision
+    }
+}
+
+/// The node `container/heap` pops first from kube-scheduler's score heap (all randomizers 0): the root after
+/// `heap.Init` with "greater total first", whose order among equal totals depends on the evaluation order.
+pub(super) fn heap_top(totals: &[i64]) -> usize {
+    let n = totals.len();
+    let mut heap: Vec<usize> = (0..n).collect();
+    let less = |heap: &[usize], a: usize, b: usize| totals[heap[a]] > totals[heap[b]];
+    for root in (0..n / 2).rev() {
+        let mut i = root;
+        loop {
+            let left = 2 * i + 1;
+            if left >= n {
+                break;
+            }
+            let mut child = left;
+            if left + 1 < n && less(&heap, left + 1, left) {
+                child = left + 1;
+            }
+            if !less(&heap, child, i) {
+                break;
+            }
+            heap.swap(i, child);
+            i = child;
+        }
+    }
+    heap.first().copied().unwrap_or(0)
+}
+
+fn feasible_result(node: &NodeInfo) -> NodeResult {
+    NodeResult {
+        node: node.shared_name(),
+        rejection: None,
+        scores: Vec::new(),
+        total: None,
+    }
+}
+
+fn rejected_result(node: &NodeInfo, rejection: Rejection) -> NodeResult {
+    NodeResult {
+        node: node.shared_name(),
+        rejection: Some(rejection),
+        scores: Vec::new(),
+        total: None,
+    }
+}
+
+fn decision_for(nodes: Vec<NodeResult>, prepared: &Prepared<'_>, skipped_scores: Vec<Arc<str>>) -> Decision {
+    let feasible = nodes.iter().filter(|n| n.rejection.is_none()).count();
+    Decision {
+        outcome: Outcome::Error { message: String::new() },
+        evaluated_nodes: nodes.len(),
+        feasible_nodes: feasible,
+        nodes,
+        skipped_filters: prepared.skipped.clone(),
+        skipped_scores,
+    }
+}
+
+/// Every node is rejected by a PreFilter result.
+fn pre_filter_failure(snapshot: &Snapshot, rejection: Rejection, skipped: Vec<Arc<str>>) -> Decision {
+    let mut decision = Decision::with_outcome(Outcome::Unschedulable {
+        message: pre_filter_message(snapshot.num_nodes(), &rejection),
+        plugins: BTreeSet::from([rejection.plugin.clone()]),
+        pre_filter: Some(rejection),
+    });
+    decision.skipped_filters = skipped;
+    decision
+}

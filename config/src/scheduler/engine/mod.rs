@@ -1,0 +1,33 @@
+//! Ruleplane's scheduling engine: kube-scheduler v1.35's decisions (verdicts, reasons, scores) without I/O.
+
+// Build a [`Snapshot`] of nodes and the pods on them, compile a [`Profile`] into an [`Engine`], and call
+// [`Engine::schedule`] for each pending pod; [`Snapshot::assume`] the chosen node so the next decision sees it.
+
+pub mod args;
+mod decision;
+pub mod declarative;
+pub mod features;
+pub mod field;
+mod framework;
+pub mod labels;
+mod plugins;
+pub mod pod_info;
+pub mod profile;
+pub mod quantity;
+pub mod resources;
+mod rng;
+pub mod snapshot;
+pub mod status;
+mod validation;
+
+#[cfg(test)]
+mod tests;
+
+pub use decision::{Decision, NodeResult, Outcome, PluginScore, ScheduleError};
+#[cfg(test)]
+use framework::heap_top;
+pub use framework::{Engine, num_feasible_nodes_to_find};
+pub use profile::{FilterEntry, FilterPlugin, PluginArgs, Profile, ProfileError, ScoreEntry, ScorePlugin, TieBreak};
+pub use rng::{SplitMix64, go_log};
+pub use snapshot::{NodeInfo, Snapshot, SnapshotError, Workloads};
+pub use status::{Code, Reason, Rejection};

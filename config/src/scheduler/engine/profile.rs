@@ -1,0 +1,319 @@
+//! The resolved policy the engine runs (plugins, weights, args), the plugin-name vocabulary and the presets.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::args::{
+    InterPodAffinityArgs, NodeAffinityArgs, NodeResourcesBalancedAllocationArgs, NodeResourcesFitArgs,
+    PodTopologySpreadArgs, ResourceSpec, ScoringStrategy, ScoringStrategyType,
+};
+use super::declarative::{NodeLabelArgs, NodeValueArgs};
+use super::features::Feature;
+use super::field::FieldError;
+
+macro_rules! plugin_names {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)*
+        }
+
+        impl $name {
+            /// Every plugin name.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)*];
+
+            /// The name as kube-scheduler (or Ruleplane, for its own plugins) spells it.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => stringify!($variant),)*
+                }
+            }
+
+            /// The plugin with this name.
+            pub fn from_name(name: &str) -> Option<$name> {
+                Self::ALL.iter().copied().find(|p| p.as_str() == name)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+plugin_names!(
+    /// Filter plugins: every kube-scheduler v1.35 in-tree filter, plus Ruleplane's declarative `NodeValue`.
+    FilterPlugin {
+        /// Rejects `spec.unschedulable` nodes unless tolerated.
+        NodeUnschedulable,
+        /// Rejects nodes other than `spec.nodeName`.
+        NodeName,
+        /// Rejects nodes with untolerated NoSchedule/NoExecute taints.
+        TaintToleration,
+        /// `nodeSelector`, required node affinity and the profile's added affinity.
+        NodeAffinity,
+        /// Host port conflicts.
+        NodePorts,
+        /// Requests against allocatable resources and pod count.
+        NodeResourcesFit,
+        /// Volume conflicts (not implemented: pods needing it are refused).
+        VolumeRestrictions,
+        /// CSI attach limits (not implemented).
+        NodeVolumeLimits,
+        /// PersistentVolumeClaim binding (not implemented).
+        VolumeBinding,
+        /// Volume topology (not implemented).
+        VolumeZone,
+        /// Hard topology spread constraints.
+        PodTopologySpread,
+        /// Required pod affinity and anti-affinity.
+        InterPodAffinity,
+        /// Dynamic resource allocation (not implemented).
+        DynamicResources,
+        /// Node declared features (alpha, off in v1.35; not implemented).
+        NodeDeclaredFeatures,
+        /// Ruleplane: a node value selected by JSONPath must be in a set or range.
+        NodeValue,
+    }
+);
+
+plugin_names!(
+    /// Score plugins: every kube-scheduler v1.35 in-tree score, plus Ruleplane's declarative `NodeLabel`.
+    ScorePlugin {
+        /// Fewer untolerated PreferNoSchedule taints is better.
+        TaintToleration,
+        /// Preferred node affinity (and the profile's added preferences).
+        NodeAffinity,
+        /// Resource allocation (LeastAllocated, MostAllocated, RequestedToCapacityRatio).
+        NodeResourcesFit,
+        /// Storage capacity (not implemented).
+        VolumeBinding,
+        /// Soft topology spread constraints, including the system defaults.
+        PodTopologySpread,
+        /// Preferred pod affinity and anti-affinity.
+        InterPodAffinity,
+        /// Dynamic resource allocation (not implemented).
+        DynamicResources,
+        /// Balance of resource fractions.
+        NodeResourcesBalancedAllocation,
+        /// Images already present on the node.
+        ImageLocality,
+        /// Ruleplane: a node value selected by JSONPath, mapped through a table or a shape.
+        NodeLabel,
+    }
+);
+
+impl FilterPlugin {
+    /// Whether the engine evaluates this filter.
+    pub fn is_implemented(self) -> bool {
+        !matches!(
+            self,
+            FilterPlugin::VolumeRestrictions
+                | FilterPlugin::NodeVolumeLimits
+                | FilterPlugin::VolumeBinding
+                | FilterPlugin::VolumeZone
+                | FilterPlugin::DynamicResources
+                | FilterPlugin::NodeDeclaredFeatures
+        )
+    }
+}
+
+impl ScorePlugin {
+    /// Whether the engine evaluates this score.
+    pub fn is_implemented(self) -> bool {
+        !matches!(self, ScorePlugin::VolumeBinding | ScorePlugin::DynamicResources)
+    }
+
+    /// The weight in kube-scheduler's default profile (1 for plugins it does not weight).
+    pub fn default_weight(self) -> i64 {
+        match self {
+            ScorePlugin::TaintToleration => 3,
+            ScorePlugin::NodeAffinity
+            | ScorePlugin::PodTopologySpread
+            | ScorePlugin::InterPodAffinity
+            | ScorePlugin::DynamicResources => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// A filter of a profile: a built-in plugin or a declarative `NodeValue` instance.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FilterEntry {
+    /// A built-in plugin (its args, if any, come from [`PluginArgs`]).
+    Plugin(FilterPlugin),
+    /// A `NodeValue` instance with its own name and args.
+    NodeValue(NodeValueArgs),
+}
+
+/// A score of a profile: a built-in plugin with its weight, or a declarative `NodeLabel` instance.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ScoreEntry {
+    /// A built-in plugin and its weight (0 means 1, as in kube-scheduler).
+    Plugin {
+        /// The plugin.
+        plugin: ScorePlugin,
+        /// Its weight.
+        weight: i64,
+    },
+    /// A `NodeLabel` instance (name and weight are in its args).
+    NodeLabel(NodeLabelArgs),
+}
+
+/// Args of the built-in plugins (kube-scheduler's defaults when not given).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PluginArgs {
+    /// NodeResourcesFit (filter and score).
+    pub node_resources_fit: NodeResourcesFitArgs,
+    /// NodeResourcesBalancedAllocation.
+    pub node_resources_balanced_allocation: NodeResourcesBalancedAllocationArgs,
+    /// NodeAffinity (filter and score).
+    pub node_affinity: NodeAffinityArgs,
+    /// PodTopologySpread (filter and score).
+    pub pod_topology_spread: PodTopologySpreadArgs,
+    /// InterPodAffinity (filter and score).
+    pub inter_pod_affinity: InterPodAffinityArgs,
+}
+
+/// How ties between the best-scored nodes are broken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TieBreak {
+    /// Uniformly at random among the best, from the engine's seeded generator.
+    #[default]
+    Random,
+    /// As kube-scheduler v1.35 with `parallelism: 1` (and no extenders) does: the top of its heap over the
+    /// feasible nodes in evaluation order.
+    HeapOrder,
+}
+
+/// The resolved policy the engine runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Profile {
+    /// Filters in the order they run (PreFilter runs in the same order).
+    pub filters: Vec<FilterEntry>,
+    /// Scores.
+    pub scores: Vec<ScoreEntry>,
+    /// Args of built-in plugins.
+    pub args: PluginArgs,
+    /// Percentage of nodes to find feasible before stopping (0 = kube-scheduler's adaptive rule; 1–100).
+    pub percentage_of_nodes_to_score: u8,
+    /// Features to ignore instead of refusing pods that need them.
+    pub ignored_features: BTreeSet<Feature>,
+    /// Tie-breaking among the best nodes.
+    pub tie_break: TieBreak,
+}
+
+impl Profile {
+    /// kube-scheduler v1.35's default profile, restricted to the plugins the engine implements, in the default
+    /// MultiPoint order (filters NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
+    /// NodeResourcesFit, PodTopologySpread, InterPodAffinity; scores with weights 3, 2, 1, 2, 2, 1, 1).
+    pub fn default_provider() -> Profile {
+        Profile::preset(ScoringStrategyType::LeastAllocated)
+    }
+
+    /// The default profile with MostAllocated scoring (bin-packing), as the legacy ClusterAutoscalerProvider.
+    pub fn cluster_autoscaler_provider() -> Profile {
+        Profile::preset(ScoringStrategyType::MostAllocated)
+    }
+
+    fn preset(strategy: ScoringStrategyType) -> Profile {
+        let filters = [
+            FilterPlugin::NodeUnschedulable,
+            FilterPlugin::NodeName,
+            FilterPlugin::TaintToleration,
+            FilterPlugin::NodeAffinity,
+            FilterPlugin::NodePorts,
+            FilterPlugin::NodeResourcesFit,
+            FilterPlugin::PodTopologySpread,
+            FilterPlugin::InterPodAffinity,
+        ];
+        let scores = [
+            ScorePlugin::TaintToleration,
+            ScorePlugin::NodeAffinity,
+            ScorePlugin::NodeResourcesFit,
+            ScorePlugin::PodTopologySpread,
+            ScorePlugin::InterPodAffinity,
+            ScorePlugin::NodeResourcesBalancedAllocation,
+            ScorePlugin::ImageLocality,
+        ];
+        let mut args = PluginArgs::default();
+        if strategy != ScoringStrategyType::LeastAllocated {
+            args.node_resources_fit.scoring_strategy = Some(ScoringStrategy {
+                type_: Some(strategy),
+                resources: vec![ResourceSpec::new("cpu", 1), ResourceSpec::new("memory", 1)],
+                requested_to_capacity_ratio: None,
+            });
+        }
+        Profile {
+            filters: filters.into_iter().map(FilterEntry::Plugin).collect(),
+            scores: scores
+                .into_iter()
+                .map(|plugin| ScoreEntry::Plugin {
+                    plugin,
+                    weight: plugin.default_weight(),
+                })
+                .collect(),
+            args,
+            percentage_of_nodes_to_score: 0,
+            ignored_features: BTreeSet::new(),
+            tie_break: TieBreak::Random,
+        }
+    }
+}
+
+/// Why a profile cannot run.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ProfileError {
+    /// A plugin the engine does not implement.
+    #[error("plugin {plugin} is not implemented by Ruleplane's scheduler")]
+    NotImplemented {
+        /// The plugin.
+        plugin: &'static str,
+    },
+    /// A declarative plugin listed by name without its args.
+    #[error("{plugin} needs its own arguments; list it as a NodeValue/NodeLabel entry")]
+    MissingArgs {
+        /// The plugin.
+        plugin: &'static str,
+    },
+    /// Two filters or two scores with the same name.
+    #[error("plugin name {name} is used twice in the {stage} list")]
+    DuplicateName {
+        /// The name.
+        name: String,
+        /// `filter` or `score`.
+        stage: &'static str,
+    },
+    /// A negative weight.
+    #[error("score plugin {plugin} has weight {weight}; weights must be positive")]
+    InvalidWeight {
+        /// The plugin.
+        plugin: String,
+        /// The weight.
+        weight: i64,
+    },
+    /// The weights could overflow the total score.
+    #[error("total score of score plugins could overflow")]
+    WeightOverflow,
+    /// `percentageOfNodesToScore` above 100.
+    #[error("percentageOfNodesToScore: Invalid value: {0}: not in valid range [0-100]")]
+    InvalidPercentage(u8),
+    /// Invalid plugin args.
+    #[error("invalid args of plugin {plugin}: {}", join(errors))]
+    InvalidArgs {
+        /// The plugin (instance name for declarative plugins).
+        plugin: String,
+        /// The problems, with paths relative to the args object.
+        errors: Vec<FieldError>,
+    },
+}
+
+fn join(errors: &[FieldError]) -> String {
+    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
