@@ -151,12 +151,13 @@ kubectl apply --server-side -f "$kro_src/helm/crds/" >/dev/null
 run_kro() { # label extra-flags...
   local label=$1; shift
   local kns="bench-kro-$label-$$"; kubectl create namespace "$kns" >/dev/null
-  local kind="KroApp${label^}"   # labels do not end in s, so the plural is the kind plus s (as KRO makes it)
+  # A kind of its own per run (CRDs outlive namespaces here); it does not end in s, so the plural is kind + s.
+  local kind="KroApp${label^}R$$"
   local plural; plural=$(tr '[:upper:]' '[:lower:]' <<<"$kind")s
   cat <<YAML | kubectl apply -f - >/dev/null
 apiVersion: kro.run/v1alpha1
 kind: ResourceGraphDefinition
-metadata: { name: bench-$label }
+metadata: { name: bench-$label-$$ }
 spec:
   schema:
     apiVersion: v1alpha1
@@ -195,6 +196,7 @@ YAML
   # As for Ruleplane: the instance kind registered first, the parents created while the controller is down,
   # then the timed start.
   start_kro "$@"
+  kubectl wait --for=jsonpath='{.status.state}'=Active "rgd/bench-$label-$$" --timeout=120s >/dev/null
   until kubectl get crd "$plural.kro.run" >/dev/null 2>&1; do sleep 0.2; done
   kubectl wait --for=condition=Established "crd/$plural.kro.run" --timeout=120s >/dev/null
   kill -9 "$kpid"; wait "$kpid" 2>/dev/null || true
