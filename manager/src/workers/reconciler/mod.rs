@@ -2,6 +2,7 @@
 //! server-side apply, pruned, drift-corrected, and the parent's status projected (fetch → decide → apply → report).
 
 mod cleanup;
+mod index;
 mod io;
 
 pub use cleanup::on_rule_removed;
@@ -118,6 +119,8 @@ pub struct ParentReconciler {
     children: HashMap<(String, String), Watched>,
     /// Lookup watches by `apiVersion`/`kind`.
     lookups: HashMap<(String, String), Arc<SharedWatch>>,
+    /// Which cached children belong to which parent (by UID).
+    index: Mutex<index::ChildIndex>,
     /// Which parents read which looked-up object, so a change of that object re-reconciles exactly them.
     readers: Mutex<HashMap<LookedUp, HashSet<ParentKey>>>,
     /// Whether the parent's status is ours to write (kinds declared by ResourceDefinitions, not built-ins).
@@ -184,9 +187,13 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         children,
         lookups,
         readers: Mutex::new(HashMap::new()),
+        index: Mutex::new(index::ChildIndex::default()),
         writes_status,
         status_subresource,
     });
+    for kind in reconciler.children.keys() {
+        reconciler.rebuild_index(kind);
+    }
     let initial = reconciler.all_parents();
     runner.run(reconciler, subscriptions, initial, stop).await
 }
@@ -247,23 +254,67 @@ impl ParentReconciler {
 
     /// The children of `uid` this rule's labels mark, from the child caches.
     fn observed_children(&self, uid: &str) -> Vec<Value> {
-        let mut found = Vec::new();
-        for watched in self.children.values() {
-            for child in watched.watch.store.state() {
-                let labels = child.labels();
-                if labels.get(RULE_LABEL).map(String::as_str) == Some(self.rule.name())
-                    && labels.get(PARENT_UID_LABEL).map(String::as_str) == Some(uid)
-                    && let Ok(mut value) = serde_json::to_value(&*child)
-                {
-                    // Items of a list response carry no apiVersion/kind (watch events do): the watch knows them.
-                    let resource = &watched.watch.resource;
-                    value["apiVersion"] = Value::from(resource.api_version.clone());
-                    value["kind"] = Value::from(resource.kind.clone());
-                    found.push(value);
-                }
-            }
+        let refs = self.index.lock().unwrap_or_else(|e| e.into_inner()).children_of(uid);
+        refs.into_iter()
+            .filter_map(|child| {
+                let watched = self.children.get(&child.kind)?;
+                let object = watched.watch.get(child.namespace.as_deref(), &child.name)?;
+                let mut value = serde_json::to_value(&*object).ok()?;
+                // Items of a list response carry no apiVersion/kind (watch events do): the watch knows them.
+                value["apiVersion"] = Value::from(child.kind.0.clone());
+                value["kind"] = Value::from(child.kind.1.clone());
+                Some(value)
+            })
+            .collect()
+    }
+
+    /// The index entry of a cached child: where it belongs if it is this rule's.
+    fn index_entry(&self, kind: &(String, String), child: &DynamicObject) -> (index::ChildRef, Option<String>) {
+        let labels = child.labels();
+        let ours = labels.get(RULE_LABEL).map(String::as_str) == Some(self.rule.name());
+        let parent_uid = labels.get(PARENT_UID_LABEL).filter(|_| ours).cloned();
+        let child_ref = index::ChildRef {
+            kind: kind.clone(),
+            namespace: child.namespace(),
+            name: child.name_any(),
+        };
+        (child_ref, parent_uid)
+    }
+
+    fn rebuild_index(&self, kind: &(String, String)) {
+        let Some(watched) = self.children.get(kind) else {
+            return;
+        };
+        let entries: Vec<_> = watched
+            .watch
+            .store
+            .state()
+            .iter()
+            .map(|c| self.index_entry(kind, c))
+            .collect();
+        self.index
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .rebuild_kind(kind, entries);
+    }
+
+    /// Keeps the child index current from a child watch's notification.
+    fn index_change(&self, kind: &KindKey, change: &Change) {
+        let key = (kind.api_version.clone(), kind.kind.clone());
+        if self.children.get(&key).is_none_or(|w| w.watch.key != *kind) {
+            return;
         }
-        found
+        match change {
+            Change::Applied(object) => {
+                let (child, uid) = self.index_entry(&key, object);
+                self.index.lock().unwrap_or_else(|e| e.into_inner()).upsert(child, uid);
+            }
+            Change::Deleted(object) => {
+                let (child, _) = self.index_entry(&key, object);
+                self.index.lock().unwrap_or_else(|e| e.into_inner()).remove(&child);
+            }
+            Change::Resync => self.rebuild_index(&key),
+        }
     }
 
     fn child_kind(&self, api_version: &str, kind: &str) -> Result<&Watched, ReconcilerError> {
@@ -318,11 +369,18 @@ impl ParentReconciler {
         // reported after all were tried.
         let mut first_error = None;
         let (mut created, mut updated) = (Vec::new(), Vec::new());
-        for apply in &plan.apply {
+        // A parent's children go out at once: their order within a round does not matter (a child that reads
+        // another is only rendered once that one exists and is ready), and a parent's latency is then one
+        // round trip instead of one per child.
+        let applies = futures::future::join_all(plan.apply.iter().map(|apply| async move {
             let applied = match self.child_kind(&apply.key.api_version, &apply.key.kind) {
                 Ok(watched) => io::apply_child(self, watched, apply, parent).await,
                 Err(error) => Err(error),
             };
+            (apply, applied)
+        }))
+        .await;
+        for (apply, applied) in applies {
             match applied {
                 Ok(applied) => {
                     if apply.created { &mut created } else { &mut updated }.push(apply.key.clone());
@@ -454,6 +512,7 @@ impl Reconcile for ParentReconciler {
     type Error = ReconcilerError;
 
     fn keys_for(&self, kind: &KindKey, change: &Change) -> Vec<ParentKey> {
+        self.index_change(kind, change);
         let Some(object) = change.object() else {
             return self.all_parents();
         };
