@@ -8,9 +8,6 @@ mod resolved;
 mod types;
 
 pub(crate) use checks::check_scheduler_policy;
-pub use plugins::{FilterPlugin, PluginNameError, ScorePlugin, ScoreSpecError};
+pub use plugins::PluginNameError;
 pub use resolved::SchedulerPolicy;
-pub use types::{
-    AlgorithmProvider, ResolvedScore, ResourceWeight, SchedulerPolicyRule, SchedulerPolicySpec, ScoreSpec,
-    ScoringStrategy, ShapePoint,
-};
+pub use types::{AlgorithmProvider, FilterSpec, SchedulerPolicyRule, SchedulerPolicySpec, ScoreSpec, ShapePoint};

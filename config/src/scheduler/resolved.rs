@@ -1,20 +1,19 @@
-//! A SchedulerPolicy as it runs: the document plus the plugin lists resolved at load time.
+//! A SchedulerPolicy as it runs: the document plus the engine profile resolved and validated at load time.
 
 use std::ops::Deref;
 
 use serde::{Serialize, Serializer};
 
-use super::plugins::FilterPlugin;
-use super::types::{ResolvedScore, SchedulerPolicyRule};
+use super::engine::{Engine, Profile, ProfileError};
+use super::types::SchedulerPolicyRule;
 
-/// A loaded SchedulerPolicy: legacy names expanded, the provider's defaults and default weights filled in,
-/// JSONPaths compiled. Only the loader makes one, so the scheduler never checks a policy again. Derefs to
-/// the rule document as written.
+/// A loaded SchedulerPolicy: legacy names expanded, the preset's plugins, weights and args filled in,
+/// shorthands merged into the plugin args, everything validated as kube-scheduler validates a profile. Only the
+/// loader makes one, so the scheduler never checks a policy again. Derefs to the rule document as written.
 #[derive(Clone, Debug)]
 pub struct SchedulerPolicy {
     pub(crate) rule: SchedulerPolicyRule,
-    pub(crate) filters: Vec<FilterPlugin>,
-    pub(crate) scores: Vec<ResolvedScore>,
+    pub(crate) profile: Profile,
 }
 
 impl SchedulerPolicy {
@@ -23,14 +22,15 @@ impl SchedulerPolicy {
         &self.rule
     }
 
-    /// The filters in effect, in the order they run.
-    pub fn filters(&self) -> &[FilterPlugin] {
-        &self.filters
+    /// The profile the engine runs.
+    pub fn profile(&self) -> &Profile {
+        &self.profile
     }
 
-    /// The scores in effect, with their weights and arguments.
-    pub fn scores(&self) -> &[ResolvedScore] {
-        &self.scores
+    /// A new engine for this policy; `seed` seeds tie-breaking among the best nodes. The loader built one from
+    /// the same profile already, so the error is only there to keep the engine's constructor total.
+    pub fn engine(&self, seed: u64) -> Result<Engine, ProfileError> {
+        Engine::new(&self.profile, seed)
     }
 }
 

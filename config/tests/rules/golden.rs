@@ -70,8 +70,8 @@ fn policies_of_examples_resolve() {
     for policy in rules.scheduler_policies() {
         let resolved = json!({
             "schedulerName": policy.spec.scheduler_name,
-            "filters": policy.filters(),
-            "scores": policy.scores(),
+            "profile": policy.profile(),
+
             "percentageOfNodesToScore": policy.spec.percentage_of_nodes_to_score,
         });
         check_golden(
@@ -168,7 +168,7 @@ fn valid_fixtures() {
                 }),
                 Rule::SchedulerPolicy(p) => json!({
                     "kind": "SchedulerPolicy", "name": p.metadata.name, "line": p.source.line,
-                    "filters": p.filters(), "scores": p.scores(),
+                    "profile": p.profile(),
                 }),
             })
             .collect();

@@ -166,19 +166,41 @@ pub enum ScoreEntry {
     NodeLabel(NodeLabelArgs),
 }
 
-/// Args of the built-in plugins (kube-scheduler's defaults when not given).
-#[derive(Clone, Debug, Default, PartialEq)]
+/// Args of the built-in plugins, keyed by plugin name as in kube-scheduler's `pluginConfig` (its defaults when
+/// not given).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PluginArgs {
     /// NodeResourcesFit (filter and score).
+    #[serde(rename = "NodeResourcesFit", default, skip_serializing_if = "is_default")]
     pub node_resources_fit: NodeResourcesFitArgs,
     /// NodeResourcesBalancedAllocation.
+    #[serde(
+        rename = "NodeResourcesBalancedAllocation",
+        default,
+        skip_serializing_if = "is_default"
+    )]
     pub node_resources_balanced_allocation: NodeResourcesBalancedAllocationArgs,
     /// NodeAffinity (filter and score).
+    #[serde(rename = "NodeAffinity", default, skip_serializing_if = "is_default")]
     pub node_affinity: NodeAffinityArgs,
     /// PodTopologySpread (filter and score).
+    #[serde(rename = "PodTopologySpread", default, skip_serializing_if = "is_default")]
     pub pod_topology_spread: PodTopologySpreadArgs,
     /// InterPodAffinity (filter and score).
+    #[serde(rename = "InterPodAffinity", default, skip_serializing_if = "is_default")]
     pub inter_pod_affinity: InterPodAffinityArgs,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+impl PluginArgs {
+    /// Whether every plugin has kube-scheduler's default args.
+    pub fn is_empty(&self) -> bool {
+        is_default(self)
+    }
 }
 
 /// How ties between the best-scored nodes are broken.
@@ -316,4 +338,65 @@ pub enum ProfileError {
 
 fn join(errors: &[FieldError]) -> String {
     errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+/// A profile as people read it: filter names in order, scores with weights, the args after kube-scheduler's
+/// defaulting (what `ruleplane check --output json` and the golden tests show).
+impl Serialize for Profile {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(untagged)]
+        enum Filter<'a> {
+            Plugin(&'static str),
+            NodeValue(&'a NodeValueArgs),
+        }
+        #[derive(Serialize)]
+        #[serde(untagged)]
+        enum Score<'a> {
+            Plugin { name: &'static str, weight: i64 },
+            NodeLabel(&'a NodeLabelArgs),
+        }
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct View<'a> {
+            filters: Vec<Filter<'a>>,
+            scores: Vec<Score<'a>>,
+            plugin_args: PluginArgs,
+            percentage_of_nodes_to_score: u8,
+            #[serde(skip_serializing_if = "BTreeSet::is_empty")]
+            ignored_features: &'a BTreeSet<Feature>,
+        }
+        let args = &self.args;
+        View {
+            filters: self
+                .filters
+                .iter()
+                .map(|entry| match entry {
+                    FilterEntry::Plugin(plugin) => Filter::Plugin(plugin.as_str()),
+                    FilterEntry::NodeValue(args) => Filter::NodeValue(args),
+                })
+                .collect(),
+            scores: self
+                .scores
+                .iter()
+                .map(|entry| match entry {
+                    ScoreEntry::Plugin { plugin, weight } => Score::Plugin {
+                        name: plugin.as_str(),
+                        weight: *weight,
+                    },
+                    ScoreEntry::NodeLabel(args) => Score::NodeLabel(args),
+                })
+                .collect(),
+            plugin_args: PluginArgs {
+                node_resources_fit: args.node_resources_fit.defaulted(),
+                node_resources_balanced_allocation: args.node_resources_balanced_allocation.defaulted(),
+                node_affinity: args.node_affinity.clone(),
+                pod_topology_spread: args.pod_topology_spread.clone(),
+                inter_pod_affinity: args.inter_pod_affinity.clone(),
+            },
+            percentage_of_nodes_to_score: self.percentage_of_nodes_to_score,
+            ignored_features: &self.ignored_features,
+        }
+        .serialize(serializer)
+    }
 }
