@@ -39,6 +39,9 @@ pub enum Command {
     Schema,
     /// Print the ClusterRole and Role the manager needs for these rules (the same list `run` checks).
     Rbac(RbacArgs),
+    /// Place pods on nodes with a SchedulerPolicy, offline, exactly as the scheduler would (exit 0 when the run
+    /// completed, whether or not every pod fit; 1 invalid input; 2 usage).
+    Simulate(SimulateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -147,6 +150,34 @@ pub struct RbacArgs {
     /// Namespace of the leader Lease (where the Role goes).
     #[arg(long, env = "RULEPLANE_LEADER_ELECTION_NAMESPACE", default_value = "default")]
     pub leader_election_namespace: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Rule file or directory holding the SchedulerPolicy.
+    #[arg(long, env = "RULEPLANE_POLICY")]
+    pub policy: PathBuf,
+    /// Which policy, by `schedulerName` or rule name (needed when the rules hold more than one).
+    #[arg(long, env = "RULEPLANE_SCHEDULER")]
+    pub scheduler: Option<String>,
+    /// Nodes: YAML or JSON, several documents, a `List` or a `NodeList` (`kubectl get nodes -o yaml`).
+    #[arg(long, env = "RULEPLANE_NODES")]
+    pub nodes: PathBuf,
+    /// Pods to place, in queue order (priority, then file order); each placement is seen by the next.
+    #[arg(long, env = "RULEPLANE_PODS")]
+    pub pods: PathBuf,
+    /// Pods already running: each counts on the node its `spec.nodeName` names (pods without one are ignored).
+    #[arg(long, env = "RULEPLANE_EXISTING")]
+    pub existing: Option<PathBuf>,
+    /// Every node's filter verdicts and score breakdown for every pod.
+    #[arg(long)]
+    pub explain: bool,
+    /// Seed of the tie-breaking among equally scored nodes (default: random, printed so a run can be repeated).
+    #[arg(long, env = "RULEPLANE_SEED")]
+    pub seed: Option<u64>,
+    /// Output format (`json` is a stable contract, see docs/scheduler.md).
+    #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
 }
 
 #[derive(Debug, Args)]

@@ -23,5 +23,6 @@ fn main() -> ExitCode {
         Command::Crds(args) => offline::crds(&args),
         Command::Schema => offline::schema(),
         Command::Rbac(args) => offline::rbac(&args),
+        Command::Simulate(args) => offline::simulate(&args),
     }
 }

@@ -1,12 +1,13 @@
-//! Offline commands (validate, render, crds, schema): pure functions of the rule files, no cluster needed.
+//! Offline commands (validate, render, simulate, crds, rbac, schema): pure functions of the rule files, no cluster needed.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use ruleplane_config::{Lookup, Reconciler, RuleSet};
+use ruleplane_config::simulate::{self, Simulation};
+use ruleplane_config::{Lookup, Reconciler, RuleSet, SchedulerPolicy};
 use serde_json::Value;
 
-use crate::cli::{CrdsArgs, OutputFormat, RbacArgs, RenderArgs, ValidateArgs};
+use crate::cli::{CrdsArgs, OutputFormat, RbacArgs, RenderArgs, SimulateArgs, ValidateArgs};
 
 /// Exit code for invalid input (rules, objects); clap already uses 2 for usage errors.
 const INVALID: u8 = 1;
@@ -198,4 +199,155 @@ fn print_yaml_documents(docs: &[Value]) -> ExitCode {
     }
     print!("{out}");
     ExitCode::SUCCESS
+}
+
+/// Exit code for usage errors found after parsing the flags (clap uses the same code for its own).
+const USAGE: u8 = 2;
+
+pub fn simulate(args: &SimulateArgs) -> ExitCode {
+    let rules = match load_one(&args.policy) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let policies: Vec<&SchedulerPolicy> = rules.scheduler_policies().collect();
+    let chosen: Vec<&SchedulerPolicy> = match &args.scheduler {
+        Some(name) => policies
+            .iter()
+            .copied()
+            .filter(|p| p.spec.scheduler_name == *name || p.metadata.name == *name)
+            .collect(),
+        None => policies.clone(),
+    };
+    let policy = match chosen.as_slice() {
+        [one] => *one,
+        [] if policies.is_empty() => {
+            eprintln!("{}: no SchedulerPolicy rule found", args.policy.display());
+            return ExitCode::from(INVALID);
+        }
+        [] => {
+            eprintln!(
+                "no SchedulerPolicy named `{}`; the rules have: {}",
+                args.scheduler.as_deref().unwrap_or_default(),
+                scheduler_names(&policies)
+            );
+            return ExitCode::from(USAGE);
+        }
+        _ => {
+            eprintln!(
+                "{} holds several SchedulerPolicy rules; choose one with --scheduler ({})",
+                args.policy.display(),
+                scheduler_names(&policies)
+            );
+            return ExitCode::from(USAGE);
+        }
+    };
+    let input = (|| -> Result<_, String> {
+        let existing = match &args.existing {
+            Some(path) => read_kind(path, "Pod")?,
+            None => Vec::new(),
+        };
+        Ok((read_kind(&args.nodes, "Node")?, read_kind(&args.pods, "Pod")?, existing))
+    })();
+    let (nodes, pods, existing) = match input {
+        Ok(input) => input,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(INVALID);
+        }
+    };
+    let seed = args.seed.unwrap_or_else(random_seed);
+    let simulation = match simulate::simulate(policy, nodes, existing, pods, seed, args.explain) {
+        Ok(simulation) => simulation,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::from(INVALID);
+        }
+    };
+    match args.output {
+        OutputFormat::Json => match serde_json::to_string_pretty(&simulation) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("cannot serialise the result: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        OutputFormat::Text => print!("{}", simulation_text(&simulation)),
+    }
+    ExitCode::SUCCESS
+}
+
+/// The objects of `kind` in a file (documents, `List`s, `<Kind>List`s), with the file named in errors.
+fn read_kind<T: serde::de::DeserializeOwned>(path: &Path, kind: &'static str) -> Result<Vec<T>, String> {
+    simulate::objects_of_kind(read_objects(path)?, kind).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn scheduler_names(policies: &[&SchedulerPolicy]) -> String {
+    policies
+        .iter()
+        .map(|p| p.spec.scheduler_name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A seed from the clock: runs differ as kube-scheduler's do, and the seed is printed to repeat one.
+fn random_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// The text report: a table of placements, and with explain each node's verdict and score breakdown.
+fn simulation_text(simulation: &Simulation) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let pod_width = simulation
+        .placements
+        .iter()
+        .map(|p| p.pod.len())
+        .max()
+        .unwrap_or(3)
+        .max(3);
+    let node_width = simulation
+        .placements
+        .iter()
+        .map(|p| p.node.as_deref().map_or(1, str::len))
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let _ = writeln!(out, "{:pod_width$}  {:node_width$}  MESSAGE", "POD", "NODE");
+    for placement in &simulation.placements {
+        let _ = writeln!(
+            out,
+            "{:pod_width$}  {:node_width$}  {}",
+            placement.pod,
+            placement.node.as_deref().unwrap_or("-"),
+            placement.message.as_deref().unwrap_or("")
+        );
+        for (node, explanation) in placement.nodes.iter().flatten() {
+            let verdict = match explanation.feasible {
+                None => "not evaluated".to_string(),
+                Some(true) => {
+                    let scores: Vec<String> = explanation
+                        .scores
+                        .iter()
+                        .map(|(plugin, s)| format!("{plugin} {}→{}×{}={}", s.raw, s.normalized, s.weight, s.weighted))
+                        .collect();
+                    match explanation.total {
+                        Some(total) => format!("feasible, total {total}: {}", scores.join(", ")),
+                        None => "feasible (only feasible node: not scored)".to_string(),
+                    }
+                }
+                Some(false) => explanation
+                    .filters
+                    .iter()
+                    .find(|f| f.code != "Success" && f.code != "Skip")
+                    .map(|f| format!("rejected by {} ({}): {}", f.plugin, f.code, f.reasons.join(", ")))
+                    .unwrap_or_else(|| "rejected".to_string()),
+            };
+            let _ = writeln!(out, "    {node}: {verdict}");
+        }
+    }
+    let _ = writeln!(out, "(scheduler {}, seed {})", simulation.scheduler, simulation.seed);
+    out
 }

@@ -133,3 +133,89 @@ fn render_prints_children_and_status_and_locates_template_errors() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+fn simulate_args(extra: &[&'static str]) -> Vec<&'static str> {
+    let mut args = vec![
+        "simulate",
+        "--policy",
+        "examples/my-scheduler.yaml",
+        "--nodes",
+        "tests/scheduler/simulate/nodes.yaml",
+        "--pods",
+        "tests/scheduler/simulate/pods.yaml",
+        "--existing",
+        "tests/scheduler/simulate/existing.yaml",
+        "--seed",
+        "1",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// The JSON output is a contract (docs/scheduler.md): the committed file is what users' tooling parses.
+#[test]
+fn simulate_json_output_is_the_documented_contract() {
+    let out = ruleplane(&simulate_args(&["--explain", "--output", "json"]), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let actual: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let expected_path = repo().join("tests/scheduler/simulate/expected.json");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&expected_path, text(&out.stdout)).expect("write expected.json");
+    }
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&expected_path).expect("expected.json")).expect("JSON");
+    assert_eq!(actual, expected, "regenerate with UPDATE_GOLDEN=1 and review the diff");
+    // The facts the contract promises, spelled out.
+    let placements = actual["placements"].as_array().expect("placements");
+    assert_eq!(placements[0]["pod"], "default/nginx");
+    assert_eq!(placements[0]["node"], "node-1");
+    assert_eq!(placements[0]["message"], serde_json::Value::Null);
+    assert_eq!(placements[0]["nodes"]["node-3"]["feasible"], false);
+    assert_eq!(placements[0]["nodes"]["node-1"]["scores"]["NodeLabel"]["weighted"], 200);
+    assert_eq!(placements[1]["node"], serde_json::Value::Null);
+    assert_eq!(
+        placements[1]["message"],
+        "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu."
+    );
+    // Without --explain there is no per-node breakdown.
+    let brief = ruleplane(&simulate_args(&["--output", "json"]), &[]);
+    let brief: serde_json::Value = serde_json::from_slice(&brief.stdout).expect("JSON");
+    assert!(brief["placements"][0].get("nodes").is_none());
+    assert_eq!(brief["placements"][0]["node"], "node-1");
+}
+
+#[test]
+fn simulate_text_is_a_table_and_exit_codes_are_0_1_2() {
+    let out = ruleplane(&simulate_args(&[]), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("POD"), "{stdout}");
+    assert!(stdout.contains("default/big"), "{stdout}");
+    assert!(stdout.contains("(scheduler my-scheduler, seed 1)"), "{stdout}");
+
+    // Nodes where pods are expected: invalid input, named.
+    let mut swapped = simulate_args(&[]);
+    swapped[4] = "tests/scheduler/simulate/pods.yaml";
+    let bad = ruleplane(&swapped, &[]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad.stderr).contains("pods.yaml: document 1: expected a Node or a list of them, found a Pod"),
+        "{}",
+        text(&bad.stderr)
+    );
+
+    // examples/ holds two policies: which one must be said.
+    let mut ambiguous = simulate_args(&[]);
+    ambiguous[2] = "examples";
+    let usage = ruleplane(&ambiguous, &[]);
+    assert_eq!(usage.status.code(), Some(2));
+    assert!(
+        text(&usage.stderr).contains("choose one with --scheduler"),
+        "{}",
+        text(&usage.stderr)
+    );
+    ambiguous.extend_from_slice(&["--scheduler", "bin-packing-scheduler"]);
+    let chosen = ruleplane(&ambiguous, &[]);
+    assert_eq!(chosen.status.code(), Some(0), "{}", text(&chosen.stderr));
+    assert!(text(&chosen.stdout).contains("(scheduler bin-packing-scheduler, seed 1)"));
+}

@@ -5,6 +5,7 @@ mod checks;
 pub mod engine;
 mod plugins;
 mod resolved;
+pub mod simulate;
 mod types;
 
 pub(crate) use checks::check_scheduler_policy;

@@ -115,6 +115,11 @@ impl Engine {
         })
     }
 
+    /// The filters' names in the order they run.
+    pub fn filter_names(&self) -> impl Iterator<Item = &str> {
+        self.compiled.filters.iter().map(|(name, _)| &**name)
+    }
+
     /// Where the next decision starts examining nodes (kube-scheduler's `nextStartNodeIndex`).
     pub fn next_start_node_index(&self) -> usize {
         self.next_start_node_index

@@ -1,0 +1,416 @@
+//! `ruleplane simulate`, pure: a policy places pods one after another on a snapshot, each placement seen by the
+//! next, and reports what the scheduler would decide (the JSON contract of docs/scheduler.md).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::engine::snapshot::pod_ref;
+use super::engine::{Decision, NodeResult, ProfileError, ScheduleError, Snapshot, SnapshotError};
+use super::resolved::SchedulerPolicy;
+
+/// Why the input of a simulation is not usable.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    /// A document is not a `kind` object or a list of them.
+    #[error("document {document}: expected a {expected} or a list of them, found {found}")]
+    WrongKind {
+        /// 1-based document number in the file.
+        document: usize,
+        /// The kind expected.
+        expected: &'static str,
+        /// What was found.
+        found: String,
+    },
+    /// An object does not deserialize as its kind.
+    #[error("document {document}: {kind} {name}: {error}")]
+    Invalid {
+        /// 1-based document number in the file.
+        document: usize,
+        /// The kind.
+        kind: &'static str,
+        /// The object's name, if any.
+        name: String,
+        /// The deserialisation error.
+        error: serde_json::Error,
+    },
+    /// The snapshot cannot be built or updated (unknown node, duplicate pod, bad quantity).
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// A pod cannot be evaluated (bad quantity).
+    #[error(transparent)]
+    Schedule(#[from] ScheduleError),
+    /// The policy's profile does not build (a loaded policy always does: the loader built one).
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+}
+
+/// The objects of one kind in parsed documents: plain objects, `List`s and `<Kind>List`s (what `kubectl get -o
+/// yaml` prints), in order. Objects without `kind` inside a list are taken as `kind`.
+pub fn objects_of_kind<T: DeserializeOwned>(
+    documents: Vec<Value>,
+    kind: &'static str,
+) -> Result<Vec<T>, SimulateError> {
+    let mut objects = Vec::new();
+    for (i, document) in documents.into_iter().enumerate() {
+        let number = i + 1;
+        let found_kind = document
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let items = match document {
+            Value::Object(mut map) if found_kind == "List" || found_kind == format!("{kind}List") => {
+                match map.remove("items") {
+                    Some(Value::Array(items)) => items,
+                    Some(Value::Null) | None => Vec::new(),
+                    Some(other) => {
+                        return Err(SimulateError::WrongKind {
+                            document: number,
+                            expected: kind,
+                            found: format!("a {found_kind} whose items are {}", type_name(&other)),
+                        });
+                    }
+                }
+            }
+            Value::Object(map) => vec![Value::Object(map)],
+            other => {
+                return Err(SimulateError::WrongKind {
+                    document: number,
+                    expected: kind,
+                    found: type_name(&other).to_string(),
+                });
+            }
+        };
+        for item in items {
+            let item_kind = item.get("kind").and_then(Value::as_str).unwrap_or(kind);
+            if item_kind != kind {
+                return Err(SimulateError::WrongKind {
+                    document: number,
+                    expected: kind,
+                    found: format!("a {item_kind}"),
+                });
+            }
+            let name = item
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("(unnamed)")
+                .to_string();
+            let object = serde_json::from_value(item).map_err(|error| SimulateError::Invalid {
+                document: number,
+                kind,
+                name,
+                error,
+            })?;
+            objects.push(object);
+        }
+    }
+    Ok(objects)
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object without a kind",
+    }
+}
+
+/// The result of a simulation.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Simulation {
+    /// The policy's scheduler name.
+    pub scheduler: String,
+    /// The tie-breaking seed used (pass it with `--seed` to repeat the run).
+    pub seed: u64,
+    /// One placement per pod, in the order they were scheduled.
+    pub placements: Vec<Placement>,
+}
+
+/// What the scheduler decided for one pod.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Placement {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The chosen node, or null.
+    pub node: Option<String>,
+    /// kube-scheduler's FailedScheduling message (without the preemption suffix) when not placed.
+    pub message: Option<String>,
+    /// With explain: every node of the snapshot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<BTreeMap<String, NodeExplanation>>,
+}
+
+/// One node's verdict and scores for one pod.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NodeExplanation {
+    /// Whether the node passed every filter (absent when the node was not evaluated: the search stopped after
+    /// enough feasible nodes, see percentageOfNodesToScore).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feasible: Option<bool>,
+    /// False when the node was not evaluated (only then is it written).
+    #[serde(skip_serializing_if = "is_true")]
+    pub evaluated: bool,
+    /// Filters in the order they ran, up to the first failure.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub filters: Vec<FilterOutcome>,
+    /// Score plugins (only for feasible nodes when scoring ran).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub scores: BTreeMap<String, ScoreOutcome>,
+    /// Σ weighted scores.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<i64>,
+}
+
+/// One filter's result on a node.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FilterOutcome {
+    /// Plugin (or declarative filter) name.
+    pub plugin: String,
+    /// `Success`, `Skip` (PreFilter said the filter does not apply), `Unschedulable` or
+    /// `UnschedulableAndUnresolvable`.
+    pub code: String,
+    /// Reasons of a failure.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+}
+
+/// One score plugin's result on a node.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScoreOutcome {
+    /// The plugin's score.
+    pub raw: i64,
+    /// After the plugin's normalisation (0–100).
+    pub normalized: i64,
+    /// The plugin's weight.
+    pub weight: i64,
+    /// normalized × weight.
+    pub weighted: i64,
+}
+
+/// Places `pods` one after another (priority first, then the order given) with `policy` on a snapshot of `nodes`
+/// and the `existing` pods that name a node (others are ignored).
+pub fn simulate(
+    policy: &SchedulerPolicy,
+    nodes: Vec<Node>,
+    existing: Vec<Pod>,
+    mut pods: Vec<Pod>,
+    seed: u64,
+    explain: bool,
+) -> Result<Simulation, SimulateError> {
+    let bound: Vec<Pod> = existing
+        .into_iter()
+        .filter(|pod| {
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| !n.is_empty())
+        })
+        .collect();
+    let mut snapshot = Snapshot::build(nodes, bound)?;
+    // The scheduling queue pops the highest priority first; a stable sort keeps the given order within one.
+    pods.sort_by_key(|pod| std::cmp::Reverse(pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)));
+    let mut engine = policy.engine(seed)?;
+    let filters: Vec<String> = engine.filter_names().map(str::to_string).collect();
+    let mut placements = Vec::with_capacity(pods.len());
+    for pod in &pods {
+        let decision = engine.schedule(&snapshot, pod)?;
+        let node = decision.chosen().map(str::to_string);
+        let nodes = explain.then(|| explain_nodes(&snapshot, &decision, &filters));
+        if let Some(node) = &node {
+            snapshot.assume(pod, node)?;
+        }
+        placements.push(Placement {
+            pod: pod_ref(pod),
+            node,
+            message: decision.message().map(str::to_string),
+            nodes,
+        });
+    }
+    Ok(Simulation {
+        scheduler: policy.spec.scheduler_name.clone(),
+        seed,
+        placements,
+    })
+}
+
+fn explain_nodes(snapshot: &Snapshot, decision: &Decision, filters: &[String]) -> BTreeMap<String, NodeExplanation> {
+    snapshot
+        .list()
+        .map(|info| {
+            let explanation = match decision.node(info.name()) {
+                Some(result) => explain_node(result, decision, filters),
+                None => NodeExplanation {
+                    feasible: None,
+                    evaluated: false,
+                    filters: Vec::new(),
+                    scores: BTreeMap::new(),
+                    total: None,
+                },
+            };
+            (info.name().to_string(), explanation)
+        })
+        .collect()
+}
+
+fn explain_node(result: &NodeResult, decision: &Decision, filters: &[String]) -> NodeExplanation {
+    let mut outcomes = Vec::new();
+    for name in filters {
+        let skipped = decision.skipped_filters.iter().any(|s| &**s == name);
+        match &result.rejection {
+            Some(rejection) if &*rejection.plugin == name => {
+                outcomes.push(FilterOutcome {
+                    plugin: name.clone(),
+                    code: rejection.code.as_str().to_string(),
+                    reasons: rejection.reasons.iter().map(|r| r.to_string()).collect(),
+                });
+                break;
+            }
+            _ => outcomes.push(FilterOutcome {
+                plugin: name.clone(),
+                code: if skipped { "Skip" } else { "Success" }.to_string(),
+                reasons: Vec::new(),
+            }),
+        }
+    }
+    // A rejection by something that is not one of the filters (an unsupported pod feature) stands alone.
+    if let Some(rejection) = &result.rejection
+        && !filters.iter().any(|f| *f == *rejection.plugin)
+    {
+        outcomes = vec![FilterOutcome {
+            plugin: rejection.plugin.to_string(),
+            code: rejection.code.as_str().to_string(),
+            reasons: rejection.reasons.iter().map(|r| r.to_string()).collect(),
+        }];
+    }
+    NodeExplanation {
+        feasible: Some(result.rejection.is_none()),
+        evaluated: true,
+        filters: outcomes,
+        scores: result
+            .scores
+            .iter()
+            .map(|s| {
+                (
+                    s.plugin.to_string(),
+                    ScoreOutcome {
+                        raw: s.raw,
+                        normalized: s.normalized,
+                        weight: s.weight,
+                        weighted: s.weighted,
+                    },
+                )
+            })
+            .collect(),
+        total: result.total,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn policy(yaml: &str) -> SchedulerPolicy {
+        let rules = crate::load_str("p.yaml", yaml).expect("valid policy");
+        rules.scheduler_policies().next().expect("one policy").clone()
+    }
+
+    fn node(name: &str, cpu: &str) -> Value {
+        json!({"kind": "Node", "metadata": {"name": name}, "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}})
+    }
+
+    fn pod(name: &str, cpu: &str, priority: Option<i32>, node: Option<&str>) -> Value {
+        json!({"kind": "Pod", "metadata": {"name": name, "namespace": "ns"},
+               "spec": {"priority": priority, "nodeName": node,
+                        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}})
+    }
+
+    const SPREAD: &str =
+        "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: { name: s }\nspec:\n  schedulerName: s\n";
+
+    #[test]
+    fn lists_of_every_shape_are_read_in_order() {
+        let documents = vec![
+            json!({"kind": "NodeList", "items": [ {"metadata": {"name": "a"}}, {"metadata": {"name": "b"}} ]}),
+            json!({"kind": "List", "items": [ node("c", "1") ]}),
+            node("d", "1"),
+        ];
+        let nodes: Vec<Node> = objects_of_kind(documents, "Node").expect("nodes");
+        let names: Vec<_> = nodes
+            .iter()
+            .map(|n| n.metadata.name.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(names, ["a", "b", "c", "d"]);
+        let wrong = objects_of_kind::<Node>(vec![pod("p", "1", None, None)], "Node").unwrap_err();
+        assert_eq!(
+            wrong.to_string(),
+            "document 1: expected a Node or a list of them, found a Pod"
+        );
+        let scalar = objects_of_kind::<Node>(vec![json!("text")], "Node").unwrap_err();
+        assert_eq!(
+            scalar.to_string(),
+            "document 1: expected a Node or a list of them, found a string"
+        );
+        let invalid = objects_of_kind::<Pod>(
+            vec![json!({"kind": "Pod", "metadata": {"name": "x"}, "spec": 3})],
+            "Pod",
+        );
+        assert!(
+            invalid
+                .unwrap_err()
+                .to_string()
+                .starts_with("document 1: Pod x: invalid type")
+        );
+    }
+
+    #[test]
+    fn placements_follow_priority_and_each_is_seen_by_the_next() {
+        let nodes = objects_of_kind(vec![node("small", "1"), node("large", "3")], "Node").unwrap();
+        let existing = objects_of_kind(
+            vec![
+                pod("running", "1", None, Some("large")),
+                pod("pending", "9", None, None),
+            ],
+            "Pod",
+        )
+        .unwrap();
+        let pods = objects_of_kind(
+            vec![
+                pod("low", "1", Some(1), None),
+                pod("high", "2", Some(100), None),
+                pod("last", "1", Some(1), None),
+            ],
+            "Pod",
+        )
+        .unwrap();
+        let result = simulate(&policy(SPREAD), nodes, existing, pods, 7, false).expect("runs");
+        let order: Vec<(&str, Option<&str>)> = result
+            .placements
+            .iter()
+            .map(|p| (p.pod.as_str(), p.node.as_deref()))
+            .collect();
+        // `high` goes first and fills `large` (1 of 3 cpu used by `running`); `low` then only fits `small`,
+        // and `last` finds no room: the pending pod without a node was not counted anywhere.
+        assert_eq!(
+            order,
+            [("ns/high", Some("large")), ("ns/low", Some("small")), ("ns/last", None)]
+        );
+        assert_eq!(
+            result.placements[2].message.as_deref(),
+            Some("0/2 nodes are available: 2 Insufficient cpu.")
+        );
+        assert_eq!(result.seed, 7);
+    }
+}
