@@ -24,9 +24,10 @@ lint:
 fmt:
 	cargo fmt --all
 
-## bench: benchmarks that print figures (rule language, then the manager on the local control plane)
+## bench: benchmarks that print figures (the manager on the local control plane, scheduler fidelity vs kube-scheduler)
 bench: build
 	tests/bench/manager.sh 5
+	tests/bench/scheduler-fidelity.sh 1000 100
 
 build:
 	cargo build -p ruleplane

@@ -8,3 +8,4 @@ mod helm_chart;
 mod manager_runtime;
 mod reconcilers;
 mod resource_definitions;
+mod scheduler_fidelity;
