@@ -1,6 +1,6 @@
 //! Scheduling engine throughput: decisions per second for one pause pod (100m / 500Mi) against 500 and 5,000
 //! nodes of scheduler_perf's shape (4 CPU / 32Gi / 110 pods), DefaultProvider's plugins, adaptive
-//! percentageOfNodesToScore and 100 %. Divan prints time per decision and decisions/s.
+//! percentageOfNodesToScore and 100 %. Divan prints time per decision, decisions/s and allocations per decision.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +9,10 @@ use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec, Reso
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ruleplane_config::scheduler::engine::{Engine, Profile, Snapshot};
+
+// Counts allocations per decision beside the time (divan prints alloc count and bytes per iteration).
+#[global_allocator]
+static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
 
 fn main() {
     divan::main();
