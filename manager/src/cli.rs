@@ -42,6 +42,9 @@ pub enum Command {
     /// Place pods on nodes with a SchedulerPolicy, offline, exactly as the scheduler would (exit 0 when the run
     /// completed, whether or not every pod fit; 1 invalid input; 2 usage).
     Simulate(SimulateArgs),
+    /// Convert a kube-scheduler `KubeSchedulerConfiguration` (v1) into SchedulerPolicy rules, one per profile,
+    /// with comments on what does not carry over.
+    ConvertSchedulerConfig(ConvertSchedulerConfigArgs),
 }
 
 #[derive(Debug, Args)]
@@ -178,6 +181,22 @@ pub struct SimulateArgs {
     /// Output format (`json` is a stable contract, see docs/scheduler.md).
     #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ConvertSchedulerConfigArgs {
+    /// The KubeSchedulerConfiguration file (YAML or JSON).
+    pub config: PathBuf,
+    /// Give a profile's scheduler another name, `OLD=NEW` (a policy cannot be called `default-scheduler`).
+    #[arg(long = "rename", value_parser = parse_rename)]
+    pub renames: Vec<(String, String)>,
+}
+
+fn parse_rename(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((old, new)) if !old.is_empty() && !new.is_empty() => Ok((old.to_string(), new.to_string())),
+        _ => Err(format!("`{s}` is not OLD=NEW")),
+    }
 }
 
 #[derive(Debug, Args)]

@@ -24,5 +24,6 @@ fn main() -> ExitCode {
         Command::Schema => offline::schema(),
         Command::Rbac(args) => offline::rbac(&args),
         Command::Simulate(args) => offline::simulate(&args),
+        Command::ConvertSchedulerConfig(args) => offline::convert_scheduler_config(&args),
     }
 }

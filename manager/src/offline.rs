@@ -7,7 +7,9 @@ use ruleplane_config::simulate::{self, Simulation};
 use ruleplane_config::{Lookup, Reconciler, RuleSet, SchedulerPolicy};
 use serde_json::Value;
 
-use crate::cli::{CrdsArgs, OutputFormat, RbacArgs, RenderArgs, SimulateArgs, ValidateArgs};
+use crate::cli::{
+    ConvertSchedulerConfigArgs, CrdsArgs, OutputFormat, RbacArgs, RenderArgs, SimulateArgs, ValidateArgs,
+};
 
 /// Exit code for invalid input (rules, objects); clap already uses 2 for usage errors.
 const INVALID: u8 = 1;
@@ -350,4 +352,58 @@ fn simulation_text(simulation: &Simulation) -> String {
     }
     let _ = writeln!(out, "(scheduler {}, seed {})", simulation.scheduler, simulation.seed);
     out
+}
+
+/// Prints one SchedulerPolicy per profile, each preceded by its notes as comments, after checking that the
+/// result loads (a policy named `default-scheduler` does not: say `--rename`).
+pub fn convert_scheduler_config(args: &ConvertSchedulerConfigArgs) -> ExitCode {
+    let documents = match read_objects(&args.config) {
+        Ok(docs) => docs,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(INVALID);
+        }
+    };
+    let [config] = documents.as_slice() else {
+        eprintln!(
+            "{}: expected one KubeSchedulerConfiguration document",
+            args.config.display()
+        );
+        return ExitCode::from(INVALID);
+    };
+    let renames = args.renames.iter().cloned().collect();
+    let converted = match ruleplane_config::scheduler::convert::convert_kube_scheduler_configuration(config, &renames) {
+        Ok(converted) => converted,
+        Err(error) => {
+            eprintln!("{}: {error}", args.config.display());
+            return ExitCode::from(INVALID);
+        }
+    };
+    let mut out = String::new();
+    for profile in &converted {
+        let text = match serde_saphyr::to_string(&profile.rule) {
+            Ok(text) => text,
+            Err(e) => {
+                eprintln!("cannot print YAML: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        out.push_str("---\n");
+        for note in &profile.notes {
+            out.push_str(&format!("# {note}\n"));
+        }
+        out.push_str(&text);
+    }
+    if let Err(diagnostics) = ruleplane_config::load_str("converted.yaml", &out) {
+        eprintln!("the converted rules do not load:\n{diagnostics}");
+        if converted
+            .iter()
+            .any(|p| p.rule["spec"]["schedulerName"] == "default-scheduler")
+        {
+            eprintln!("hint: rename kube-scheduler's own profile, e.g. --rename default-scheduler=my-scheduler");
+        }
+        return ExitCode::from(INVALID);
+    }
+    print!("{out}");
+    ExitCode::SUCCESS
 }

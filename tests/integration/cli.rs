@@ -219,3 +219,41 @@ fn simulate_text_is_a_table_and_exit_codes_are_0_1_2() {
     assert_eq!(chosen.status.code(), Some(0), "{}", text(&chosen.stderr));
     assert!(text(&chosen.stdout).contains("(scheduler bin-packing-scheduler, seed 1)"));
 }
+
+#[test]
+fn convert_scheduler_config_writes_loadable_policies_with_notes() {
+    let config = "tests/scheduler/kube-scheduler-config.yaml";
+    let refused = ruleplane(&["convert-scheduler-config", config], &[]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains("--rename default-scheduler="),
+        "{}",
+        text(&refused.stderr)
+    );
+
+    let out = ruleplane(
+        &[
+            "convert-scheduler-config",
+            config,
+            "--rename",
+            "default-scheduler=my-default",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("# profile default-scheduler becomes scheduler my-default"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("# plugins.queueSort is not converted"), "{stdout}");
+    let dir = std::env::temp_dir().join(format!("ruleplane-convert-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("converted.yaml");
+    std::fs::write(&file, &stdout).unwrap();
+    let valid = ruleplane(&["validate", file.to_str().unwrap()], &[]);
+    assert_eq!(valid.status.code(), Some(0), "{}", text(&valid.stderr));
+    assert!(text(&valid.stdout).contains("2 rule(s) valid"));
+    assert!(stdout.contains("percentageOfNodesToScore: 50"), "{stdout}");
+    assert!(stdout.contains("type: MostAllocated"), "{stdout}");
+}

@@ -2,6 +2,7 @@
 //! the scheduling engine (kube-scheduler's filters and scores, pure).
 
 mod checks;
+pub mod convert;
 pub mod engine;
 mod plugins;
 mod resolved;
