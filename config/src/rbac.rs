@@ -75,13 +75,23 @@ pub fn rule_permissions(rule: &Rule) -> Vec<Permission> {
             permissions(&verbs, "apiextensions.k8s.io", "customresourcedefinitions", None)
         }
         Rule::Reconciler(reconciler) => reconciler_permissions(reconciler),
-        Rule::SchedulerPolicy(_) => Vec::new(),
+        Rule::SchedulerPolicy(_) => scheduler_permissions(),
     }
 }
 
 /// What a Reconciler's worker does: watch its parents, add/remove their cleanup finalizer and write their status (kinds declared by a
 /// ResourceDefinition only); watch, server-side apply (create or patch) and prune (delete) its children; watch
 /// its lookups. All cluster-wide, as its watches are.
+/// What a scheduler reads and writes: kube-scheduler's own needs, minus what Ruleplane does not use (volumes,
+/// claims, preemption). Events are in the manager's permissions.
+fn scheduler_permissions() -> Vec<Permission> {
+    let mut out = permissions(&["get", "list", "watch"], "", "pods", None);
+    out.extend(permissions(&["get", "list", "watch"], "", "nodes", None));
+    out.extend(permissions(&["create"], "", "pods/binding", None));
+    out.extend(permissions(&["patch"], "", "pods/status", None));
+    out
+}
+
 fn reconciler_permissions(reconciler: &Reconciler) -> Vec<Permission> {
     let group_of = |info: &KindInfo| {
         info.api_version

@@ -42,6 +42,20 @@ pub struct ResultLabels {
     pub result: String,
 }
 
+/// A scheduler policy and an outcome (`scheduled`, `unschedulable`, `error`) or a queue
+/// (`active`, `backoff`, `unschedulable`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    pub policy: String,
+    pub state: String,
+}
+
+/// A scheduler policy.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyOnlyLabels {
+    pub policy: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub leader: Gauge,
@@ -54,6 +68,10 @@ pub struct Metrics {
     pub reconcile_duration: Family<RuleLabels, Histogram>,
     pub queue_depth: Family<RuleLabels, Gauge>,
     pub watch_resyncs: Family<KindLabels, Counter>,
+    pub scheduling_attempts: Family<PolicyLabels, Counter>,
+    pub pending_pods: Family<PolicyLabels, Gauge>,
+    pub scheduling_e2e: Family<PolicyOnlyLabels, Histogram>,
+    pub binding_duration: Family<PolicyOnlyLabels, Histogram>,
 }
 
 impl Metrics {
@@ -109,7 +127,39 @@ impl Metrics {
             "Times a subscriber of a shared watch fell behind and resynced from the cache",
             watch_resyncs.clone(),
         );
+        let scheduling_attempts = Family::<PolicyLabels, Counter>::default();
+        registry.register(
+            "scheduling_attempts",
+            "Scheduling attempts per SchedulerPolicy by result (state: scheduled, unschedulable, error)",
+            scheduling_attempts.clone(),
+        );
+        let pending_pods = Family::<PolicyLabels, Gauge>::default();
+        registry.register(
+            "pending_pods",
+            "Pods waiting for a SchedulerPolicy by queue (state: active, backoff, unschedulable)",
+            pending_pods.clone(),
+        );
+        let scheduling_e2e = Family::<PolicyOnlyLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 2.0, 20))
+        });
+        registry.register(
+            "scheduling_e2e_duration_seconds",
+            "From a pod first seen pending to its binding, per SchedulerPolicy",
+            scheduling_e2e.clone(),
+        );
+        let binding_duration = Family::<PolicyOnlyLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 2.0, 16))
+        });
+        registry.register(
+            "binding_duration_seconds",
+            "Time of the pods/binding request, per SchedulerPolicy",
+            binding_duration.clone(),
+        );
         Metrics {
+            scheduling_attempts,
+            pending_pods,
+            scheduling_e2e,
+            binding_duration,
             registry,
             queue_depth,
             watch_resyncs,

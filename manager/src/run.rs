@@ -130,6 +130,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             ..Default::default()
         });
     let ctx = WorkerContext {
+        scheduling: Default::default(),
         self_ref,
         client: client.clone(),
         hub: hub.clone(),

@@ -33,6 +33,7 @@ pub struct KindKey {
     pub api_version: String,
     pub kind: String,
     pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
 }
 
 impl KindKey {
@@ -41,6 +42,7 @@ impl KindKey {
             api_version: ar.api_version.clone(),
             kind: ar.kind.clone(),
             label_selector: None,
+            field_selector: None,
         }
     }
 }
@@ -83,18 +85,12 @@ pub struct SharedWatch {
 impl SharedWatch {
     /// A watch with an empty cache, fed by [`SharedWatch::apply`]; `resyncs` counts lagging subscribers.
     pub fn new(resource: ApiResource, resyncs: &Family<KindLabels, Counter>) -> Arc<Self> {
-        Self::selected(resource, None, resyncs)
+        Self::selected(resource.clone(), KindKey::of(&resource), resyncs)
     }
 
-    fn selected(
-        resource: ApiResource,
-        label_selector: Option<&str>,
-        resyncs: &Family<KindLabels, Counter>,
-    ) -> Arc<Self> {
+    fn selected(resource: ApiResource, key: KindKey, resyncs: &Family<KindLabels, Counter>) -> Arc<Self> {
         let writer = Writer::new(resource.clone());
         let store = writer.as_reader();
-        let mut key = KindKey::of(&resource);
-        key.label_selector = label_selector.map(str::to_owned);
         Arc::new(SharedWatch {
             key,
             resyncs: resyncs.get_or_create(&KindLabels::of(&resource)).clone(),
@@ -214,18 +210,33 @@ impl WatchHub {
 
     /// The shared watch of the objects of a kind that match a label selector (query-string syntax).
     pub fn watch_selected(&self, resource: &ApiResource, label_selector: Option<&str>) -> Arc<SharedWatch> {
+        self.watch_filtered(resource, label_selector, None)
+    }
+
+    /// The shared watch of a kind restricted by a label and a field selector (e.g. pods not yet terminated:
+    /// `status.phase!=Succeeded,status.phase!=Failed`, kube-scheduler's own filter).
+    pub fn watch_filtered(
+        &self,
+        resource: &ApiResource,
+        label_selector: Option<&str>,
+        field_selector: Option<&str>,
+    ) -> Arc<SharedWatch> {
         let mut key = KindKey::of(resource);
         key.label_selector = label_selector.map(str::to_owned);
+        key.field_selector = field_selector.map(str::to_owned);
         let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = watches.get(&key) {
             return w.clone();
         }
-        let shared = SharedWatch::selected(resource.clone(), label_selector, &self.resyncs);
+        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.resyncs);
         let feed = shared.clone();
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
         let mut config = watcher::Config::default();
         if let Some(selector) = label_selector {
             config = config.labels(selector);
+        }
+        if let Some(selector) = field_selector {
+            config = config.fields(selector);
         }
         tokio::spawn(async move {
             let stream = watcher::watcher(api, config).default_backoff();

@@ -9,3 +9,4 @@ mod manager_runtime;
 mod reconcilers;
 mod resource_definitions;
 mod scheduler_fidelity;
+mod schedulers;

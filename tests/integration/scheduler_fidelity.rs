@@ -8,29 +8,17 @@
 //! `tests/bench/scheduler-fidelity.sh` runs the large version and prints the figures.
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use ruleplane_config::SchedulerPolicy;
 use ruleplane_config::scheduler::engine::{Decision, Snapshot, SplitMix64};
 use serde_json::{Value, json};
 
-use crate::support::{admin_client, control_plane, test_namespace};
-
-/// kube-scheduler with one profile per case, against the test plane; killed on drop.
-struct KubeScheduler {
-    child: Child,
-}
-
-impl Drop for KubeScheduler {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use crate::support::cluster_nodes::{KubeScheduler, create_node, delete_nodes, fit_error, nodes_lock};
+use crate::support::{admin_client, test_namespace};
 
 /// A profile in both languages: the Ruleplane rule and kube-scheduler's equivalent `profiles[]` entry.
 struct Case {
@@ -65,29 +53,6 @@ fn cases(run: &str) -> Vec<Case> {
             scheduler: pack,
         },
     ]
-}
-
-fn start_kube_scheduler(dir: &std::path::Path, cases: &[Case]) -> KubeScheduler {
-    let plane = control_plane();
-    let config = json!({
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": plane.kubeconfig, "qps": 500, "burst": 1000},
-        "leaderElection": {"leaderElect": false},
-        "profiles": cases.iter().map(|c| c.kube_profile.clone()).collect::<Vec<_>>(),
-    });
-    let path = dir.join("kube-scheduler.json");
-    std::fs::write(&path, config.to_string()).expect("write scheduler config");
-    let log = std::fs::File::create(dir.join("kube-scheduler.log")).expect("log file");
-    let child = Command::new(plane.bin_dir.join("kube-scheduler"))
-        .arg(format!("--config={}", path.display()))
-        .arg("--secure-port=0")
-        .arg("--v=1")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start kube-scheduler");
-    KubeScheduler { child }
 }
 
 /// The random corpus: nodes with varied capacity, labels, taints and unschedulable; pods with requests,
@@ -229,14 +194,7 @@ async fn kube_verdict(pods: &Api<Pod>, name: &str) -> Verdict {
             .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled" && c.status == "False"))
             .and_then(|c| c.message.clone());
         if let Some(message) = unschedulable {
-            // kube-scheduler appends its PostFilter plugins' outcome after the fit error: DynamicResources'
-            // "no new claims to deallocate," and DefaultPreemption's "preemption: …". The fit error is the
-            // sentence before them (its reasons contain no ". ").
-            let message = match message.find(". ") {
-                Some(at) => message[..=at].to_string(),
-                None => message,
-            };
-            return Verdict::Unschedulable(message);
+            return Verdict::Unschedulable(fit_error(&message).to_string());
         }
         assert!(
             Instant::now() < deadline,
@@ -310,31 +268,21 @@ async fn engine_decides_as_kube_scheduler_on_a_random_corpus() {
         rng: SplitMix64::new(seed),
         run: run.clone(),
     };
-    let nodes_api = Api::<Node>::all(client.clone());
+    let _nodes = nodes_lock().await;
     // Up to 100 nodes kube-scheduler's adaptive percentageOfNodesToScore evaluates every node, so "the engine's
     // best" compares like with like; beyond, the sample depends on kube-scheduler's node-tree order.
     let node_count: usize = std::env::var("RULEPLANE_FIDELITY_NODES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
+    let mut node_names = Vec::new();
     for index in 0..node_count {
-        let node: Node = serde_json::from_value(corpus.node(index)).expect("node");
-        let taints = json!({"spec": {"taints": node.spec.as_ref().and_then(|s| s.taints.clone())}});
-        nodes_api
-            .create(&PostParams::default(), &node)
-            .await
-            .expect("create node");
-        // TaintNodesByCondition admission adds node.kubernetes.io/not-ready on create; put the corpus taints back.
-        let name = node.metadata.name.clone().unwrap_or_default();
-        nodes_api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&taints))
-            .await
-            .expect("set taints");
+        node_names.push(create_node(&client, corpus.node(index)).await);
     }
 
     // Started after the nodes exist: kube-scheduler schedules only once its informers have synced, so its first
     // decision sees the same nodes as the engine's.
-    let _kube_scheduler = start_kube_scheduler(&dir, &cases);
+    let _kube_scheduler = KubeScheduler::start(&dir, cases.iter().map(|c| c.kube_profile.clone()).collect());
     let pods_api = Api::<Pod>::namespaced(client.clone(), &namespace);
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     let started = Instant::now();
@@ -401,11 +349,7 @@ async fn engine_decides_as_kube_scheduler_on_a_random_corpus() {
     let elapsed = started.elapsed();
 
     // Clean up the corpus nodes (cluster-scoped); the namespace's bound pods go with the plane.
-    for index in 0..node_count {
-        let _ = nodes_api
-            .delete(&format!("fid-{run}-{index}"), &DeleteParams::default())
-            .await;
-    }
+    delete_nodes(&client, &node_names).await;
 
     let mut failures = Vec::new();
     println!(

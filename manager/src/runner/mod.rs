@@ -2,8 +2,8 @@
 //! concurrency → requeue, back off or wait for a change; with the metrics and reporting every worker shares.
 //!
 //! A worker supplies a [`Reconcile`]: which keys a change concerns, and how to reconcile one key (fetch →
-//! decide → apply → report). Errors are categorised: transient ones back off per key (500 ms doubling to
-//! 60 s), permanent ones wait for a change of what the key reads. Each distinct error of a key is logged
+//! decide → apply → report). Errors are categorised: transient ones back off per key (controllers: 500 ms
+//! doubling to 60 s), permanent ones wait for a change of what the key reads (or at most `retry_after`). Each distinct error of a key is logged
 //! and handed to [`Reconcile::report_error`] once, not on every retry.
 
 mod queue;
@@ -43,6 +43,11 @@ pub trait ReconcileError: Display {
     fn category(&self) -> &'static str;
     /// Permanent errors need a change (of the rule, the object or the cluster) to go away: no retry until one.
     fn is_permanent(&self) -> bool;
+    /// For a permanent error: retry after this long even without a change (kube-scheduler retries unschedulable
+    /// pods after 5 minutes in case a change it cannot see would help). `None`: wait for a change only.
+    fn retry_after(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// A worker's reconcile logic, driven by [`Runner`].
@@ -52,6 +57,11 @@ pub trait Reconcile: Send + Sync + 'static {
 
     /// The keys a change of a watched kind concerns; for [`Change::Resync`], every key the worker knows of.
     fn keys_for(&self, kind: &KindKey, change: &Change) -> Vec<Self::Key>;
+
+    /// Among keys due at once, lower ranks are reconciled first (default: all equal, first in first out).
+    fn rank(&self, _key: &Self::Key) -> i64 {
+        0
+    }
 
     /// Reconciles one key.
     fn reconcile(&self, key: &Self::Key) -> impl Future<Output = Result<Action, Self::Error>> + Send;
@@ -65,10 +75,27 @@ pub trait Reconcile: Send + Sync + 'static {
 /// A reconcile that ended: its key, its result and how long it took.
 type Finished<R> = (<R as Reconcile>::Key, Result<Action, <R as Reconcile>::Error>, Duration);
 
-/// Transient errors: first retry after this, doubling per failure.
-const BACKOFF_START: Duration = Duration::from_millis(500);
-/// Transient errors: retries never wait longer than this.
-const BACKOFF_CAP: Duration = Duration::from_secs(60);
+/// How transient errors are retried: after `start`, doubling per failure, never longer than `cap`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    pub start: Duration,
+    pub cap: Duration,
+}
+
+impl Backoff {
+    /// Controllers' backoff: 500 ms doubling to 60 s.
+    pub const CONTROLLER: Backoff = Backoff {
+        start: Duration::from_millis(500),
+        cap: Duration::from_secs(60),
+    };
+
+    /// The wait before retry number `failures` (0-based).
+    pub fn delay(&self, failures: u32) -> Duration {
+        self.start
+            .saturating_mul(2u32.saturating_pow(failures.min(16)))
+            .min(self.cap)
+    }
+}
 
 /// Notifications taken in at once before dispatching work (bounds the time the loop spends not dispatching).
 const MAX_DRAINED: usize = 4096;
@@ -78,6 +105,7 @@ pub struct Runner {
     pub rule: String,
     pub kind: &'static str,
     pub concurrency: usize,
+    pub backoff: Backoff,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
 }
@@ -96,7 +124,8 @@ impl Runner {
         let watching = !changes.is_empty();
         let mut queue = WorkQueue::new();
         for key in initial {
-            queue.add(key);
+            let rank = reconciler.rank(&key);
+            queue.add_ranked(key, Duration::ZERO, rank);
         }
         let mut failures: HashMap<R::Key, u32> = HashMap::new();
         let mut reported: HashMap<R::Key, String> = HashMap::new();
@@ -123,14 +152,16 @@ impl Runner {
                 change = changes.next(), if watching => match change {
                     Some((kind, change)) => {
                         for key in reconciler.keys_for(&kind, &change) {
-                            queue.add(key);
+                            let rank = reconciler.rank(&key);
+                            queue.add_ranked(key, Duration::ZERO, rank);
                         }
                         // Take in everything already waiting before dispatching: under churn, ten changes of
                         // one object become one reconcile instead of one now and another right after.
                         for _ in 0..MAX_DRAINED {
                             let Some(Some((kind, change))) = changes.next().now_or_never() else { break };
                             for key in reconciler.keys_for(&kind, &change) {
-                                queue.add(key);
+                                let rank = reconciler.rank(&key);
+                                queue.add_ranked(key, Duration::ZERO, rank);
                             }
                         }
                     }
@@ -170,7 +201,8 @@ impl Runner {
                     self.health.set_rule(&self.rule, self.kind, WorkerState::Running);
                 }
                 if let Action::RequeueAfter(delay) = action {
-                    queue.add_after(key, delay);
+                    let rank = reconciler.rank(&key);
+                    queue.add_ranked(key, delay, rank);
                 }
             }
             Err(error) => {
@@ -190,21 +222,17 @@ impl Runner {
                     reconciler.report_error(&key, &error).await;
                     reported.insert(key.clone(), message);
                 }
+                let rank = reconciler.rank(&key);
                 if !error.is_permanent() {
                     let count = failures.entry(key.clone()).or_insert(0);
-                    queue.add_after(key, backoff(*count));
+                    queue.add_ranked(key, self.backoff.delay(*count), rank);
                     *count = count.saturating_add(1);
+                } else if let Some(delay) = error.retry_after() {
+                    queue.add_ranked(key, delay, rank);
                 }
             }
         }
     }
-}
-
-/// The wait before retry number `failures` (0-based) of a transient error.
-pub fn backoff(failures: u32) -> Duration {
-    BACKOFF_START
-        .saturating_mul(2u32.saturating_pow(failures.min(16)))
-        .min(BACKOFF_CAP)
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {

@@ -9,16 +9,26 @@ use std::hash::Hash;
 
 use tokio::time::{Duration, Instant};
 
+/// Where a waiting key is: when it is due, its rank among due keys, and its insertion sequence.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    at: Instant,
+    rank: i64,
+    sequence: u64,
+}
+
 pub struct WorkQueue<K> {
-    /// When each waiting key is due.
-    due: HashMap<K, Instant>,
-    /// The same keys ordered by due time (ties by insertion sequence, so equal times stay first-in first-out).
-    order: BTreeSet<(Instant, u64, K)>,
+    /// Every waiting key and its slot.
+    waiting: HashMap<K, Slot>,
+    /// Waiting keys not due at their last look, by due time (ties by insertion sequence).
+    delayed: BTreeSet<(Instant, u64, K)>,
+    /// Keys due, by rank (lower first), then insertion sequence: first-in first-out within a rank.
+    ready: BTreeSet<(i64, u64, K)>,
     sequence: u64,
     /// Keys handed out and not yet done.
     active: HashSet<K>,
     /// Keys added while active: queued again when done, at the earliest time asked for.
-    again: HashMap<K, Instant>,
+    again: HashMap<K, (Instant, i64)>,
 }
 
 impl<K: Clone + Eq + Hash + Ord> Default for WorkQueue<K> {
@@ -30,8 +40,9 @@ impl<K: Clone + Eq + Hash + Ord> Default for WorkQueue<K> {
 impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     pub fn new() -> Self {
         WorkQueue {
-            due: HashMap::new(),
-            order: BTreeSet::new(),
+            waiting: HashMap::new(),
+            delayed: BTreeSet::new(),
+            ready: BTreeSet::new(),
             sequence: 0,
             active: HashSet::new(),
             again: HashMap::new(),
@@ -40,50 +51,77 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 
     /// Queues `key` to run now.
     pub fn add(&mut self, key: K) {
-        self.add_at(key, Instant::now());
+        self.add_ranked(key, Duration::ZERO, 0);
     }
 
     /// Queues `key` to run after `delay`, unless it is already due sooner.
     pub fn add_after(&mut self, key: K, delay: Duration) {
-        self.add_at(key, Instant::now() + delay);
+        self.add_ranked(key, delay, 0);
     }
 
-    fn add_at(&mut self, key: K, at: Instant) {
+    /// Queues `key` after `delay` with a rank: among due keys, lower ranks are handed out first (a scheduler's
+    /// priority order); equal ranks keep first-in first-out.
+    pub fn add_ranked(&mut self, key: K, delay: Duration, rank: i64) {
+        let at = Instant::now() + delay;
         if self.active.contains(&key) {
-            let entry = self.again.entry(key).or_insert(at);
-            *entry = (*entry).min(at);
+            let entry = self.again.entry(key).or_insert((at, rank));
+            *entry = (entry.0.min(at), rank);
             return;
         }
-        match self.due.get(&key) {
-            Some(existing) if *existing <= at => {}
+        match self.waiting.get(&key).copied() {
+            Some(existing) if existing.at <= at && existing.rank == rank => {}
             Some(existing) => {
-                let existing = *existing;
-                self.order.retain(|(time, _, k)| !(*time == existing && *k == key));
-                self.insert(key, at);
+                self.unlink(&key, existing);
+                self.insert(key, existing.at.min(at), rank);
             }
-            None => self.insert(key, at),
+            None => self.insert(key, at, rank),
         }
     }
 
-    fn insert(&mut self, key: K, at: Instant) {
+    fn unlink(&mut self, key: &K, slot: Slot) {
+        self.delayed.remove(&(slot.at, slot.sequence, key.clone()));
+        self.ready.remove(&(slot.rank, slot.sequence, key.clone()));
+    }
+
+    fn insert(&mut self, key: K, at: Instant, rank: i64) {
         self.sequence += 1;
-        self.order.insert((at, self.sequence, key.clone()));
-        self.due.insert(key, at);
+        let sequence = self.sequence;
+        if at <= Instant::now() {
+            self.ready.insert((rank, sequence, key.clone()));
+        } else {
+            self.delayed.insert((at, sequence, key.clone()));
+        }
+        self.waiting.insert(key, Slot { at, rank, sequence });
+    }
+
+    /// Moves keys whose time has come from `delayed` to `ready`.
+    fn promote(&mut self) {
+        let now = Instant::now();
+        while let Some((at, _, _)) = self.delayed.first() {
+            if *at > now {
+                break;
+            }
+            let Some((_, sequence, key)) = self.delayed.pop_first() else {
+                break;
+            };
+            let rank = self.waiting.get(&key).map_or(0, |slot| slot.rank);
+            self.ready.insert((rank, sequence, key));
+        }
     }
 
     /// When the next key is due (`None` when nothing waits).
     pub fn next_due(&self) -> Option<Instant> {
-        self.order.first().map(|(at, _, _)| *at)
+        if !self.ready.is_empty() {
+            return Some(Instant::now());
+        }
+        self.delayed.first().map(|(at, _, _)| *at)
     }
 
-    /// Hands out the next key that is due now, marking it active.
+    /// Hands out the next key that is due now (lowest rank first), marking it active.
     pub fn pop_due(&mut self) -> Option<K> {
-        let (at, _, _) = self.order.first()?;
-        if *at > Instant::now() {
-            return None;
-        }
-        let (_, _, key) = self.order.pop_first()?;
-        self.due.remove(&key);
+        self.promote();
+        let (_, _, key) = self.ready.pop_first()?;
+        self.waiting.remove(&key);
         self.active.insert(key.clone());
         Some(key)
     }
@@ -91,19 +129,26 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     /// Marks an active key done; an add that came in meanwhile queues it again.
     pub fn done(&mut self, key: &K) {
         self.active.remove(key);
-        if let Some(at) = self.again.remove(key) {
-            self.add_at(key.clone(), at);
+        if let Some((at, rank)) = self.again.remove(key) {
+            let delay = at.saturating_duration_since(Instant::now());
+            self.add_ranked(key.clone(), delay, rank);
         }
     }
 
     /// Keys waiting (due now or later), not counting active ones.
     pub fn len(&self) -> usize {
-        self.due.len()
+        self.waiting.len()
+    }
+
+    /// Keys waiting that are not due yet (backing off or waiting for a resync).
+    pub fn delayed(&self) -> usize {
+        let now = Instant::now();
+        self.waiting.values().filter(|slot| slot.at > now).count()
     }
 
     /// True when no key waits.
     pub fn is_empty(&self) -> bool {
-        self.due.is_empty()
+        self.waiting.is_empty()
     }
 }
 
@@ -148,5 +193,23 @@ mod tests {
         queue.done(&"a");
         assert_eq!(queue.pop_due(), None);
         assert_eq!(queue.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn due_keys_are_handed_out_by_rank_then_first_in_first_out() {
+        let mut queue = WorkQueue::new();
+        queue.add_ranked("low-1", Duration::ZERO, 0);
+        queue.add_ranked("high", Duration::ZERO, -100);
+        queue.add_ranked("low-2", Duration::ZERO, 0);
+        queue.add_ranked("later-highest", Duration::from_secs(1), -1000);
+        assert_eq!(queue.pop_due(), Some("high"));
+        assert_eq!(queue.pop_due(), Some("low-1"));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            queue.pop_due(),
+            Some("later-highest"),
+            "a key that became due competes by rank"
+        );
+        assert_eq!(queue.pop_due(), Some("low-2"));
     }
 }

@@ -97,6 +97,7 @@ fn object(name: &str) -> DynamicObject {
 
 fn runner(metrics: &Arc<Metrics>, concurrency: usize) -> Runner {
     Runner {
+        backoff: crate::runner::Backoff::CONTROLLER,
         rule: "test-rule".into(),
         kind: "Reconciler",
         concurrency,
@@ -254,7 +255,9 @@ async fn requeue_after_resyncs_and_a_resync_enqueues_every_known_key() {
 
 #[test]
 fn backoff_doubles_from_half_a_second_to_a_minute() {
-    let waits: Vec<u64> = (0..10).map(|n| backoff(n).as_millis() as u64).collect();
+    let waits: Vec<u64> = (0..10)
+        .map(|n| Backoff::CONTROLLER.delay(n).as_millis() as u64)
+        .collect();
     assert_eq!(
         waits,
         [500, 1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000, 60_000]

@@ -2,12 +2,11 @@
 
 pub mod reconciler;
 pub mod resource_definition;
+pub mod scheduler;
 
 use ruleplane_config::Rule;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
 
-use crate::health::WorkerState;
 use crate::supervisor::WorkerContext;
 
 /// A worker failure the supervisor restarts from; errors a worker can live with are handled inside it.
@@ -19,6 +18,15 @@ pub enum WorkerError {
     ReconcilePanicked(String),
     #[error("kind not served by the apiserver (yet?): {0}")]
     Discovery(String),
+    #[error("rule {rule} cannot run: {reason}")]
+    Unrunnable { rule: String, reason: String },
+}
+
+/// The current time as Kubernetes writes it in conditions (RFC 3339, seconds).
+pub fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// Runs the worker for `rule` until `stop` is cancelled.
@@ -26,15 +34,7 @@ pub async fn run(rule: Rule, ctx: WorkerContext, stop: CancellationToken) -> Res
     match rule {
         Rule::ResourceDefinition(rd) => resource_definition::run(rd, ctx, stop).await,
         Rule::Reconciler(reconciler) => reconciler::run(reconciler, ctx, stop).await,
-        other => {
-            // The SchedulerPolicy worker plugs in here; until then the rule is validated and listed.
-            const WHY: &str = "no worker for this rule kind in this version; the rule is validated only";
-            info!(rule = other.name(), kind = other.kind().as_str(), "{WHY}");
-            ctx.health
-                .set_rule(other.name(), other.kind().as_str(), WorkerState::Inactive(WHY));
-            stop.cancelled().await;
-            Ok(())
-        }
+        Rule::SchedulerPolicy(policy) => scheduler::run(policy, ctx, stop).await,
     }
 }
 

@@ -1,5 +1,6 @@
 //! Test harness: one real control plane (etcd + kube-apiserver) per test binary and a fresh namespace per test.
 
+pub mod cluster_nodes;
 pub mod manager;
 
 use std::path::{Path, PathBuf};

@@ -222,9 +222,4 @@ fn truncate(mut text: String, max: usize) -> String {
     text
 }
 
-/// The current time as Kubernetes writes it in conditions (RFC 3339, seconds).
-pub(super) fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
+pub(super) use crate::workers::now;

@@ -173,6 +173,7 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         }
     }
     let runner = Runner {
+        backoff: crate::runner::Backoff::CONTROLLER,
         rule: rule.name().to_owned(),
         kind: KIND,
         concurrency: rule.concurrency(),

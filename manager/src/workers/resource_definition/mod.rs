@@ -128,6 +128,7 @@ pub async fn run(rule: ResourceDefinitionRule, ctx: WorkerContext, stop: Cancell
         _ = stop.cancelled() => return Ok(()),
     }
     let runner = Runner {
+        backoff: crate::runner::Backoff::CONTROLLER,
         rule: rule.name().to_owned(),
         kind: KIND,
         concurrency: 1,

@@ -1,0 +1,262 @@
+//! The one scheduling cache of the manager: nodes and the pods on them (bound or assumed by any policy), kept
+//! from the shared node and pod watches, so two policies never overcommit a node between them.
+//!
+//! The cache is brought up to date under its lock right before each decision by draining its watch
+//! subscriptions: a worker requeues a pod because of a change it was notified of, and the same change is
+//! already waiting in the cache's subscription (one broadcast), so the decision always sees it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::DynamicObject;
+use ruleplane_config::scheduler::engine::{Decision, Engine, ScheduleError, Snapshot};
+use tokio::sync::Mutex;
+use tracing::{debug, warn};
+
+use crate::watch_hub::{Change, SharedWatch, Subscription};
+
+/// kube-scheduler's pod informer filter: terminated pods hold no resources.
+pub const LIVE_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
+pub struct ClusterCache {
+    pub nodes: Arc<SharedWatch>,
+    pub pods: Arc<SharedWatch>,
+    state: Mutex<State>,
+}
+
+struct State {
+    snapshot: Snapshot,
+    node_changes: Subscription,
+    pod_changes: Subscription,
+    /// Pods a policy placed whose binding the watch has not shown yet: snapshot key → node.
+    assumed: HashMap<String, String>,
+    /// Set when an incremental update could not be applied: the next decision rebuilds from the watch caches.
+    stale: bool,
+}
+
+/// The engine's key of a pod: its UID (namespace/name without one), as in the snapshot.
+pub fn pod_key(pod: &Pod) -> String {
+    match pod.metadata.uid.as_deref() {
+        Some(uid) if !uid.is_empty() => uid.to_string(),
+        _ => ruleplane_config::scheduler::engine::snapshot::pod_ref(pod),
+    }
+}
+
+fn node_name(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+fn typed<T: serde::de::DeserializeOwned>(object: &DynamicObject) -> Option<T> {
+    match serde_json::to_value(object).and_then(serde_json::from_value::<T>) {
+        Ok(typed) => Some(typed),
+        Err(error) => {
+            warn!(name = ?object.metadata.name, %error, "object from the watch does not parse; ignored");
+            None
+        }
+    }
+}
+
+impl ClusterCache {
+    /// A cache over these watches; it subscribes now, so nothing applied from here on is missed.
+    pub fn new(nodes: Arc<SharedWatch>, pods: Arc<SharedWatch>) -> Arc<ClusterCache> {
+        let state = State {
+            snapshot: Snapshot::new(),
+            node_changes: nodes.subscribe(),
+            pod_changes: pods.subscribe(),
+            assumed: HashMap::new(),
+            stale: true,
+        };
+        Arc::new(ClusterCache {
+            nodes,
+            pods,
+            state: Mutex::new(state),
+        })
+    }
+
+    /// Decides for `pod` on the current cluster state and, when a node is chosen, assumes the pod there at once
+    /// so the next decision (of any policy) sees it.
+    pub async fn schedule(&self, engine: &std::sync::Mutex<Engine>, pod: &Pod) -> Result<Decision, ScheduleError> {
+        let mut state = self.state.lock().await;
+        self.sync(&mut state);
+        let decision = {
+            let mut engine = engine.lock().unwrap_or_else(|e| e.into_inner());
+            engine.schedule(&state.snapshot, pod)?
+        };
+        if let Some(node) = decision.chosen() {
+            match state.snapshot.assume(pod, node) {
+                Ok(()) => {
+                    state.assumed.insert(pod_key(pod), node.to_string());
+                }
+                Err(error) => {
+                    // The pod is somehow accounted already (a watch event raced the decision): rebuild.
+                    warn!(%error, "could not assume the pod; the cache is rebuilt before the next decision");
+                    state.stale = true;
+                }
+            }
+        }
+        Ok(decision)
+    }
+
+    /// Forgets an assumed pod whose binding failed.
+    pub async fn forget(&self, pod: &Pod) {
+        let mut state = self.state.lock().await;
+        let key = pod_key(pod);
+        if state.assumed.remove(&key).is_some() && state.snapshot.remove_pod(&key).is_err() {
+            state.stale = true;
+        }
+    }
+
+    /// Pods assumed and not yet confirmed by the watch (for tests and metrics).
+    pub async fn assumed(&self) -> usize {
+        self.state.lock().await.assumed.len()
+    }
+
+    /// Applies every change waiting in the subscriptions; rebuilds when told to resync or after a failure.
+    fn sync(&self, state: &mut State) {
+        while let Some(Some(change)) = state.node_changes.recv().now_or_never() {
+            if !state.stale {
+                self.apply_node(state, change);
+            }
+        }
+        while let Some(Some(change)) = state.pod_changes.recv().now_or_never() {
+            if !state.stale {
+                apply_pod(state, change);
+            }
+        }
+        if state.stale {
+            self.rebuild(state);
+        }
+    }
+
+    fn apply_node(&self, state: &mut State, change: Change) {
+        match change {
+            Change::Applied(object) => {
+                let Some(node) = typed::<Node>(&object) else { return };
+                let name = node.metadata.name.clone().unwrap_or_default();
+                let new = state.snapshot.get(&name).is_none();
+                if state.snapshot.upsert_node(node).is_err() {
+                    state.stale = true;
+                    return;
+                }
+                if new {
+                    // Pods the watch showed bound to this node before the node itself.
+                    for object in self.pods.store.state() {
+                        if let Some(pod) = typed::<Pod>(&object)
+                            && node_name(&pod) == Some(name.as_str())
+                            && state.snapshot.node_of_pod(&pod_key(&pod)).is_none()
+                            && state.snapshot.add_pod(pod).is_err()
+                        {
+                            state.stale = true;
+                        }
+                    }
+                }
+            }
+            Change::Deleted(object) => {
+                let name = object.metadata.name.clone().unwrap_or_default();
+                if let Ok(pods) = state.snapshot.remove_node(&name) {
+                    for pod in pods {
+                        state.assumed.remove(&pod.key);
+                    }
+                }
+            }
+            Change::Resync => state.stale = true,
+        }
+    }
+
+    fn rebuild(&self, state: &mut State) {
+        let nodes: Vec<Node> = self.nodes.store.state().iter().filter_map(|o| typed(o)).collect();
+        let names: std::collections::HashSet<String> = nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
+        let pods: Vec<Pod> = self
+            .pods
+            .store
+            .state()
+            .iter()
+            .filter_map(|o| typed::<Pod>(o))
+            .filter(|p| node_name(p).is_some_and(|n| names.contains(n)))
+            .collect();
+        let bound: std::collections::HashSet<String> = pods.iter().map(pod_key).collect();
+        match Snapshot::build(nodes, pods) {
+            Ok(snapshot) => state.snapshot = snapshot,
+            Err(error) => {
+                warn!(%error, "cannot build the scheduling snapshot; retried at the next decision");
+                return;
+            }
+        }
+        // Assumed pods the watch has not shown bound yet stay accounted where they were placed.
+        let assumed = std::mem::take(&mut state.assumed);
+        for (key, node) in assumed {
+            if bound.contains(&key) {
+                continue;
+            }
+            let Some(object) = self
+                .pods
+                .store
+                .state()
+                .into_iter()
+                .find(|o| o.metadata.uid.as_deref() == Some(&key))
+            else {
+                continue;
+            };
+            if let Some(pod) = typed::<Pod>(&object)
+                && state.snapshot.assume(&pod, &node).is_ok()
+            {
+                state.assumed.insert(key, node);
+            }
+        }
+        debug!(nodes = state.snapshot.num_nodes(), "scheduling cache rebuilt");
+        state.stale = false;
+    }
+}
+
+fn apply_pod(state: &mut State, change: Change) {
+    match change {
+        Change::Applied(object) => {
+            let Some(pod) = typed::<Pod>(&object) else { return };
+            let key = pod_key(&pod);
+            let terminated = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .is_some_and(|p| p == "Succeeded" || p == "Failed");
+            let placed = state.snapshot.node_of_pod(&key).map(str::to_string);
+            match (node_name(&pod), placed) {
+                (Some(_), _) if terminated => remove(state, &key),
+                (Some(node), Some(_)) => {
+                    // Confirmed or updated (labels may change what affinity sees): account the object as it is.
+                    state.assumed.remove(&key);
+                    remove(state, &key);
+                    if state.snapshot.get(node).is_some() && state.snapshot.add_pod(pod).is_err() {
+                        state.stale = true;
+                    }
+                }
+                (Some(node), None) => {
+                    if state.snapshot.get(node).is_some() && state.snapshot.add_pod(pod).is_err() {
+                        state.stale = true;
+                    }
+                }
+                // Not bound yet: an assumed pod stays where it was placed until the binding shows.
+                (None, _) => {}
+            }
+        }
+        Change::Deleted(object) => {
+            let Some(pod) = typed::<Pod>(&object) else { return };
+            let key = pod_key(&pod);
+            state.assumed.remove(&key);
+            if state.snapshot.node_of_pod(&key).is_some() {
+                remove(state, &key);
+            }
+        }
+        Change::Resync => state.stale = true,
+    }
+}
+
+fn remove(state: &mut State, key: &str) {
+    if state.snapshot.node_of_pod(key).is_some() && state.snapshot.remove_pod(key).is_err() {
+        state.stale = true;
+    }
+}

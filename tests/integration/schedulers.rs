@@ -1,0 +1,331 @@
+//! SchedulerPolicy workers on a real apiserver: pods bound by their policy (and only theirs), kube-scheduler's
+//! events and conditions, the same FailedScheduling text as kube-scheduler, bin-packing vs spreading, no
+//! overcommit across policies, and pending pods placed once a node appears.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::Client;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::support::cluster_nodes::{KubeScheduler, create_node, delete_nodes, fit_error, node, nodes_lock};
+use crate::support::manager::{ManagerProcess, temp_dir};
+use crate::support::{admin_client, eventually, test_namespace, write_rule_file as write};
+
+/// Two policies sharing one cache: kube-scheduler's default profile, and bin-packing.
+fn policies(spread: &str, pack: &str) -> String {
+    format!(
+        "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: {{ name: {spread} }}\n\
+         spec: {{ schedulerName: {spread}, algorithmProvider: DefaultProvider }}\n---\n\
+         apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: {{ name: {pack} }}\n\
+         spec: {{ schedulerName: {pack}, algorithmProvider: ClusterAutoscalerProvider }}\n"
+    )
+}
+
+fn pod(namespace: &str, name: &str, scheduler: &str, cpu: &str, extra: Value) -> Pod {
+    let mut spec = json!({
+        "schedulerName": scheduler,
+        "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
+    });
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace}, "spec": spec}))
+    .expect("pod")
+}
+
+async fn create(client: &Client, pod: &Pod) {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    Api::<Pod>::namespaced(client.clone(), &namespace)
+        .create(&PostParams::default(), pod)
+        .await
+        .expect("create pod");
+}
+
+async fn node_of(client: &Client, namespace: &str, name: &str) -> Option<String> {
+    let pod = Api::<Pod>::namespaced(client.clone(), namespace).get(name).await.ok()?;
+    pod.spec.and_then(|s| s.node_name)
+}
+
+async fn bound(client: &Client, namespace: &str, name: &str) -> String {
+    eventually(Duration::from_secs(30), &format!("pod {name} bound"), || async {
+        node_of(client, namespace, name).await
+    })
+    .await
+}
+
+/// The PodScheduled=False message of a pod, once set.
+async fn unschedulable_message(client: &Client, namespace: &str, name: &str) -> String {
+    eventually(
+        Duration::from_secs(30),
+        &format!("pod {name} marked unschedulable"),
+        || async {
+            let pod = Api::<Pod>::namespaced(client.clone(), namespace).get(name).await.ok()?;
+            pod.status?
+                .conditions?
+                .into_iter()
+                .find(|c| {
+                    c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable")
+                })?
+                .message
+        },
+    )
+    .await
+}
+
+async fn events_of(client: &Client, namespace: &str, pod: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod))
+        .collect()
+}
+
+fn cpu_millis(quantity: &str) -> i64 {
+    match quantity.strip_suffix('m') {
+        Some(millis) => millis.parse().expect("millicores"),
+        None => quantity.parse::<i64>().expect("cores") * 1000,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_are_bound_by_their_policy_with_kube_schedulers_events_and_failure_text() {
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "scheduler-story").await;
+    let id = std::process::id();
+    let (spread, pack, twin) = (format!("spread-{id}"), format!("pack-{id}"), format!("twin-{id}"));
+    let mut names = Vec::new();
+    names.push(
+        create_node(
+            &client,
+            node(&format!("st-{id}-1"), "2", "4Gi", json!({"tier": "gold"}), json!([])),
+        )
+        .await,
+    );
+    names.push(
+        create_node(
+            &client,
+            node(&format!("st-{id}-2"), "4", "8Gi", json!({"tier": "silver"}), json!([])),
+        )
+        .await,
+    );
+    let gpu = format!("st-{id}-3");
+    names.push(
+        create_node(
+            &client,
+            node(
+                &gpu,
+                "4",
+                "8Gi",
+                json!({}),
+                json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
+            ),
+        )
+        .await,
+    );
+    let dir = temp_dir("scheduler-story");
+    write(&dir, "policies.yaml", &policies(&spread, &pack));
+    let manager = ManagerProcess::start(&dir, &ns, "sched-a", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+
+    // Story 3: nginx for my scheduler is bound; a pod for a scheduler nobody runs stays pending.
+    create(&client, &pod(&ns, "nginx", &spread, "500m", json!({}))).await;
+    create(&client, &pod(&ns, "other", "nobody-runs-this", "100m", json!({}))).await;
+    let node = bound(&client, &ns, "nginx").await;
+    assert!(names.contains(&node) && node != gpu, "nginx went to {node}");
+    let scheduled = eventually(Duration::from_secs(10), "Scheduled event", || async {
+        events_of(&client, &ns, "nginx")
+            .await
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("Scheduled"))
+    })
+    .await;
+    assert_eq!(
+        scheduled.note.as_deref(),
+        Some(format!("Successfully assigned {ns}/nginx to {node}").as_str())
+    );
+    assert_eq!(scheduled.reporting_controller.as_deref(), Some("ruleplane"));
+    assert_eq!(scheduled.reporting_instance.as_deref(), Some("sched-a"));
+    assert_eq!(scheduled.type_.as_deref(), Some("Normal"));
+
+    // Taints and tolerations, nodeSelector.
+    let to_gpu = json!({"nodeSelector": {"kubernetes.io/hostname": gpu}});
+    let mut tolerating = to_gpu.clone();
+    tolerating["tolerations"] =
+        json!([{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]);
+    create(&client, &pod(&ns, "gpu-job", &pack, "1", tolerating)).await;
+    assert_eq!(bound(&client, &ns, "gpu-job").await, gpu);
+    create(
+        &client,
+        &pod(&ns, "gold", &spread, "100m", json!({"nodeSelector": {"tier": "gold"}})),
+    )
+    .await;
+    assert_eq!(bound(&client, &ns, "gold").await, format!("st-{id}-1"));
+
+    // An impossible pod: FailedScheduling and PodScheduled=False with kube-scheduler's text for the same cluster.
+    let intolerant = pod(&ns, "intolerant", &spread, "100m", to_gpu.clone());
+    create(&client, &intolerant).await;
+    let ours = unschedulable_message(&client, &ns, "intolerant").await;
+    let failed = eventually(Duration::from_secs(10), "FailedScheduling event", || async {
+        events_of(&client, &ns, "intolerant")
+            .await
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("FailedScheduling"))
+    })
+    .await;
+    assert_eq!(failed.note.as_deref(), Some(ours.as_str()));
+    assert_eq!(failed.type_.as_deref(), Some("Warning"));
+    let kube_dir = temp_dir("scheduler-story-twin");
+    let _kube_scheduler = KubeScheduler::start(&kube_dir, vec![json!({"schedulerName": twin})]);
+    let mut twin_pod = pod(&ns, "intolerant-twin", &twin, "100m", to_gpu);
+    twin_pod.spec.as_mut().expect("spec").scheduler_name = Some(twin.clone());
+    create(&client, &twin_pod).await;
+    let theirs = unschedulable_message(&client, &ns, "intolerant-twin").await;
+    assert_eq!(ours, fit_error(&theirs), "kube-scheduler said: {theirs}");
+    assert!(ours.starts_with("0/"), "{ours}");
+
+    assert_eq!(
+        node_of(&client, &ns, "other").await,
+        None,
+        "another scheduler's pod is never touched"
+    );
+    delete_nodes(&client, &names).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bin_packing_and_spreading_differ_and_two_policies_never_overcommit_a_node() {
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "scheduler-packing").await;
+    let id = std::process::id();
+    let (spread, pack) = (format!("spread2-{id}"), format!("pack2-{id}"));
+    let mut names = Vec::new();
+    for i in 0..10 {
+        names.push(create_node(&client, node(&format!("pk-{id}-{i}"), "2", "4Gi", json!({}), json!([]))).await);
+    }
+    let dir = temp_dir("scheduler-packing");
+    write(&dir, "policies.yaml", &policies(&spread, &pack));
+    let manager = ManagerProcess::start(&dir, &ns, "sched-b", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+
+    // One at a time, so each placement sees the previous ones.
+    let mut packed = std::collections::BTreeSet::new();
+    for i in 0..5 {
+        create(&client, &pod(&ns, &format!("pack-{i}"), &pack, "300m", json!({}))).await;
+        packed.insert(bound(&client, &ns, &format!("pack-{i}")).await);
+    }
+    let mut spreaded = std::collections::BTreeSet::new();
+    for i in 0..5 {
+        create(&client, &pod(&ns, &format!("spread-{i}"), &spread, "300m", json!({}))).await;
+        spreaded.insert(bound(&client, &ns, &format!("spread-{i}")).await);
+    }
+    println!(
+        "bin-packing used {} node(s), spreading {}",
+        packed.len(),
+        spreaded.len()
+    );
+    assert_eq!(packed.len(), 1, "bin-packing fills one node first: {packed:?}");
+    assert!(spreaded.len() >= 4, "spreading uses many nodes: {spreaded:?}");
+
+    // 50 pods of both policies at once on what is left: no node ever gets more than it has.
+    for i in 0..50 {
+        let scheduler = if i % 2 == 0 { &pack } else { &spread };
+        create(&client, &pod(&ns, &format!("burst-{i}"), scheduler, "400m", json!({}))).await;
+    }
+    let decided = eventually(
+        Duration::from_secs(60),
+        "every burst pod bound or unschedulable",
+        || async {
+            let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+                .list(&ListParams::default())
+                .await
+                .ok()?;
+            let burst: Vec<&Pod> = pods
+                .items
+                .iter()
+                .filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("burst-")))
+                .collect();
+            let done = burst.iter().filter(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+                    || p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| c.iter().any(|c| c.type_ == "PodScheduled" && c.status == "False"))
+            });
+            (done.count() == 50).then_some(pods.items)
+        },
+    )
+    .await;
+    let mut used: BTreeMap<String, i64> = BTreeMap::new();
+    for pod in &decided {
+        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+            let cpu = pod.spec.as_ref().unwrap().containers[0]
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref())
+                .and_then(|r| r.get("cpu"))
+                .map(|q| cpu_millis(&q.0))
+                .unwrap_or(0);
+            *used.entry(node).or_default() += cpu;
+        }
+    }
+    let bound_count = decided
+        .iter()
+        .filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("burst-")))
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .count();
+    println!("{bound_count} of 50 burst pods bound; cpu used per node (m): {used:?}");
+    for (node, millis) in &used {
+        assert!(*millis <= 2000, "{node} overcommitted: {millis}m of 2000m");
+    }
+    // Whatever the order, 400m pods fit floor(free / 400m) per node: 1 beside the five packed pods (1500m), 4 beside
+    // each spread pod (300m) on five nodes, 5 on each of the four empty nodes — 41, and every one must be placed.
+    assert_eq!(bound_count, 41, "every pod that fits is placed");
+    delete_nodes(&client, &names).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_pod_is_placed_as_soon_as_a_node_for_it_appears() {
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "scheduler-waiting").await;
+    let id = std::process::id();
+    let spread = format!("spread3-{id}");
+    let mut names = vec![
+        create_node(
+            &client,
+            node(&format!("wt-{id}-small"), "1", "2Gi", json!({}), json!([])),
+        )
+        .await,
+    ];
+    let dir = temp_dir("scheduler-waiting");
+    write(&dir, "policies.yaml", &policies(&spread, &format!("pack3-{id}")));
+    let manager = ManagerProcess::start(&dir, &ns, "sched-c", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+
+    create(&client, &pod(&ns, "big", &spread, "3", json!({}))).await;
+    let message = unschedulable_message(&client, &ns, "big").await;
+    assert_eq!(message, "0/1 nodes are available: 1 Insufficient cpu.");
+    let large = format!("wt-{id}-large");
+    let started = Instant::now();
+    names.push(create_node(&client, node(&large, "4", "8Gi", json!({}), json!([]))).await);
+    assert_eq!(bound(&client, &ns, "big").await, large);
+    println!(
+        "pending pod bound {:.2} s after its node appeared",
+        started.elapsed().as_secs_f64()
+    );
+    let metrics = manager.metrics_text().await.unwrap_or_default();
+    assert!(
+        metrics.contains("ruleplane_scheduling_attempts_total{policy="),
+        "{metrics}"
+    );
+    delete_nodes(&client, &names).await;
+}

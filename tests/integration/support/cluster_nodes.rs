@@ -1,0 +1,103 @@
+//! Nodes and kube-scheduler for scheduling tests. Nodes are cluster-wide, so tests that create them hold
+//! [`nodes_lock`] and delete their nodes when done: each then sees exactly its own nodes.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::control_plane;
+
+/// Serialises the tests that create nodes.
+pub async fn nodes_lock() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
+/// A node with capacity, labels and taints (no kubelet: the node is only an object the schedulers read).
+pub fn node(name: &str, cpu: &str, memory: &str, labels: Value, taints: Value) -> Value {
+    let mut all_labels = json!({"kubernetes.io/hostname": name});
+    if let (Some(all), Some(extra)) = (all_labels.as_object_mut(), labels.as_object()) {
+        all.extend(extra.clone());
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": all_labels},
+        "spec": {"taints": taints},
+        "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+                   "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}},
+    })
+}
+
+/// Creates a node exactly as given: TaintNodesByCondition admission adds `node.kubernetes.io/not-ready` on
+/// create, so the given taints are put back right after.
+pub async fn create_node(client: &Client, node: Value) -> String {
+    let nodes = Api::<Node>::all(client.clone());
+    let node: Node = serde_json::from_value(node).expect("node");
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let taints = json!({"spec": {"taints": node.spec.as_ref().and_then(|s| s.taints.clone())}});
+    nodes.create(&PostParams::default(), &node).await.expect("create node");
+    nodes
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&taints))
+        .await
+        .expect("set taints");
+    name
+}
+
+/// Deletes nodes (best effort: the test's assertions matter more than its cleanup).
+pub async fn delete_nodes(client: &Client, names: &[String]) {
+    let nodes = Api::<Node>::all(client.clone());
+    for name in names {
+        let _ = nodes.delete(name, &DeleteParams::default()).await;
+    }
+}
+
+/// kube-scheduler of the project's build against the test plane, with these profiles; killed on drop.
+pub struct KubeScheduler {
+    child: Child,
+}
+
+impl Drop for KubeScheduler {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl KubeScheduler {
+    pub fn start(dir: &Path, profiles: Vec<Value>) -> KubeScheduler {
+        let plane = control_plane();
+        let config = json!({
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": plane.kubeconfig, "qps": 500, "burst": 1000},
+            "leaderElection": {"leaderElect": false},
+            "profiles": profiles,
+        });
+        let path = dir.join("kube-scheduler.json");
+        std::fs::write(&path, config.to_string()).expect("write scheduler config");
+        let log = std::fs::File::create(dir.join("kube-scheduler.log")).expect("log file");
+        let child = Command::new(plane.bin_dir.join("kube-scheduler"))
+            .arg(format!("--config={}", path.display()))
+            .arg("--secure-port=0")
+            .arg("--v=1")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start kube-scheduler");
+        KubeScheduler { child }
+    }
+}
+
+/// The fit error of a FailedScheduling message: kube-scheduler appends its PostFilter plugins' output
+/// (DynamicResources' "no new claims to deallocate," and DefaultPreemption's "preemption: …") after it; the
+/// reasons themselves contain no ". ".
+pub fn fit_error(message: &str) -> &str {
+    match message.find(". ") {
+        Some(at) => &message[..=at],
+        None => message,
+    }
+}
