@@ -89,6 +89,16 @@ fn scheduler_permissions() -> Vec<Permission> {
     out.extend(permissions(&["get", "list", "watch"], "", "nodes", None));
     out.extend(permissions(&["create"], "", "pods/binding", None));
     out.extend(permissions(&["patch"], "", "pods/status", None));
+    // Namespace labels (pod-affinity namespace selectors) and the workloads default spreading reads.
+    for (group, resource) in [
+        ("", "namespaces"),
+        ("", "services"),
+        ("", "replicationcontrollers"),
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+    ] {
+        out.extend(permissions(&["get", "list", "watch"], group, resource, None));
+    }
     out
 }
 

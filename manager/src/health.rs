@@ -21,6 +21,8 @@ pub enum WorkerState {
 pub struct RuleHealth {
     pub kind: &'static str,
     pub state: WorkerState,
+    /// A worker's own summary (a scheduler's pending pods), shown after the state.
+    pub detail: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -72,7 +74,16 @@ impl Health {
     }
 
     pub fn set_rule(&self, name: &str, kind: &'static str, state: WorkerState) {
-        self.write().rules.insert(name.to_owned(), RuleHealth { kind, state });
+        let mut inner = self.write();
+        let detail = inner.rules.get(name).and_then(|r| r.detail.clone());
+        inner.rules.insert(name.to_owned(), RuleHealth { kind, state, detail });
+    }
+
+    /// A worker's summary shown beside its state in `/readyz?verbose` (e.g. a scheduler's pending pods).
+    pub fn set_rule_detail(&self, name: &str, detail: String) {
+        if let Some(rule) = self.write().rules.get_mut(name) {
+            rule.detail = Some(detail);
+        }
     }
 
     pub fn set_missing_permissions(&self, missing: BTreeMap<String, Vec<String>>) {
@@ -123,7 +134,14 @@ impl Health {
                     WorkerState::Degraded(msg) => format!("degraded: {msg}"),
                     WorkerState::Inactive(why) => format!("inactive: {why}"),
                 };
-                let _ = writeln!(body, "rule {name} ({}): {state}", rule.kind);
+                match &rule.detail {
+                    Some(detail) => {
+                        let _ = writeln!(body, "rule {name} ({}): {state}; {detail}", rule.kind);
+                    }
+                    None => {
+                        let _ = writeln!(body, "rule {name} ({}): {state}", rule.kind);
+                    }
+                }
             }
             let _ = writeln!(body, "readyz check {}", if ready { "passed" } else { "failed" });
         } else {

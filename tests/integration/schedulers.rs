@@ -329,3 +329,114 @@ async fn a_pending_pod_is_placed_as_soon_as_a_node_for_it_appears() {
     );
     delete_nodes(&client, &names).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_of_the_leader_mid_batch_every_pod_is_bound_once_without_overcommit() {
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "scheduler-takeover").await;
+    let id = std::process::id();
+    let spread = format!("spread4-{id}");
+    let mut names = Vec::new();
+    for i in 0..20 {
+        names.push(
+            create_node(
+                &client,
+                node(&format!("tk-{id}-{i}"), "4", "64Gi", json!({}), json!([])),
+            )
+            .await,
+        );
+    }
+    let dir = temp_dir("scheduler-takeover");
+    write(&dir, "policies.yaml", &policies(&spread, &format!("pack4-{id}")));
+    // Short leases so the takeover is quick (defaults are kube-scheduler's 15 s / 10 s / 2 s).
+    let lease = [
+        "--lease-duration",
+        "4s",
+        "--renew-deadline",
+        "3s",
+        "--retry-period",
+        "1s",
+    ];
+    let mut first = ManagerProcess::start(&dir, &ns, "sched-first", &lease);
+    first.wait_ready(Duration::from_secs(60)).await;
+    eventually(Duration::from_secs(30), "the first manager leads", || async {
+        (first.metric("ruleplane_leader").await? == 1.0).then_some(())
+    })
+    .await;
+    let second = ManagerProcess::start(&dir, &ns, "sched-second", &lease);
+    second.wait_ready(Duration::from_secs(60)).await;
+
+    // 1,000 pods of 70m: 70 cpu of the 80 the nodes have.
+    let total = 1000;
+    let api = Api::<Pod>::namespaced(client.clone(), &ns);
+    let creating = {
+        let (client, ns, spread) = (client.clone(), ns.clone(), spread.clone());
+        tokio::spawn(async move {
+            use futures::StreamExt;
+            futures::stream::iter(0..total)
+                .for_each_concurrent(16, |i| {
+                    let (client, ns, spread) = (client.clone(), ns.clone(), spread.clone());
+                    async move { create(&client, &pod(&ns, &format!("batch-{i}"), &spread, "70m", json!({}))).await }
+                })
+                .await;
+        })
+    };
+    let count_bound = || async {
+        api.list(&ListParams::default().fields("spec.nodeName!="))
+            .await
+            .map(|l| l.items.len())
+            .unwrap_or(0)
+    };
+    eventually(Duration::from_secs(120), "a fifth of the batch bound", || async {
+        (count_bound().await >= total / 5).then_some(())
+    })
+    .await;
+    first.kill9();
+    let killed_at = count_bound().await;
+    let killed = Instant::now();
+    creating.await.expect("pods created");
+    eventually(
+        Duration::from_secs(180),
+        "every pod bound after the takeover",
+        || async { (count_bound().await == total).then_some(()) },
+    )
+    .await;
+    println!(
+        "{killed_at} of {total} pods bound when the leader was killed; all bound {:.1} s later",
+        killed.elapsed().as_secs_f64()
+    );
+
+    let pods = api.list(&ListParams::default()).await.expect("pods").items;
+    let mut used: BTreeMap<String, i64> = BTreeMap::new();
+    for pod in &pods {
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).expect("bound");
+        *used.entry(node).or_default() += 70;
+    }
+    for (node, millis) in &used {
+        assert!(
+            *millis <= 4000,
+            "{node} overcommitted after the takeover: {millis}m of 4000m"
+        );
+    }
+    // The apiserver refuses a second binding (409), which the new leader treats as done: no pod is announced
+    // as scheduled twice.
+    let events = Api::<Event>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items;
+    let mut scheduled: BTreeMap<String, usize> = BTreeMap::new();
+    for event in events.iter().filter(|e| e.reason.as_deref() == Some("Scheduled")) {
+        let pod = event
+            .regarding
+            .as_ref()
+            .and_then(|r| r.name.clone())
+            .unwrap_or_default();
+        *scheduled.entry(pod).or_default() += 1;
+    }
+    let twice: Vec<_> = scheduled.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "pods announced as scheduled twice: {twice:?}");
+    assert!(second.logs().contains("leader"), "the second manager took over");
+    delete_nodes(&client, &names).await;
+}

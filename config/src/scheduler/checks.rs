@@ -396,9 +396,15 @@ impl Resolver<'_, '_, '_> {
             }
             (Some(written), None) => Some(written.clone()),
             (None, Some(mut shorthand)) => {
-                // A shorthand without a type keeps the preset's (ClusterAutoscalerProvider: MostAllocated).
+                // A shorthand without a type keeps the preset's (ClusterAutoscalerProvider: MostAllocated;
+                // kube-scheduler's default, LeastAllocated, otherwise).
                 if shorthand.strategy.type_.is_none() {
-                    shorthand.strategy.type_ = preset_strategy.as_ref().and_then(|s| s.type_);
+                    shorthand.strategy.type_ = Some(
+                        preset_strategy
+                            .as_ref()
+                            .and_then(|s| s.type_)
+                            .unwrap_or(ScoringStrategyType::LeastAllocated),
+                    );
                 }
                 Some(shorthand.strategy)
             }

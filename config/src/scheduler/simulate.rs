@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::engine::snapshot::pod_ref;
-use super::engine::{Decision, NodeResult, ProfileError, ScheduleError, Snapshot, SnapshotError};
+use super::engine::{Decision, NodeResult, Outcome, ProfileError, Rejection, ScheduleError, Snapshot, SnapshotError};
 use super::resolved::SchedulerPolicy;
 
 /// Why the input of a simulation is not usable.
@@ -155,7 +155,7 @@ pub struct Placement {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct NodeExplanation {
     /// Whether the node passed every filter (absent when the node was not evaluated: the search stopped after
-    /// enough feasible nodes, see percentageOfNodesToScore).
+    /// enough feasible nodes (percentageOfNodesToScore), or the pod is gated or could not be evaluated).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub feasible: Option<bool>,
     /// False when the node was not evaluated (only then is it written).
@@ -245,12 +245,24 @@ pub fn simulate(
 }
 
 fn explain_nodes(snapshot: &Snapshot, decision: &Decision, filters: &[String]) -> BTreeMap<String, NodeExplanation> {
+    // A PreFilter rejection (or a pod feature the engine does not evaluate) rejects every node at once.
+    let pre_filter = match &decision.outcome {
+        Outcome::Unschedulable { pre_filter, .. } => pre_filter.as_ref(),
+        _ => None,
+    };
     snapshot
         .list()
         .map(|info| {
-            let explanation = match decision.node(info.name()) {
-                Some(result) => explain_node(result, decision, filters),
-                None => NodeExplanation {
+            let explanation = match (decision.node(info.name()), pre_filter) {
+                (Some(result), _) => explain_node(result, decision, filters),
+                (None, Some(rejection)) => NodeExplanation {
+                    feasible: Some(false),
+                    evaluated: true,
+                    filters: vec![rejected_by(rejection)],
+                    scores: BTreeMap::new(),
+                    total: None,
+                },
+                (None, None) => NodeExplanation {
                     feasible: None,
                     evaluated: false,
                     filters: Vec::new(),
@@ -263,17 +275,21 @@ fn explain_nodes(snapshot: &Snapshot, decision: &Decision, filters: &[String]) -
         .collect()
 }
 
+fn rejected_by(rejection: &Rejection) -> FilterOutcome {
+    FilterOutcome {
+        plugin: rejection.plugin.to_string(),
+        code: rejection.code.as_str().to_string(),
+        reasons: rejection.reasons.iter().map(|r| r.to_string()).collect(),
+    }
+}
+
 fn explain_node(result: &NodeResult, decision: &Decision, filters: &[String]) -> NodeExplanation {
     let mut outcomes = Vec::new();
     for name in filters {
         let skipped = decision.skipped_filters.iter().any(|s| &**s == name);
         match &result.rejection {
             Some(rejection) if &*rejection.plugin == name => {
-                outcomes.push(FilterOutcome {
-                    plugin: name.clone(),
-                    code: rejection.code.as_str().to_string(),
-                    reasons: rejection.reasons.iter().map(|r| r.to_string()).collect(),
-                });
+                outcomes.push(rejected_by(rejection));
                 break;
             }
             _ => outcomes.push(FilterOutcome {
@@ -282,16 +298,6 @@ fn explain_node(result: &NodeResult, decision: &Decision, filters: &[String]) ->
                 reasons: Vec::new(),
             }),
         }
-    }
-    // A rejection by something that is not one of the filters (an unsupported pod feature) stands alone.
-    if let Some(rejection) = &result.rejection
-        && !filters.iter().any(|f| *f == *rejection.plugin)
-    {
-        outcomes = vec![FilterOutcome {
-            plugin: rejection.plugin.to_string(),
-            code: rejection.code.as_str().to_string(),
-            reasons: rejection.reasons.iter().map(|r| r.to_string()).collect(),
-        }];
     }
     NodeExplanation {
         feasible: Some(result.rejection.is_none()),

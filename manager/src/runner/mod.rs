@@ -48,6 +48,11 @@ pub trait ReconcileError: Display {
     fn retry_after(&self) -> Option<Duration> {
         None
     }
+    /// Whether the error marks the rule degraded in `/readyz` (a pod that fits nowhere is an outcome, not a
+    /// fault of the scheduler).
+    fn degrades_rule(&self) -> bool {
+        true
+    }
 }
 
 /// A worker's reconcile logic, driven by [`Runner`].
@@ -215,8 +220,10 @@ impl Runner {
                         category: error.category().to_owned(),
                     })
                     .inc();
-                self.health
-                    .set_rule(&self.rule, self.kind, WorkerState::Degraded(message.clone()));
+                if error.degrades_rule() {
+                    self.health
+                        .set_rule(&self.rule, self.kind, WorkerState::Degraded(message.clone()));
+                }
                 if reported.get(&key) != Some(&message) {
                     warn!(rule = %self.rule, key = ?key, category = error.category(), permanent = error.is_permanent(), error = %message, "reconcile failed");
                     reconciler.report_error(&key, &error).await;

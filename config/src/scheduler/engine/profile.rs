@@ -341,7 +341,7 @@ fn join(errors: &[FieldError]) -> String {
 }
 
 /// A profile as people read it: filter names in order, scores with weights, the args after kube-scheduler's
-/// defaulting (what `ruleplane check --output json` and the golden tests show).
+/// defaulting (what the golden tests of resolved policies show).
 impl Serialize for Profile {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         #[derive(Serialize)]

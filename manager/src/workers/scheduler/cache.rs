@@ -11,7 +11,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::DynamicObject;
-use ruleplane_config::scheduler::engine::{Decision, Engine, ScheduleError, Snapshot};
+use ruleplane_config::scheduler::engine::{Decision, Engine, ScheduleError, Snapshot, Workloads};
 use tokio::sync::Mutex;
 use tracing::{debug, warn};
 
@@ -23,13 +23,40 @@ pub const LIVE_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
 pub struct ClusterCache {
     pub nodes: Arc<SharedWatch>,
     pub pods: Arc<SharedWatch>,
+    /// What else decisions read, as kube-scheduler does: namespaces (labels for pod-affinity namespace
+    /// selectors) and the workloads default topology spreading derives a pod's selector from.
+    context: Context,
     state: Mutex<State>,
+}
+
+/// The watches of namespaces and workloads.
+pub struct Context {
+    pub namespaces: Arc<SharedWatch>,
+    pub services: Arc<SharedWatch>,
+    pub replication_controllers: Arc<SharedWatch>,
+    pub replica_sets: Arc<SharedWatch>,
+    pub stateful_sets: Arc<SharedWatch>,
+}
+
+impl Context {
+    fn all(&self) -> [&Arc<SharedWatch>; 5] {
+        [
+            &self.namespaces,
+            &self.services,
+            &self.replication_controllers,
+            &self.replica_sets,
+            &self.stateful_sets,
+        ]
+    }
 }
 
 struct State {
     snapshot: Snapshot,
     node_changes: Subscription,
     pod_changes: Subscription,
+    context_changes: Vec<Subscription>,
+    /// Namespaces or workloads changed since they were last given to the snapshot.
+    context_dirty: bool,
     /// Pods a policy placed whose binding the watch has not shown yet: snapshot key → node.
     assumed: HashMap<String, String>,
     /// Set when an incremental update could not be applied: the next decision rebuilds from the watch caches.
@@ -63,19 +90,31 @@ fn typed<T: serde::de::DeserializeOwned>(object: &DynamicObject) -> Option<T> {
 
 impl ClusterCache {
     /// A cache over these watches; it subscribes now, so nothing applied from here on is missed.
-    pub fn new(nodes: Arc<SharedWatch>, pods: Arc<SharedWatch>) -> Arc<ClusterCache> {
+    pub fn new(nodes: Arc<SharedWatch>, pods: Arc<SharedWatch>, context: Context) -> Arc<ClusterCache> {
         let state = State {
             snapshot: Snapshot::new(),
             node_changes: nodes.subscribe(),
             pod_changes: pods.subscribe(),
+            context_changes: context.all().iter().map(|w| w.subscribe()).collect(),
+            context_dirty: true,
             assumed: HashMap::new(),
             stale: true,
         };
         Arc::new(ClusterCache {
             nodes,
             pods,
+            context,
             state: Mutex::new(state),
         })
+    }
+
+    /// Waits until every watch the cache reads has listed once.
+    pub async fn synced(&self) {
+        self.nodes.synced().await;
+        self.pods.synced().await;
+        for watch in self.context.all() {
+            watch.synced().await;
+        }
     }
 
     /// Decides for `pod` on the current cluster state and, when a node is chosen, assumes the pod there at once
@@ -128,9 +167,45 @@ impl ClusterCache {
                 apply_pod(state, change);
             }
         }
+        for subscription in &mut state.context_changes {
+            while let Some(Some(_)) = subscription.recv().now_or_never() {
+                state.context_dirty = true;
+            }
+        }
         if state.stale {
             self.rebuild(state);
         }
+        if state.context_dirty {
+            self.give_context(state);
+        }
+    }
+
+    /// Namespaces and workloads change rarely next to pods: they are given to the snapshot whole.
+    fn give_context(&self, state: &mut State) {
+        let namespaces = self
+            .context
+            .namespaces
+            .store
+            .state()
+            .iter()
+            .map(|ns| {
+                (
+                    ns.metadata.name.clone().unwrap_or_default(),
+                    ns.metadata.labels.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        state.snapshot.set_namespaces(namespaces);
+        fn all<T: serde::de::DeserializeOwned>(watch: &Arc<SharedWatch>) -> Vec<T> {
+            watch.store.state().iter().filter_map(|o| typed(o)).collect()
+        }
+        state.snapshot.set_workloads(Workloads {
+            services: all(&self.context.services),
+            replication_controllers: all(&self.context.replication_controllers),
+            replica_sets: all(&self.context.replica_sets),
+            stateful_sets: all(&self.context.stateful_sets),
+        });
+        state.context_dirty = false;
     }
 
     fn apply_node(&self, state: &mut State, change: Change) {
@@ -181,7 +256,10 @@ impl ClusterCache {
             .collect();
         let bound: std::collections::HashSet<String> = pods.iter().map(pod_key).collect();
         match Snapshot::build(nodes, pods) {
-            Ok(snapshot) => state.snapshot = snapshot,
+            Ok(snapshot) => {
+                state.snapshot = snapshot;
+                state.context_dirty = true;
+            }
             Err(error) => {
                 warn!(%error, "cannot build the scheduling snapshot; retried at the next decision");
                 return;

@@ -91,6 +91,10 @@ impl ReconcileError for SchedulingError {
     fn retry_after(&self) -> Option<Duration> {
         matches!(self, SchedulingError::Unschedulable(_)).then_some(UNSCHEDULABLE_MAX_WAIT)
     }
+
+    fn degrades_rule(&self) -> bool {
+        !matches!(self, SchedulingError::Unschedulable(_))
+    }
 }
 
 /// Which pods are waiting where, for the pending-pods gauge and for moving unschedulable pods on a change.
@@ -120,11 +124,18 @@ fn pods_resource() -> ApiResource {
 fn shared_cache(ctx: &WorkerContext) -> Arc<ClusterCache> {
     ctx.scheduling
         .get_or_init(|| {
-            let nodes = ctx
-                .hub
-                .watch(&ApiResource::erase::<k8s_openapi::api::core::v1::Node>(&()));
+            use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+            use k8s_openapi::api::core::v1::{Namespace, Node, ReplicationController, Service};
+            let nodes = ctx.hub.watch(&ApiResource::erase::<Node>(&()));
             let pods = ctx.hub.watch_filtered(&pods_resource(), None, Some(LIVE_PODS));
-            ClusterCache::new(nodes, pods)
+            let context = cache::Context {
+                namespaces: ctx.hub.watch(&ApiResource::erase::<Namespace>(&())),
+                services: ctx.hub.watch(&ApiResource::erase::<Service>(&())),
+                replication_controllers: ctx.hub.watch(&ApiResource::erase::<ReplicationController>(&())),
+                replica_sets: ctx.hub.watch(&ApiResource::erase::<ReplicaSet>(&())),
+                stateful_sets: ctx.hub.watch(&ApiResource::erase::<StatefulSet>(&())),
+            };
+            ClusterCache::new(nodes, pods, context)
         })
         .clone()
 }
@@ -139,7 +150,7 @@ pub async fn run(policy: SchedulerPolicy, ctx: WorkerContext, stop: Cancellation
     let subscriptions = vec![cache.nodes.subscribe(), cache.pods.subscribe()];
     tokio::select! {
         _ = stop.cancelled() => return Ok(()),
-        _ = async { cache.nodes.synced().await; cache.pods.synced().await } => {}
+        _ = cache.synced() => {}
     }
     let scheduler = Arc::new(PodScheduler {
         policy,
@@ -150,6 +161,7 @@ pub async fn run(policy: SchedulerPolicy, ctx: WorkerContext, stop: Cancellation
     });
     let initial = scheduler.all_pending();
     ctx.health.set_rule(&name, KIND, WorkerState::Running);
+    scheduler.update_gauges();
     let runner = Runner {
         rule: name,
         kind: KIND,
@@ -224,9 +236,19 @@ impl PodScheduler {
                 .set(i64::try_from(value).unwrap_or(i64::MAX));
         };
         let waiting = queues.unschedulable.len() + queues.backoff.len();
+        let active = queues.pending.len().saturating_sub(waiting);
         gauge("unschedulable", queues.unschedulable.len());
         gauge("backoff", queues.backoff.len());
-        gauge("active", queues.pending.len().saturating_sub(waiting));
+        gauge("active", active);
+        self.ctx.health.set_rule_detail(
+            &policy,
+            format!(
+                "scheduler {}: pending {active} active, {} backoff, {} unschedulable",
+                self.scheduler_name(),
+                queues.backoff.len(),
+                queues.unschedulable.len()
+            ),
+        );
     }
 
     fn count(&self, result: &str) {

@@ -1,0 +1,65 @@
+//! The scheduler benchmark's ceiling: a loop that only POSTs `pods/binding` for the pending pods of a namespace,
+//! round-robin over the nodes, with a fixed concurrency and the same client library as the manager — no
+//! watches, no decisions. Prints the figures; used by tests/bench/scheduler.sh.
+//!
+//! Usage: bind_ceiling KUBECONFIG NAMESPACE CONCURRENCY
+
+use std::time::Instant;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, ResourceExt};
+use serde_json::json;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, kubeconfig, namespace, concurrency] = args.as_slice() else {
+        anyhow::bail!("usage: bind_ceiling KUBECONFIG NAMESPACE CONCURRENCY");
+    };
+    let concurrency: usize = concurrency.parse()?;
+    let config =
+        Config::from_custom_kubeconfig(Kubeconfig::read_from(kubeconfig)?, &KubeConfigOptions::default()).await?;
+    let client = Client::try_from(config)?;
+    let started = Instant::now();
+    let nodes: Vec<String> = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .map(|n| n.name_any())
+        .collect();
+    anyhow::ensure!(!nodes.is_empty(), "no nodes");
+    let pods: Vec<String> = Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().fields("spec.nodeName="))
+        .await?
+        .items
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    let api: Api<Pod> = Api::namespaced(client, namespace);
+    let count = pods.len();
+    let results = futures::stream::iter(pods.into_iter().enumerate())
+        .map(|(index, name)| {
+            let api = api.clone();
+            let node = nodes[index % nodes.len()].clone();
+            async move {
+                let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                                     "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+                api.create_subresource::<_, serde_json::Value>("binding", &name, &PostParams::default(), &binding)
+                    .await
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect::<Vec<_>>()
+        .await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    println!(
+        "ceiling: {count} bindings in {elapsed:.2} s = {:.0} pods/s, concurrency {concurrency}, {failed} failed",
+        count as f64 / elapsed
+    );
+    Ok(())
+}

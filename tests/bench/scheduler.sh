@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Scheduler benchmark, scheduler_perf's SchedulingBasic shape; prints figures (no pass/fail). Each contender runs
+# alone on a fresh local control plane: NODES nodes (4 CPU / 32 Gi / 110 pods), PODS pause pods (100m / 500Mi)
+# created up front, then the scheduler starts; throughput = bindings/s (the apiserver's binding counter,
+# sampled each second), plus the scheduler's CPU-seconds and peak RSS per 1,000 pods.
+#   1. Ruleplane (release build) with a DefaultProvider SchedulerPolicy, client QPS/burst $QPS/$BURST;
+#   2. kube-scheduler v1.35 (the project's build), default profile, the same QPS/burst;
+#   3. kube-scheduler at its defaults (QPS 50, burst 100);
+#   4. the ceiling: bindings only (manager/examples/bind_ceiling.rs), concurrency 16.
+# Usage: tests/bench/scheduler.sh [NODES] [PODS]   (release build: cargo build --release -p ruleplane)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
+target=${CARGO_TARGET_DIR:-$cache/target}
+nodes=${1:-500}
+pods=${2:-5000}
+qps=${QPS:-1000}
+burst=${BURST:-2000}
+bin=${RULEPLANE_BIN:-$target/release/ruleplane}
+[ -x "$bin" ] || { echo "build first: cargo build --release -p ruleplane ($bin missing)"; exit 2; }
+(cd "$root" && cargo build -q --release -p ruleplane --example bind_ceiling)
+ceiling=$target/release/examples/bind_ceiling
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for d in "$work"/plane-*; do [ -d "$d" ] && "$root/tests/control-plane/cluster.sh" down --dir "$d" >/dev/null 2>&1; done
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+now() { date +%s.%N; }
+
+python3 - "$work" "$nodes" "$pods" <<'PY'
+import json, sys
+work, nodes, pods = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+res = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+json.dump({"apiVersion": "v1", "kind": "List", "items": [
+    {"apiVersion": "v1", "kind": "Node",
+     "metadata": {"name": f"node-{i}", "labels": {"kubernetes.io/hostname": f"node-{i}"}},
+     "status": {"capacity": res, "allocatable": res}} for i in range(nodes)]}, open(f"{work}/nodes.json", "w"))
+for scheduler in ("bench-ruleplane", "default-scheduler"):
+    json.dump({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"pod-{i}", "namespace": "bench"},
+         "spec": {"schedulerName": scheduler,
+                  # No kubelet: new nodes keep the not-ready taint TaintNodesByCondition puts on them.
+                  "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}],
+                  "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                                  "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}}
+        for i in range(pods)]}, open(f"{work}/pods-{scheduler}.json", "w"))
+PY
+
+plane() { # name → starts a fresh plane, sets KUBECONFIG and BIN_DIR
+  local dir="$work/plane-$1"
+  "$root/tests/control-plane/cluster.sh" up --dir "$dir" --owner-pid $$ >/dev/null
+  export KUBECONFIG="$dir/kubeconfig"
+  # shellcheck disable=SC1091
+  . "$dir/env"
+}
+kubectl() { "$BIN_DIR/kubectl" "$@"; }
+bindings() { kubectl get --raw /metrics | awk '/^apiserver_request_total\{/ && /resource="pods"/ && /subresource="binding"/ && /code="201"/ {s+=$NF} END {printf "%d", s}'; }
+populate() { # scheduler-name
+  kubectl create namespace bench >/dev/null
+  kubectl create -f "$work/nodes.json" >/dev/null
+  local t0; t0=$(now)
+  kubectl create -f "$work/pods-$1.json" >/dev/null
+  printf '   (%d pods created in %.0f s)\n' "$pods" "$(awk "BEGIN{print $(now) - $t0}")"
+}
+cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
+peak_rss_mib() { awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+measure() { # label pid → waits for every binding, prints the figures
+  local label=$1 pid=$2 started first="" last_count=0 count t
+  started=$(now)
+  while :; do
+    sleep 1
+    count=$(bindings); t=$(now)
+    [ -z "$first" ] && [ "$count" -gt 0 ] && first=$t && first_count=$count
+    [ "$count" -ge "$pods" ] && break
+    if ! kill -0 "$pid" 2>/dev/null; then echo "   $label exited early"; return; fi
+    if [ "$count" = "$last_count" ] && awk "BEGIN{exit !($t - $started > 120)}"; then echo "   $label stalled at $count"; break; fi
+    last_count=$count
+  done
+  local cpu rss
+  cpu=$(cpu_seconds "$pid"); rss=$(peak_rss_mib "$pid")
+  awk -v l="$label" -v n="$count" -v s="$started" -v f="$first" -v fc="${first_count:-0}" -v e="$t" -v c="$cpu" -v r="$rss" 'BEGIN {
+    printf "%-44s %5d pods in %6.1f s = %6.0f pods/s (steady %6.0f pods/s); CPU %6.2f s = %5.2f s per 1,000 pods; peak RSS %4d MiB\n",
+      l, n, e - s, n / (e - s), (n - fc) / ((e - f) > 0 ? (e - f) : 1), c, c * 1000 / n, r }'
+  echo "$label $count $(awk "BEGIN{print $t - $started}") $cpu $rss" >>"$work/results"
+}
+
+echo "machine: $(nproc) cores; $nodes nodes, $pods pods; client QPS $qps, burst $burst where configurable"
+
+# --- 1. Ruleplane -----------------------------------------------------------------------------------------
+plane ruleplane; populate bench-ruleplane
+mkdir -p "$work/rules"
+cat >"$work/rules/policy.yaml" <<YAML
+apiVersion: ruleplane.dev/v1alpha1
+kind: SchedulerPolicy
+metadata: { name: bench }
+spec: { schedulerName: bench-ruleplane, algorithmProvider: DefaultProvider }
+YAML
+"$bin" run --rules "$work/rules" --kubeconfig "$KUBECONFIG" --leader-elect=false --identity bench \
+  --metrics-bind-address 0 --health-probe-bind-address 0 --kube-api-qps "$qps" --kube-api-burst "$burst" \
+  >"$work/ruleplane.log" 2>&1 &
+rp=$!; pids+=("$rp")
+measure "Ruleplane (DefaultProvider)" "$rp"
+kill "$rp" 2>/dev/null || true
+"$root/tests/control-plane/cluster.sh" down --dir "$work/plane-ruleplane" >/dev/null
+
+# --- 2, 3. kube-scheduler ---------------------------------------------------------------------------------
+run_kube_scheduler() { # label qps burst
+  plane "ks-$2"; populate default-scheduler
+  cat >"$work/ks-$2.yaml" <<YAML
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: { kubeconfig: "$KUBECONFIG", qps: $2, burst: $3 }
+leaderElection: { leaderElect: false }
+YAML
+  "$BIN_DIR/kube-scheduler" --config="$work/ks-$2.yaml" --secure-port=0 >"$work/ks-$2.log" 2>&1 &
+  local ks=$!; pids+=("$ks")
+  measure "$1" "$ks"
+  kill "$ks" 2>/dev/null || true
+  "$root/tests/control-plane/cluster.sh" down --dir "$work/plane-ks-$2" >/dev/null
+}
+run_kube_scheduler "kube-scheduler v1.35 (QPS $qps, burst $burst)" "$qps" "$burst"
+run_kube_scheduler "kube-scheduler v1.35 (defaults: QPS 50, burst 100)" 50 100
+
+# --- 4. Ceiling -------------------------------------------------------------------------------------------
+plane ceiling; populate bench-ruleplane
+"$ceiling" "$KUBECONFIG" bench 16 | sed 's/^/   /'
+"$root/tests/control-plane/cluster.sh" down --dir "$work/plane-ceiling" >/dev/null
+
+awk '
+  /^Ruleplane/ { rp_t = $(NF-2); rp_c = $(NF-1) }
+  /QPS [0-9]+, burst/ && !/defaults/ { ks_t = $(NF-2); ks_c = $(NF-1) }
+  END { if (rp_t > 0 && ks_t > 0) printf "ratios: Ruleplane/kube-scheduler throughput %.2f×, CPU per pod %.2f×\n", ks_t / rp_t, rp_c / ks_c }
+' "$work/results"
