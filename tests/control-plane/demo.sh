@@ -95,18 +95,53 @@ done
 kubectl get pods,configmaps -l app.kubernetes.io/managed-by=ruleplane | sed 's/^/   /'
 explain "(No kubelet runs in this control plane, so the Pod stays Pending.)"
 
-say "7. The SchedulerPolicy rules place pods exactly as kube-scheduler v1.35 would (user story 3)"
-explain "ruleplane simulate runs the scheduling engine offline on nodes and pods from files (kubectl get -o yaml):"
-sim=(simulate --policy "$root/examples/my-scheduler.yaml" --nodes "$root/tests/scheduler/simulate/nodes.yaml"
-     --pods "$root/tests/scheduler/simulate/pods.yaml" --existing "$root/tests/scheduler/simulate/existing.yaml" --seed 1)
-echo "   \$ ruleplane simulate --policy examples/my-scheduler.yaml --nodes nodes.yaml --pods pods.yaml --existing existing.yaml --explain"
-"$target/debug/ruleplane" "${sim[@]}" --explain | sed 's/^/   /'
-explain "" "The same pods with the bin-packing policy (ClusterAutoscalerProvider, MostAllocated):"
-"$target/debug/ruleplane" simulate --policy "$root/examples/bin-packing-scheduler.yaml" \
-  --nodes "$root/tests/scheduler/simulate/nodes.yaml" --pods "$root/tests/scheduler/simulate/pods.yaml" \
-  --existing "$root/tests/scheduler/simulate/existing.yaml" --seed 1 | sed 's/^/   /'
-explain "" "The messages are kube-scheduler's FailedScheduling text; make test checks them against the real kube-scheduler." \
-        "(Binding pods from the manager is the scheduler worker, not finished yet: the policies show as inactive.)"
+say "7. The SchedulerPolicy rules schedule pods beside kube-scheduler (user story 3)"
+explain "Three nodes (no kubelet runs here: nodes are objects the schedulers read):"
+for n in 1 2 3; do
+  tier=$([ $n = 1 ] && echo gold || echo silver); cpu=$((n * 2))
+  cat <<YAML | kubectl apply -f - >/dev/null
+apiVersion: v1
+kind: Node
+metadata: { name: demo-node-$n, labels: { kubernetes.io/hostname: demo-node-$n, tier: $tier } }
+status: { capacity: { cpu: "$cpu", memory: 8Gi, pods: "110" }, allocatable: { cpu: "$cpu", memory: 8Gi, pods: "110" } }
+YAML
+  # Admission puts a not-ready taint on new nodes; a kubelet would lift it.
+  kubectl taint nodes "demo-node-$n" node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
+done
+kubectl get nodes -L tier | sed 's/^/   /'
+kubectl delete pods -l demo=scheduling --grace-period=0 --force --ignore-not-found >/dev/null 2>&1 || true
+demo_pod() { # name scheduler cpu
+  cat <<YAML | kubectl apply -f - >/dev/null
+apiVersion: v1
+kind: Pod
+metadata: { name: $1, namespace: default, labels: { demo: scheduling } }
+spec:
+  schedulerName: $2
+  containers: [ { name: app, image: nginx, resources: { requests: { cpu: "$3", memory: 128Mi } } } ]
+YAML
+}
+explain "" "The nginx pod of the story names my-scheduler; a pod naming a scheduler nobody runs stays Pending:"
+demo_pod nginx my-scheduler 500m
+demo_pod not-mine someone-else 100m
+for _ in $(seq 1 40); do [ -n "$(kubectl get pod nginx -o jsonpath='{.spec.nodeName}')" ] && break; sleep 0.25; done
+kubectl get pods nginx not-mine -o wide | awk '{print "   " $1, $3, $7}' | column -t
+echo "   \$ kubectl get events --field-selector involvedObject.name=nginx"
+kubectl get events --field-selector involvedObject.name=nginx,reason=Scheduled | sed 's/^/   /'
+explain "" "A pod no node can hold gets kube-scheduler's FailedScheduling text, as an Event and a pod condition:"
+demo_pod too-big my-scheduler 64
+for _ in $(seq 1 40); do kubectl get pod too-big -o jsonpath='{.status.conditions[0].message}' 2>/dev/null | grep -q . && break; sleep 0.25; done
+echo "   \$ kubectl get pod too-big -o jsonpath='{.status.conditions[0].message}'"
+printf '   %s\n' "$(kubectl get pod too-big -o jsonpath='{.status.conditions[0].reason}: {.status.conditions[0].message}')"
+explain "" "Bin-packing (bin-packing-scheduler) fills one node; spreading (my-scheduler) uses them all:"
+for i in 1 2 3; do demo_pod "packed-$i" bin-packing-scheduler 200m; done
+for i in 1 2 3; do demo_pod "spread-$i" my-scheduler 200m; done
+sleep 2
+kubectl get pods -l demo=scheduling -o custom-columns=POD:.metadata.name,SCHEDULER:.spec.schedulerName,NODE:.spec.nodeName | sed 's/^/   /'
+explain "" "The same engine runs offline: ruleplane simulate (what-if on nodes and pods from files, kubectl get -o yaml):"
+echo "   \$ ruleplane simulate --policy examples/my-scheduler.yaml --nodes nodes.yaml --pods pods.yaml --existing existing.yaml"
+"$target/debug/ruleplane" simulate --policy "$root/examples/my-scheduler.yaml" --nodes "$root/tests/scheduler/simulate/nodes.yaml" \
+  --pods "$root/tests/scheduler/simulate/pods.yaml" --existing "$root/tests/scheduler/simulate/existing.yaml" --seed 1 | sed 's/^/   /'
+explain "" "make test checks verdicts and messages against the real kube-scheduler v1.35 on a random corpus."
 
 say "8. Health and metrics"
 echo "   \$ curl localhost:$health_port/readyz?verbose"
