@@ -6,8 +6,9 @@
 #   1. Ruleplane (release build) with a DefaultProvider SchedulerPolicy, client QPS/burst $QPS/$BURST;
 #   2. kube-scheduler v1.35 (the project's build), default profile, the same QPS/burst;
 #   3. kube-scheduler at its defaults (QPS 50, burst 100);
-#   4. the ceiling: bindings only (manager/examples/bind_ceiling.rs), concurrency 16.
+#   4. the ceiling: bindings only (manager/examples/bind_ceiling.rs), concurrency 32 (Ruleplane's bindings in flight).
 # Usage: tests/bench/scheduler.sh [NODES] [PODS]   (release build: cargo build --release -p ruleplane)
+#   ONLY="ruleplane ceiling" runs a subset (ruleplane, kube-scheduler, kube-scheduler-defaults, ceiling).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
@@ -89,7 +90,11 @@ measure() { # label pid → waits for every binding, prints the figures
 
 echo "machine: $(nproc) cores; $nodes nodes, $pods pods; client QPS $qps, burst $burst where configurable"
 
+only=${ONLY:-ruleplane kube-scheduler kube-scheduler-defaults ceiling}
+wanted() { [[ " $only " == *" $1 "* ]]; }
+
 # --- 1. Ruleplane -----------------------------------------------------------------------------------------
+if wanted ruleplane; then
 plane ruleplane; populate bench-ruleplane
 mkdir -p "$work/rules"
 cat >"$work/rules/policy.yaml" <<YAML
@@ -105,6 +110,7 @@ rp=$!; pids+=("$rp")
 measure "Ruleplane (DefaultProvider)" "$rp"
 kill "$rp" 2>/dev/null || true
 "$root/tests/control-plane/cluster.sh" down --dir "$work/plane-ruleplane" >/dev/null
+fi
 
 # --- 2, 3. kube-scheduler ---------------------------------------------------------------------------------
 run_kube_scheduler() { # label qps burst
@@ -121,13 +127,15 @@ YAML
   kill "$ks" 2>/dev/null || true
   "$root/tests/control-plane/cluster.sh" down --dir "$work/plane-ks-$2" >/dev/null
 }
-run_kube_scheduler "kube-scheduler v1.35 (QPS $qps, burst $burst)" "$qps" "$burst"
-run_kube_scheduler "kube-scheduler v1.35 (defaults: QPS 50, burst 100)" 50 100
+if wanted kube-scheduler; then run_kube_scheduler "kube-scheduler v1.35 (QPS $qps, burst $burst)" "$qps" "$burst"; fi
+if wanted kube-scheduler-defaults; then run_kube_scheduler "kube-scheduler v1.35 (defaults: QPS 50, burst 100)" 50 100; fi
 
 # --- 4. Ceiling -------------------------------------------------------------------------------------------
+if wanted ceiling; then
 plane ceiling; populate bench-ruleplane
-"$ceiling" "$KUBECONFIG" bench 16 | sed 's/^/   /'
+"$ceiling" "$KUBECONFIG" bench 32 | sed 's/^/   /'
 "$root/tests/control-plane/cluster.sh" down --dir "$work/plane-ceiling" >/dev/null
+fi
 
 awk '
   /^Ruleplane/ { rp_t = $(NF-2); rp_c = $(NF-1) }

@@ -294,6 +294,12 @@ impl ClusterCache {
 fn apply_pod(state: &mut State, change: Change) {
     match change {
         Change::Applied(object) => {
+            // Most pod events in a busy cluster are of pods not yet bound (status updates of pending pods): they
+            // change nothing here, and are recognised without converting the object.
+            let bound = object.data.pointer("/spec/nodeName").and_then(|n| n.as_str()).is_some_and(|n| !n.is_empty());
+            if !bound {
+                return;
+            }
             let Some(pod) = typed::<Pod>(&object) else { return };
             let key = pod_key(&pod);
             let terminated = pod
@@ -317,7 +323,7 @@ fn apply_pod(state: &mut State, change: Change) {
                         state.stale = true;
                     }
                 }
-                // Not bound yet: an assumed pod stays where it was placed until the binding shows.
+                // Not bound (filtered above; kept for exhaustiveness): an assumed pod stays where it was placed.
                 (None, _) => {}
             }
         }

@@ -31,7 +31,7 @@ use crate::workers::WorkerError;
 const KIND: &str = "SchedulerPolicy";
 /// Bindings in flight per policy: the next pods are decided while these are sent (kube-scheduler binds
 /// asynchronously too).
-const DEFAULT_BINDINGS_IN_FLIGHT: usize = 16;
+const DEFAULT_BINDINGS_IN_FLIGHT: usize = 32;
 /// kube-scheduler's pod backoff: 1 s doubling to 10 s.
 const POD_BACKOFF: Backoff = Backoff {
     start: Duration::from_secs(1),
@@ -283,7 +283,9 @@ impl PodScheduler {
             .map(|_| ())
     }
 
-    async fn publish(&self, pod: &Pod, type_: EventType, reason: &str, action: &str, note: String) {
+    /// Publishes an Event without holding up the next pod: the binding is what placement waits for, the Event is
+    /// a report (kube-scheduler records events asynchronously too).
+    fn publish(&self, pod: &Pod, type_: EventType, reason: &str, action: &str, note: String) {
         let event = Event {
             type_,
             reason: reason.into(),
@@ -291,9 +293,13 @@ impl PodScheduler {
             action: action.into(),
             secondary: None,
         };
-        if let Err(error) = self.ctx.recorder.publish(&event, &pod.object_ref(&())).await {
-            warn!(%error, "could not publish an Event");
-        }
+        let recorder = self.ctx.recorder.clone();
+        let regarding = pod.object_ref(&());
+        tokio::spawn(async move {
+            if let Err(error) = recorder.publish(&event, &regarding).await {
+                warn!(%error, "could not publish an Event");
+            }
+        });
     }
 }
 
@@ -396,8 +402,7 @@ impl Reconcile for PodScheduler {
             "FailedScheduling",
             "Scheduling",
             message.clone(),
-        )
-        .await;
+        );
         if let SchedulingError::Unschedulable(message) = error {
             // The pod condition kube-scheduler sets, so `kubectl describe pod` tells the story.
             let patch = json!({"status": {"conditions": [{
@@ -481,8 +486,7 @@ impl PodScheduler {
                 }
                 self.settle(key);
                 let note = format!("Successfully assigned {}/{} to {node}", key.namespace, key.name);
-                self.publish(&pod, EventType::Normal, "Scheduled", "Binding", note)
-                    .await;
+                self.publish(&pod, EventType::Normal, "Scheduled", "Binding", note);
                 Ok(Action::AwaitChange)
             }
             Outcome::Unschedulable { message, .. } => {
