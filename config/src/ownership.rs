@@ -40,3 +40,5 @@ pub fn is_managed(labels: Option<&std::collections::BTreeMap<String, String>>) -
 pub fn owning_rule(labels: Option<&std::collections::BTreeMap<String, String>>) -> Option<&str> {
     labels.and_then(|l| l.get(RULE_LABEL)).map(String::as_str)
 }
+/// The `reportingController` of the Events Ruleplane writes.
+pub const EVENT_REPORTER: &str = "ruleplane";

@@ -113,7 +113,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
-            controller: "ruleplane".into(),
+            controller: ruleplane_config::ownership::EVENT_REPORTER.into(),
             instance: Some(identity.clone()),
         },
     );
@@ -130,6 +130,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             ..Default::default()
         });
     let ctx = WorkerContext {
+        identity: identity.clone(),
         scheduling: Default::default(),
         self_ref,
         client: client.clone(),

@@ -28,6 +28,8 @@ pub struct WorkerContext {
     pub recorder: Recorder,
     /// The manager's own Pod, for Events that have no better object to hang on (None outside a Pod).
     pub self_ref: Option<ObjectReference>,
+    /// This replica's identity (the Events' reporting instance).
+    pub identity: String,
     /// The one scheduling cache, made by the first SchedulerPolicy worker and kept across leadership changes.
     pub scheduling: Arc<std::sync::OnceLock<Arc<workers::scheduler::ClusterCache>>>,
 }
@@ -222,6 +224,7 @@ mod tests {
         let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
         let client = Client::try_from(config).expect("client");
         WorkerContext {
+            identity: "test".into(),
             scheduling: Default::default(),
             hub: WatchHub::new(client.clone(), Default::default()),
             recorder: Recorder::new(

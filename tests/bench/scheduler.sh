@@ -103,12 +103,18 @@ kind: SchedulerPolicy
 metadata: { name: bench }
 spec: { schedulerName: bench-ruleplane, algorithmProvider: DefaultProvider }
 YAML
-"$bin" run --rules "$work/rules" --kubeconfig "$KUBECONFIG" --leader-elect=false --identity bench \
+# PERF=1: profile Ruleplane with perf (the CPU and RSS figures are then perf's, not Ruleplane's).
+profiler=(); [ "${PERF:-0}" = 1 ] && profiler=(perf record -F 999 -g -o "$work/perf.data" --)
+"${profiler[@]}" "$bin" run --rules "$work/rules" --kubeconfig "$KUBECONFIG" --leader-elect=false --identity bench \
   --metrics-bind-address 0 --health-probe-bind-address 0 --kube-api-qps "$qps" --kube-api-burst "$burst" \
   >"$work/ruleplane.log" 2>&1 &
 rp=$!; pids+=("$rp")
 measure "Ruleplane (DefaultProvider)" "$rp"
-kill "$rp" 2>/dev/null || true
+kill -INT "$rp" 2>/dev/null || true
+if [ "${PERF:-0}" = 1 ]; then
+  wait "$rp" 2>/dev/null || true
+  perf report -i "$work/perf.data" --stdio --no-children --sort symbol 2>/dev/null | grep -E '^ +[0-9]' | head -40
+fi
 "$root/tests/control-plane/cluster.sh" down --dir "$work/plane-ruleplane" >/dev/null
 fi
 

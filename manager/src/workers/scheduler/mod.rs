@@ -301,6 +301,36 @@ impl PodScheduler {
             }
         });
     }
+
+    /// The `Scheduled` Event, created directly: it is unique per pod, so the recorder's series aggregation (whose
+    /// cache is scanned on every publish, quadratic over a burst of thousands of pods) buys nothing.
+    fn publish_scheduled(&self, pod: &Pod, node: &str) {
+        let namespace = pod.namespace().unwrap_or_default();
+        let name = pod.name_any();
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let event = k8s_openapi::api::events::v1::Event {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            },
+            event_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(now)),
+            action: Some("Binding".into()),
+            reason: Some("Scheduled".into()),
+            note: Some(format!("Successfully assigned {namespace}/{name} to {node}")),
+            type_: Some("Normal".into()),
+            regarding: Some(pod.object_ref(&())),
+            reporting_controller: Some(ruleplane_config::ownership::EVENT_REPORTER.into()),
+            reporting_instance: Some(self.ctx.identity.clone()),
+            ..Default::default()
+        };
+        let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(self.ctx.client.clone(), &namespace);
+        tokio::spawn(async move {
+            if let Err(error) = api.create(&PostParams::default(), &event).await {
+                warn!(%error, "could not publish an Event");
+            }
+        });
+    }
 }
 
 impl Reconcile for PodScheduler {
@@ -485,8 +515,7 @@ impl PodScheduler {
                         .observe(first_seen.elapsed().as_secs_f64());
                 }
                 self.settle(key);
-                let note = format!("Successfully assigned {}/{} to {node}", key.namespace, key.name);
-                self.publish(&pod, EventType::Normal, "Scheduled", "Binding", note);
+                self.publish_scheduled(&pod, &node);
                 Ok(Action::AwaitChange)
             }
             Outcome::Unschedulable { message, .. } => {
