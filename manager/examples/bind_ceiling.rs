@@ -2,13 +2,15 @@
 //! round-robin over the nodes, with a fixed concurrency and the same client library as the manager — no
 //! watches, no decisions. Prints the figures; used by tests/bench/scheduler.sh.
 //!
-//! Usage: bind_ceiling KUBECONFIG NAMESPACE CONCURRENCY
+//! Usage: bind_ceiling KUBECONFIG NAMESPACE CONCURRENCY [events]
+//! With `events`, each binding is followed by the `Scheduled` Event a scheduler writes (the same requests as a
+//! scheduler, still no decisions).
 
 use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
 use serde_json::json;
@@ -16,8 +18,12 @@ use serde_json::json;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, kubeconfig, namespace, concurrency] = args.as_slice() else {
-        anyhow::bail!("usage: bind_ceiling KUBECONFIG NAMESPACE CONCURRENCY");
+    let (kubeconfig, namespace, concurrency, with_events) = match args.as_slice() {
+        [_, kubeconfig, namespace, concurrency] => (kubeconfig, namespace, concurrency, false),
+        [_, kubeconfig, namespace, concurrency, events] if events == "events" => {
+            (kubeconfig, namespace, concurrency, true)
+        }
+        _ => anyhow::bail!("usage: bind_ceiling KUBECONFIG NAMESPACE CONCURRENCY [events]"),
     };
     let concurrency: usize = concurrency.parse()?;
     let config =
@@ -39,17 +45,36 @@ async fn main() -> anyhow::Result<()> {
         .iter()
         .map(|p| p.name_any())
         .collect();
-    let api: Api<Pod> = Api::namespaced(client, namespace);
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let events: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        namespace,
+        &kube::api::ApiResource::erase::<k8s_openapi::api::events::v1::Event>(&()),
+    );
     let count = pods.len();
     let results = futures::stream::iter(pods.into_iter().enumerate())
         .map(|(index, name)| {
-            let api = api.clone();
+            let (api, events) = (api.clone(), events.clone());
             let node = nodes[index % nodes.len()].clone();
             async move {
                 let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
                                      "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
                 api.create_subresource::<_, serde_json::Value>("binding", &name, &PostParams::default(), &binding)
-                    .await
+                    .await?;
+                if with_events {
+                    let now = k8s_openapi::jiff::Timestamp::now();
+                    let event: DynamicObject = serde_json::from_value(json!({
+                        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+                        "metadata": {"name": format!("{name}.{:x}", now.as_nanosecond())},
+                        "eventTime": now.to_string(), "action": "Binding", "reason": "Scheduled",
+                        "note": format!("Successfully assigned {name} to {node}"), "type": "Normal",
+                        "regarding": {"apiVersion": "v1", "kind": "Pod", "name": name},
+                        "reportingController": "bind-ceiling", "reportingInstance": "bind-ceiling",
+                    }))
+                    .map_err(kube::Error::SerdeError)?;
+                    events.create(&PostParams::default(), &event).await?;
+                }
+                Ok::<(), kube::Error>(())
             }
         })
         .buffer_unordered(concurrency)
@@ -57,8 +82,13 @@ async fn main() -> anyhow::Result<()> {
         .await;
     let elapsed = started.elapsed().as_secs_f64();
     let failed = results.iter().filter(|r| r.is_err()).count();
+    let what = if with_events {
+        "bindings + Scheduled Events"
+    } else {
+        "bindings"
+    };
     println!(
-        "ceiling: {count} bindings in {elapsed:.2} s = {:.0} pods/s, concurrency {concurrency}, {failed} failed",
+        "ceiling ({what}): {count} pods in {elapsed:.2} s = {:.0} pods/s, concurrency {concurrency}, {failed} failed",
         count as f64 / elapsed
     );
     Ok(())

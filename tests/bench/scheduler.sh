@@ -6,7 +6,8 @@
 #   1. Ruleplane (release build) with a DefaultProvider SchedulerPolicy, client QPS/burst $QPS/$BURST;
 #   2. kube-scheduler v1.35 (the project's build), default profile, the same QPS/burst;
 #   3. kube-scheduler at its defaults (QPS 50, burst 100);
-#   4. the ceiling: bindings only (manager/examples/bind_ceiling.rs), concurrency 32 (Ruleplane's bindings in flight).
+#   4. the ceiling (manager/examples/bind_ceiling.rs), concurrency 32 (Ruleplane's bindings in flight): bindings
+#      only, then bindings plus the Scheduled Event each (the requests a scheduler sends, without deciding).
 # Usage: tests/bench/scheduler.sh [NODES] [PODS]   (release build: cargo build --release -p ruleplane)
 #   ONLY="ruleplane ceiling" runs a subset (ruleplane, kube-scheduler, kube-scheduler-defaults, ceiling).
 set -euo pipefail
@@ -138,9 +139,11 @@ if wanted kube-scheduler-defaults; then run_kube_scheduler "kube-scheduler v1.35
 
 # --- 4. Ceiling -------------------------------------------------------------------------------------------
 if wanted ceiling; then
-plane ceiling; populate bench-ruleplane
-"$ceiling" "$KUBECONFIG" bench 32 | sed 's/^/   /'
-"$root/tests/control-plane/cluster.sh" down --dir "$work/plane-ceiling" >/dev/null
+  for mode in "" events; do
+    plane "ceiling$mode"; populate bench-ruleplane
+    "$ceiling" "$KUBECONFIG" bench 32 $mode | sed 's/^/   /'
+    "$root/tests/control-plane/cluster.sh" down --dir "$work/plane-ceiling$mode" >/dev/null
+  done
 fi
 
 awk '

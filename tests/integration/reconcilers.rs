@@ -945,7 +945,10 @@ impl PrivatePlane {
             .filter(|a| !a.is_empty())
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        std::process::Command::new("kill").args(["-9", pid]).status().expect("kill");
+        std::process::Command::new("kill")
+            .args(["-9", pid])
+            .status()
+            .expect("kill");
         args
     }
 
@@ -965,7 +968,10 @@ impl PrivatePlane {
 impl Drop for PrivatePlane {
     fn drop(&mut self) {
         let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/control-plane/cluster.sh");
-        let _ = std::process::Command::new(script).args(["down", "--dir"]).arg(&self.dir).output();
+        let _ = std::process::Command::new(script)
+            .args(["down", "--dir"])
+            .arg(&self.dir)
+            .output();
         if let Some(mut child) = self.restarted.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -993,7 +999,10 @@ async fn the_manager_survives_an_apiserver_stopped_for_10_s_mid_convergence_and_
     let total = 60;
     for i in 0..total {
         crontabs
-            .create(&PostParams::default(), &crontab(&format!("c-{i}"), group, "*/5 * * * *"))
+            .create(
+                &PostParams::default(),
+                &crontab(&format!("c-{i}"), group, "*/5 * * * *"),
+            )
             .await
             .expect("create CronTab");
     }
@@ -1006,22 +1015,35 @@ async fn the_manager_survives_an_apiserver_stopped_for_10_s_mid_convergence_and_
 
     let args = plane.kill_apiserver();
     tokio::time::sleep(Duration::from_secs(10)).await;
-    assert!(manager.pid() > 0 && std::path::Path::new(&format!("/proc/{}", manager.pid())).exists(), "the manager survived the outage");
+    assert!(
+        manager.pid() > 0 && std::path::Path::new(&format!("/proc/{}", manager.pid())).exists(),
+        "the manager survived the outage"
+    );
     plane.restart_apiserver(&args);
 
     let converged = Instant::now();
-    eventually(Duration::from_secs(120), "every CronTab has its CronJob after the outage", || async {
-        count().await.filter(|n| *n == total)
-    })
+    eventually(
+        Duration::from_secs(120),
+        "every CronTab has its CronJob after the outage",
+        || async { count().await.filter(|n| *n == total) },
+    )
     .await;
     println!(
         "{before} of {total} CronJobs before the apiserver stopped for 10 s; all {total} {:.1} s after it came back",
         converged.elapsed().as_secs_f64()
     );
     // And it still reconciles: a hand-deleted child comes back.
-    cronjobs.delete("c-0", &Default::default()).await.expect("delete a child");
+    cronjobs
+        .delete("c-0", &Default::default())
+        .await
+        .expect("delete a child");
     eventually(Duration::from_secs(30), "the deleted child is repaired", || async {
-        cronjobs.get_opt("c-0").await.ok().flatten().filter(|c| c.metadata.deletion_timestamp.is_none())
+        cronjobs
+            .get_opt("c-0")
+            .await
+            .ok()
+            .flatten()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
     })
     .await;
     let (status, body) = manager.readyz().await.expect("readyz answers");

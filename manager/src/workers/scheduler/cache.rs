@@ -296,7 +296,11 @@ fn apply_pod(state: &mut State, change: Change) {
         Change::Applied(object) => {
             // Most pod events in a busy cluster are of pods not yet bound (status updates of pending pods): they
             // change nothing here, and are recognised without converting the object.
-            let bound = object.data.pointer("/spec/nodeName").and_then(|n| n.as_str()).is_some_and(|n| !n.is_empty());
+            let bound = object
+                .data
+                .pointer("/spec/nodeName")
+                .and_then(|n| n.as_str())
+                .is_some_and(|n| !n.is_empty());
             if !bound {
                 return;
             }
