@@ -9,8 +9,11 @@
 use std::time::Instant;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
 use serde_json::json;
@@ -46,11 +49,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|p| p.name_any())
         .collect();
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let events: Api<DynamicObject> = Api::namespaced_with(
-        client,
-        namespace,
-        &kube::api::ApiResource::erase::<k8s_openapi::api::events::v1::Event>(&()),
-    );
+    let events: Api<Event> = Api::namespaced(client, namespace);
     let count = pods.len();
     let results = futures::stream::iter(pods.into_iter().enumerate())
         .map(|(index, name)| {
@@ -63,15 +62,27 @@ async fn main() -> anyhow::Result<()> {
                     .await?;
                 if with_events {
                     let now = k8s_openapi::jiff::Timestamp::now();
-                    let event: DynamicObject = serde_json::from_value(json!({
-                        "apiVersion": "events.k8s.io/v1", "kind": "Event",
-                        "metadata": {"name": format!("{name}.{:x}", now.as_nanosecond())},
-                        "eventTime": now.to_string(), "action": "Binding", "reason": "Scheduled",
-                        "note": format!("Successfully assigned {name} to {node}"), "type": "Normal",
-                        "regarding": {"apiVersion": "v1", "kind": "Pod", "name": name},
-                        "reportingController": "bind-ceiling", "reportingInstance": "bind-ceiling",
-                    }))
-                    .map_err(kube::Error::SerdeError)?;
+                    let event = Event {
+                        metadata: kube::api::ObjectMeta {
+                            name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+                            ..Default::default()
+                        },
+                        event_time: Some(MicroTime(now)),
+                        action: Some("Binding".into()),
+                        reason: Some("Scheduled".into()),
+                        note: Some(format!("Successfully assigned {name} to {node}")),
+                        type_: Some("Normal".into()),
+                        regarding: Some(ObjectReference {
+                            api_version: Some("v1".into()),
+                            kind: Some("Pod".into()),
+                            name: Some(name.clone()),
+                            namespace: Some(namespace.to_string()),
+                            ..Default::default()
+                        }),
+                        reporting_controller: Some("bind-ceiling".into()),
+                        reporting_instance: Some("bind-ceiling".into()),
+                        ..Default::default()
+                    };
                     events.create(&PostParams::default(), &event).await?;
                 }
                 Ok::<(), kube::Error>(())
@@ -82,6 +93,9 @@ async fn main() -> anyhow::Result<()> {
         .await;
     let elapsed = started.elapsed().as_secs_f64();
     let failed = results.iter().filter(|r| r.is_err()).count();
+    if let Some(Err(error)) = results.iter().find(|r| r.is_err()) {
+        eprintln!("first failure: {error}");
+    }
     let what = if with_events {
         "bindings + Scheduled Events"
     } else {

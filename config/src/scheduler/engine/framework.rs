@@ -364,6 +364,10 @@ impl Compiled {
         rng: &mut SplitMix64,
     ) -> Decision {
         let offset = results.len() - feasible.len();
+        // One allocation per node for its score breakdown rather than one per doubling.
+        for result in &mut results[offset..] {
+            result.scores.reserve_exact(self.scores.len());
+        }
         let mut skipped = Vec::new();
         let mut totals = vec![0i64; feasible.len()];
         if self.scores.is_empty() {
