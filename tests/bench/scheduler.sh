@@ -146,8 +146,10 @@ if wanted ceiling; then
   done
 fi
 
-[ -f "$work/results" ] && awk '
+if [ -f "$work/results" ]; then
+awk '
   /^Ruleplane/ { rp_t = $(NF-2); rp_c = $(NF-1) }
   /QPS [0-9]+, burst/ && !/defaults/ { ks_t = $(NF-2); ks_c = $(NF-1) }
   END { if (rp_t > 0 && ks_t > 0) printf "ratios: Ruleplane/kube-scheduler throughput %.2f×, CPU per pod %.2f×\n", ks_t / rp_t, rp_c / ks_c }
 ' "$work/results"
+fi
