@@ -124,7 +124,7 @@ explain "" "The nginx pod of the story names my-scheduler; a pod naming a schedu
 demo_pod nginx my-scheduler 500m
 demo_pod not-mine someone-else 100m
 for _ in $(seq 1 40); do [ -n "$(kubectl get pod nginx -o jsonpath='{.spec.nodeName}')" ] && break; sleep 0.25; done
-kubectl get pods nginx not-mine -o wide | awk '{print "   " $1, $3, $7}' | column -t
+kubectl get pods nginx not-mine -o wide | awk '{print $1, $3, $7}' | column -t | sed 's/^/   /'
 echo "   \$ kubectl get events --field-selector involvedObject.name=nginx"
 kubectl get events --field-selector involvedObject.name=nginx,reason=Scheduled | sed 's/^/   /'
 explain "" "A pod no node can hold gets kube-scheduler's FailedScheduling text, as an Event and a pod condition:"
@@ -132,9 +132,10 @@ demo_pod too-big my-scheduler 64
 for _ in $(seq 1 40); do kubectl get pod too-big -o jsonpath='{.status.conditions[0].message}' 2>/dev/null | grep -q . && break; sleep 0.25; done
 echo "   \$ kubectl get pod too-big -o jsonpath='{.status.conditions[0].message}'"
 printf '   %s\n' "$(kubectl get pod too-big -o jsonpath='{.status.conditions[0].reason}: {.status.conditions[0].message}')"
-explain "" "Bin-packing (bin-packing-scheduler) fills one node; spreading (my-scheduler) uses them all:"
+explain "" "Bin-packing (bin-packing-scheduler) fills the fullest node; kube-scheduler's default profile as" \
+        "spread-scheduler spreads over the least used ones:"
 for i in 1 2 3; do demo_pod "packed-$i" bin-packing-scheduler 200m; done
-for i in 1 2 3; do demo_pod "spread-$i" my-scheduler 200m; done
+for i in 1 2 3; do demo_pod "spread-$i" spread-scheduler 200m; done
 sleep 2
 kubectl get pods -l demo=scheduling -o custom-columns=POD:.metadata.name,SCHEDULER:.spec.schedulerName,NODE:.spec.nodeName | sed 's/^/   /'
 explain "" "The same engine runs offline: ruleplane simulate (what-if on nodes and pods from files, kubectl get -o yaml):"

@@ -18,7 +18,8 @@ fn every_example_loads() {
             "crontab-to-cronjob",
             "my-scheduler",
             "pod2s.samples.ruleplane.dev",
-            "pod2-runner"
+            "pod2-runner",
+            "spread"
         ]
     );
 }
