@@ -270,7 +270,7 @@ impl Compiled {
                 .iter()
                 .find_map(|(name, filter)| filter.filter(node).map(|verdict| verdict.by(name)))
         };
-        let mut results: Vec<NodeResult> = Vec::new();
+        let mut results: Vec<NodeResult> = Vec::with_capacity(candidates.len().min(1024));
         let mut rejected: HashSet<Arc<str>> = HashSet::new();
         let mut feasible: Vec<&NodeInfo> = Vec::new();
 

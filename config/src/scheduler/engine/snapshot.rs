@@ -463,6 +463,13 @@ impl Snapshot {
         Ok(())
     }
 
+    /// A placed pod by key (UID, or `namespace/name`).
+    pub fn pod(&self, key: &str) -> Option<&Arc<PodInfo>> {
+        let node = self.pod_nodes.get(key)?;
+        let index = *self.by_name.get(node)?;
+        self.nodes[index].pods.iter().find(|p| p.key == key)
+    }
+
     /// Removes a pod (by UID, or `namespace/name` for pods without one): deletion, or a failed binding.
     pub fn remove_pod(&mut self, key: &str) -> Result<Arc<PodInfo>, SnapshotError> {
         let node = self

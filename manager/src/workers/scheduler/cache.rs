@@ -296,12 +296,25 @@ fn apply_pod(state: &mut State, change: Change) {
         Change::Applied(object) => {
             // Most pod events in a busy cluster are of pods not yet bound (status updates of pending pods): they
             // change nothing here, and are recognised without converting the object.
-            let bound = object
+            let Some(node) = object
                 .data
                 .pointer("/spec/nodeName")
                 .and_then(|n| n.as_str())
-                .is_some_and(|n| !n.is_empty());
-            if !bound {
+                .filter(|n| !n.is_empty())
+            else {
+                return;
+            };
+            // The binding of a pod a policy assumed: already accounted as it is, unless its labels changed or it
+            // is being deleted meanwhile. Confirming it costs no conversion of the object.
+            if let Some(uid) = object.metadata.uid.as_deref()
+                && state.assumed.get(uid).is_some_and(|assumed| assumed == node)
+                && object.metadata.deletion_timestamp.is_none()
+                && state
+                    .snapshot
+                    .pod(uid)
+                    .is_some_and(|info| info.pod.metadata.labels == object.metadata.labels)
+            {
+                state.assumed.remove(uid);
                 return;
             }
             let Some(pod) = typed::<Pod>(&object) else { return };
