@@ -51,6 +51,14 @@ impl ParentKey {
 /// A looked-up object: the watch it comes from, its namespace and name.
 type LookedUp = (KindKey, Option<String>, String);
 
+/// The watch a lookup reads: `apiVersion`, `kind`, and its name when that is fixed (not a template).
+type LookupWatchKey = (String, String, Option<String>);
+
+fn lookup_watch_key(lookup: &ruleplane_config::Lookup) -> LookupWatchKey {
+    let literal = (!lookup.name.contains("{{")).then(|| lookup.name.clone());
+    (lookup.api_version.clone(), lookup.kind.clone(), literal)
+}
+
 /// A watched kind with what discovery says about it.
 struct Watched {
     watch: Arc<SharedWatch>,
@@ -118,7 +126,7 @@ pub struct ParentReconciler {
     /// Child watches by `apiVersion`/`kind` of the templates.
     children: HashMap<(String, String), Watched>,
     /// Lookup watches by `apiVersion`/`kind`.
-    lookups: HashMap<(String, String), Arc<SharedWatch>>,
+    lookups: HashMap<LookupWatchKey, Arc<SharedWatch>>,
     /// Which cached children belong to which parent (by UID).
     index: Mutex<index::ChildIndex>,
     /// Which parents read which looked-up object, so a change of that object re-reconciles exactly them.
@@ -152,11 +160,14 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
     }
     let mut lookups = HashMap::new();
     for lookup in rule.lookups() {
-        let kind = (lookup.spec.api_version.clone(), lookup.spec.kind.clone());
-        if let std::collections::hash_map::Entry::Vacant(entry) = lookups.entry(kind) {
-            let (api_version, kind) = entry.key();
+        let key = lookup_watch_key(&lookup.spec);
+        if let std::collections::hash_map::Entry::Vacant(entry) = lookups.entry(key) {
+            let (api_version, kind, literal_name) = entry.key();
             let (resource, _) = discover(&client, api_version, kind).await?;
-            entry.insert(ctx.hub.watch(&resource));
+            // A lookup of one fixed name watches only objects of that name: a rule reading one ConfigMap does
+            // not cache the cluster's ConfigMaps. Templated names need the kind's watch.
+            let field_selector = literal_name.as_ref().map(|name| format!("metadata.name={name}"));
+            entry.insert(ctx.hub.watch_filtered(&resource, None, field_selector.as_deref()));
         }
     }
     let mut subscriptions = vec![parent.watch.subscribe()];
@@ -420,7 +431,7 @@ impl ParentReconciler {
     fn lookups_for(&self, key: &ParentKey, parent_value: &Value) -> Result<Map<String, Value>, ReconcilerError> {
         let mut reads = Vec::new();
         let lookups = gather_lookups(&self.rule, parent_value, |lookup, name, namespace| {
-            let watch = self.lookups.get(&(lookup.api_version.clone(), lookup.kind.clone()))?;
+            let watch = self.lookups.get(&lookup_watch_key(lookup))?;
             reads.push((watch.key.clone(), namespace.map(str::to_owned), name.to_owned()));
             watch.get(namespace, name).and_then(|o| serde_json::to_value(&*o).ok())
         })?;
