@@ -59,6 +59,9 @@ struct Compiled {
     percentage: u8,
     ignored_features: BTreeSet<Feature>,
     tie_break: TieBreak,
+    /// Keep each feasible node's per-plugin score breakdown in the decision (explain, fidelity); a scheduler
+    /// that only binds turns it off and keeps the totals.
+    breakdown: bool,
 }
 
 /// The filters that run for a pod after PreFilter.
@@ -109,10 +112,17 @@ impl Engine {
                 percentage: profile.percentage_of_nodes_to_score,
                 ignored_features: profile.ignored_features.clone(),
                 tie_break: profile.tie_break,
+                breakdown: true,
             },
             next_start_node_index: 0,
             rng: SplitMix64::new(seed),
         })
+    }
+
+    /// Whether decisions keep each feasible node's per-plugin score breakdown (default true). Without it a
+    /// decision still has every verdict, reason and total, and allocates one vector fewer per node.
+    pub fn set_score_breakdown(&mut self, keep: bool) {
+        self.compiled.breakdown = keep;
     }
 
     /// The filters' names in the order they run.
@@ -365,8 +375,10 @@ impl Compiled {
     ) -> Decision {
         let offset = results.len() - feasible.len();
         // One allocation per node for its score breakdown rather than one per doubling.
-        for result in &mut results[offset..] {
-            result.scores.reserve_exact(self.scores.len());
+        if self.breakdown {
+            for result in &mut results[offset..] {
+                result.scores.reserve_exact(self.scores.len());
+            }
         }
         let mut skipped = Vec::new();
         let mut totals = vec![0i64; feasible.len()];
@@ -405,6 +417,9 @@ impl Compiled {
                 }
                 let weighted = score * weight;
                 totals[i] += weighted;
+                if !self.breakdown {
+                    continue;
+                }
                 results[offset + i].scores.push(PluginScore {
                     plugin: name.clone(),
                     raw,

@@ -142,10 +142,12 @@ fn shared_cache(ctx: &WorkerContext) -> Arc<ClusterCache> {
 
 pub async fn run(policy: SchedulerPolicy, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
     let name = policy.metadata.name.clone();
-    let engine = policy.engine(seed()).map_err(|error| WorkerError::Unrunnable {
+    let mut engine = policy.engine(seed()).map_err(|error| WorkerError::Unrunnable {
         rule: name.clone(),
         reason: error.to_string(),
     })?;
+    // The worker binds; nobody reads per-plugin scores (Events carry the verdict, not the breakdown).
+    engine.set_score_breakdown(false);
     let cache = shared_cache(&ctx);
     let subscriptions = vec![cache.nodes.subscribe(), cache.pods.subscribe()];
     tokio::select! {

@@ -307,3 +307,25 @@ fn profile_errors() {
     let decision = Engine::new(&zero, 0).unwrap().schedule(&snapshot, &pod("a")).unwrap();
     assert_eq!(decision.nodes[0].scores[0].weight, 1);
 }
+
+#[test]
+fn without_the_score_breakdown_a_decision_has_the_same_verdicts_and_totals() {
+    let snapshot = Snapshot::build(nodes(12, |i| i % 4 == 0), Vec::new()).unwrap();
+    let mut full = Engine::new(&Profile::default_provider(), 7).unwrap();
+    let mut lean = Engine::new(&Profile::default_provider(), 7).unwrap();
+    lean.set_score_breakdown(false);
+    let (a, b) = (
+        full.schedule(&snapshot, &pod("p")).unwrap(),
+        lean.schedule(&snapshot, &pod("p")).unwrap(),
+    );
+    assert_eq!(a.chosen(), b.chosen());
+    assert_eq!(a.nodes.len(), b.nodes.len());
+    for (x, y) in a.nodes.iter().zip(&b.nodes) {
+        assert_eq!((&x.node, &x.rejection, x.total), (&y.node, &y.rejection, y.total));
+        assert!(y.scores.is_empty());
+    }
+    assert!(
+        a.nodes.iter().any(|n| !n.scores.is_empty()),
+        "the full decision has the breakdown"
+    );
+}
