@@ -37,7 +37,7 @@ pub use common::{
 pub use diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, SourceLocation};
 pub use jsonpath::{CompiledPath, JsonPathError, is_truthy};
 pub use load::{load_paths, load_str, rule_files};
-pub use rbac::{Permission, manager_permissions, rbac_manifests, rule_permissions};
+pub use rbac::{Permission, helm_values, manager_permissions, rbac_manifests, rule_permissions};
 pub use reconciler::*;
 pub use resource_definition::*;
 pub use rule_set::{KindInfo, Rule, RuleSet};

@@ -196,6 +196,30 @@ pub fn rbac_manifests(rules: &RuleSet, name: &str, lease_namespace: &str) -> Vec
     out
 }
 
+/// The Helm chart's values granting what `rules` need: `rbac.extraRules` with every cluster-wide permission the
+/// rules derive (the chart itself grants the Lease, Events and SelfSubjectAccessReviews). The chart's role then
+/// holds exactly these, no wildcard.
+pub fn helm_values(rules: &RuleSet) -> Value {
+    let manifests = rbac_manifests(rules, "ruleplane", "release-namespace");
+    let always = ["events.k8s.io/events", "authorization.k8s.io/selfsubjectaccessreviews"];
+    let extra: Vec<Value> = manifests
+        .first()
+        .and_then(|role| role["rules"].as_array())
+        .into_iter()
+        .flatten()
+        .filter(|rule| {
+            let key = format!(
+                "{}/{}",
+                rule["apiGroups"][0].as_str().unwrap_or_default(),
+                rule["resources"][0].as_str().unwrap_or_default()
+            );
+            !always.contains(&key.as_str())
+        })
+        .cloned()
+        .collect();
+    json!({"rbac": {"create": true, "extraRules": extra}})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +228,17 @@ mod tests {
         spec: { versions: [ { name: v1 } ] }\n---\n\
         apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata: { name: gadget.example.com }\n\
         spec: { deletionPolicy: Delete, versions: [ { name: v1 } ] }\n";
+
+    #[test]
+    fn helm_values_hold_the_rules_permissions_but_not_what_the_chart_grants() {
+        let rules = crate::load_str("rules.yaml", RULES).expect("valid");
+        let values = helm_values(&rules);
+        let extra = values["rbac"]["extraRules"].as_array().expect("extraRules");
+        assert_eq!(extra.len(), 1, "{extra:?}");
+        assert_eq!(extra[0]["resources"][0], "customresourcedefinitions");
+        assert!(extra[0]["verbs"].as_array().unwrap().iter().any(|v| v == "delete"));
+        assert!(!values.to_string().contains('*'), "no wildcard");
+    }
 
     #[test]
     fn manifests_merge_verbs_per_resource_and_split_namespaced_ones() {

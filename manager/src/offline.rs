@@ -8,7 +8,7 @@ use ruleplane_config::{Lookup, Reconciler, RuleSet, SchedulerPolicy};
 use serde_json::Value;
 
 use crate::cli::{
-    ConvertSchedulerConfigArgs, CrdsArgs, OutputFormat, RbacArgs, RenderArgs, SimulateArgs, ValidateArgs,
+    ConvertSchedulerConfigArgs, CrdsArgs, OutputFormat, RbacArgs, RbacOutput, RenderArgs, SimulateArgs, ValidateArgs,
 };
 
 /// Exit code for invalid input (rules, objects); clap already uses 2 for usage errors.
@@ -160,11 +160,14 @@ pub fn crds(args: &CrdsArgs) -> ExitCode {
 
 pub fn rbac(args: &RbacArgs) -> ExitCode {
     match load_one(&args.rules) {
-        Ok(rules) => print_yaml_documents(&ruleplane_config::rbac_manifests(
-            &rules,
-            &args.name,
-            &args.leader_election_namespace,
-        )),
+        Ok(rules) => match args.output {
+            RbacOutput::Manifests => print_yaml_documents(&ruleplane_config::rbac_manifests(
+                &rules,
+                &args.name,
+                &args.leader_election_namespace,
+            )),
+            RbacOutput::HelmValues => print_yaml_documents(&[ruleplane_config::helm_values(&rules)]),
+        },
         Err(code) => code,
     }
 }
