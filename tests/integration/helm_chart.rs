@@ -159,3 +159,34 @@ async fn rbac_command_prints_roles_the_apiserver_accepts() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_bad_chart_value_fails_with_a_message_naming_it() {
+    let plane = control_plane();
+    let chart = repo_root().join("helm/ruleplane");
+    let template = |set: &str| {
+        Command::new(plane.bin_dir.join("helm"))
+            .args(["template", "rp"])
+            .arg(&chart)
+            .args(["--set", set])
+            .output()
+            .expect("run helm")
+    };
+    for (set, expected) in [
+        ("replicaCount=0", "at '/replicaCount': minimum: got 0, want 1"),
+        (
+            "leaderElection.leaseDuration=15",
+            "at '/leaderElection/leaseDuration': got number, want string",
+        ),
+        ("leaderElection.renewDeadline=ten", "at '/leaderElection/renewDeadline'"),
+        ("metrics.prot=8080", "additional properties 'prot' not allowed"),
+        ("logFormat=yaml", "at '/logFormat'"),
+    ] {
+        let out = template(set);
+        assert!(!out.status.success(), "--set {set} was accepted");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "--set {set}: {stderr}");
+    }
+    let good = template("leaderElection.leaseDuration=20s");
+    assert!(good.status.success(), "{}", String::from_utf8_lossy(&good.stderr));
+}
