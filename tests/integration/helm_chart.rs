@@ -61,6 +61,19 @@ async fn helm_chart_installs_and_its_rbac_is_enough_for_the_manager() {
         .await
         .expect("Deployment installed");
     assert_eq!(deployment.spec.as_ref().and_then(|s| s.replicas), Some(2));
+    let spread = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.topology_spread_constraints.clone())
+        .unwrap_or_default();
+    assert_eq!(spread[0].topology_key, "kubernetes.io/hostname", "replicas spread over nodes by default");
+    let budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+    let budget = budgets.get(&format!("{release}-ruleplane")).await.expect("PodDisruptionBudget installed");
+    assert_eq!(
+        budget.spec.and_then(|s| s.max_unavailable),
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+    );
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let rules_cm = configmaps
         .get(&format!("{release}-ruleplane-rules"))
@@ -113,6 +126,145 @@ async fn helm_chart_installs_and_its_rbac_is_enough_for_the_manager() {
         || async { crds.get_opt("widgets.helm.test").await.ok().flatten().map(|_| ()) },
     )
     .await;
+
+    // A rules change is an upgrade of the ConfigMap only: the pod template stays the same, so no pod restarts
+    // (the manager hot-reloads the volume).
+    let generation = deployment.metadata.generation;
+    let template_before = serde_json::to_value(&deployment.spec.as_ref().unwrap().template).unwrap();
+    std::fs::write(&rule_file, rd_rule("gadget", "gadget", "helm.test", "")).unwrap();
+    helm(&[
+        "upgrade",
+        &release,
+        chart,
+        "--namespace",
+        &ns,
+        "--reuse-values",
+        "--set-file",
+        &format!("rules.widget\\.yaml={}", rule_file.display()),
+    ]);
+    let rules_cm = configmaps.get(&format!("{release}-ruleplane-rules")).await.expect("rules ConfigMap");
+    assert!(rules_cm.data.unwrap_or_default()["widget.yaml"].contains("gadget"), "rules upgraded");
+    let upgraded = deployments.get(&format!("{release}-ruleplane")).await.expect("Deployment");
+    assert_eq!(upgraded.metadata.generation, generation, "a rules change must not roll the pods");
+    assert_eq!(
+        serde_json::to_value(&upgraded.spec.as_ref().unwrap().template).unwrap(),
+        template_before
+    );
+}
+
+/// `helm template` with `values` (`--set` pairs), applied to the apiserver with a server-side dry run: every
+/// object the chart renders is one the apiserver accepts (schema, defaults, admission).
+fn chart_applies_with_server_dry_run(ns: &str, values: &[&str]) -> String {
+    let plane = control_plane();
+    let mut args = vec!["template".to_string(), "rp".to_string()];
+    args.push(repo_root().join("helm/ruleplane").display().to_string());
+    args.extend(["--namespace".to_string(), ns.to_string()]);
+    for value in values {
+        args.extend(["--set".to_string(), (*value).to_string()]);
+    }
+    let rendered = Command::new(plane.bin_dir.join("helm")).args(&args).output().expect("run helm");
+    assert!(rendered.status.success(), "{}", String::from_utf8_lossy(&rendered.stderr));
+    let mut apply = Command::new(plane.bin_dir.join("kubectl"))
+        .arg("--kubeconfig")
+        .arg(&plane.kubeconfig)
+        .args(["apply", "--server-side", "--dry-run=server", "-n", ns, "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    use std::io::Write as _;
+    apply
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&rendered.stdout)
+        .expect("pipe manifests");
+    let applied = apply.wait_with_output().expect("kubectl apply");
+    assert!(
+        applied.status.success(),
+        "values {values:?}: {}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    String::from_utf8_lossy(&applied.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn chart_renders_objects_the_apiserver_accepts_with_default_and_other_values() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "helm-dry-run").await;
+    // The Prometheus Operator's ServiceMonitor kind, so the optional ServiceMonitor is checked too (a minimal
+    // CRD: the operator's own schema is not available offline).
+    kubectl_apply_stdin(
+        r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+"metadata":{"name":"servicemonitors.monitoring.coreos.com"},
+"spec":{"group":"monitoring.coreos.com","scope":"Namespaced",
+"names":{"kind":"ServiceMonitor","plural":"servicemonitors","singular":"servicemonitor","listKind":"ServiceMonitorList"},
+"versions":[{"name":"v1","served":true,"storage":true,
+"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}"#,
+    );
+    eventually(Duration::from_secs(20), "ServiceMonitor kind served", || async {
+        kube::discovery::Discovery::new(client.clone())
+            .filter(&["monitoring.coreos.com"])
+            .run()
+            .await
+            .ok()
+            .filter(|d| d.groups().next().is_some())
+            .map(|_| ())
+    })
+    .await;
+
+    let defaults = chart_applies_with_server_dry_run(&ns, &[]);
+    for object in [
+        "deployment.apps/rp-ruleplane",
+        "poddisruptionbudget.policy/rp-ruleplane",
+        "configmap/rp-ruleplane-rules",
+        "serviceaccount/rp-ruleplane",
+        "service/rp-ruleplane-metrics",
+    ] {
+        assert!(defaults.contains(object), "{object} not applied:\n{defaults}");
+    }
+    assert!(!defaults.contains("servicemonitor"), "ServiceMonitor is off by default:\n{defaults}");
+
+    let others = chart_applies_with_server_dry_run(
+        &ns,
+        &[
+            "replicaCount=1",
+            "metrics.serviceMonitor.enabled=true",
+            "metrics.serviceMonitor.labels.release=prometheus",
+            "metrics.service.enabled=true",
+            "existingRulesConfigMap=team-rules",
+            "serviceAccount.create=false",
+            "serviceAccount.name=ruleplane-existing",
+            "rbac.create=false",
+            "logFormat=text",
+            "leaderElection.enabled=false",
+            "priorityClassName=system-cluster-critical",
+            "nodeSelector.kubernetes\\.io/os=linux",
+        ],
+    );
+    assert!(others.contains("servicemonitor.monitoring.coreos.com/rp-ruleplane"), "{others}");
+    assert!(!others.contains("poddisruptionbudget"), "no budget for one replica:\n{others}");
+    assert!(!others.contains("configmap/rp-ruleplane-rules"), "rules from the existing ConfigMap:\n{others}");
+    assert!(!others.contains("serviceaccount/"), "no ServiceAccount created:\n{others}");
+    assert!(!others.contains("clusterrole"), "no RBAC created:\n{others}");
+}
+
+fn kubectl_apply_stdin(manifest: &str) {
+    let plane = control_plane();
+    let mut apply = Command::new(plane.bin_dir.join("kubectl"))
+        .arg("--kubeconfig")
+        .arg(&plane.kubeconfig)
+        .args(["apply", "--server-side", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    use std::io::Write as _;
+    apply.stdin.take().expect("stdin").write_all(manifest.as_bytes()).expect("pipe");
+    let out = apply.wait_with_output().expect("kubectl apply");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[tokio::test]
@@ -189,4 +341,7 @@ fn a_bad_chart_value_fails_with_a_message_naming_it() {
     }
     let good = template("leaderElection.leaseDuration=20s");
     assert!(good.status.success(), "{}", String::from_utf8_lossy(&good.stderr));
+    let monitored = template("metrics.serviceMonitor.enabled=true");
+    assert!(String::from_utf8_lossy(&monitored.stdout).contains("kind: ServiceMonitor"));
+    assert!(!String::from_utf8_lossy(&good.stdout).contains("kind: ServiceMonitor"), "off by default");
 }
