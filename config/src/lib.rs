@@ -26,6 +26,7 @@ pub mod resource_definition;
 mod rule_set;
 pub mod scheduler;
 mod schema;
+mod schema_reference;
 mod template;
 mod yaml_tree;
 
@@ -43,6 +44,7 @@ pub use resource_definition::*;
 pub use rule_set::{KindInfo, Rule, RuleSet};
 pub use scheduler::*;
 pub use schema::rule_language_schema;
+pub use schema_reference::rule_reference_markdown;
 pub use template::{
     HELPERS, MAX_RENDER_TIME, MAX_RENDERED_BYTES, TemplateProblem, TemplateRenderError, check_template, render_template,
 };

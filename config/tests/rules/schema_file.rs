@@ -1,4 +1,5 @@
-//! Committed reference files stay current: the JSON schema matches the rule types, the docs list every code.
+//! Committed reference files stay current: the JSON schema and the rule reference match the rule types, the docs
+//! list every code.
 
 use std::path::PathBuf;
 
@@ -16,6 +17,23 @@ fn committed_schema_is_current() {
     assert!(
         committed == expected,
         "docs/ruleplane.schema.json is stale; regenerate it with \
+         `UPDATE_GOLDEN=1 cargo test -p ruleplane-config --test rules schema_file::` and commit the result"
+    );
+}
+
+/// docs/rule-reference.md is generated from the schema, so it cannot drift from what the loader accepts.
+#[test]
+fn committed_rule_reference_is_current() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/rule-reference.md");
+    let expected = ruleplane_config::rule_reference_markdown(&ruleplane_config::rule_language_schema());
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &expected).expect("write docs/rule-reference.md");
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == expected,
+        "docs/rule-reference.md is stale; regenerate it with \
          `UPDATE_GOLDEN=1 cargo test -p ruleplane-config --test rules schema_file::` and commit the result"
     );
 }
