@@ -9,9 +9,11 @@ CLUSTER          := tests/control-plane/cluster.sh
 demo: build cluster-up
 	@tests/control-plane/demo.sh
 
-## test: every test, unit and integration (integration tests start their own real control plane)
+## test: every test, unit and integration (integration tests start their own real control plane), then the
+## examples' own RuleTests as a user runs them
 test: control-plane
 	cargo test --workspace --all-targets
+	$(CARGO_TARGET_DIR)/debug/ruleplane test examples/
 
 ## lint: the checks CI enforces (formatting, clippy, and one kube / k8s-openapi version in the tree)
 lint:

@@ -8,9 +8,11 @@ use serde_json::{Value, json};
 use crate::common::{API_VERSION, RuleKind};
 use crate::reconciler::ReconcilerRule;
 use crate::resource_definition::ResourceDefinitionRule;
+use crate::rule_test::{RULE_TEST_KIND, RuleTestDocument};
 use crate::scheduler::SchedulerPolicyRule;
 
-/// JSON Schema (draft-07) accepting any rule document (ResourceDefinition, Reconciler or SchedulerPolicy),
+/// JSON Schema (draft-07) accepting any rule document (ResourceDefinition, Reconciler or SchedulerPolicy) or test
+/// document (RuleTest),
 /// for `ruleplane schema` and editors (`# yaml-language-server: $schema=…`).
 pub fn rule_language_schema() -> Value {
     cached_schema().clone()
@@ -27,6 +29,11 @@ pub(crate) fn kind_schema_ref(kind: RuleKind) -> Value {
     json!({ "$ref": format!("#/definitions/{}", definition_name(kind)) })
 }
 
+/// The `$ref` of the test document schema (`*.test.yaml` files) inside [`rule_language_schema`].
+pub(crate) fn rule_test_schema_ref() -> Value {
+    json!({ "$ref": "#/definitions/RuleTestDocument" })
+}
+
 fn definition_name(kind: RuleKind) -> &'static str {
     match kind {
         RuleKind::ResourceDefinition => "ResourceDefinitionRule",
@@ -40,9 +47,11 @@ fn build_schema() -> Value {
     generator.subschema_for::<ResourceDefinitionRule>();
     generator.subschema_for::<ReconcilerRule>();
     generator.subschema_for::<SchedulerPolicyRule>();
+    generator.subschema_for::<RuleTestDocument>();
     let definitions = generator.take_definitions(true);
-    let kinds: Vec<&str> = RuleKind::ALL.iter().map(|kind| kind.as_str()).collect();
-    let dispatch: Vec<Value> = RuleKind::ALL
+    let mut kinds: Vec<&str> = RuleKind::ALL.iter().map(|kind| kind.as_str()).collect();
+    kinds.push(RULE_TEST_KIND);
+    let mut dispatch: Vec<Value> = RuleKind::ALL
         .iter()
         .map(|kind| {
             json!({
@@ -51,12 +60,17 @@ fn build_schema() -> Value {
             })
         })
         .collect();
+    dispatch.push(json!({
+        "if": { "properties": { "kind": { "const": RULE_TEST_KIND } }, "required": ["kind"] },
+        "then": rule_test_schema_ref(),
+    }));
     json!({
         "$schema": "http://json-schema.org/draft-07/schema#",
         "title": "Ruleplane rule",
         "description": format!(
             "One document of a Ruleplane rule file (apiVersion {API_VERSION}): a ResourceDefinition, a \
-             Reconciler or a SchedulerPolicy. See docs/rule-language.md."
+             Reconciler or a SchedulerPolicy; or of a test file (`*.test.yaml`): a RuleTest. See \
+             docs/rule-language.md and docs/testing.md."
         ),
         "type": "object",
         "required": ["apiVersion", "kind", "metadata", "spec"],

@@ -45,6 +45,12 @@ pub enum Command {
     /// Convert a kube-scheduler `KubeSchedulerConfiguration` (v1) into SchedulerPolicy rules, one per profile,
     /// with comments on what does not carry over.
     ConvertSchedulerConfig(ConvertSchedulerConfigArgs),
+    /// Run the RuleTest cases in `*.test.yaml` files against the rules beside them, offline (exit 0 all passed,
+    /// 1 a case failed or the rules/tests are invalid, 2 usage).
+    Test(TestArgs),
+    /// Show what these rules would do to the cluster's parents — children created, changed (with a diff),
+    /// pruned, status changed — without writing anything (exit 0 no changes, 1 changes, 2 errors, as `kubectl diff`).
+    Diff(DiffArgs),
 }
 
 #[derive(Debug, Args)]
@@ -206,6 +212,32 @@ fn parse_rename(s: &str) -> Result<(String, String), String> {
         Some((old, new)) if !old.is_empty() && !new.is_empty() => Ok((old.to_string(), new.to_string())),
         _ => Err(format!("`{s}` is not OLD=NEW")),
     }
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// Rule file or directory: the rule set as it would be after the change.
+    #[arg(long, env = "RULEPLANE_RULES")]
+    pub rules: PathBuf,
+    /// Kubeconfig file; defaults to $KUBECONFIG, ~/.kube/config, then in-cluster configuration.
+    #[arg(long, env = "RULEPLANE_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Files or directories: `*.test.yaml` files are tests, every other `*.yaml`/`*.yml` file is a rule file.
+    #[arg(required = true, env = "RULEPLANE_TEST_PATHS", value_delimiter = ',')]
+    pub paths: Vec<PathBuf>,
+    /// `text` for people, `junit` (JUnit XML on standard output) for CI systems.
+    #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = TestOutput::Text)]
+    pub output: TestOutput,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TestOutput {
+    Text,
+    Junit,
 }
 
 #[derive(Debug, Args)]

@@ -2,6 +2,7 @@
 //! leader election and the HTTP endpoints. `main.rs` only parses the command line and calls in here.
 
 pub mod cli;
+pub mod diff;
 pub mod health;
 pub mod http;
 pub mod kube_client;

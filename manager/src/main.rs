@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use ruleplane::cli::{Cli, Command};
-use ruleplane::{logging, offline, run};
+use ruleplane::{diff, logging, offline, run};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -25,5 +25,7 @@ fn main() -> ExitCode {
         Command::Rbac(args) => offline::rbac(&args),
         Command::Simulate(args) => offline::simulate(&args),
         Command::ConvertSchedulerConfig(args) => offline::convert_scheduler_config(&args),
+        Command::Test(args) => offline::test(&args),
+        Command::Diff(args) => diff::main(args),
     }
 }

@@ -1,14 +1,15 @@
-//! Offline commands (validate, render, simulate, crds, rbac, schema): pure functions of the rule files, no cluster needed.
+//! Offline commands (validate, render, simulate, test, crds, rbac, schema): pure functions of the rule files, no cluster needed.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use ruleplane_config::simulate::{self, Simulation};
-use ruleplane_config::{Lookup, Reconciler, RuleSet, SchedulerPolicy};
+use ruleplane_config::{Reconciler, RuleSet, SchedulerPolicy};
 use serde_json::Value;
 
 use crate::cli::{
-    ConvertSchedulerConfigArgs, CrdsArgs, OutputFormat, RbacArgs, RbacOutput, RenderArgs, SimulateArgs, ValidateArgs,
+    ConvertSchedulerConfigArgs, CrdsArgs, OutputFormat, RbacArgs, RbacOutput, RenderArgs, SimulateArgs, TestArgs,
+    TestOutput, ValidateArgs,
 };
 
 /// Exit code for invalid input (rules, objects); clap already uses 2 for usage errors.
@@ -58,19 +59,6 @@ fn load_one(path: &Path) -> Result<RuleSet, ExitCode> {
 
 fn field<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a str> {
     path.iter().try_fold(obj, |v, k| v.get(k)).and_then(Value::as_str)
-}
-
-/// Finds a lookup's object among the files given with `--lookup`, the same way the worker's cache does.
-fn find_lookup(available: &[Value], lookup: &Lookup, name: &str, namespace: Option<&str>) -> Option<Value> {
-    available
-        .iter()
-        .find(|o| {
-            field(o, &["apiVersion"]) == Some(lookup.api_version.as_str())
-                && field(o, &["kind"]) == Some(lookup.kind.as_str())
-                && field(o, &["metadata", "name"]) == Some(name)
-                && (namespace.is_none() || field(o, &["metadata", "namespace"]) == namespace)
-        })
-        .cloned()
 }
 
 pub fn render(args: &RenderArgs) -> ExitCode {
@@ -127,7 +115,7 @@ pub fn render(args: &RenderArgs) -> ExitCode {
     let mut docs = Vec::new();
     for rule in matching {
         let rendered = ruleplane_config::gather_lookups(rule, &parent, |lookup, name, ns| {
-            find_lookup(&available, lookup, name, ns)
+            ruleplane_config::find_lookup_object(&available, lookup, name, ns)
         })
         .and_then(|lookups| ruleplane_config::render_children(rule, &parent, &lookups));
         match rendered {
@@ -409,4 +397,66 @@ pub fn convert_scheduler_config(args: &ConvertSchedulerConfigArgs) -> ExitCode {
     }
     print!("{out}");
     ExitCode::SUCCESS
+}
+
+/// Runs the RuleTest files among `paths` against the rule files among them.
+pub fn test(args: &TestArgs) -> ExitCode {
+    use ruleplane_config::rule_test;
+    let (mut rule_files, mut test_files) = (Vec::new(), Vec::new());
+    for path in &args.paths {
+        let found = if path.is_dir() {
+            ruleplane_config::rule_files(path).and_then(|rules| Ok((rules, rule_test::test_files(path)?)))
+        } else if rule_test::is_test_file(path) {
+            Ok((Vec::new(), vec![path.clone()]))
+        } else {
+            Ok((vec![path.clone()], Vec::new()))
+        };
+        match found {
+            Ok((rules, tests)) => {
+                rule_files.extend(rules);
+                test_files.extend(tests);
+            }
+            Err(error) => {
+                eprintln!("{}: {error}", path.display());
+                return ExitCode::from(INVALID);
+            }
+        }
+    }
+    if test_files.is_empty() {
+        eprintln!("no test files (*.test.yaml) found in the paths given");
+        return ExitCode::from(INVALID);
+    }
+    let rules = match ruleplane_config::load_paths(&rule_files) {
+        Ok(rules) => rules,
+        Err(diagnostics) => {
+            eprintln!("{diagnostics}");
+            return ExitCode::from(INVALID);
+        }
+    };
+    let mut texts = Vec::with_capacity(test_files.len());
+    for file in &test_files {
+        match std::fs::read_to_string(file) {
+            Ok(text) => texts.push((file.display().to_string(), text)),
+            Err(error) => {
+                eprintln!("{}: {error}", file.display());
+                return ExitCode::from(INVALID);
+            }
+        }
+    }
+    let suites = match rule_test::load_tests(&texts, &rules) {
+        Ok(suites) => suites,
+        Err(diagnostics) => {
+            eprintln!("{diagnostics}");
+            return ExitCode::from(INVALID);
+        }
+    };
+    let outcomes: Vec<_> = suites.iter().map(|suite| rule_test::run_suite(&rules, suite)).collect();
+    match args.output {
+        TestOutput::Text => print!("{}", rule_test::text_report(&outcomes)),
+        TestOutput::Junit => print!("{}", rule_test::junit_report(&outcomes)),
+    }
+    match rule_test::totals(&outcomes) {
+        (_, 0) => ExitCode::SUCCESS,
+        _ => ExitCode::from(INVALID),
+    }
 }

@@ -16,8 +16,12 @@ say "1. A real local control plane is running"
 explain "etcd 3.5 + kube-apiserver $(basename "$BIN_DIR"), built from the Kubernetes Go module, at $APISERVER_URL"
 kubectl version 2>/dev/null | sed 's/^/   /'
 
-say "2. Validating the example rules offline (what CI would run)"
-"$target/debug/ruleplane" validate "$root/examples"
+say "2. Validating and testing the example rules offline (what CI would run)"
+echo "   \$ ruleplane validate examples/"
+"$target/debug/ruleplane" validate "$root/examples" | sed 's/^/   /'
+explain "" "examples/*.test.yaml hold test cases (a parent in, children and status out; nodes and pods in, placements out):"
+echo "   \$ ruleplane test examples/"
+"$target/debug/ruleplane" test "$root/examples" | sed 's/^/   /'
 
 log=$(mktemp -t ruleplane-demo.XXXXXX.log)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -144,13 +148,23 @@ echo "   \$ ruleplane simulate --policy examples/my-scheduler.yaml --nodes nodes
   --pods "$root/tests/scheduler/simulate/pods.yaml" --existing "$root/tests/scheduler/simulate/existing.yaml" --seed 1 | sed 's/^/   /'
 explain "" "make test checks verdicts and messages against the real kube-scheduler v1.35 on a random corpus."
 
-say "8. Health and metrics"
+say "8. Reviewing a rule change: ruleplane diff shows what it would do to the cluster, writing nothing"
+review=$(mktemp -d -t ruleplane-review.XXXXXX)
+cp "$root/examples/"*.yaml "$review/"
+rm -f "$review/"*.test.yaml
+# The change under review: CronJobs get a history limit.
+sed -i 's/^          concurrencyPolicy: \(.*\)$/          concurrencyPolicy: \1\n          successfulJobsHistoryLimit: 1/' "$review/crontab.yaml"
+echo "   \$ ruleplane diff --rules changed-rules/    (crontab.yaml: + successfulJobsHistoryLimit: 1)"
+"$target/debug/ruleplane" diff --rules "$review" --kubeconfig "$KUBECONFIG" | sed 's/^/   /' || true
+rm -rf "$review"
+
+say "9. Health and metrics"
 echo "   \$ curl localhost:$health_port/readyz?verbose"
 curl -fs "http://127.0.0.1:$health_port/readyz?verbose" | sed 's/^/   /'
 echo "   \$ curl localhost:$metrics_port/metrics | grep ruleplane_leader"
 curl -fs http://127.0.0.1:$metrics_port/metrics | grep -E '^ruleplane_(leader|rules_loaded|reconciles_total)' | sed 's/^/   /'
 
-say "9. Stopping the manager (SIGTERM): workers stop, the Lease is released"
+say "10. Stopping the manager (SIGTERM): workers stop, the Lease is released"
 kill -TERM $manager
 wait $manager && explain "manager exited with status 0"
 trap - EXIT

@@ -257,3 +257,103 @@ fn convert_scheduler_config_writes_loadable_policies_with_notes() {
     assert!(stdout.contains("percentageOfNodesToScore: 50"), "{stdout}");
     assert!(stdout.contains("type: MostAllocated"), "{stdout}");
 }
+
+#[test]
+fn test_command_runs_the_examples_tests() {
+    let out = ruleplane(&["test", "examples"], &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("PASS  examples/crontab.test.yaml:"), "{stdout}");
+    assert!(stdout.contains("PASS  examples/schedulers.test.yaml:"), "{stdout}");
+    let last = stdout.lines().last().unwrap_or_default();
+    let passed: usize = last.split(' ').next().unwrap_or("0").parse().unwrap_or(0);
+    assert!(passed >= 8 && last.ends_with(" passed, 0 failed"), "{stdout}");
+    // The manager never reads test files as rules, so the examples directory still validates and runs.
+    let validate = ruleplane(&["validate", "examples"], &[]);
+    assert_eq!(validate.status.code(), Some(0), "{}", text(&validate.stderr));
+}
+
+#[test]
+fn test_command_reports_failures_with_a_diff_as_text_and_junit() {
+    let dir = std::env::temp_dir().join(format!("ruleplane-cli-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(repo().join("examples/crontab.yaml"), dir.join("crontab.yaml")).unwrap();
+    std::fs::write(
+        dir.join("crontab.test.yaml"),
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: RuleTest
+metadata: { name: wrong-schedule }
+spec:
+  rule: crontab-to-cronjob
+  cases:
+    - name: the schedule is copied
+      parent:
+        apiVersion: stable.example.com/v1
+        kind: CronTab
+        metadata: { name: c, namespace: default }
+        spec: { cronSpec: "0 * * * *", image: x }
+      expect:
+        children:
+          - apiVersion: batch/v1
+            kind: CronJob
+            metadata: { name: c }
+            spec: { schedule: "5 * * * *" }
+"#,
+    )
+    .unwrap();
+    let dir_arg = dir.to_str().unwrap();
+    let out = ruleplane(&["test", dir_arg], &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("crontab.test.yaml:7:7  wrong-schedule › the schedule is copied"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("      child batch/v1 CronJob c differs:\n      --- expected\n      +++ rendered\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("      -  schedule: 5 * * * *\n      +  schedule: 0 * * * *\n"),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("0 passed, 1 failed\n"), "{stdout}");
+
+    let junit = ruleplane(&["test", "--output", "junit", dir_arg], &[]);
+    assert_eq!(junit.status.code(), Some(1));
+    let xml = text(&junit.stdout);
+    assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ruleplane test\" tests=\"1\" failures=\"1\">"), "{xml}");
+    assert!(
+        xml.contains("<testcase name=\"the schedule is copied\" classname=\"crontab-to-cronjob\""),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<failure message=\"child batch/v1 CronJob c differs:\">"),
+        "{xml}"
+    );
+
+    // A broken test file: located error, exit 1; no test files at all: exit 1; a bad flag: exit 2.
+    std::fs::write(dir.join("crontab.test.yaml"), "apiVersion: ruleplane.dev/v1alpha1\nkind: RuleTest\nmetadata: { name: t }\nspec:\n  rule: crontab\n  cases: []\n").unwrap();
+    let broken = ruleplane(&["test", dir_arg], &[]);
+    assert_eq!(broken.status.code(), Some(1));
+    let stderr = text(&broken.stderr);
+    assert!(
+        stderr.contains("crontab.test.yaml:6:3: error[value]: `spec.cases`: must list at least 1 item"),
+        "{stderr}"
+    );
+    std::fs::write(dir.join("crontab.test.yaml"), "apiVersion: ruleplane.dev/v1alpha1\nkind: RuleTest\nmetadata: { name: t }\nspec:\n  rule: crontab\n  cases: [ { name: c, parent: {}, expect: { children: [] } } ]\n").unwrap();
+    let unknown = ruleplane(&["test", dir_arg], &[]);
+    assert_eq!(unknown.status.code(), Some(1));
+    let stderr = text(&unknown.stderr);
+    assert!(
+        stderr.contains("crontab.test.yaml:5:9: error[reference]: no Reconciler or SchedulerPolicy named `crontab`"),
+        "{stderr}"
+    );
+    let none = ruleplane(&["test", "tests/rules/valid"], &[]);
+    assert_eq!(none.status.code(), Some(1));
+    assert!(text(&none.stderr).contains("no test files (*.test.yaml)"));
+    let usage = ruleplane(&["test", "--output", "tap", dir_arg], &[]);
+    assert_eq!(usage.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -67,9 +67,15 @@ async fn helm_chart_installs_and_its_rbac_is_enough_for_the_manager() {
         .and_then(|s| s.template.spec.as_ref())
         .and_then(|s| s.topology_spread_constraints.clone())
         .unwrap_or_default();
-    assert_eq!(spread[0].topology_key, "kubernetes.io/hostname", "replicas spread over nodes by default");
+    assert_eq!(
+        spread[0].topology_key, "kubernetes.io/hostname",
+        "replicas spread over nodes by default"
+    );
     let budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
-    let budget = budgets.get(&format!("{release}-ruleplane")).await.expect("PodDisruptionBudget installed");
+    let budget = budgets
+        .get(&format!("{release}-ruleplane"))
+        .await
+        .expect("PodDisruptionBudget installed");
     assert_eq!(
         budget.spec.and_then(|s| s.max_unavailable),
         Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
@@ -142,10 +148,22 @@ async fn helm_chart_installs_and_its_rbac_is_enough_for_the_manager() {
         "--set-file",
         &format!("rules.widget\\.yaml={}", rule_file.display()),
     ]);
-    let rules_cm = configmaps.get(&format!("{release}-ruleplane-rules")).await.expect("rules ConfigMap");
-    assert!(rules_cm.data.unwrap_or_default()["widget.yaml"].contains("gadget"), "rules upgraded");
-    let upgraded = deployments.get(&format!("{release}-ruleplane")).await.expect("Deployment");
-    assert_eq!(upgraded.metadata.generation, generation, "a rules change must not roll the pods");
+    let rules_cm = configmaps
+        .get(&format!("{release}-ruleplane-rules"))
+        .await
+        .expect("rules ConfigMap");
+    assert!(
+        rules_cm.data.unwrap_or_default()["widget.yaml"].contains("gadget"),
+        "rules upgraded"
+    );
+    let upgraded = deployments
+        .get(&format!("{release}-ruleplane"))
+        .await
+        .expect("Deployment");
+    assert_eq!(
+        upgraded.metadata.generation, generation,
+        "a rules change must not roll the pods"
+    );
     assert_eq!(
         serde_json::to_value(&upgraded.spec.as_ref().unwrap().template).unwrap(),
         template_before
@@ -162,8 +180,15 @@ fn chart_applies_with_server_dry_run(ns: &str, values: &[&str]) -> String {
     for value in values {
         args.extend(["--set".to_string(), (*value).to_string()]);
     }
-    let rendered = Command::new(plane.bin_dir.join("helm")).args(&args).output().expect("run helm");
-    assert!(rendered.status.success(), "{}", String::from_utf8_lossy(&rendered.stderr));
+    let rendered = Command::new(plane.bin_dir.join("helm"))
+        .args(&args)
+        .output()
+        .expect("run helm");
+    assert!(
+        rendered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
     let mut apply = Command::new(plane.bin_dir.join("kubectl"))
         .arg("--kubeconfig")
         .arg(&plane.kubeconfig)
@@ -224,7 +249,10 @@ async fn chart_renders_objects_the_apiserver_accepts_with_default_and_other_valu
     ] {
         assert!(defaults.contains(object), "{object} not applied:\n{defaults}");
     }
-    assert!(!defaults.contains("servicemonitor"), "ServiceMonitor is off by default:\n{defaults}");
+    assert!(
+        !defaults.contains("servicemonitor"),
+        "ServiceMonitor is off by default:\n{defaults}"
+    );
 
     let others = chart_applies_with_server_dry_run(
         &ns,
@@ -243,10 +271,22 @@ async fn chart_renders_objects_the_apiserver_accepts_with_default_and_other_valu
             "nodeSelector.kubernetes\\.io/os=linux",
         ],
     );
-    assert!(others.contains("servicemonitor.monitoring.coreos.com/rp-ruleplane"), "{others}");
-    assert!(!others.contains("poddisruptionbudget"), "no budget for one replica:\n{others}");
-    assert!(!others.contains("configmap/rp-ruleplane-rules"), "rules from the existing ConfigMap:\n{others}");
-    assert!(!others.contains("serviceaccount/"), "no ServiceAccount created:\n{others}");
+    assert!(
+        others.contains("servicemonitor.monitoring.coreos.com/rp-ruleplane"),
+        "{others}"
+    );
+    assert!(
+        !others.contains("poddisruptionbudget"),
+        "no budget for one replica:\n{others}"
+    );
+    assert!(
+        !others.contains("configmap/rp-ruleplane-rules"),
+        "rules from the existing ConfigMap:\n{others}"
+    );
+    assert!(
+        !others.contains("serviceaccount/"),
+        "no ServiceAccount created:\n{others}"
+    );
     assert!(!others.contains("clusterrole"), "no RBAC created:\n{others}");
 }
 
@@ -262,7 +302,12 @@ fn kubectl_apply_stdin(manifest: &str) {
         .spawn()
         .expect("run kubectl");
     use std::io::Write as _;
-    apply.stdin.take().expect("stdin").write_all(manifest.as_bytes()).expect("pipe");
+    apply
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(manifest.as_bytes())
+        .expect("pipe");
     let out = apply.wait_with_output().expect("kubectl apply");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
@@ -343,5 +388,8 @@ fn a_bad_chart_value_fails_with_a_message_naming_it() {
     assert!(good.status.success(), "{}", String::from_utf8_lossy(&good.stderr));
     let monitored = template("metrics.serviceMonitor.enabled=true");
     assert!(String::from_utf8_lossy(&monitored.stdout).contains("kind: ServiceMonitor"));
-    assert!(!String::from_utf8_lossy(&good.stdout).contains("kind: ServiceMonitor"), "off by default");
+    assert!(
+        !String::from_utf8_lossy(&good.stdout).contains("kind: ServiceMonitor"),
+        "off by default"
+    );
 }

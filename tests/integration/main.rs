@@ -4,6 +4,7 @@ mod support;
 
 mod cli;
 mod foundation;
+mod gitops;
 mod helm_chart;
 mod manager_runtime;
 mod reconcilers;

@@ -183,6 +183,9 @@ fn unknown_kind_message(name: &str) -> String {
         }
         "Policy" | "KubeSchedulerConfiguration" => " (declare schedulers with `kind: SchedulerPolicy`)".to_string(),
         "Controller" | "Operator" => " (declare controllers with `kind: Reconciler`)".to_string(),
+        crate::rule_test::RULE_TEST_KIND => {
+            " (tests go in files named `*.test.yaml`, which `ruleplane test` runs and the manager skips)".to_string()
+        }
         _ => {
             let suggestion = did_you_mean(name, RuleKind::ALL.iter().map(|k| k.as_str()));
             if !suggestion.is_empty() {

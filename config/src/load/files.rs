@@ -2,15 +2,25 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::rule_test::is_test_file;
+
 /// The rule files under `root`: the file itself, or every `*.yaml`/`*.yml` file below a directory, in sorted
-/// path order.
-///
-/// Hidden entries are skipped: they include the `..data` symlink farm of ConfigMap volumes (Kubernetes'
-/// atomic writer), which would otherwise load every file twice.
+/// path order, except test files (`*.test.yaml`, run by `ruleplane test`), which may sit beside the rules.
 pub fn rule_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     if !root.is_dir() {
         return Ok(vec![root.to_path_buf()]);
     }
+    Ok(yaml_files(root)?
+        .into_iter()
+        .filter(|path| !is_test_file(path))
+        .collect())
+}
+
+/// Every `*.yaml`/`*.yml` file below the directory `root`, in sorted path order.
+///
+/// Hidden entries are skipped: they include the `..data` symlink farm of ConfigMap volumes (Kubernetes'
+/// atomic writer), which would otherwise load every file twice.
+pub(crate) fn yaml_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut found = Vec::new();
     let mut pending = vec![root.to_path_buf()];
     while let Some(current) = pending.pop() {

@@ -7,7 +7,7 @@ mod document;
 mod fields;
 mod files;
 mod rule_set;
-mod schema_check;
+pub(crate) mod schema_check;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +17,7 @@ pub(crate) use fields::{
     key, path, with,
 };
 pub use files::rule_files;
+pub(crate) use files::yaml_files;
 
 use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics, SourceLocation};
 use crate::reconciler::ReconcilerRule;

@@ -2,6 +2,7 @@
 
 mod checks;
 mod plan;
+mod preview;
 mod render;
 mod resolved;
 mod types;
@@ -9,11 +10,12 @@ mod types;
 pub(crate) use checks::check_reconciler;
 pub use plan::{
     ChildApply, ChildPlan, Condition, ObjectKey, Unrendered, attach_parent, contains, fingerprint, next_status,
-    plan_children, unrendered_fate,
+    parent_conditions, plan_children, unrendered_fate,
 };
+pub use preview::{ChildChange, ParentPreview, Scopes, preview_parent};
 pub use render::{
-    OutputYamlProblem, RenderError, Rendered, child_ready, compute_status, gather_lookups, project_lookup,
-    render_children, render_children_observing, render_finalize_children, render_lookup_target,
+    OutputYamlProblem, RenderError, Rendered, child_ready, compute_status, find_lookup_object, gather_lookups,
+    project_lookup, render_children, render_children_observing, render_finalize_children, render_lookup_target,
 };
 pub use resolved::{Child, DEFAULT_CONCURRENCY, Reconciler, ReconcilerKinds, ResolvedLookup, StatusField};
 pub use types::{ChildTemplate, FinalizeSpec, Lookup, ReconcilerRule, ReconcilerSpec, WatchedKind};

@@ -263,6 +263,55 @@ pub struct Condition {
     pub message: String,
 }
 
+/// The parent's `Ready` and `Synced` conditions: `Ready` when every child not excluded by `includeWhen` exists
+/// (in `children`, by id) and passes its `readyWhen`, and nothing failed; `Synced` unless `failure` (its reason
+/// and message) says why the last reconcile did not apply everything.
+pub fn parent_conditions(
+    rule: &Reconciler,
+    children: &Map<String, Value>,
+    excluded: &[String],
+    failure: Option<(&str, String)>,
+) -> [Condition; 2] {
+    let not_ready: Vec<&str> = rule
+        .children()
+        .iter()
+        .filter(|child| !excluded.contains(&child.id))
+        .filter(|child| !children.get(&child.id).is_some_and(|observed| child.is_ready(observed)))
+        .map(|child| child.id.as_str())
+        .collect();
+    let total = rule.children().len().saturating_sub(excluded.len());
+    let ready = Condition {
+        type_: "Ready",
+        status: not_ready.is_empty() && failure.is_none(),
+        reason: if not_ready.is_empty() {
+            "ChildrenReady"
+        } else {
+            "ChildrenNotReady"
+        }
+        .into(),
+        message: if not_ready.is_empty() {
+            format!("all {total} children are ready")
+        } else {
+            format!("not ready: {}", not_ready.join(", "))
+        },
+    };
+    let synced = match failure {
+        None => Condition {
+            type_: "Synced",
+            status: true,
+            reason: "Applied".into(),
+            message: format!("{total} children applied"),
+        },
+        Some((reason, message)) => Condition {
+            type_: "Synced",
+            status: false,
+            reason: reason.into(),
+            message,
+        },
+    };
+    [ready, synced]
+}
+
 /// The parent's status after a reconcile: projected fields, `observedGeneration`, and the conditions —
 /// keeping each condition's `lastTransitionTime` unless its status changed, so an unchanged parent gets an
 /// identical status (and no write). Returns the merge patch for `status` (fields no longer projected set to

@@ -231,6 +231,22 @@ pub fn gather_lookups(
     Ok(lookups)
 }
 
+/// Finds a lookup's object among `available` objects (files given to `ruleplane render`, a test case's
+/// `lookups`): the same apiVersion, kind and name, and the namespace when the lookup has one, as the worker's
+/// cache is asked.
+pub fn find_lookup_object(available: &[Value], lookup: &Lookup, name: &str, namespace: Option<&str>) -> Option<Value> {
+    let text = |object: &Value, pointer: &str| object.pointer(pointer).and_then(Value::as_str).map(str::to_owned);
+    available
+        .iter()
+        .find(|object| {
+            text(object, "/apiVersion").as_deref() == Some(lookup.api_version.as_str())
+                && text(object, "/kind").as_deref() == Some(lookup.kind.as_str())
+                && text(object, "/metadata/name").as_deref() == Some(name)
+                && (namespace.is_none() || text(object, "/metadata/namespace").as_deref() == namespace)
+        })
+        .cloned()
+}
+
 /// What a lookup exposes to templates: the object (or the part its `jsonPath` selects), or `null`.
 pub fn project_lookup(lookup: &ResolvedLookup, object: Option<&Value>) -> Value {
     let Some(object) = object else {

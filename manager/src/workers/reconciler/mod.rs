@@ -15,8 +15,8 @@ use kube::discovery::{ApiCapabilities, Scope};
 use kube::{Client, ResourceExt};
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL};
 use ruleplane_config::{
-    Condition, ObjectKey, Reconciler, RenderError, attach_parent, builtin_kind, compute_status, gather_lookups,
-    next_status, plan_children, render_children_observing, unrendered_fate,
+    ObjectKey, Reconciler, RenderError, attach_parent, builtin_kind, compute_status, gather_lookups, next_status,
+    parent_conditions, plan_children, render_children_observing, unrendered_fate,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -460,49 +460,17 @@ impl ParentReconciler {
             return Ok(());
         }
         let projected = compute_status(&self.rule, parent_value, children, lookups);
-        let not_ready: Vec<&str> = self
-            .rule
-            .children()
-            .iter()
-            .filter(|child| !excluded.contains(&child.id))
-            .filter(|child| !children.get(&child.id).is_some_and(|observed| child.is_ready(observed)))
-            .map(|child| child.id.as_str())
-            .collect();
-        let total = self.rule.children().len() - excluded.len();
-        let ready = Condition {
-            type_: "Ready",
-            status: not_ready.is_empty() && failure.is_none(),
-            reason: if not_ready.is_empty() {
-                "ChildrenReady"
-            } else {
-                "ChildrenNotReady"
-            }
-            .into(),
-            message: if not_ready.is_empty() {
-                format!("all {total} children are ready")
-            } else {
-                format!("not ready: {}", not_ready.join(", "))
-            },
-        };
-        let synced = match failure {
-            None => Condition {
-                type_: "Synced",
-                status: true,
-                reason: "Applied".into(),
-                message: format!("{total} children applied"),
-            },
-            Some(error) => Condition {
-                type_: "Synced",
-                status: false,
-                reason: error.reason().into(),
-                message: error.to_string(),
-            },
-        };
+        let conditions = parent_conditions(
+            &self.rule,
+            children,
+            excluded,
+            failure.map(|error| (error.reason(), error.to_string())),
+        );
         let Some(patch) = next_status(
             parent_value.get("status"),
             &projected,
             parent.metadata.generation.filter(|_| self.status_subresource),
-            &[ready, synced],
+            &conditions,
             &io::now(),
         ) else {
             return Ok(());

@@ -1,0 +1,504 @@
+//! Test files → test suites: the schema check, then every reference and input checked with its position, so a
+//! run never starts on a case that cannot mean what it says.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use super::types::{ExpectedPlacement, RuleTestDocument, TestCase};
+use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics, Pos, SourceLocation, did_you_mean};
+use crate::load::path;
+use crate::load::schema_check::SchemaChecker;
+use crate::rule_set::{Rule, RuleSet};
+use crate::scheduler::engine::snapshot::pod_ref;
+use crate::schema::{cached_schema, rule_test_schema_ref};
+use crate::yaml_tree::{Node, NodeValue, PathStep, parse_documents};
+
+/// The `kind` of test documents.
+pub const RULE_TEST_KIND: &str = "RuleTest";
+
+/// Whether a file is a test file (`*.test.yaml` / `*.test.yml`): never loaded as rules, run by `ruleplane test`.
+pub fn is_test_file(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name.ends_with(".test.yaml") || name.ends_with(".test.yml"))
+}
+
+/// The test files under `root`: the file itself when it is one, or every test file below a directory, sorted.
+pub fn test_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
+    if !root.is_dir() {
+        return Ok(if is_test_file(root) {
+            vec![root.to_path_buf()]
+        } else {
+            Vec::new()
+        });
+    }
+    Ok(crate::load::yaml_files(root)?
+        .into_iter()
+        .filter(|p| is_test_file(p))
+        .collect())
+}
+
+/// One test document, resolved against the rule set.
+#[derive(Clone, Debug)]
+pub struct RuleTestSuite {
+    /// `metadata.name`.
+    pub name: String,
+    /// The rule under test.
+    pub rule: String,
+    /// Where the document starts.
+    pub source: SourceLocation,
+    /// The cases, in file order.
+    pub cases: Vec<ResolvedCase>,
+}
+
+/// One case, its inputs typed for the rule's kind.
+#[derive(Clone, Debug)]
+pub struct ResolvedCase {
+    /// `name`.
+    pub name: String,
+    /// Where the case starts.
+    pub source: SourceLocation,
+    /// Inputs and expectations.
+    pub check: CaseCheck,
+}
+
+/// What a case feeds the rule and expects back.
+#[derive(Clone, Debug)]
+pub enum CaseCheck {
+    /// A Reconciler case.
+    Reconciler {
+        /// The parent object.
+        parent: Value,
+        /// Objects lookups may find.
+        lookups: Vec<Value>,
+        /// Children as they exist, by id.
+        observed: Map<String, Value>,
+        /// Every child expected (subsets), when given.
+        children: Option<Vec<Value>>,
+        /// Expected status (subset), when given.
+        status: Option<Value>,
+        /// Expected render error text, when given.
+        error: Option<String>,
+    },
+    /// A SchedulerPolicy case.
+    Scheduler {
+        /// Nodes.
+        nodes: Vec<KubeNode>,
+        /// Running pods.
+        existing: Vec<Pod>,
+        /// Pods to place.
+        pods: Vec<Pod>,
+        /// Tie-breaking seed.
+        seed: u64,
+        /// Expected outcomes.
+        placements: Vec<ExpectedPlacement>,
+    },
+}
+
+/// Loads test documents from `files` (name, text) and resolves each against `rules`, collecting every located
+/// problem.
+pub fn load_tests(files: &[(String, String)], rules: &RuleSet) -> Result<Vec<RuleTestSuite>, Diagnostics> {
+    let mut suites = Vec::new();
+    let mut problems: Vec<Diagnostic> = Vec::new();
+    for (name, text) in files {
+        let mut out = FileDiagnostics::new(name, text);
+        match parse_documents(text) {
+            Err(error) => out.error(error.pos, DiagnosticCode::Syntax, error.message),
+            Ok(documents) => {
+                for doc in &documents {
+                    if let Some(suite) = load_document(doc, rules, &mut out) {
+                        suites.push(suite);
+                    }
+                }
+            }
+        }
+        problems.append(&mut out.found);
+    }
+    let mut seen = std::collections::BTreeMap::new();
+    for suite in &suites {
+        if let Some(first) = seen.insert(suite.name.as_str(), &suite.source) {
+            problems.push(Diagnostic {
+                file: suite.source.file.clone(),
+                line: suite.source.line,
+                column: suite.source.column,
+                message: format!("a RuleTest named `{}` is already defined at {first}", suite.name),
+                source_line: None,
+                code: DiagnosticCode::Duplicate,
+            });
+        }
+    }
+    if problems.is_empty() {
+        Ok(suites)
+    } else {
+        Err(Diagnostics(problems))
+    }
+}
+
+fn load_document(doc: &Node, rules: &RuleSet, out: &mut FileDiagnostics) -> Option<RuleTestSuite> {
+    if !matches!(doc.value, NodeValue::Map(_)) {
+        out.error(
+            doc.pos,
+            DiagnosticCode::Structure,
+            "a test must be a mapping with apiVersion, kind, metadata and spec",
+        );
+        return None;
+    }
+    match doc.get("kind") {
+        Some(kind) if kind.as_str() == Some(RULE_TEST_KIND) => {}
+        Some(kind) => {
+            out.error(
+                kind.pos,
+                DiagnosticCode::UnknownKind,
+                format!("test files (*.test.yaml) hold `kind: {RULE_TEST_KIND}` documents; put rules in other files"),
+            );
+            return None;
+        }
+        None => {
+            out.error(
+                doc.pos,
+                DiagnosticCode::MissingField,
+                format!("missing required field `kind` ({RULE_TEST_KIND})"),
+            );
+            return None;
+        }
+    }
+    let schema = rule_test_schema_ref();
+    let mut checker = SchemaChecker::new(cached_schema());
+    checker.check(&schema, doc, &mut Vec::new(), doc.pos);
+    if !checker.issues.is_empty() {
+        for issue in checker.issues {
+            out.error(issue.pos, issue.code, issue.message);
+        }
+        return None;
+    }
+    let document: RuleTestDocument = match serde_json::from_value(doc.to_json()) {
+        Ok(document) => document,
+        Err(error) => {
+            out.error(doc.pos, DiagnosticCode::Structure, format!("invalid test: {error}"));
+            return None;
+        }
+    };
+    let problems_before = out.found.len();
+    let rule_pos = doc.value_pos_of(&path(&["spec", "rule"]));
+    let rule = rules.rules().iter().find(|rule| rule.name() == document.spec.rule);
+    let rule = match rule {
+        Some(rule @ (Rule::Reconciler(_) | Rule::SchedulerPolicy(_))) => rule,
+        Some(other) => {
+            out.error(
+                rule_pos,
+                DiagnosticCode::Reference,
+                format!(
+                    "rule `{}` is a {}; tests are for Reconciler and SchedulerPolicy rules",
+                    other.name(),
+                    other.kind()
+                ),
+            );
+            return None;
+        }
+        None => {
+            let testable = rules
+                .rules()
+                .iter()
+                .filter(|r| matches!(r, Rule::Reconciler(_) | Rule::SchedulerPolicy(_)))
+                .map(Rule::name);
+            let hint = did_you_mean(&document.spec.rule, testable);
+            out.error(
+                rule_pos,
+                DiagnosticCode::Reference,
+                format!(
+                    "no Reconciler or SchedulerPolicy named `{}` among the rules given{hint} (pass the rules' files \
+                     or directory to `ruleplane test` too)",
+                    document.spec.rule
+                ),
+            );
+            return None;
+        }
+    };
+    let mut cases = Vec::with_capacity(document.spec.cases.len());
+    for (index, case) in document.spec.cases.iter().enumerate() {
+        let at = CaseAt { doc, index };
+        let check = match rule {
+            Rule::Reconciler(reconciler) => {
+                let watched = &reconciler.spec.watched;
+                reconciler_case(case, &at, (&watched.api_version, &watched.kind), out)
+            }
+            _ => scheduler_case(case, &at, out),
+        };
+        if let Some(check) = check {
+            cases.push(ResolvedCase {
+                name: case.name.clone(),
+                source: out.location(at.pos(&[])),
+                check,
+            });
+        }
+    }
+    (out.found.len() == problems_before).then(|| RuleTestSuite {
+        name: document.metadata.name,
+        rule: document.spec.rule,
+        source: out.location(doc.pos),
+        cases,
+    })
+}
+
+/// Positions inside case `index` of a document.
+struct CaseAt<'d> {
+    doc: &'d Node,
+    index: usize,
+}
+
+impl CaseAt<'_> {
+    fn steps(&self, field: &[PathStep]) -> Vec<PathStep> {
+        let mut steps = path(&["spec", "cases"]);
+        steps.push(PathStep::Index(self.index));
+        steps.extend_from_slice(field);
+        steps
+    }
+
+    /// Where the key of `field` (or the case itself) was written.
+    fn pos(&self, field: &[PathStep]) -> Pos {
+        self.doc.pos_of(&self.steps(field))
+    }
+}
+
+fn key(name: &str) -> PathStep {
+    PathStep::Key(name.to_string())
+}
+
+/// Fields of the other kind's cases, reported where they were written.
+fn refuse_fields(case: &TestCase, at: &CaseAt, fields: &[(&str, bool)], rule_kind: &str, out: &mut FileDiagnostics) {
+    for (field, present) in fields {
+        if *present {
+            let steps: Vec<PathStep> = field.split('.').map(key).collect();
+            out.error(
+                at.pos(&steps),
+                DiagnosticCode::UnknownField,
+                format!(
+                    "`{field}` is for the other kind of test; case `{}` tests a {rule_kind}",
+                    case.name
+                ),
+            );
+        }
+    }
+}
+
+fn reconciler_case(
+    case: &TestCase,
+    at: &CaseAt,
+    (api_version, kind): (&str, &str),
+    out: &mut FileDiagnostics,
+) -> Option<CaseCheck> {
+    let expect = &case.expect;
+    refuse_fields(
+        case,
+        at,
+        &[
+            ("nodes", !case.nodes.is_empty()),
+            ("existing", !case.existing.is_empty()),
+            ("pods", !case.pods.is_empty()),
+            ("seed", case.seed.is_some()),
+            ("expect.placements", !expect.placements.is_empty()),
+        ],
+        "Reconciler",
+        out,
+    );
+    let Some(parent) = &case.parent else {
+        out.error(
+            at.pos(&[]),
+            DiagnosticCode::MissingField,
+            format!("case `{}` needs a `parent` object", case.name),
+        );
+        return None;
+    };
+    let text = |field: &str| parent.get(field).and_then(Value::as_str);
+    if text("apiVersion") != Some(api_version) || text("kind") != Some(kind) {
+        out.error(
+            at.pos(&[key("parent")]),
+            DiagnosticCode::Value,
+            format!(
+                "the rule watches {api_version} {kind}; this parent is {} {}",
+                text("apiVersion").unwrap_or("(no apiVersion)"),
+                text("kind").unwrap_or("(no kind)")
+            ),
+        );
+    }
+    if parent
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .is_none()
+    {
+        out.error(
+            at.pos(&[key("parent")]),
+            DiagnosticCode::MissingField,
+            "the parent needs `metadata.name`",
+        );
+    }
+    if expect.children.is_none() && expect.status.is_none() && expect.error.is_none() {
+        out.error(
+            at.pos(&[key("expect")]),
+            DiagnosticCode::MissingField,
+            "`expect` needs `children`, `status` or `error` for a Reconciler case",
+        );
+    }
+    if expect.error.is_some() && (expect.children.is_some() || expect.status.is_some()) {
+        out.error(
+            at.pos(&[key("expect"), key("error")]),
+            DiagnosticCode::Value,
+            "a case that expects a render error renders no children or status: leave out `children` and `status`",
+        );
+    }
+    for (index, child) in expect.children.iter().flatten().enumerate() {
+        let has = |pointer: &str| child_text(child, pointer).is_some();
+        if !(has("/apiVersion") && has("/kind") && has("/metadata/name")) {
+            out.error(
+                at.pos(&[key("expect"), key("children"), PathStep::Index(index)]),
+                DiagnosticCode::MissingField,
+                "an expected child needs `apiVersion`, `kind` and `metadata.name` (they say which child it is)",
+            );
+        }
+    }
+    Some(CaseCheck::Reconciler {
+        parent: Value::Object(parent.clone()),
+        lookups: case.lookups.iter().cloned().map(Value::Object).collect(),
+        observed: case
+            .observed
+            .iter()
+            .map(|(id, o)| (id.clone(), Value::Object(o.clone())))
+            .collect(),
+        children: expect
+            .children
+            .as_ref()
+            .map(|c| c.iter().cloned().map(Value::Object).collect()),
+        status: expect.status.clone().map(Value::Object),
+        error: expect.error.clone(),
+    })
+}
+
+fn child_text<'v>(child: &'v Map<String, Value>, pointer: &str) -> Option<&'v str> {
+    let mut steps = pointer.trim_start_matches('/').split('/');
+    let first = child.get(steps.next()?)?;
+    steps
+        .try_fold(first, |value, step| value.get(step))
+        .and_then(Value::as_str)
+}
+
+fn scheduler_case(case: &TestCase, at: &CaseAt, out: &mut FileDiagnostics) -> Option<CaseCheck> {
+    let expect = &case.expect;
+    refuse_fields(
+        case,
+        at,
+        &[
+            ("parent", case.parent.is_some()),
+            ("lookups", !case.lookups.is_empty()),
+            ("observed", !case.observed.is_empty()),
+            ("expect.children", expect.children.is_some()),
+            ("expect.status", expect.status.is_some()),
+            ("expect.error", expect.error.is_some()),
+        ],
+        "SchedulerPolicy",
+        out,
+    );
+    let nodes: Vec<KubeNode> = typed_objects(&case.nodes, "Node", "nodes", at, out);
+    let existing: Vec<Pod> = typed_objects(&case.existing, "Pod", "existing", at, out);
+    let pods: Vec<Pod> = typed_objects(&case.pods, "Pod", "pods", at, out);
+    if case.pods.is_empty() {
+        out.error(
+            at.pos(&[]),
+            DiagnosticCode::MissingField,
+            format!("case `{}` needs `pods` to place", case.name),
+        );
+    }
+    if expect.placements.is_empty() {
+        out.error(
+            at.pos(&[key("expect")]),
+            DiagnosticCode::MissingField,
+            "`expect` needs `placements` for a SchedulerPolicy case",
+        );
+    }
+    let pod_refs: Vec<String> = pods.iter().map(pod_ref).collect();
+    for (index, placement) in expect.placements.iter().enumerate() {
+        let at_placement = |field: Option<&str>| {
+            let mut steps = vec![key("expect"), key("placements"), PathStep::Index(index)];
+            steps.extend(field.map(key));
+            at.pos(&steps)
+        };
+        let wanted = qualified_pod(&placement.pod);
+        if !pod_refs.contains(&wanted) {
+            out.error(
+                at_placement(Some("pod")),
+                DiagnosticCode::Reference,
+                format!("no pod `{wanted}` in this case's `pods` ({})", pod_refs.join(", ")),
+            );
+        }
+        let bound = placement.node.is_some() || !placement.node_in.is_empty();
+        let unschedulable = placement.unschedulable || placement.message.is_some();
+        if bound == unschedulable || (placement.node.is_some() && !placement.node_in.is_empty()) {
+            out.error(
+                at_placement(None),
+                DiagnosticCode::Value,
+                "say one outcome: `node`, `nodeIn`, or `unschedulable` (and/or `message`)",
+            );
+        }
+    }
+    Some(CaseCheck::Scheduler {
+        nodes,
+        existing,
+        pods,
+        seed: case.seed.unwrap_or(0),
+        placements: expect.placements.clone(),
+    })
+}
+
+/// Converts a case's objects into typed Kubernetes objects, reporting each one that does not convert at its item.
+fn typed_objects<T: DeserializeOwned>(
+    objects: &[Map<String, Value>],
+    kind: &str,
+    field: &str,
+    at: &CaseAt,
+    out: &mut FileDiagnostics,
+) -> Vec<T> {
+    let mut typed = Vec::with_capacity(objects.len());
+    for (index, object) in objects.iter().enumerate() {
+        let pos = at.pos(&[key(field), PathStep::Index(index)]);
+        if let Some(found) = object.get("kind").and_then(Value::as_str)
+            && found != kind
+        {
+            out.error(
+                pos,
+                DiagnosticCode::Value,
+                format!("`{field}` holds {kind} objects, found a {found}"),
+            );
+            continue;
+        }
+        if object
+            .get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .is_none()
+        {
+            out.error(
+                pos,
+                DiagnosticCode::MissingField,
+                format!("a {kind} needs `metadata.name`"),
+            );
+            continue;
+        }
+        match serde_json::from_value(Value::Object(object.clone())) {
+            Ok(value) => typed.push(value),
+            Err(error) => out.error(pos, DiagnosticCode::Value, format!("not a valid {kind}: {error}")),
+        }
+    }
+    typed
+}
+
+/// `name` → `default/name`; `namespace/name` unchanged.
+pub(crate) fn qualified_pod(pod: &str) -> String {
+    if pod.contains('/') {
+        pod.to_string()
+    } else {
+        format!("default/{pod}")
+    }
+}

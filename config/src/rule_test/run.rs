@@ -1,0 +1,259 @@
+//! Running test cases: the same render and scheduling code as the manager, results compared with the cases'
+//! expectations.
+
+use serde_json::{Map, Value};
+
+use super::load::{CaseCheck, ResolvedCase, RuleTestSuite, qualified_pod};
+use super::types::ExpectedPlacement;
+use crate::diagnostics::SourceLocation;
+use crate::object_diff::{is_subset, project, unified_diff, yaml};
+use crate::reconciler::{
+    ObjectKey, Reconciler, compute_status, find_lookup_object, gather_lookups, next_status, parent_conditions,
+    render_children_observing,
+};
+use crate::rule_set::{Rule, RuleSet};
+use crate::scheduler::SchedulerPolicy;
+use crate::scheduler::simulate::simulate;
+
+/// The time conditions are stamped with in test output (tests should not compare it).
+const TEST_TIME: &str = "1970-01-01T00:00:00Z";
+
+/// The outcome of one suite.
+#[derive(Clone, Debug)]
+pub struct SuiteOutcome {
+    /// The suite's name.
+    pub name: String,
+    /// The rule under test.
+    pub rule: String,
+    /// Where the suite starts.
+    pub source: SourceLocation,
+    /// One outcome per case, in order.
+    pub cases: Vec<CaseOutcome>,
+}
+
+/// The outcome of one case.
+#[derive(Clone, Debug)]
+pub struct CaseOutcome {
+    /// The case's name.
+    pub name: String,
+    /// Where the case starts.
+    pub source: SourceLocation,
+    /// What did not match (empty: the case passed); each entry may span several lines (a diff).
+    pub failures: Vec<String>,
+}
+
+impl CaseOutcome {
+    /// Whether everything matched.
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+/// Runs every case of `suite` against its rule in `rules` (the loader checked that it exists).
+pub fn run_suite(rules: &RuleSet, suite: &RuleTestSuite) -> SuiteOutcome {
+    let rule = rules.rules().iter().find(|rule| rule.name() == suite.rule);
+    let cases = suite
+        .cases
+        .iter()
+        .map(|case| CaseOutcome {
+            name: case.name.clone(),
+            source: case.source.clone(),
+            failures: match (rule, &case.check) {
+                (Some(Rule::Reconciler(rule)), CaseCheck::Reconciler { .. }) => reconciler_failures(rule, case),
+                (Some(Rule::SchedulerPolicy(policy)), CaseCheck::Scheduler { .. }) => scheduler_failures(policy, case),
+                _ => vec![format!("rule `{}` is not a rule this case can test", suite.rule)],
+            },
+        })
+        .collect();
+    SuiteOutcome {
+        name: suite.name.clone(),
+        rule: suite.rule.clone(),
+        source: suite.source.clone(),
+        cases,
+    }
+}
+
+fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase) -> Vec<String> {
+    let CaseCheck::Reconciler {
+        parent,
+        lookups: available,
+        observed,
+        children,
+        status,
+        error,
+    } = &case.check
+    else {
+        return Vec::new();
+    };
+    let rendered = gather_lookups(rule, parent, |lookup, name, namespace| {
+        find_lookup_object(available, lookup, name, namespace)
+    })
+    .and_then(|lookups| {
+        render_children_observing(rule, parent, &lookups, observed).map(|rendered| (rendered, lookups))
+    });
+    let (rendered, lookups) = match (rendered, error) {
+        (Err(failure), Some(expected)) if failure.to_string().contains(expected.as_str()) => return Vec::new(),
+        (Err(failure), Some(expected)) => {
+            return vec![format!(
+                "expected a render error containing {expected:?}, got:\n{failure}"
+            )];
+        }
+        (Err(failure), None) => return vec![format!("render failed:\n{failure}")],
+        (Ok(_), Some(expected)) => {
+            return vec![format!(
+                "expected a render error containing {expected:?}; rendering succeeded"
+            )];
+        }
+        (Ok(rendered), None) => rendered,
+    };
+    let mut failures = Vec::new();
+    if let Some(expected) = children {
+        failures.extend(children_failures(expected, &rendered.children, &rendered.waiting));
+    }
+    if let Some(expected) = status {
+        // The children as the manager would see them after applying: observed where the case says, else as
+        // rendered (without what the apiserver would add).
+        let mut now: Map<String, Value> = observed.clone();
+        for child in &rendered.children {
+            if let Some(id) = child
+                .pointer(&format!(
+                    "/metadata/labels/{}",
+                    crate::ownership::CHILD_ID_LABEL.replace('/', "~1")
+                ))
+                .and_then(Value::as_str)
+            {
+                now.entry(id.to_string()).or_insert_with(|| child.clone());
+            }
+        }
+        let projected = compute_status(rule, parent, &now, &lookups);
+        let conditions = parent_conditions(rule, &now, &rendered.excluded, None);
+        let generation = parent.pointer("/metadata/generation").and_then(Value::as_i64);
+        let actual = next_status(None, &projected, generation, &conditions, TEST_TIME).unwrap_or_default();
+        if !is_subset(expected, &actual) {
+            failures.push(format!(
+                "status differs:\n{}",
+                unified_diff(
+                    "expected status",
+                    &yaml(expected),
+                    "actual status",
+                    &yaml(&project(&actual, expected))
+                )
+            ));
+        }
+    }
+    failures
+}
+
+/// Children are told apart by apiVersion, kind, name and (when the expectation gives one) namespace.
+fn same_child(expected: &Value, actual: &Value) -> bool {
+    let (Some(want), Some(have)) = (ObjectKey::of(expected), ObjectKey::of(actual)) else {
+        return false;
+    };
+    want.api_version == have.api_version
+        && want.kind == have.kind
+        && want.name == have.name
+        && (want.namespace.is_none() || want.namespace == have.namespace)
+}
+
+fn describe(object: &Value) -> String {
+    match ObjectKey::of(object) {
+        Some(key) => match key.namespace {
+            Some(namespace) => format!("{} {} {namespace}/{}", key.api_version, key.kind, key.name),
+            None => format!("{} {} {}", key.api_version, key.kind, key.name),
+        },
+        None => "an object without apiVersion/kind/name".to_string(),
+    }
+}
+
+fn children_failures(expected: &[Value], rendered: &[Value], waiting: &[String]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for want in expected {
+        match rendered.iter().find(|have| same_child(want, have)) {
+            None => {
+                let mut message = format!("child {} was not rendered", describe(want));
+                if !waiting.is_empty() {
+                    message.push_str(&format!(
+                        " (waiting for a child they read to exist and be ready: {}; give it under `observed`)",
+                        waiting.join(", ")
+                    ));
+                }
+                failures.push(message);
+            }
+            Some(have) if !is_subset(want, have) => failures.push(format!(
+                "child {} differs:\n{}",
+                describe(want),
+                unified_diff("expected", &yaml(want), "rendered", &yaml(&project(have, want)))
+            )),
+            Some(_) => {}
+        }
+    }
+    for have in rendered {
+        if !expected.iter().any(|want| same_child(want, have)) {
+            failures.push(format!(
+                "child {} was rendered but is not expected:\n{}",
+                describe(have),
+                yaml(have)
+            ));
+        }
+    }
+    failures
+}
+
+fn scheduler_failures(policy: &SchedulerPolicy, case: &ResolvedCase) -> Vec<String> {
+    let CaseCheck::Scheduler {
+        nodes,
+        existing,
+        pods,
+        seed,
+        placements,
+    } = &case.check
+    else {
+        return Vec::new();
+    };
+    let simulation = match simulate(policy, nodes.clone(), existing.clone(), pods.clone(), *seed, false) {
+        Ok(simulation) => simulation,
+        Err(error) => return vec![format!("the scheduler could not run: {error}")],
+    };
+    let mut failures = Vec::new();
+    for expected in placements {
+        let pod = qualified_pod(&expected.pod);
+        let Some(actual) = simulation.placements.iter().find(|p| p.pod == pod) else {
+            failures.push(format!("pod {pod} was not scheduled"));
+            continue;
+        };
+        if let Some(problem) = placement_problem(expected, actual.node.as_deref(), actual.message.as_deref()) {
+            failures.push(format!("pod {pod}: {problem}"));
+        }
+    }
+    failures
+}
+
+fn placement_problem(expected: &ExpectedPlacement, node: Option<&str>, message: Option<&str>) -> Option<String> {
+    let got = match (node, message) {
+        (Some(node), _) => format!("bound to {node}"),
+        (None, Some(message)) => format!("unschedulable: {message}"),
+        (None, None) => "not placed".to_string(),
+    };
+    if let Some(want) = &expected.node {
+        return (node != Some(want.as_str())).then(|| format!("expected node {want}, got {got}"));
+    }
+    if !expected.node_in.is_empty() {
+        return (!node.is_some_and(|n| expected.node_in.iter().any(|w| w == n)))
+            .then(|| format!("expected one of {}, got {got}", expected.node_in.join(", ")));
+    }
+    if node.is_some() {
+        return Some(format!("expected it to be unschedulable, got {got}"));
+    }
+    match &expected.message {
+        Some(want) if message != Some(want.as_str()) => Some(format!(
+            "message differs:\n{}",
+            unified_diff(
+                "expected",
+                &format!("{want}\n"),
+                "actual",
+                &format!("{}\n", message.unwrap_or_default())
+            )
+        )),
+        _ => None,
+    }
+}

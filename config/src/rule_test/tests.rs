@@ -1,0 +1,273 @@
+//! RuleTest fixtures: loading (with located errors) and running against small rule sets.
+
+use super::*;
+use crate::load_str;
+use crate::rule_set::RuleSet;
+
+const RULES: &str = r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: { name: webapps.test.dev }
+spec:
+  group: test.dev
+  names: { kind: WebApp, plural: webapps }
+  versions:
+    - name: v1
+      schema: { openAPIV3Schema: { type: object, x-kubernetes-preserve-unknown-fields: true } }
+      subresources: { status: {} }
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: web }
+spec:
+  for: { apiVersion: test.dev/v1, kind: WebApp }
+  lookups:
+    defaults: { apiVersion: v1, kind: ConfigMap, name: web-defaults, jsonPath: "{.data}" }
+  children:
+    - id: service
+      template: |
+        apiVersion: v1
+        kind: Service
+        metadata: { name: {{json metadata.name}} }
+        spec: { ports: [ { port: 80 } ] }
+      readyWhen: "{.spec.clusterIP}"
+    - id: app
+      template: |
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: { name: {{json metadata.name}} }
+        spec:
+          replicas: {{default lookups.defaults.replicas 1}}
+          template:
+            metadata: { annotations: { service-ip: {{json children.service.spec.clusterIP}} } }
+    - id: extra
+      includeWhen: "{.spec.extra}"
+      template: |
+        apiVersion: v1
+        kind: Secret
+        metadata: { name: {{json metadata.name}} }
+  status:
+    address: "{.children.service.spec.clusterIP}"
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: SchedulerPolicy
+metadata: { name: packer }
+spec:
+  schedulerName: packer
+  algorithmProvider: ClusterAutoscalerProvider
+"#;
+
+fn rules() -> RuleSet {
+    load_str("rules.yaml", RULES).expect("fixture rules load")
+}
+
+fn run(test: &str) -> Vec<SuiteOutcome> {
+    let rules = rules();
+    let suites = load_tests(&[("web.test.yaml".to_string(), test.to_string())], &rules).expect("test loads");
+    suites.iter().map(|suite| run_suite(&rules, suite)).collect()
+}
+
+fn load_errors(test: &str) -> String {
+    match load_tests(&[("web.test.yaml".to_string(), test.to_string())], &rules()) {
+        Ok(_) => panic!("the test loaded"),
+        Err(diagnostics) => diagnostics.to_string(),
+    }
+}
+
+fn failures(outcomes: &[SuiteOutcome]) -> Vec<String> {
+    outcomes
+        .iter()
+        .flat_map(|s| &s.cases)
+        .flat_map(|c| c.failures.clone())
+        .collect()
+}
+
+const HEADER: &str = "apiVersion: ruleplane.dev/v1alpha1\nkind: RuleTest\nmetadata: { name: web-tests }\n";
+
+#[test]
+fn a_reconciler_case_passes_with_subset_children_observed_children_and_status() {
+    let test = format!(
+        r#"{HEADER}spec:
+  rule: web
+  cases:
+    - name: the deployment waits for the service's address
+      parent: {{ apiVersion: test.dev/v1, kind: WebApp, metadata: {{ name: shop, namespace: team-a }} }}
+      expect:
+        children:
+          - {{ apiVersion: v1, kind: Service, metadata: {{ name: shop }} }}
+        status:
+          conditions: [ {{ type: Ready, status: "False", reason: ChildrenNotReady }} ]
+    - name: with the service observed, the deployment reads its address
+      parent: {{ apiVersion: test.dev/v1, kind: WebApp, metadata: {{ name: shop, generation: 3 }}, spec: {{ extra: "yes" }} }}
+      lookups:
+        - {{ apiVersion: v1, kind: ConfigMap, metadata: {{ name: web-defaults }}, data: {{ replicas: "3" }} }}
+      observed:
+        service: {{ apiVersion: v1, kind: Service, metadata: {{ name: shop }}, spec: {{ clusterIP: 10.0.0.7 }} }}
+      expect:
+        children:
+          - {{ apiVersion: v1, kind: Service, metadata: {{ name: shop }} }}
+          - apiVersion: apps/v1
+            kind: Deployment
+            metadata: {{ name: shop, labels: {{ app.kubernetes.io/managed-by: ruleplane }} }}
+            spec: {{ replicas: 3, template: {{ metadata: {{ annotations: {{ service-ip: 10.0.0.7 }} }} }} }}
+          - {{ apiVersion: v1, kind: Secret, metadata: {{ name: shop }} }}
+        status:
+          address: 10.0.0.7
+          observedGeneration: 3
+          conditions: [ {{ type: Synced, status: "True" }} ]
+"#
+    );
+    let outcomes = run(&test);
+    assert_eq!(failures(&outcomes), Vec::<String>::new());
+    assert_eq!(totals(&outcomes), (2, 0));
+}
+
+#[test]
+fn a_reconciler_case_fails_with_a_diff_and_names_unexpected_and_missing_children() {
+    let test = format!(
+        r#"{HEADER}spec:
+  rule: web
+  cases:
+    - name: wrong
+      parent: {{ apiVersion: test.dev/v1, kind: WebApp, metadata: {{ name: shop }}, spec: {{ extra: "1" }} }}
+      observed:
+        service: {{ apiVersion: v1, kind: Service, metadata: {{ name: shop }}, spec: {{ clusterIP: 10.0.0.7 }} }}
+      expect:
+        children:
+          - {{ apiVersion: v1, kind: Service, metadata: {{ name: shop }} }}
+          - {{ apiVersion: apps/v1, kind: Deployment, metadata: {{ name: shop }}, spec: {{ replicas: 2 }} }}
+          - {{ apiVersion: v1, kind: ConfigMap, metadata: {{ name: nope }} }}
+        status: {{ address: 10.9.9.9 }}
+"#
+    );
+    let found = failures(&run(&test));
+    assert_eq!(found.len(), 4, "{found:#?}");
+    assert!(
+        found[0].starts_with("child apps/v1 Deployment shop differs:\n--- expected\n+++ rendered\n"),
+        "{}",
+        found[0]
+    );
+    assert!(found[0].contains("-  replicas: 2\n+  replicas: 1\n"), "{}", found[0]);
+    assert_eq!(found[1], "child v1 ConfigMap nope was not rendered");
+    assert!(
+        found[2].starts_with("child v1 Secret shop was rendered but is not expected:"),
+        "{}",
+        found[2]
+    );
+    assert!(
+        found[3].contains("-address: \"10.9.9.9\"\n+address: \"10.0.0.7\"\n"),
+        "{}",
+        found[3]
+    );
+}
+
+#[test]
+fn expected_render_errors_match_by_text() {
+    let test = format!(
+        r#"{HEADER}spec:
+  rule: web
+  cases:
+    - name: a lookup value that breaks the rendered YAML
+      parent: {{ apiVersion: test.dev/v1, kind: WebApp, metadata: {{ name: shop }} }}
+      observed:
+        service: {{ apiVersion: v1, kind: Service, metadata: {{ name: shop }}, spec: {{ clusterIP: 10.0.0.7 }} }}
+      lookups:
+        - {{ apiVersion: v1, kind: ConfigMap, metadata: {{ name: web-defaults }}, data: {{ replicas: "x: [" }} }}
+      expect:
+        error: "not valid YAML"
+"#
+    );
+    let found = failures(&run(&test));
+    assert_eq!(found, Vec::<String>::new());
+}
+
+#[test]
+fn a_scheduler_case_checks_nodes_and_failed_scheduling_messages() {
+    let test = format!(
+        r#"{HEADER}spec:
+  rule: packer
+  cases:
+    - name: bin-packing fills the busier node; a huge pod fits nowhere
+      nodes:
+        - {{ metadata: {{ name: a }}, status: {{ allocatable: {{ cpu: "4", memory: 8Gi, pods: "110" }} }} }}
+        - {{ metadata: {{ name: b }}, status: {{ allocatable: {{ cpu: "4", memory: 8Gi, pods: "110" }} }} }}
+      existing:
+        - {{ metadata: {{ name: running }}, spec: {{ nodeName: b, containers: [ {{ name: c, resources: {{ requests: {{ cpu: "2" }} }} }} ] }} }}
+      pods:
+        - {{ metadata: {{ name: small }}, spec: {{ containers: [ {{ name: c, resources: {{ requests: {{ cpu: 500m }} }} }} ] }} }}
+        - {{ metadata: {{ name: huge, namespace: batch }}, spec: {{ containers: [ {{ name: c, resources: {{ requests: {{ cpu: "8" }} }} }} ] }} }}
+      expect:
+        placements:
+          - {{ pod: small, node: b }}
+          - {{ pod: batch/huge, message: "0/2 nodes are available: 2 Insufficient cpu." }}
+    - name: a wrong expectation fails
+      nodes:
+        - {{ metadata: {{ name: a }}, status: {{ allocatable: {{ cpu: "4", memory: 8Gi, pods: "110" }} }} }}
+      pods:
+        - {{ metadata: {{ name: small }}, spec: {{ containers: [ {{ name: c }} ] }} }}
+      expect:
+        placements:
+          - {{ pod: small, unschedulable: true }}
+"#
+    );
+    let outcomes = run(&test);
+    assert!(outcomes[0].cases[0].passed(), "{:#?}", outcomes[0].cases[0].failures);
+    assert_eq!(
+        outcomes[0].cases[1].failures,
+        vec!["pod default/small: expected it to be unschedulable, got bound to a".to_string()]
+    );
+}
+
+#[test]
+fn load_errors_are_located() {
+    let unknown_rule = format!(
+        "{HEADER}spec:\n  rule: webb\n  cases:\n    - name: x\n      parent: {{}}\n      expect: {{ error: x }}\n"
+    );
+    let text = load_errors(&unknown_rule);
+    assert!(text.contains("web.test.yaml:5:9"), "{text}");
+    assert!(text.contains("no Reconciler or SchedulerPolicy named `webb`"), "{text}");
+    assert!(text.contains("did you mean `web`?"), "{text}");
+
+    let mixed = format!(
+        "{HEADER}spec:\n  rule: web\n  cases:\n    - name: x\n      parent: {{ apiVersion: v1, kind: Secret, metadata: {{ name: s }} }}\n      pods: [ {{ metadata: {{ name: p }} }} ]\n      expect: {{ children: [] }}\n"
+    );
+    let text = load_errors(&mixed);
+    assert!(
+        text.contains("web.test.yaml:8:7")
+            && text.contains("the rule watches test.dev/v1 WebApp; this parent is v1 Secret"),
+        "{text}"
+    );
+    assert!(
+        text.contains("web.test.yaml:9:7") && text.contains("`pods` is for the other kind of test"),
+        "{text}"
+    );
+
+    let bad_field =
+        format!("{HEADER}spec:\n  rule: packer\n  cases:\n    - name: x\n      nodez: []\n      expect: {{}}\n");
+    let text = load_errors(&bad_field);
+    assert!(text.contains("web.test.yaml:8:7"), "{text}");
+
+    let bad_pod = format!(
+        "{HEADER}spec:\n  rule: packer\n  cases:\n    - name: x\n      pods:\n        - {{ kind: Node, metadata: {{ name: n }} }}\n      expect: {{ placements: [ {{ pod: ghost, node: a }} ] }}\n"
+    );
+    let text = load_errors(&bad_pod);
+    assert!(
+        text.contains("web.test.yaml:9:11") && text.contains("`pods` holds Pod objects, found a Node"),
+        "{text}"
+    );
+    assert!(text.contains("no pod `default/ghost`"), "{text}");
+}
+
+#[test]
+fn rules_files_and_test_files_are_told_apart_by_name() {
+    use std::path::Path;
+    assert!(is_test_file(Path::new("rules/web.test.yaml")));
+    assert!(is_test_file(Path::new("web.test.yml")));
+    assert!(!is_test_file(Path::new("rules/web.yaml")));
+    assert!(!is_test_file(Path::new("rules/test.yaml")));
+    let rule_test_among_rules = format!("{HEADER}spec: {{ rule: web, cases: [] }}\n");
+    let error = load_str("rules.yaml", &rule_test_among_rules).unwrap_err().to_string();
+    assert!(
+        error.contains("rules.yaml:2:7") && error.contains("tests go in files named `*.test.yaml`"),
+        "{error}"
+    );
+}

@@ -1,0 +1,386 @@
+//! `ruleplane diff`: what a rule set would do to a live cluster's parents — children created, changed (with a
+//! diff), pruned, status changed — read from the cluster and decided by the worker's own render and plan, without
+//! writing anything.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, anyhow};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::discovery::{ApiCapabilities, Scope};
+use ruleplane_config::object_diff::yaml;
+use ruleplane_config::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_UID_LABEL, RULE_LABEL};
+use ruleplane_config::{
+    ObjectKey, ParentPreview, Reconciler, RuleSet, Scopes, builtin_kind, find_lookup_object, gather_lookups,
+    preview_parent, render_lookup_target,
+};
+use serde_json::Value;
+
+use crate::cli::DiffArgs;
+
+/// `kubectl diff`'s exit codes, which reviewers' scripts already know: 0 no change, 1 changes, 2 errors.
+const CHANGES: u8 = 1;
+const ERROR: u8 = 2;
+
+pub fn main(args: DiffArgs) -> ExitCode {
+    let rules = match ruleplane_config::load_paths(std::slice::from_ref(&args.rules)) {
+        Ok(rules) => rules,
+        Err(diagnostics) => {
+            eprintln!("{diagnostics}");
+            return ExitCode::from(ERROR);
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("cannot start the async runtime: {error}");
+            return ExitCode::from(ERROR);
+        }
+    };
+    match runtime.block_on(diff(&rules, &args)) {
+        Ok(report) => {
+            print!("{}", report.text);
+            if report.changes == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(CHANGES)
+            }
+        }
+        Err(error) => {
+            eprintln!("{error:#}");
+            ExitCode::from(ERROR)
+        }
+    }
+}
+
+/// The report and how many changes it lists.
+pub struct DiffReport {
+    pub text: String,
+    pub changes: usize,
+}
+
+pub async fn diff(rules: &RuleSet, args: &DiffArgs) -> anyhow::Result<DiffReport> {
+    let client = crate::kube_client::connect(args.kubeconfig.as_deref(), 0.0, 0).await?;
+    let mut report = DiffReport {
+        text: String::new(),
+        changes: 0,
+    };
+    let mut totals = Totals::default();
+    for rule in rules.reconcilers() {
+        diff_rule(&client, rule, &mut report, &mut totals).await?;
+    }
+    let _ = writeln!(
+        report.text,
+        "{} parent(s): {} child(ren) to create, {} to change, {} to prune, {} to release, {} unchanged; {} status(es) to change",
+        totals.parents, totals.create, totals.change, totals.prune, totals.release, totals.unchanged, totals.status
+    );
+    Ok(report)
+}
+
+#[derive(Default)]
+struct Totals {
+    parents: usize,
+    create: usize,
+    change: usize,
+    prune: usize,
+    release: usize,
+    unchanged: usize,
+    status: usize,
+}
+
+/// What the apiserver serves for `apiVersion`/`kind`, or `None` when it does not serve it (yet).
+async fn discover(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+) -> anyhow::Result<Option<(ApiResource, ApiCapabilities)>> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    match kube::discovery::pinned_kind(client, &gvk).await {
+        Ok(found) => Ok(Some(found)),
+        Err(kube::Error::Discovery(_)) => Ok(None),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(error) => Err(anyhow!(error)).with_context(|| format!("discovering {api_version} {kind}")),
+    }
+}
+
+fn api(client: &Client, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    match namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+        None => Api::all_with(client.clone(), resource),
+    }
+}
+
+/// Objects as JSON with their apiVersion and kind (list items carry none).
+fn typed_values(objects: Vec<DynamicObject>, resource: &ApiResource) -> Vec<Value> {
+    objects
+        .into_iter()
+        .filter_map(|object| {
+            let mut value = serde_json::to_value(object).ok()?;
+            value["apiVersion"] = Value::from(resource.api_version.clone());
+            value["kind"] = Value::from(resource.kind.clone());
+            if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+                metadata.remove("managedFields");
+            }
+            Some(value)
+        })
+        .collect()
+}
+
+async fn diff_rule(
+    client: &Client,
+    rule: &Reconciler,
+    report: &mut DiffReport,
+    totals: &mut Totals,
+) -> anyhow::Result<()> {
+    let watched = &rule.spec.watched;
+    let name = rule.name();
+    let Some((parent_resource, parent_caps)) = discover(client, &watched.api_version, &watched.kind).await? else {
+        let declared = rule.kinds().parent.as_ref().and_then(|kind| kind.declared_by.as_ref());
+        let _ = writeln!(
+            report.text,
+            "Reconciler {name}: {} {} is not served yet{}: no parents\n",
+            watched.api_version,
+            watched.kind,
+            declared
+                .map(|by| format!(" (ResourceDefinition {by} of these rules declares it)"))
+                .unwrap_or_default()
+        );
+        return Ok(());
+    };
+    let parents = api(client, &parent_resource, watched.namespace.as_deref())
+        .list(&ListParams::default())
+        .await
+        .with_context(|| format!("listing {} {}", watched.api_version, watched.kind))?;
+    let parents: Vec<Value> = typed_values(parents.items, &parent_resource)
+        .into_iter()
+        .filter(|parent| {
+            watched.selector.as_ref().is_none_or(|selector| {
+                let labels: BTreeMap<String, String> = parent
+                    .pointer("/metadata/labels")
+                    .and_then(|l| serde_json::from_value(l.clone()).ok())
+                    .unwrap_or_default();
+                selector.matches(&labels)
+            })
+        })
+        .collect();
+    // This rule's children of every kind it renders, by parent UID: one list request per kind.
+    let mut scopes: HashMap<(String, String), bool> = HashMap::new();
+    let mut children_by_parent: HashMap<String, Vec<Value>> = HashMap::new();
+    let mut child_resources: HashMap<(String, String), ApiResource> = HashMap::new();
+    for child in rule.children() {
+        let kind = (child.api_version.clone(), child.kind.clone());
+        if scopes.contains_key(&kind) {
+            continue;
+        }
+        let Some((resource, caps)) = discover(client, &child.api_version, &child.kind).await? else {
+            // Nothing of a kind the apiserver does not serve can exist; applying it would fail, as the worker says.
+            scopes.insert(kind, true);
+            continue;
+        };
+        scopes.insert(kind.clone(), caps.scope == Scope::Namespaced);
+        let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{RULE_LABEL}={name}");
+        let listed = Api::<DynamicObject>::all_with(client.clone(), &resource)
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .with_context(|| format!("listing {} {} children", child.api_version, child.kind))?;
+        for object in typed_values(listed.items, &resource) {
+            if let Some(uid) = object
+                .pointer("/metadata/labels")
+                .and_then(|l| l.get(PARENT_UID_LABEL))
+                .and_then(Value::as_str)
+            {
+                children_by_parent.entry(uid.to_string()).or_default().push(object);
+            }
+        }
+        child_resources.insert(kind, resource);
+    }
+    let child_namespaced = |api_version: &str, kind: &str| {
+        scopes
+            .get(&(api_version.to_string(), kind.to_string()))
+            .copied()
+            .or_else(|| builtin_kind(api_version, kind).map(|k| k.namespaced))
+            .unwrap_or(true)
+    };
+    let writes_status = builtin_kind(&watched.api_version, &watched.kind).is_none();
+    let status_subresource = parent_caps.subresources.iter().any(|(sub, _)| sub.plural == "status");
+    let scopes = Scopes {
+        parent_namespaced: parent_caps.scope == Scope::Namespaced,
+        child_namespaced: &child_namespaced,
+        status: writes_status.then_some(status_subresource),
+    };
+    let mut lookup_cache: HashMap<(String, String, Option<String>, String), Option<Value>> = HashMap::new();
+    for parent in &parents {
+        totals.parents += 1;
+        let uid = parent
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let parent_ref = object_ref(parent);
+        // Lookups: each target read once per run.
+        let mut available = Vec::new();
+        for lookup in rule.lookups() {
+            let Ok((object_name, namespace)) = render_lookup_target(lookup, parent) else {
+                continue; // the render below reports the same error
+            };
+            let key = (
+                lookup.spec.api_version.clone(),
+                lookup.spec.kind.clone(),
+                namespace.clone(),
+                object_name.clone(),
+            );
+            if !lookup_cache.contains_key(&key) {
+                let found = match discover(client, &lookup.spec.api_version, &lookup.spec.kind).await? {
+                    Some((resource, _)) => api(client, &resource, namespace.as_deref())
+                        .get_opt(&object_name)
+                        .await
+                        .with_context(|| format!("reading lookup {} of {parent_ref}", lookup.name))?
+                        .and_then(|object| typed_values(vec![object], &resource).pop()),
+                    None => None,
+                };
+                lookup_cache.insert(key.clone(), found);
+            }
+            available.extend(lookup_cache[&key].clone());
+        }
+        let observed = children_by_parent.remove(uid).unwrap_or_default();
+        let preview = gather_lookups(rule, parent, |lookup, object_name, namespace| {
+            find_lookup_object(&available, lookup, object_name, namespace)
+        })
+        .and_then(|lookups| preview_parent(rule, parent, &lookups, &observed, &scopes, &now()));
+        match preview {
+            Err(error) => {
+                report.changes += 1;
+                let _ = writeln!(
+                    report.text,
+                    "Reconciler {name} › {parent_ref}\n  ! render error: {error}\n"
+                );
+            }
+            Ok(preview) => {
+                let conflicts = conflicts(client, rule, uid, &preview, &child_resources).await?;
+                write_preview(&mut report.text, name, &parent_ref, &preview, &conflicts);
+                totals.create += preview.create.len();
+                totals.change += preview.change.len();
+                totals.prune += preview.prune.len();
+                totals.release += preview.release.len();
+                totals.unchanged += preview.unchanged;
+                totals.status += usize::from(preview.status.is_some());
+                if !preview.is_empty() {
+                    report.changes += 1;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Children to create whose name is taken by an object this rule did not create for this parent: the worker
+/// would refuse them (a conflict) unless the rule adopts.
+async fn conflicts(
+    client: &Client,
+    rule: &Reconciler,
+    uid: &str,
+    preview: &ParentPreview,
+    resources: &HashMap<(String, String), ApiResource>,
+) -> anyhow::Result<Vec<ObjectKey>> {
+    let mut found = Vec::new();
+    if rule.spec.adopt {
+        return Ok(found);
+    }
+    for child in &preview.create {
+        let Some(key) = ObjectKey::of(child) else { continue };
+        let Some(resource) = resources.get(&(key.api_version.clone(), key.kind.clone())) else {
+            continue;
+        };
+        let existing = api(client, resource, key.namespace.as_deref())
+            .get_metadata_opt(&key.name)
+            .await
+            .with_context(|| format!("checking {key}"))?;
+        if let Some(existing) = existing {
+            let labels = existing.metadata.labels.unwrap_or_default();
+            let ours = labels.get(RULE_LABEL).map(String::as_str) == Some(rule.name())
+                && labels.get(PARENT_UID_LABEL).map(String::as_str) == Some(uid);
+            if !ours {
+                found.push(key);
+            }
+        }
+    }
+    Ok(found)
+}
+
+fn object_ref(object: &Value) -> String {
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let namespace = text("/metadata/namespace");
+    let name = text("/metadata/name");
+    let kind = text("/kind");
+    if namespace.is_empty() {
+        format!("{kind} {name}")
+    } else {
+        format!("{kind} {namespace}/{name}")
+    }
+}
+
+fn indent(text: &str, by: &str) -> String {
+    text.lines().map(|line| format!("{by}{line}\n")).collect()
+}
+
+fn write_preview(out: &mut String, rule: &str, parent: &str, preview: &ParentPreview, conflicts: &[ObjectKey]) {
+    if preview.is_empty() {
+        let _ = writeln!(
+            out,
+            "Reconciler {rule} › {parent}: no changes ({} child(ren) unchanged)",
+            preview.unchanged
+        );
+        return;
+    }
+    let _ = writeln!(out, "Reconciler {rule} › {parent}");
+    for child in &preview.create {
+        let key = ObjectKey::of(child).map(|k| k.to_string()).unwrap_or_default();
+        let key_ref = ObjectKey::of(child);
+        if key_ref.as_ref().is_some_and(|k| conflicts.contains(k)) {
+            let _ = writeln!(
+                out,
+                "  ! conflict {key}: an object with this name exists and this rule did not create it (set `adopt: true` to take it over)"
+            );
+        }
+        let _ = writeln!(out, "  + create {key}");
+        out.push_str(&indent(&yaml(child), "      "));
+    }
+    for change in &preview.change {
+        let _ = writeln!(out, "  ~ change {}", change.key);
+        if change.diff.is_empty() {
+            let _ = writeln!(out, "      (fields the template no longer sets would be removed)");
+        } else {
+            out.push_str(&indent(&change.diff, "      "));
+        }
+    }
+    for key in &preview.prune {
+        let _ = writeln!(out, "  - prune {key}");
+    }
+    for key in &preview.release {
+        let _ = writeln!(out, "  = release {key} (retain: kept, no longer owned)");
+    }
+    if !preview.waiting.is_empty() {
+        let _ = writeln!(
+            out,
+            "  … waiting: {} (they read a child that is not ready yet)",
+            preview.waiting.join(", ")
+        );
+    }
+    if let Some(status) = &preview.status {
+        let _ = writeln!(out, "  ~ status");
+        out.push_str(&indent(status, "      "));
+    }
+    out.push('\n');
+}
+
+fn now() -> String {
+    crate::workers::now()
+}
