@@ -46,14 +46,55 @@ async fn helm_chart_installs_and_its_rbac_is_enough_for_the_manager() {
     let rule_file = rules.join("widget.yaml");
     std::fs::write(&rule_file, rd_rule("widget", "widget", "helm.test", "")).unwrap();
     let release = format!("rp-{}", &ns[ns.len().saturating_sub(12)..]);
+    // A Reconciler too: its permissions come from `ruleplane rbac --output helm-values`, as a user gets them.
+    let copy_rule = rules.join("copy.yaml");
+    std::fs::write(
+        &copy_rule,
+        format!(
+            r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: copy-{release} }}
+spec:
+  for: {{ apiVersion: v1, kind: ConfigMap, namespace: {ns}, selector: {{ matchLabels: {{ helm-parent: "yes" }} }} }}
+  children:
+    - id: copy
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-copy" }}
+        data: {{ from: chart }}
+"#
+        ),
+    )
+    .unwrap();
+    let rbac_values = Command::new(env!("CARGO_BIN_EXE_ruleplane"))
+        .args(["rbac", "--output", "helm-values", "--rules"])
+        .arg(&rules)
+        .output()
+        .expect("run ruleplane rbac");
+    assert!(
+        rbac_values.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rbac_values.stderr)
+    );
+    let values_file = rules.with_file_name(format!("{release}-rbac-values.yaml"));
+    std::fs::write(&values_file, &rbac_values.stdout).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&rbac_values.stdout).contains('*'),
+        "no wildcard in the derived rules"
+    );
     helm(&[
         "install",
         &release,
         chart,
         "--namespace",
         &ns,
+        "-f",
+        values_file.to_str().expect("utf-8 path"),
         "--set-file",
         &format!("rules.widget\\.yaml={}", rule_file.display()),
+        "--set-file",
+        &format!("rules.copy\\.yaml={}", copy_rule.display()),
     ]);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let deployment = deployments
@@ -124,6 +165,18 @@ async fn helm_chart_installs_and_its_rbac_is_enough_for_the_manager() {
         !body.contains("lacks RBAC permissions"),
         "chart RBAC is incomplete:\n{body}"
     );
+    let parent: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "p", "labels": {"helm-parent": "yes"}}})).unwrap();
+    configmaps
+        .create(&PostParams::default(), &parent)
+        .await
+        .expect("parent ConfigMap");
+    eventually(
+        Duration::from_secs(30),
+        "child applied as the chart's ServiceAccount",
+        || async { configmaps.get_opt("p-copy").await.ok().flatten().map(|_| ()) },
+    )
+    .await;
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
         Api::all(client.clone());
     eventually(
