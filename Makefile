@@ -3,7 +3,7 @@ CACHE_DIR        ?= $(or $(RULEPLANE_CACHE),$(if $(XDG_CACHE_HOME),$(XDG_CACHE_H
 export CARGO_TARGET_DIR ?= $(CACHE_DIR)/target
 CLUSTER          := tests/control-plane/cluster.sh
 
-.PHONY: demo test lint fmt build bench control-plane cluster-up cluster-down cluster-status
+.PHONY: demo test lint fmt build image bench control-plane cluster-up cluster-down cluster-status
 
 ## demo: bring up the local control plane (building it the first time) and run the manager on examples/
 demo: build cluster-up
@@ -13,6 +13,7 @@ demo: build cluster-up
 ## examples' own RuleTests as a user runs them
 test: control-plane
 	cargo test --workspace --all-targets
+	@tests/image/build.sh >/dev/null && tests/image/check.sh
 	$(CARGO_TARGET_DIR)/debug/ruleplane test examples/
 
 ## lint: the checks CI enforces (formatting, clippy, and one kube / k8s-openapi version in the tree)
@@ -33,6 +34,10 @@ bench: build
 
 build:
 	cargo build -p ruleplane
+
+## image: the container image (static binary, FROM scratch, user 65532) as an OCI archive in the cache, with buildah
+image:
+	@tests/image/build.sh
 
 ## control-plane: build kube-apiserver/kube-scheduler/kubectl and fetch etcd into the cache (once per version)
 control-plane:
