@@ -242,29 +242,10 @@ fn chart_applies_with_server_dry_run(ns: &str, values: &[&str]) -> String {
         "{}",
         String::from_utf8_lossy(&rendered.stderr)
     );
-    let mut apply = Command::new(plane.bin_dir.join("kubectl"))
-        .arg("--kubeconfig")
-        .arg(&plane.kubeconfig)
-        .args(["apply", "--server-side", "--dry-run=server", "-n", ns, "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run kubectl");
-    use std::io::Write as _;
-    apply
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(&rendered.stdout)
-        .expect("pipe manifests");
-    let applied = apply.wait_with_output().expect("kubectl apply");
-    assert!(
-        applied.status.success(),
-        "values {values:?}: {}",
-        String::from_utf8_lossy(&applied.stderr)
-    );
-    String::from_utf8_lossy(&applied.stdout).into_owned()
+    kubectl_with_input(
+        &["apply", "--server-side", "--dry-run=server", "-n", ns, "-f", "-"],
+        &rendered.stdout,
+    )
 }
 
 #[tokio::test]
@@ -273,13 +254,15 @@ async fn chart_renders_objects_the_apiserver_accepts_with_default_and_other_valu
     let ns = test_namespace(&client, "helm-dry-run").await;
     // The Prometheus Operator's ServiceMonitor kind, so the optional ServiceMonitor is checked too (a minimal
     // CRD: the operator's own schema is not available offline).
-    kubectl_apply_stdin(
+    kubectl_with_input(
+        &["apply", "--server-side", "-f", "-"],
         r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
 "metadata":{"name":"servicemonitors.monitoring.coreos.com"},
 "spec":{"group":"monitoring.coreos.com","scope":"Namespaced",
 "names":{"kind":"ServiceMonitor","plural":"servicemonitors","singular":"servicemonitor","listKind":"ServiceMonitorList"},
 "versions":[{"name":"v1","served":true,"storage":true,
-"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}"#,
+"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}"#
+            .as_bytes(),
     );
     eventually(Duration::from_secs(20), "ServiceMonitor kind served", || async {
         kube::discovery::Discovery::new(client.clone())
@@ -343,26 +326,33 @@ async fn chart_renders_objects_the_apiserver_accepts_with_default_and_other_valu
     assert!(!others.contains("clusterrole"), "no RBAC created:\n{others}");
 }
 
-fn kubectl_apply_stdin(manifest: &str) {
+/// Runs the plane's kubectl with `args`, `input` on its standard input; fails the test when kubectl fails and
+/// returns its standard output.
+fn kubectl_with_input(args: &[&str], input: &[u8]) -> String {
+    use std::io::Write as _;
     let plane = control_plane();
-    let mut apply = Command::new(plane.bin_dir.join("kubectl"))
+    let mut kubectl = Command::new(plane.bin_dir.join("kubectl"))
         .arg("--kubeconfig")
         .arg(&plane.kubeconfig)
-        .args(["apply", "--server-side", "-f", "-"])
+        .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run kubectl");
-    use std::io::Write as _;
-    apply
+    kubectl
         .stdin
         .take()
         .expect("stdin")
-        .write_all(manifest.as_bytes())
-        .expect("pipe");
-    let out = apply.wait_with_output().expect("kubectl apply");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        .write_all(input)
+        .expect("pipe to kubectl");
+    let out = kubectl.wait_with_output().expect("kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[tokio::test]
@@ -376,26 +366,7 @@ async fn rbac_command_prints_roles_the_apiserver_accepts() {
         .output()
         .expect("run ruleplane rbac");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let plane = control_plane();
-    let mut apply = Command::new(plane.bin_dir.join("kubectl"))
-        .arg("--kubeconfig")
-        .arg(&plane.kubeconfig)
-        .args(["apply", "--dry-run=server", "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run kubectl");
-    use std::io::Write as _;
-    apply
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(&out.stdout)
-        .expect("pipe manifests");
-    let applied = apply.wait_with_output().expect("kubectl apply");
-    let stdout = String::from_utf8_lossy(&applied.stdout);
-    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    let stdout = kubectl_with_input(&["apply", "--dry-run=server", "-f", "-"], &out.stdout);
     assert!(
         stdout.contains(&format!(
             "clusterrole.rbac.authorization.k8s.io/{ns}-ruleplane created (server dry run)"
