@@ -6,6 +6,12 @@ use clap::Parser;
 use ruleplane::cli::{Cli, Command};
 use ruleplane::{diff, logging, offline, run};
 
+/// The manager allocates and frees small objects at a high rate (decoded watch events, per-node decision
+/// results, rendered children); mimalloc's thread-local free lists do that with far less CPU than glibc's malloc
+/// (see docs/benchmarks.md for the figures).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -60,6 +60,9 @@ plane() { # name → starts a fresh plane, sets KUBECONFIG and BIN_DIR
 }
 kubectl() { "$BIN_DIR/kubectl" "$@"; }
 bindings() { kubectl get --raw /metrics | awk '/^apiserver_request_total\{/ && /resource="pods"/ && /subresource="binding"/ && /code="201"/ {s+=$NF} END {printf "%d", s}'; }
+# Events created (any API group): a scheduler's Scheduled Events, which kube-scheduler's broadcaster drops when its
+# queue is full.
+events_created() { kubectl get --raw /metrics | awk '/^apiserver_request_total\{/ && /resource="events"/ && /verb="POST"/ && /code="201"/ {s+=$NF} END {printf "%d", s}'; }
 populate() { # scheduler-name
   kubectl create namespace bench >/dev/null
   kubectl create -f "$work/nodes.json" >/dev/null
@@ -87,6 +90,8 @@ measure() { # label pid → waits for every binding, prints the figures
     printf "%-44s %5d pods in %6.1f s = %6.0f pods/s (steady %6.0f pods/s); CPU %6.2f s = %5.2f s per 1,000 pods; peak RSS %4d MiB\n",
       l, n, e - s, n / (e - s), (n - fc) / ((e - f) > 0 ? (e - f) : 1), c, c * 1000 / n, r }'
   echo "$label $count $(awk "BEGIN{print $t - $started}") $cpu $rss" >>"$work/results"
+  sleep 3 # queued Events still go out
+  printf '   %s Events created for %s bound pods\n' "$(events_created)" "$count"
 }
 
 echo "machine: $(nproc) cores; $nodes nodes, $pods pods; client QPS $qps, burst $burst where configurable"
