@@ -21,7 +21,7 @@ echo "   \$ ruleplane validate examples/"
 "$target/debug/ruleplane" validate "$root/examples" | sed 's/^/   /'
 explain "" "examples/*.test.yaml hold test cases (a parent in, children and status out; nodes and pods in, placements out):"
 echo "   \$ ruleplane test examples/"
-"$target/debug/ruleplane" test "$root/examples" | sed 's/^/   /'
+(cd "$root" && "$target/debug/ruleplane" test examples/) | sed 's/^/   /'
 
 log=$(mktemp -t ruleplane-demo.XXXXXX.log)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

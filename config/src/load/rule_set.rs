@@ -102,6 +102,14 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
                         ),
                     );
                 }
+                if let Some(pruned) = pruned_status_fields(&definitions, reconciler) {
+                    let field: &[&str] = if reconciler.spec.status.is_empty() {
+                        &["spec", "for", "kind"]
+                    } else {
+                        &["spec", "status"]
+                    };
+                    report_at(all, item, item.doc.pos_of(&path(field)), DiagnosticCode::Status, pruned);
+                }
                 let finalize = reconciler.spec.finalize.iter().flat_map(|f| f.children.iter());
                 let lists = [
                     ("children", reconciler.spec.children.iter().collect::<Vec<_>>()),
@@ -228,4 +236,56 @@ pub(crate) fn resolve_reconciler_kinds(rules: &mut [Rule]) {
             reconciler.kinds.lookups = lookups;
         }
     }
+}
+
+/// The status fields a Reconciler writes that the parent kind's schema would prune, as a message (`None` when every
+/// one is kept, or the kind is not declared in this rule set). With a structural schema the apiserver silently
+/// drops undeclared fields, so the conditions would never appear (`kubectl wait` would hang) and the status would
+/// look changed on every reconcile.
+fn pruned_status_fields(
+    definitions: &[&ResourceDefinitionRule],
+    reconciler: &crate::reconciler::ReconcilerRule,
+) -> Option<String> {
+    let watched = &reconciler.spec.watched;
+    let (group, version) = watched
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", &watched.api_version));
+    let definition = definitions
+        .iter()
+        .find(|d| d.names.kind == watched.kind && d.names.group == group)?;
+    let served = definition.spec.versions.iter().find(|v| v.name == version)?;
+    let schema = &served.schema.as_ref()?.open_api_v3_schema;
+    let with_subresource = served.subresources.as_ref().is_some_and(|s| s.status.is_some());
+    let mut written: Vec<&str> = vec!["conditions"];
+    if with_subresource {
+        written.push("observedGeneration");
+    }
+    written.extend(reconciler.spec.status.keys().map(String::as_str));
+    let preserves = |node: &serde_json::Value| {
+        node.get("x-kubernetes-preserve-unknown-fields") == Some(&serde_json::Value::Bool(true))
+    };
+    let status = schema.pointer("/properties/status");
+    let kept = |field: &str| match status {
+        None => preserves(schema),
+        Some(status) => {
+            preserves(status)
+                || status.pointer(&format!("/properties/{field}")).is_some()
+                || status
+                    .get("additionalProperties")
+                    .is_some_and(|a| a != &serde_json::Value::Bool(false))
+        }
+    };
+    let pruned: Vec<&str> = written.into_iter().filter(|field| !kept(field)).collect();
+    (!pruned.is_empty()).then(|| {
+        format!(
+            "the schema of {} {} (ResourceDefinition `{}`, version {version}) does not declare status field(s) {} that \
+             this Reconciler writes: the apiserver would prune them; declare them under `status.properties` or set \
+             `x-kubernetes-preserve-unknown-fields: true` on `status`",
+            watched.api_version,
+            watched.kind,
+            definition.metadata.name,
+            pruned.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
+        )
+    })
 }
