@@ -48,6 +48,7 @@ spec:
                 image: {{ type: string }}
                 replicas: {{ type: integer, minimum: 1 }}
                 env: {{ type: object, additionalProperties: {{ type: string }} }}
+            status: {{ type: object, x-kubernetes-preserve-unknown-fields: true }}
       printerColumns:
         - {{ name: Image, type: string, jsonPath: .spec.image }}
       subresources: {{ status: {{}} }}
