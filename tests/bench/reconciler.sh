@@ -2,7 +2,8 @@
 # Reconciler benchmark on the local control plane; prints figures (no pass/fail). Same objects for every
 # contender: a WebApp-like parent → a ConfigMap and a Deployment.
 #   1. Ruleplane converges N parents (created before it starts): wall time, parents/s, API requests per parent,
-#      peak RSS; then a second manager resyncs the converged parents: writes sent (goal 0), time, RSS.
+#      peak RSS; then a second manager resyncs the converged parents: writes sent (goal 0), time, RSS; then the
+#      latency from a parent update to its child's change at RATE (default 100) updates/s (manager/examples/update_latency.rs).
 #   2. The ceiling: a plain server-side-apply loop (manager/examples/ssa_ceiling.rs), same concurrency.
 #   3. KRO v0.9.4 (built from its Go module into the cache by this script) with the same workload as a
 #      ResourceGraphDefinition, at its defaults and at Ruleplane's concurrency (skipped with KRO=0).
@@ -15,8 +16,9 @@ parents=${1:-1000}
 concurrency=${2:-16}
 bin=${RULEPLANE_BIN:-$target/release/ruleplane}
 [ -x "$bin" ] || { echo "build first: cargo build --release -p ruleplane ($bin missing)"; exit 2; }
-(cd "$root" && cargo build -q --release -p ruleplane --example ssa_ceiling)
+(cd "$root" && cargo build -q --release -p ruleplane --example ssa_ceiling --example update_latency)
 ceiling=$target/release/examples/ssa_ceiling
+latency=$target/release/examples/update_latency
 "$root/tests/control-plane/cluster.sh" up >/dev/null
 export KUBECONFIG="$cache/cluster/kubeconfig"
 # shellcheck disable=SC1091
@@ -126,6 +128,8 @@ resync_writes=$(( $(writes_to benchapps) - before_writes ))
 rss=$(awk '/VmRSS/{print $2}' "/proc/$mpid/status")
 printf 'ruleplane: no-op resync of %d converged parents (new manager, start → all reconciled) %s s, %d write requests; RSS with %d parents + %d children cached %.1f MiB\n' \
   "$parents" "$resync" "$resync_writes" "$parents" "$((2 * parents))" "$(awk "BEGIN{print $rss/1024}")"
+# Event → child latency on the converged set: RATE parent updates/s for 20 s, each timed to its child's change.
+"$latency" "$KUBECONFIG" "$ns" "$parents" "${RATE:-100}" 20 | sed 's/^/ruleplane: /'
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 rp_rate=$(awk "BEGIN{print $parents/$converge}")
 

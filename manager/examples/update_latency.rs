@@ -1,0 +1,107 @@
+//! The Reconciler benchmark's latency probe: changes converged parents at a fixed rate and measures how long each
+//! change takes to show in the child rendered from it (parent patch sent → child's watch event carrying the new
+//! value), as p50/p90/p99/max. Needs a running manager on the benchmark's rule; used by tests/bench/reconciler.sh.
+//!
+//! Usage: update_latency KUBECONFIG NAMESPACE PARENTS RATE SECONDS
+//! Parents are `app-0…` of `bench.ruleplane.dev/v1 BenchApp`; each update sets `spec.image`, which the rule copies
+//! into the `<parent>-config` ConfigMap's `data.image`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher;
+use kube::{Client, Config};
+use serde_json::json;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, kubeconfig, namespace, parents, rate, seconds] = args.as_slice() else {
+        anyhow::bail!("usage: update_latency KUBECONFIG NAMESPACE PARENTS RATE SECONDS");
+    };
+    let (parents, rate, seconds): (usize, f64, f64) = (parents.parse()?, rate.parse()?, seconds.parse()?);
+    let config =
+        Config::from_custom_kubeconfig(Kubeconfig::read_from(kubeconfig)?, &KubeConfigOptions::default()).await?;
+    let client = Client::try_from(config)?;
+    // The value each update writes, with when its patch was sent; removed when the child shows it.
+    let pending: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let latencies: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let watch = {
+        let (pending, latencies) = (pending.clone(), latencies.clone());
+        let selector = watcher::Config::default().labels("app.kubernetes.io/managed-by=ruleplane");
+        tokio::spawn(async move {
+            let mut events = watcher(config_maps, selector).boxed();
+            while let Ok(Some(event)) = events.try_next().await {
+                let watcher::Event::Apply(child) = event else { continue };
+                let Some(image) = child.data.as_ref().and_then(|d| d.get("image")) else {
+                    continue;
+                };
+                if let Some(sent) = pending.lock().unwrap_or_else(|e| e.into_inner()).remove(image) {
+                    latencies.lock().unwrap_or_else(|e| e.into_inner()).push(sent.elapsed());
+                }
+            }
+        })
+    };
+    // Let the watch list first, so early events are not missed.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("bench.ruleplane.dev", "v1", "BenchApp"));
+    let apps: Api<DynamicObject> = Api::namespaced_with(client, namespace, &resource);
+    let total = (rate * seconds) as usize;
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let started = Instant::now();
+    let mut sends = futures::stream::FuturesUnordered::new();
+    for update in 0..total {
+        // A fixed schedule (not "sleep after each"), so a slow request does not lower the rate.
+        tokio::time::sleep_until((started + interval * update as u32).into()).await;
+        let name = format!("app-{}", update % parents);
+        let image = format!("nginx:1.27-u{update}");
+        pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(image.clone(), Instant::now());
+        let apps = apps.clone();
+        sends.push(async move {
+            let patch = json!({ "spec": { "image": image } });
+            apps.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await
+        });
+        while let Some(Some(result)) = futures::FutureExt::now_or_never(sends.next()) {
+            result?;
+        }
+    }
+    while let Some(result) = sends.next().await {
+        result?;
+    }
+    let sent_in = started.elapsed();
+    // Stragglers: up to 10 s for the last changes to show.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !pending.lock().unwrap_or_else(|e| e.into_inner()).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    watch.abort();
+    let missing = pending.lock().unwrap_or_else(|e| e.into_inner()).len();
+    let mut latencies = latencies.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    latencies.sort();
+    let at = |q: f64| {
+        latencies
+            .get(((latencies.len() as f64 * q).ceil() as usize).saturating_sub(1))
+            .map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0)
+    };
+    println!(
+        "update → child latency: {} updates at {:.0}/s over {:.1} s: p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms, max {:.0} ms; {} not seen within 10 s",
+        latencies.len() + missing,
+        total as f64 / sent_in.as_secs_f64(),
+        sent_in.as_secs_f64(),
+        at(0.50),
+        at(0.90),
+        at(0.99),
+        latencies.last().map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0),
+        missing
+    );
+    Ok(())
+}
