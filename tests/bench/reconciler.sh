@@ -128,8 +128,18 @@ resync_writes=$(( $(writes_to benchapps) - before_writes ))
 rss=$(awk '/VmRSS/{print $2}' "/proc/$mpid/status")
 printf 'ruleplane: no-op resync of %d converged parents (new manager, start → all reconciled) %s s, %d write requests; RSS with %d parents + %d children cached %.1f MiB\n' \
   "$parents" "$resync" "$resync_writes" "$parents" "$((2 * parents))" "$(awk "BEGIN{print $rss/1024}")"
-# Event → child latency on the converged set: RATE parent updates/s for 20 s, each timed to its child's change.
+# Event → child latency on the converged set, in steady state (the manager's queue drained first): RATE parent
+# updates/s for 20 s, each timed to its child's change.
+for _ in $(seq 1 600); do
+  [ "$(metric "$mport" 'ruleplane_queue_depth{rule="bench-apps"')" = 0 ] 2>/dev/null && break
+  sleep 0.1
+done
+resyncs_before=$(curl -fs "http://127.0.0.1:$mport/metrics" | awk '/^ruleplane_watch_resyncs_total/ {s+=$NF} END {print s+0}')
+reconciles_before=$(metric "$mport" 'ruleplane_reconciles_total{rule="bench-apps"')
 "$latency" "$KUBECONFIG" "$ns" "$parents" "${RATE:-100}" 20 | sed 's/^/ruleplane: /'
+resyncs_after=$(curl -fs "http://127.0.0.1:$mport/metrics" | awk '/^ruleplane_watch_resyncs_total/ {s+=$NF} END {print s+0}')
+printf 'ruleplane: during the latency run: %d reconciles, %d watch resyncs (lagging subscribers)\n' \
+  "$(( $(metric "$mport" 'ruleplane_reconciles_total{rule="bench-apps"') - reconciles_before ))" "$((resyncs_after - resyncs_before))"
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 rp_rate=$(awk "BEGIN{print $parents/$converge}")
 
