@@ -1049,3 +1049,87 @@ async fn the_manager_survives_an_apiserver_stopped_for_10_s_mid_convergence_and_
     let (status, body) = manager.readyz().await.expect("readyz answers");
     assert_eq!(status, 200, "ready again after the outage: {body}");
 }
+
+/// Story 2's walkthrough as shipped in `examples/pod2.yaml`: each Pod2 runs as a Pod plus a settings ConfigMap, and
+/// the Pod's phase, IP and readiness come back into the Pod2's status (conditions included: the example's schema
+/// declares them, so the apiserver keeps them).
+#[tokio::test]
+async fn the_pod2_example_runs_a_pod_and_reports_its_phase_ip_and_readiness() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-pod2").await;
+    let rules = temp_dir("rc-pod2");
+    let example =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/pod2.yaml"))
+            .expect("examples/pod2.yaml");
+    write(&rules, "pod2.yaml", &example);
+    let manager = ManagerProcess::start(&rules, &ns, "rc-pod2", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let pod2s = api_of(&client, "samples.ruleplane.dev", "v1alpha1", "Pod2", "pod2s", &ns);
+    let pod2: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "samples.ruleplane.dev/v1alpha1", "kind": "Pod2",
+        "metadata": { "name": "hello" },
+        "spec": { "image": "busybox:1.36", "command": ["sh", "-c", "sleep 3600"], "env": { "GREETING": "hello" } }
+    }))
+    .unwrap();
+    eventually(
+        Duration::from_secs(40),
+        "Pod2 created once its CRD is served",
+        || async { pod2s.create(&PostParams::default(), &pod2).await.ok() },
+    )
+    .await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &ns);
+    let pod = eventually(Duration::from_secs(20), "Pod hello", || async {
+        pods.get_opt("hello").await.ok().flatten()
+    })
+    .await;
+    let container = &pod.spec.as_ref().unwrap().containers[0];
+    assert_eq!(container.image.as_deref(), Some("busybox:1.36"));
+    assert_eq!(
+        container.command.as_deref(),
+        Some(&["sh".to_string(), "-c".into(), "sleep 3600".into()][..])
+    );
+    let env = container.env.as_ref().unwrap();
+    assert_eq!(
+        (env[0].name.as_str(), env[0].value.as_deref()),
+        ("GREETING", Some("hello"))
+    );
+    assert_eq!(pod.labels()["samples.ruleplane.dev/pod2"], "hello");
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let settings = eventually(Duration::from_secs(20), "settings ConfigMap", || async {
+        configmaps.get_opt("hello-settings").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(settings.data.unwrap()["image"], "busybox:1.36");
+    // No kubelet here: the Pod stays Pending, so the Pod2 is not Ready yet — and says so in a kept condition.
+    eventually(Duration::from_secs(20), "Pod2 Ready=False, phase Pending", || async {
+        let parent = pod2s.get("hello").await.ok()?;
+        let ready = condition(&parent, "Ready")?;
+        (ready["status"] == "False" && parent.data["status"]["phase"] == "Pending").then_some(())
+    })
+    .await;
+    // What a kubelet would report once the container runs.
+    pods.patch_status(
+        "hello",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": { "phase": "Running", "podIP": "10.244.0.12",
+            "conditions": [ { "type": "Ready", "status": "True" } ] } })),
+    )
+    .await
+    .expect("pod status");
+    let parent = eventually(Duration::from_secs(20), "Pod2 Ready with phase and IP", || async {
+        let parent = pod2s.get("hello").await.ok()?;
+        (condition(&parent, "Ready")?["status"] == "True").then_some(parent)
+    })
+    .await;
+    assert_eq!(parent.data["status"]["phase"], "Running");
+    assert_eq!(parent.data["status"]["podIP"], "10.244.0.12");
+    assert_eq!(parent.data["status"]["observedGeneration"], 1);
+    kubectl(&[
+        "wait",
+        "-n",
+        &ns,
+        "pod2s.samples.ruleplane.dev/hello",
+        "--for=condition=Ready",
+        "--timeout=5s",
+    ]);
+}
