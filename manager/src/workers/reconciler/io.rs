@@ -154,25 +154,26 @@ async fn report_done(
 }
 
 /// Merge-patches the parent's status, through the status subresource when the kind has one.
+/// Writes the parent's status; returns the parent as the apiserver stored it.
 pub(super) async fn patch_status(
     reconciler: &ParentReconciler,
     parent: &DynamicObject,
     status: Value,
-) -> Result<(), ReconcilerError> {
+) -> Result<Value, ReconcilerError> {
     let api = api_for(reconciler, &reconciler.parent, parent.namespace().as_deref());
     let body = Patch::Merge(json!({ "status": status }));
-    match api
+    let written = match api
         .patch_status(&parent.name_any(), &PatchParams::default(), &body)
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(written) => written,
         // No status subresource: the status is a plain field of the object.
         Err(kube::Error::Api(s)) if s.code == 404 => {
-            api.patch(&parent.name_any(), &PatchParams::default(), &body).await?;
-            Ok(())
+            api.patch(&parent.name_any(), &PatchParams::default(), &body).await?
         }
-        Err(error) => Err(error.into()),
-    }
+        Err(error) => return Err(error.into()),
+    };
+    Ok(serde_json::to_value(written).unwrap_or_default())
 }
 
 /// A Warning Event on the parent for a failed reconcile (once per distinct error, the runner sees to that).

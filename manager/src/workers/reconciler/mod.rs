@@ -48,8 +48,10 @@ impl ParentKey {
     }
 }
 
-/// A looked-up object: the watch it comes from, its namespace and name.
-type LookedUp = (KindKey, Option<String>, String);
+/// A watched object: the watch it comes from, its namespace and name.
+type WatchedObject = (KindKey, Option<String>, String);
+/// A looked-up object.
+type LookedUp = WatchedObject;
 
 /// The watch a lookup reads: `apiVersion`, `kind`, and its name when that is fixed (not a template).
 type LookupWatchKey = (String, String, Option<String>);
@@ -136,6 +138,10 @@ pub struct ParentReconciler {
     /// Whether the parent kind has a status subresource. Without one, a status write changes the object's
     /// `generation`, so `observedGeneration` would never settle: it is not written then.
     status_subresource: bool,
+    /// Our own writes, by object, with the resourceVersion the apiserver answered: the watch event that echoes
+    /// exactly that version carries nothing this worker does not know, so it reconciles nobody (an update of a
+    /// parent would otherwise cost a reconcile for it and one more for each echo of its children and status).
+    echoes: Mutex<HashMap<WatchedObject, String>>,
 }
 
 pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
@@ -202,6 +208,7 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         index: Mutex::new(index::ChildIndex::default()),
         writes_status,
         status_subresource,
+        echoes: Mutex::new(HashMap::new()),
     });
     for kind in reconciler.children.keys() {
         reconciler.rebuild_index(kind);
@@ -384,9 +391,15 @@ impl ParentReconciler {
         // A parent's children go out at once: their order within a round does not matter (a child that reads
         // another is only rendered once that one exists and is ready), and a parent's latency is then one
         // round trip instead of one per child.
+        // With children waiting for one of these, the echo is what renders them next: keep it.
+        let echoes_carry_nothing = rendered.waiting.is_empty();
         let applies = futures::future::join_all(plan.apply.iter().map(|apply| async move {
             let applied = match self.child_kind(&apply.key.api_version, &apply.key.kind) {
-                Ok(watched) => io::apply_child(self, watched, apply, parent).await,
+                Ok(watched) => io::apply_child(self, watched, apply, parent).await.inspect(|applied| {
+                    if echoes_carry_nothing {
+                        self.remember_write(&watched.watch.key, applied);
+                    }
+                }),
                 Err(error) => Err(error),
             };
             (apply, applied)
@@ -439,6 +452,26 @@ impl ParentReconciler {
         Ok(lookups)
     }
 
+    /// Notes the resourceVersion one of our writes produced (see `echoes`).
+    fn remember_write(&self, kind: &KindKey, written: &Value) {
+        let text = |pointer: &str| written.pointer(pointer).and_then(Value::as_str).map(str::to_owned);
+        if let (Some(name), Some(version)) = (text("/metadata/name"), text("/metadata/resourceVersion")) {
+            let namespace = text("/metadata/namespace");
+            self.echoes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert((kind.clone(), namespace, name), version);
+        }
+    }
+
+    /// Whether a watched object is exactly what one of our writes produced; any event for the object forgets the
+    /// write, so a later change is never mistaken for it.
+    fn is_echo(&self, kind: &KindKey, object: &DynamicObject) -> bool {
+        let key = (kind.clone(), object.namespace(), object.name_any());
+        let written = self.echoes.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        written.is_some() && written == object.resource_version()
+    }
+
     fn remember_reads(&self, key: &ParentKey, reads: Vec<LookedUp>) {
         let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
         for read in reads {
@@ -475,7 +508,9 @@ impl ParentReconciler {
         ) else {
             return Ok(());
         };
-        io::patch_status(self, parent, patch).await
+        let written = io::patch_status(self, parent, patch).await?;
+        self.remember_write(&self.parent.watch.key, &written);
+        Ok(())
     }
 }
 
@@ -496,11 +531,15 @@ impl Reconcile for ParentReconciler {
         let Some(object) = change.object() else {
             return self.all_parents();
         };
+        // The echo of our own write needs no reconcile of the parent it belongs to; parents that read the
+        // object through a lookup still get theirs below.
+        let echo = matches!(change, Change::Applied(_)) && self.is_echo(kind, object);
         let mut keys = BTreeSet::new();
-        if *kind == self.parent.watch.key && self.selects(object) {
+        if !echo && *kind == self.parent.watch.key && self.selects(object) {
             keys.insert(ParentKey::of(object));
         }
-        if kind.label_selector.is_some()
+        if !echo
+            && kind.label_selector.is_some()
             && let Some(parent) = self.parent_of_child(object)
         {
             keys.insert(parent);
