@@ -9,8 +9,8 @@ mod types;
 
 pub(crate) use checks::check_reconciler;
 pub use plan::{
-    ChildApply, ChildPlan, Condition, ObjectKey, Unrendered, attach_parent, contains, fingerprint, next_status,
-    parent_conditions, plan_children, unrendered_fate,
+    ChildApply, ChildPlan, Condition, ObjectKey, Unrendered, attach_parent, child_id, contains, desired_status,
+    fingerprint, next_status, parent_conditions, plan_children, unrendered_fate,
 };
 pub use preview::{ChildChange, ParentPreview, Scopes, preview_parent};
 pub use render::{

@@ -93,10 +93,7 @@ pub fn unrendered_fate(rule: &Reconciler, rendered: &Rendered, observed: &Value)
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(RETAIN_ANNOTATION))
         .is_some_and(|v| v == "true");
-    let id = observed
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(CHILD_ID_LABEL))
-        .and_then(Value::as_str);
+    let id = child_id(observed);
     if id.is_some_and(|id| rendered.waiting.iter().any(|w| w == id)) {
         Unrendered::Keep
     } else if annotated_retain || id.and_then(|id| rule.child(id)).is_some_and(|c| c.retain) {
@@ -310,6 +307,32 @@ pub fn parent_conditions(
         },
     };
     [ready, synced]
+}
+
+/// The child id a rendered or observed child carries in its `ruleplane.dev/child-id` label.
+pub fn child_id(child: &Value) -> Option<&str> {
+    child.pointer("/metadata/labels")?.get(CHILD_ID_LABEL)?.as_str()
+}
+
+/// The parent's whole status after a reconcile that applied everything, over `children` as they then exist (by
+/// id): projected fields, `observedGeneration` (when `with_generation`: the kind has a status subresource) and the
+/// conditions, stamped `now` — what `ruleplane test` and `ruleplane diff` compare.
+pub fn desired_status(
+    rule: &Reconciler,
+    parent: &Value,
+    children: &Map<String, Value>,
+    lookups: &Map<String, Value>,
+    excluded: &[String],
+    with_generation: bool,
+    now: &str,
+) -> Value {
+    let projected = super::render::compute_status(rule, parent, children, lookups);
+    let conditions = parent_conditions(rule, children, excluded, None);
+    let generation = parent
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .filter(|_| with_generation);
+    next_status(None, &projected, generation, &conditions, now).unwrap_or_default()
 }
 
 /// The parent's status after a reconcile: projected fields, `observedGeneration`, and the conditions —

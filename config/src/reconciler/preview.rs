@@ -3,11 +3,11 @@
 
 use serde_json::{Map, Value};
 
-use super::plan::{ObjectKey, attach_parent, contains, next_status, parent_conditions, plan_children, unrendered_fate};
-use super::render::{RenderError, compute_status, render_children_observing};
+use super::plan::{ObjectKey, attach_parent, child_id, contains, desired_status, plan_children, unrendered_fate};
+use super::render::{RenderError, render_children_observing};
 use super::resolved::Reconciler;
 use crate::object_diff::{project, unified_diff, yaml};
-use crate::ownership::{APPLIED_ANNOTATION, CHILD_ID_LABEL};
+use crate::ownership::APPLIED_ANNOTATION;
 
 /// The changes one parent would get.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -118,26 +118,24 @@ pub fn preview_parent(
         children_now.retain(|_, child| ObjectKey::of(child).as_ref() != Some(key));
     }
     if let Some(with_generation) = scopes.status {
-        let projected = compute_status(rule, parent, &children_now, lookups);
-        let conditions = parent_conditions(rule, &children_now, &rendered.excluded, None);
-        let generation = parent
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64)
-            .filter(|_| with_generation);
-        let live = parent.get("status");
-        if next_status(live, &projected, generation, &conditions, now).is_some() {
-            let new = next_status(None, &projected, generation, &conditions, now).unwrap_or_default();
-            let (new, live) = (without_times(&new), without_times(live.unwrap_or(&Value::Null)));
-            if !(contains(&new, &live) && contains(&live, &new)) {
-                preview.status = Some(unified_diff("live status", &yaml(&live), "new status", &yaml(&new)));
-            }
+        let new = desired_status(
+            rule,
+            parent,
+            &children_now,
+            lookups,
+            &rendered.excluded,
+            with_generation,
+            now,
+        );
+        let (new, live) = (
+            without_times(&new),
+            without_times(parent.get("status").unwrap_or(&Value::Null)),
+        );
+        if !(contains(&new, &live) && contains(&live, &new)) {
+            preview.status = Some(unified_diff("live status", &yaml(&live), "new status", &yaml(&new)));
         }
     }
     Ok(preview)
-}
-
-fn child_id(child: &Value) -> Option<&str> {
-    child.pointer("/metadata/labels")?.get(CHILD_ID_LABEL)?.as_str()
 }
 
 /// The fingerprint annotation changes with every template change; the diff shows the fields instead.

@@ -9,8 +9,9 @@ use serde_json::{Map, Value};
 
 use super::types::{ExpectedPlacement, RuleTestDocument, TestCase};
 use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics, Pos, SourceLocation, did_you_mean};
-use crate::load::path;
 use crate::load::schema_check::SchemaChecker;
+use crate::load::{key, path};
+use crate::reconciler::ObjectKey;
 use crate::rule_set::{Rule, RuleSet};
 use crate::scheduler::engine::snapshot::pod_ref;
 use crate::schema::{cached_schema, rule_test_schema_ref};
@@ -263,10 +264,6 @@ impl CaseAt<'_> {
     }
 }
 
-fn key(name: &str) -> PathStep {
-    PathStep::Key(name.to_string())
-}
-
 /// Fields of the other kind's cases, reported where they were written.
 fn refuse_fields(case: &TestCase, at: &CaseAt, fields: &[(&str, bool)], rule_kind: &str, out: &mut FileDiagnostics) {
     for (field, present) in fields {
@@ -351,8 +348,7 @@ fn reconciler_case(
         );
     }
     for (index, child) in expect.children.iter().flatten().enumerate() {
-        let has = |pointer: &str| child_text(child, pointer).is_some();
-        if !(has("/apiVersion") && has("/kind") && has("/metadata/name")) {
+        if ObjectKey::of(&Value::Object(child.clone())).is_none() {
             out.error(
                 at.pos(&[key("expect"), key("children"), PathStep::Index(index)]),
                 DiagnosticCode::MissingField,
@@ -375,14 +371,6 @@ fn reconciler_case(
         status: expect.status.clone().map(Value::Object),
         error: expect.error.clone(),
     })
-}
-
-fn child_text<'v>(child: &'v Map<String, Value>, pointer: &str) -> Option<&'v str> {
-    let mut steps = pointer.trim_start_matches('/').split('/');
-    let first = child.get(steps.next()?)?;
-    steps
-        .try_fold(first, |value, step| value.get(step))
-        .and_then(Value::as_str)
 }
 
 fn scheduler_case(case: &TestCase, at: &CaseAt, out: &mut FileDiagnostics) -> Option<CaseCheck> {
