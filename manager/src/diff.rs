@@ -2,14 +2,14 @@
 //! diff), pruned, status changed — read from the cluster and decided by the worker's own render and plan, without
 //! writing anything.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
-use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::discovery::{ApiCapabilities, Scope};
+use kube::{Client, ResourceExt};
 use ruleplane_config::object_diff::yaml;
 use ruleplane_config::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_UID_LABEL, RULE_LABEL};
 use ruleplane_config::{
@@ -96,9 +96,7 @@ async fn discover(
     api_version: &str,
     kind: &str,
 ) -> anyhow::Result<Option<(ApiResource, ApiCapabilities)>> {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-    match kube::discovery::pinned_kind(client, &gvk).await {
+    match crate::kube_client::discover_kind(client, api_version, kind).await {
         Ok(found) => Ok(Some(found)),
         Err(kube::Error::Discovery(_)) => Ok(None),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
@@ -154,18 +152,13 @@ async fn diff_rule(
         .list(&ListParams::default())
         .await
         .with_context(|| format!("listing {} {}", watched.api_version, watched.kind))?;
-    let parents: Vec<Value> = typed_values(parents.items, &parent_resource)
-        .into_iter()
-        .filter(|parent| {
-            watched.selector.as_ref().is_none_or(|selector| {
-                let labels: BTreeMap<String, String> = parent
-                    .pointer("/metadata/labels")
-                    .and_then(|l| serde_json::from_value(l.clone()).ok())
-                    .unwrap_or_default();
-                selector.matches(&labels)
-            })
-        })
-        .collect();
+    let selected = parents.items.into_iter().filter(|parent| {
+        watched
+            .selector
+            .as_ref()
+            .is_none_or(|selector| selector.matches(parent.labels()))
+    });
+    let parents = typed_values(selected.collect(), &parent_resource);
     // This rule's children of every kind it renders, by parent UID: one list request per kind.
     let mut scopes: HashMap<(String, String), bool> = HashMap::new();
     let mut children_by_parent: HashMap<String, Vec<Value>> = HashMap::new();
@@ -211,6 +204,16 @@ async fn diff_rule(
         child_namespaced: &child_namespaced,
         status: writes_status.then_some(status_subresource),
     };
+    // Each lookup kind discovered once, each lookup target read once per run.
+    let mut lookup_resources: HashMap<(String, String), Option<ApiResource>> = HashMap::new();
+    for lookup in rule.lookups() {
+        let kind = (lookup.spec.api_version.clone(), lookup.spec.kind.clone());
+        if let std::collections::hash_map::Entry::Vacant(entry) = lookup_resources.entry(kind) {
+            let (api_version, kind) = entry.key();
+            let found = discover(client, api_version, kind).await?.map(|(resource, _)| resource);
+            entry.insert(found);
+        }
+    }
     let mut lookup_cache: HashMap<(String, String, Option<String>, String), Option<Value>> = HashMap::new();
     for parent in &parents {
         totals.parents += 1;
@@ -219,7 +222,6 @@ async fn diff_rule(
             .and_then(Value::as_str)
             .unwrap_or_default();
         let parent_ref = object_ref(parent);
-        // Lookups: each target read once per run.
         let mut available = Vec::new();
         for lookup in rule.lookups() {
             let Ok((object_name, namespace)) = render_lookup_target(lookup, parent) else {
@@ -232,12 +234,13 @@ async fn diff_rule(
                 object_name.clone(),
             );
             if !lookup_cache.contains_key(&key) {
-                let found = match discover(client, &lookup.spec.api_version, &lookup.spec.kind).await? {
-                    Some((resource, _)) => api(client, &resource, namespace.as_deref())
+                let resource = &lookup_resources[&(key.0.clone(), key.1.clone())];
+                let found = match resource {
+                    Some(resource) => api(client, resource, namespace.as_deref())
                         .get_opt(&object_name)
                         .await
                         .with_context(|| format!("reading lookup {} of {parent_ref}", lookup.name))?
-                        .and_then(|object| typed_values(vec![object], &resource).pop()),
+                        .and_then(|object| typed_values(vec![object], resource).pop()),
                     None => None,
                 };
                 lookup_cache.insert(key.clone(), found);

@@ -13,6 +13,17 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tokio::time::{Instant, Sleep};
 
+/// What the apiserver serves for `apiVersion`/`kind` (a rule's kinds may be CRDs registered moments ago).
+pub async fn discover_kind(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+) -> Result<(kube::api::ApiResource, kube::discovery::ApiCapabilities), kube::Error> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    kube::discovery::pinned_kind(client, &gvk).await
+}
+
 pub async fn connect(kubeconfig: Option<&Path>, qps: f64, burst: u32) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(path) => {

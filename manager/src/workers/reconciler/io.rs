@@ -153,13 +153,13 @@ async fn report_done(
     Ok(())
 }
 
-/// Merge-patches the parent's status, through the status subresource when the kind has one.
-/// Writes the parent's status; returns the parent as the apiserver stored it.
+/// Merge-patches the parent's status, through the status subresource when the kind has one; returns the
+/// resourceVersion the write produced.
 pub(super) async fn patch_status(
     reconciler: &ParentReconciler,
     parent: &DynamicObject,
     status: Value,
-) -> Result<Value, ReconcilerError> {
+) -> Result<Option<String>, ReconcilerError> {
     let api = api_for(reconciler, &reconciler.parent, parent.namespace().as_deref());
     let body = Patch::Merge(json!({ "status": status }));
     let written = match api
@@ -173,7 +173,7 @@ pub(super) async fn patch_status(
         }
         Err(error) => return Err(error.into()),
     };
-    Ok(serde_json::to_value(written).unwrap_or_default())
+    Ok(written.metadata.resource_version)
 }
 
 /// A Warning Event on the parent for a failed reconcile (once per distinct error, the runner sees to that).

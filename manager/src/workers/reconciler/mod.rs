@@ -223,9 +223,7 @@ async fn discover(
     api_version: &str,
     kind: &str,
 ) -> Result<(ApiResource, ApiCapabilities), WorkerError> {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-    kube::discovery::pinned_kind(client, &gvk)
+    crate::kube_client::discover_kind(client, api_version, kind)
         .await
         .map_err(|e| WorkerError::Discovery(format!("{api_version} {kind}: {e}")))
 }
@@ -396,8 +394,11 @@ impl ParentReconciler {
         let applies = futures::future::join_all(plan.apply.iter().map(|apply| async move {
             let applied = match self.child_kind(&apply.key.api_version, &apply.key.kind) {
                 Ok(watched) => io::apply_child(self, watched, apply, parent).await.inspect(|applied| {
-                    if echoes_carry_nothing {
-                        self.remember_write(&watched.watch.key, applied);
+                    // The stored object's own identity: the watch event carries exactly that.
+                    let text = |pointer: &str| applied.pointer(pointer).and_then(Value::as_str).map(str::to_owned);
+                    if echoes_carry_nothing && let Some(name) = text("/metadata/name") {
+                        let (namespace, version) = (text("/metadata/namespace"), text("/metadata/resourceVersion"));
+                        self.remember_write(&watched.watch.key, namespace, name, version);
                     }
                 }),
                 Err(error) => Err(error),
@@ -453,10 +454,8 @@ impl ParentReconciler {
     }
 
     /// Notes the resourceVersion one of our writes produced (see `echoes`).
-    fn remember_write(&self, kind: &KindKey, written: &Value) {
-        let text = |pointer: &str| written.pointer(pointer).and_then(Value::as_str).map(str::to_owned);
-        if let (Some(name), Some(version)) = (text("/metadata/name"), text("/metadata/resourceVersion")) {
-            let namespace = text("/metadata/namespace");
+    fn remember_write(&self, kind: &KindKey, namespace: Option<String>, name: String, version: Option<String>) {
+        if let Some(version) = version {
             self.echoes
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -508,18 +507,14 @@ impl ParentReconciler {
         ) else {
             return Ok(());
         };
-        let written = io::patch_status(self, parent, patch).await?;
-        self.remember_write(&self.parent.watch.key, &written);
+        let version = io::patch_status(self, parent, patch).await?;
+        self.remember_write(&self.parent.watch.key, parent.namespace(), parent.name_any(), version);
         Ok(())
     }
 }
 
 fn child_id(child: &Value) -> Option<String> {
-    child
-        .pointer("/metadata/labels")
-        .and_then(|labels| labels.get(ruleplane_config::ownership::CHILD_ID_LABEL))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+    ruleplane_config::child_id(child).map(str::to_owned)
 }
 
 impl Reconcile for ParentReconciler {
