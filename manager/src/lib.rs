@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod diff;
+pub mod events;
 pub mod health;
 pub mod http;
 pub mod kube_client;

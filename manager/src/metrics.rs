@@ -72,6 +72,7 @@ pub struct Metrics {
     pub pending_pods: Family<PolicyLabels, Gauge>,
     pub scheduling_e2e: Family<PolicyOnlyLabels, Histogram>,
     pub binding_duration: Family<PolicyOnlyLabels, Histogram>,
+    pub events: Family<ResultLabels, Counter>,
 }
 
 impl Metrics {
@@ -155,7 +156,14 @@ impl Metrics {
             "Time of the pods/binding request, per SchedulerPolicy",
             binding_duration.clone(),
         );
+        let events = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "events",
+            "Normal Events of the Event lane by result (created, failed, dropped: the queue was full)",
+            events.clone(),
+        );
         Metrics {
+            events,
             scheduling_attempts,
             pending_pods,
             scheduling_e2e,

@@ -117,6 +117,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             instance: Some(identity.clone()),
         },
     );
+    let events = crate::events::EventLane::new(
+        client.clone(),
+        ruleplane_config::ownership::EVENT_REPORTER,
+        &identity,
+        metrics.events.clone(),
+    );
     let hub = WatchHub::new(client.clone(), metrics.watch_resyncs.clone());
     // POD_NAME comes from the downward API (the Helm chart sets it); the Pod lives in the Lease's namespace.
     let self_ref = std::env::var("POD_NAME")
@@ -138,6 +144,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         metrics: metrics.clone(),
         health: health.clone(),
         recorder,
+        events,
     };
     let mut supervisor = Supervisor::new(ctx);
 

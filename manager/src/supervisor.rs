@@ -25,7 +25,10 @@ pub struct WorkerContext {
     pub hub: Arc<WatchHub>,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
+    /// Warnings (series-aggregated by kube-runtime).
     pub recorder: Recorder,
+    /// Normal Events, sent behind the work they report.
+    pub events: crate::events::EventLane,
     /// The manager's own Pod, for Events that have no better object to hang on (None outside a Pod).
     pub self_ref: Option<ObjectReference>,
     /// This replica's identity (the Events' reporting instance).
@@ -234,6 +237,7 @@ mod tests {
                     instance: None,
                 },
             ),
+            events: crate::events::EventLane::new(client.clone(), "test", "test", Default::default()),
             client,
             metrics: Arc::new(Metrics::new()),
             health: Arc::new(Health::default()),

@@ -150,6 +150,20 @@ impl SharedWatch {
     }
 }
 
+/// A cached object as its typed form, read in place: only `metadata` is copied (it is a typed field of the
+/// dynamic object), the rest is deserialized from the cache's JSON tree without cloning it first as
+/// `DynamicObject::try_parse` does (a per-decision cost for a scheduler).
+pub fn typed<T: serde::de::DeserializeOwned>(object: &DynamicObject) -> Result<T, serde_json::Error> {
+    use serde::de::value::MapDeserializer;
+    let metadata = serde_json::to_value(&object.metadata)?;
+    let rest = object.data.as_object().into_iter().flatten();
+    let fields = std::iter::once(("metadata", &metadata)).chain(
+        rest.filter(|(name, _)| name.as_str() != "metadata")
+            .map(|(name, value)| (name.as_str(), value)),
+    );
+    T::deserialize(MapDeserializer::<_, serde_json::Error>::new(fields))
+}
+
 fn without_managed_fields(mut object: DynamicObject) -> DynamicObject {
     object.managed_fields_mut().clear();
     object.metadata.managed_fields = None;
@@ -310,6 +324,29 @@ mod tests {
         assert!(
             cached.metadata.managed_fields.is_none(),
             "the cache holds no managedFields"
+        );
+    }
+
+    #[test]
+    fn typed_reads_the_cached_object_as_its_type() {
+        use k8s_openapi::api::core::v1::Pod;
+        let mut object = DynamicObject::new("web", &ApiResource::erase::<Pod>(&())).within("shop");
+        object.metadata.uid = Some("u-1".into());
+        object.data = serde_json::json!({
+            "spec": {"schedulerName": "mine", "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]},
+            "status": {"phase": "Pending"},
+        });
+        let pod: Pod = typed(&object).expect("a pod");
+        assert_eq!(pod.metadata.uid.as_deref(), Some("u-1"));
+        assert_eq!(pod.metadata.namespace.as_deref(), Some("shop"));
+        let spec = pod.spec.expect("spec");
+        assert_eq!(spec.scheduler_name.as_deref(), Some("mine"));
+        assert_eq!(spec.containers[0].name, "c");
+        assert_eq!(pod.status.and_then(|s| s.phase).as_deref(), Some("Pending"));
+        object.data["spec"]["containers"] = serde_json::json!("not a list");
+        assert!(
+            typed::<Pod>(&object).is_err(),
+            "a malformed object is an error, not a panic"
         );
     }
 

@@ -2,7 +2,7 @@
 # Scheduler benchmark, scheduler_perf's SchedulingBasic shape; prints figures (no pass/fail). Each contender runs
 # alone on a fresh local control plane: NODES nodes (4 CPU / 32 Gi / 110 pods), PODS pause pods (100m / 500Mi)
 # created up front, then the scheduler starts; throughput = bindings/s (the apiserver's binding counter,
-# sampled each second), plus the scheduler's CPU-seconds and peak RSS per 1,000 pods.
+# sampled every half second), plus the scheduler's CPU-seconds and peak RSS per 1,000 pods.
 #   1. Ruleplane (release build) with a DefaultProvider SchedulerPolicy, client QPS/burst $QPS/$BURST;
 #   2. kube-scheduler v1.35 (the project's build), default profile, the same QPS/burst;
 #   3. kube-scheduler at its defaults (QPS 50, burst 100);
@@ -76,7 +76,7 @@ measure() { # label pid → waits for every binding, prints the figures
   local label=$1 pid=$2 started first="" last_count=0 count t
   started=$(now)
   while :; do
-    sleep 1
+    sleep 0.5
     count=$(bindings); t=$(now)
     [ -z "$first" ] && [ "$count" -gt 0 ] && first=$t && first_count=$count
     [ "$count" -ge "$pods" ] && break
@@ -84,14 +84,17 @@ measure() { # label pid → waits for every binding, prints the figures
     if [ "$count" = "$last_count" ] && awk "BEGIN{exit !($t - $started > 120)}"; then echo "   $label stalled at $count"; break; fi
     last_count=$count
   done
-  local cpu rss
+  # Events trail the bindings (both schedulers queue them): wait for them, up to 60 s, and say when they were
+  # all in; CPU and memory are read after that, so they include sending every Event.
+  local events waited=0 events_done cpu rss
+  while events=$(events_created); [ "$events" -lt "$count" ] && [ "$waited" -lt 600 ]; do sleep 0.1; waited=$((waited + 1)); done
+  events_done=$(now)
   cpu=$(cpu_seconds "$pid"); rss=$(peak_rss_mib "$pid")
   awk -v l="$label" -v n="$count" -v s="$started" -v f="$first" -v fc="${first_count:-0}" -v e="$t" -v c="$cpu" -v r="$rss" 'BEGIN {
     printf "%-44s %5d pods in %6.1f s = %6.0f pods/s (steady %6.0f pods/s); CPU %6.2f s = %5.2f s per 1,000 pods; peak RSS %4d MiB\n",
       l, n, e - s, n / (e - s), (n - fc) / ((e - f) > 0 ? (e - f) : 1), c, c * 1000 / n, r }'
   echo "$label $count $(awk "BEGIN{print $t - $started}") $cpu $rss" >>"$work/results"
-  sleep 3 # queued Events still go out
-  printf '   %s Events created for %s bound pods\n' "$(events_created)" "$count"
+  printf '   %s Events created for %s bound pods, the last %.1f s after the start\n' "$events" "$count" "$(awk "BEGIN{print $events_done - $started}")"
 }
 
 echo "machine: $(nproc) cores; $nodes nodes, $pods pods; client QPS $qps, burst $burst where configurable"
@@ -119,7 +122,9 @@ measure "Ruleplane (DefaultProvider)" "$rp"
 kill -INT "$rp" 2>/dev/null || true
 if [ "${PERF:-0}" = 1 ]; then
   wait "$rp" 2>/dev/null || true
-  perf report -i "$work/perf.data" --stdio --no-children --sort symbol 2>/dev/null | grep -E '^ +[0-9]' | head -40
+  cp "$work/perf.data" "$cache/scheduler-perf.data" # kept for `perf report -i … -g caller`
+  perf report -i "$work/perf.data" --stdio --no-children --sort symbol 2>/dev/null | grep -E '^ +[0-9]' |
+    sed -E 's/[[:space:]]+-[[:space:]]+-[[:space:]]*$//' | cut -c1-160 | head -40
 fi
 "$root/tests/control-plane/cluster.sh" down --dir "$work/plane-ruleplane" >/dev/null
 fi

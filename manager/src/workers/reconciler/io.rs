@@ -199,6 +199,16 @@ pub(super) async fn publish(
     note: String,
 ) {
     let regarding: ObjectReference = parent.object_ref(&reconciler.parent.watch.resource);
+    if matches!(type_, EventType::Normal) {
+        // Reports of writes done: behind the next parents' writes, never holding up this reconcile.
+        reconciler.ctx.events.publish(crate::events::Report {
+            regarding,
+            reason: reason.to_owned(),
+            action: "Reconcile".to_owned(),
+            note: truncate(note, 1000),
+        });
+        return;
+    }
     let event = Event {
         type_,
         reason: reason.to_owned(),

@@ -79,7 +79,7 @@ fn node_name(pod: &Pod) -> Option<&str> {
 }
 
 fn typed<T: serde::de::DeserializeOwned>(object: &DynamicObject) -> Option<T> {
-    match serde_json::to_value(object).and_then(serde_json::from_value::<T>) {
+    match crate::watch_hub::typed::<T>(object) {
         Ok(typed) => Some(typed),
         Err(error) => {
             warn!(name = ?object.metadata.name, %error, "object from the watch does not parse; ignored");
@@ -251,8 +251,14 @@ impl ClusterCache {
             .store
             .state()
             .iter()
+            // Pending pods (most of them in a burst) are recognised without converting them.
+            .filter(|o| {
+                o.data
+                    .pointer("/spec/nodeName")
+                    .and_then(|n| n.as_str())
+                    .is_some_and(|n| names.contains(n))
+            })
             .filter_map(|o| typed::<Pod>(o))
-            .filter(|p| node_name(p).is_some_and(|n| names.contains(n)))
             .collect();
         let bound: std::collections::HashSet<String> = pods.iter().map(pod_key).collect();
         match Snapshot::build(nodes, pods) {

@@ -304,33 +304,16 @@ impl PodScheduler {
         });
     }
 
-    /// The `Scheduled` Event, created directly: it is unique per pod, so the recorder's series aggregation (whose
-    /// cache is scanned on every publish, quadratic over a burst of thousands of pods) buys nothing.
+    /// The `Scheduled` Event, through the Event lane: unique per pod (the recorder's series aggregation buys
+    /// nothing), and sent behind the bindings so a burst binds first.
     fn publish_scheduled(&self, pod: &Pod, node: &str) {
         let namespace = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let event = k8s_openapi::api::events::v1::Event {
-            metadata: kube::api::ObjectMeta {
-                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
-                namespace: Some(namespace.clone()),
-                ..Default::default()
-            },
-            event_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(now)),
-            action: Some("Binding".into()),
-            reason: Some("Scheduled".into()),
-            note: Some(format!("Successfully assigned {namespace}/{name} to {node}")),
-            type_: Some("Normal".into()),
-            regarding: Some(pod.object_ref(&())),
-            reporting_controller: Some(ruleplane_config::ownership::EVENT_REPORTER.into()),
-            reporting_instance: Some(self.ctx.identity.clone()),
-            ..Default::default()
-        };
-        let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(self.ctx.client.clone(), &namespace);
-        tokio::spawn(async move {
-            if let Err(error) = api.create(&PostParams::default(), &event).await {
-                warn!(%error, "could not publish an Event");
-            }
+        self.ctx.events.publish(crate::events::Report {
+            regarding: pod.object_ref(&()),
+            reason: "Scheduled".into(),
+            action: "Binding".into(),
+            note: format!("Successfully assigned {namespace}/{name} to {node}"),
         });
     }
 }
@@ -424,7 +407,7 @@ impl Reconcile for PodScheduler {
         let Some(object) = self.cache.pods.get(Some(&key.namespace), &key.name) else {
             return;
         };
-        let Ok(pod) = object.as_ref().clone().try_parse::<Pod>() else {
+        let Ok(pod) = crate::watch_hub::typed::<Pod>(&object) else {
             return;
         };
         let message = error.to_string();
@@ -463,7 +446,7 @@ impl PodScheduler {
             self.settle(key);
             return Ok(Action::AwaitChange);
         }
-        let Ok(pod) = object.as_ref().clone().try_parse::<Pod>() else {
+        let Ok(pod) = crate::watch_hub::typed::<Pod>(&object) else {
             self.settle(key);
             return Ok(Action::AwaitChange);
         };
