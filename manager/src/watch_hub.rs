@@ -7,16 +7,16 @@
 //! - a subscriber that falls behind the bounded channel is told to resync ([`Change::Resync`]): it then
 //!   treats every key of the store as changed, so a burst (a rollout, a node drain) costs one relist of the
 //!   cache instead of lost updates; each such resync is counted in `ruleplane_watch_resyncs_total`;
-//! - cached objects have no `managedFields` (they are most of an object's size and no decision reads them).
+//! - cached objects have no `managedFields` (they are most of an object's size and no decision reads them);
+//! - the cache keeps each object as its compact JSON text and parses it when read ([`ObjectCache`]).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use prometheus_client::metrics::counter::Counter;
@@ -75,8 +75,7 @@ const CHANNEL_CAPACITY: usize = 1024;
 pub struct SharedWatch {
     pub key: KindKey,
     pub resource: ApiResource,
-    pub store: Store<DynamicObject>,
-    writer: Mutex<Writer<DynamicObject>>,
+    pub store: ObjectCache,
     changes: broadcast::Sender<Change>,
     synced: watch::Sender<bool>,
     resyncs: Counter,
@@ -85,18 +84,20 @@ pub struct SharedWatch {
 impl SharedWatch {
     /// A watch with an empty cache, fed by [`SharedWatch::apply`]; `resyncs` counts lagging subscribers.
     pub fn new(resource: ApiResource, resyncs: &Family<KindLabels, Counter>) -> Arc<Self> {
-        Self::selected(resource.clone(), KindKey::of(&resource), resyncs)
+        Self::selected(resource.clone(), KindKey::of(&resource), resyncs, Storage::Compact)
     }
 
-    fn selected(resource: ApiResource, key: KindKey, resyncs: &Family<KindLabels, Counter>) -> Arc<Self> {
-        let writer = Writer::new(resource.clone());
-        let store = writer.as_reader();
+    fn selected(
+        resource: ApiResource,
+        key: KindKey,
+        resyncs: &Family<KindLabels, Counter>,
+        storage: Storage,
+    ) -> Arc<Self> {
         Arc::new(SharedWatch {
             key,
             resyncs: resyncs.get_or_create(&KindLabels::of(&resource)).clone(),
             resource,
-            store,
-            writer: Mutex::new(writer),
+            store: ObjectCache::new(storage),
             changes: broadcast::channel(CHANNEL_CAPACITY).0,
             synced: watch::Sender::new(false),
         })
@@ -110,10 +111,7 @@ impl SharedWatch {
             Event::InitApply(object) => Event::InitApply(without_managed_fields(object)),
             other => other,
         };
-        self.writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .apply_watcher_event(&event);
+        self.store.apply(&event);
         // Nobody listening is fine: a subscriber that comes later reads the cache first.
         let _ = match event {
             Event::Apply(object) => self.changes.send(Change::Applied(Arc::new(object))),
@@ -142,11 +140,158 @@ impl SharedWatch {
     }
 
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<DynamicObject>> {
-        let mut key = ObjectRef::new_with(name, self.resource.clone());
-        if let Some(ns) = namespace {
-            key = key.within(ns);
+        self.store.get(namespace, name)
+    }
+
+    /// A cached object as a JSON value (what templates and comparisons read), parsed from the cache at once.
+    pub fn get_value(&self, namespace: Option<&str>, name: &str) -> Option<serde_json::Value> {
+        self.store.get_value(namespace, name)
+    }
+}
+
+/// How a watch's cache keeps its objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage {
+    /// As compact JSON text, parsed when read: as a tree of `serde_json::Value`s an object takes several times
+    /// the bytes of its text (every map a B-tree node, every string and number its own allocation), and the
+    /// caches are most of the manager's memory (10,000 parents with two children each: 30,000 objects). Reconcilers
+    /// read a few objects per decision.
+    Compact,
+    /// Parsed: for the scheduler's pods and nodes, which every decision, queue move and cache rebuild reads (a
+    /// scheduler's CPU per pod is what it is measured by).
+    Parsed,
+}
+
+enum Stored {
+    Text(Box<str>),
+    Parsed(Arc<DynamicObject>),
+}
+
+/// A kind's cache, keyed by namespace and name.
+pub struct ObjectCache {
+    storage: Storage,
+    objects: RwLock<HashMap<String, Stored>>,
+    /// A relist in progress: its objects are swapped in whole at its end, so readers never see half a list.
+    relisting: Mutex<Option<HashMap<String, Stored>>>,
+}
+
+impl ObjectCache {
+    fn key(namespace: Option<&str>, name: &str) -> String {
+        match namespace {
+            Some(namespace) => format!("{namespace}/{name}"),
+            None => name.to_owned(),
         }
-        self.store.get(&key)
+    }
+
+    pub fn new(storage: Storage) -> Self {
+        ObjectCache {
+            storage,
+            objects: RwLock::default(),
+            relisting: Mutex::default(),
+        }
+    }
+
+    fn entry(&self, object: &DynamicObject) -> Option<(String, Stored)> {
+        let key = Self::key(object.metadata.namespace.as_deref(), object.metadata.name.as_deref()?);
+        if self.storage == Storage::Parsed {
+            return Some((key, Stored::Parsed(Arc::new(object.clone()))));
+        }
+        match serde_json::to_string(object) {
+            Ok(text) => Some((key, Stored::Text(text.into_boxed_str()))),
+            Err(error) => {
+                warn!(%key, %error, "object from the watch cannot be cached");
+                None
+            }
+        }
+    }
+
+    /// The text was written by `entry` from a parsed object: it always parses back.
+    fn read<T: serde::de::DeserializeOwned>(
+        stored: &Stored,
+        parsed: impl FnOnce(&Arc<DynamicObject>) -> Option<T>,
+    ) -> Option<T> {
+        match stored {
+            Stored::Text(text) => serde_json::from_str(text).ok(),
+            Stored::Parsed(object) => parsed(object),
+        }
+    }
+
+    fn with<T>(&self, namespace: Option<&str>, name: &str, read: impl FnOnce(&Stored) -> Option<T>) -> Option<T> {
+        let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
+        read(objects.get(&Self::key(namespace, name))?)
+    }
+
+    fn apply(&self, event: &Event<DynamicObject>) {
+        match event {
+            Event::Apply(object) => {
+                if let Some((key, text)) = self.entry(object) {
+                    self.objects
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key, text);
+                }
+            }
+            Event::Delete(object) => {
+                if let Some(name) = object.metadata.name.as_deref() {
+                    let key = Self::key(object.metadata.namespace.as_deref(), name);
+                    self.objects.write().unwrap_or_else(|e| e.into_inner()).remove(&key);
+                }
+            }
+            Event::Init => {
+                *self.relisting.lock().unwrap_or_else(|e| e.into_inner()) = Some(HashMap::new());
+            }
+            Event::InitApply(object) => {
+                if let Some((key, text)) = self.entry(object) {
+                    self.relisting
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert_with(HashMap::new)
+                        .insert(key, text);
+                }
+            }
+            Event::InitDone => {
+                let listed = self.relisting.lock().unwrap_or_else(|e| e.into_inner()).take();
+                *self.objects.write().unwrap_or_else(|e| e.into_inner()) = listed.unwrap_or_default();
+            }
+        }
+    }
+
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<DynamicObject>> {
+        self.with(namespace, name, |stored| match stored {
+            Stored::Text(text) => serde_json::from_str(text).ok().map(Arc::new),
+            Stored::Parsed(object) => Some(object.clone()),
+        })
+    }
+
+    /// A cached object parsed straight into its type (a pod for a scheduling decision).
+    pub fn get_typed<T: serde::de::DeserializeOwned>(&self, namespace: Option<&str>, name: &str) -> Option<T> {
+        self.with(namespace, name, |stored| Self::read(stored, |o| typed(o).ok()))
+    }
+
+    pub fn get_value(&self, namespace: Option<&str>, name: &str) -> Option<serde_json::Value> {
+        self.with(namespace, name, |stored| {
+            Self::read(stored, |o| serde_json::to_value(&**o).ok())
+        })
+    }
+
+    /// Every cached object (a resync or a rebuild reads them all).
+    pub fn state(&self) -> Vec<Arc<DynamicObject>> {
+        let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
+        objects
+            .values()
+            .filter_map(|stored| match stored {
+                Stored::Text(text) => serde_json::from_str(text).ok().map(Arc::new),
+                Stored::Parsed(object) => Some(object.clone()),
+            })
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.objects.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -235,6 +380,18 @@ impl WatchHub {
         label_selector: Option<&str>,
         field_selector: Option<&str>,
     ) -> Arc<SharedWatch> {
+        self.watch_stored(resource, label_selector, field_selector, Storage::Compact)
+    }
+
+    /// A shared watch whose cache keeps objects as `storage` says. The first request for a watch decides
+    /// (both ways serve every reader; they differ in memory and in the cost of a read).
+    pub fn watch_stored(
+        &self,
+        resource: &ApiResource,
+        label_selector: Option<&str>,
+        field_selector: Option<&str>,
+        storage: Storage,
+    ) -> Arc<SharedWatch> {
         let mut key = KindKey::of(resource);
         key.label_selector = label_selector.map(str::to_owned);
         key.field_selector = field_selector.map(str::to_owned);
@@ -242,7 +399,7 @@ impl WatchHub {
         if let Some(w) = watches.get(&key) {
             return w.clone();
         }
-        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.resyncs);
+        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.resyncs, storage);
         let feed = shared.clone();
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
         let mut config = watcher::Config::default();
@@ -325,6 +482,41 @@ mod tests {
             cached.metadata.managed_fields.is_none(),
             "the cache holds no managedFields"
         );
+    }
+
+    #[test]
+    fn the_cache_serves_objects_as_objects_values_and_types_by_namespace_and_name() {
+        for storage in [Storage::Compact, Storage::Parsed] {
+            serves_objects(ObjectCache::new(storage));
+        }
+    }
+
+    fn serves_objects(cache: ObjectCache) {
+        cache.apply(&Event::Apply(object("a", "1")));
+        let mut namespace = DynamicObject::new(
+            "default",
+            &ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+        );
+        namespace.data = serde_json::json!({});
+        cache.apply(&Event::Apply(namespace));
+        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.get(Some("default"), "a").expect("a").data["data"]["value"], "1");
+        assert_eq!(
+            cache.get_value(Some("default"), "a").expect("a")["metadata"]["name"],
+            "a"
+        );
+        let typed: k8s_openapi::api::core::v1::ConfigMap = cache.get_typed(Some("default"), "a").expect("typed");
+        assert_eq!(typed.data.expect("data")["value"], "1");
+        assert!(
+            cache.get(None, "a").is_none(),
+            "namespace and name both identify an object"
+        );
+        assert!(cache.get(None, "default").is_some(), "cluster-scoped objects by name");
+        cache.apply(&Event::Apply(object("a", "2")));
+        assert_eq!(cache.get_value(Some("default"), "a").expect("a")["data"]["value"], "2");
+        cache.apply(&Event::Delete(object("a", "2")));
+        assert!(cache.get(Some("default"), "a").is_none());
+        assert_eq!(cache.len(), 1);
     }
 
     #[test]

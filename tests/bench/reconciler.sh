@@ -110,13 +110,23 @@ kubectl wait --for=condition=Established crd/benchapps.bench.ruleplane.dev --tim
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 create_parents "$work/parents.yaml" bench.ruleplane.dev/v1 BenchApp "$ns" "$parents" '{ image: "nginx:1.27" }'
 before_all=$(all_requests)
+proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
+apiserver_pid=$(cat "$cache/cluster/kube-apiserver.pid"); etcd_pid=$(cat "$cache/cluster/etcd.pid")
+apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
 t0=$(now); start_manager converge
 wait_for_children "$ns" "app.kubernetes.io%2Fmanaged-by%3Druleplane" "$parents"
 converge=$(since "$t0")
 rss=$(awk '/VmHWM/{print $2}' "/proc/$mpid/status")
+cpu=$(proc_cpu "$mpid")
+apiserver_cpu=$(awk "BEGIN{print $(proc_cpu "$apiserver_pid") - $apiserver_before}")
+etcd_cpu=$(awk "BEGIN{print $(proc_cpu "$etcd_pid") - $etcd_before}")
 after_all=$(all_requests)
-printf 'ruleplane: converged %d parents in %s s = %.0f parents/s; %.1f API requests per parent (all verbs, incl. status); peak RSS %.1f MiB\n' \
-  "$parents" "$converge" "$(awk "BEGIN{print $parents/$converge}")" "$(awk "BEGIN{print ($after_all-$before_all)/$parents}")" "$(awk "BEGIN{print $rss/1024}")"
+printf 'ruleplane: converged %d parents in %s s = %.0f parents/s; %.1f API requests per parent (all verbs, incl. status); peak RSS %.1f MiB; CPU: manager %.2f s, kube-apiserver %.2f s, etcd %.2f s\n' \
+  "$parents" "$converge" "$(awk "BEGIN{print $parents/$converge}")" "$(awk "BEGIN{print ($after_all-$before_all)/$parents}")" "$(awk "BEGIN{print $rss/1024}")" "$cpu" "$apiserver_cpu" "$etcd_cpu"
+reconcile_sum=$(metric "$mport" 'ruleplane_reconcile_duration_seconds_sum{rule="bench-apps"')
+reconcile_count=$(metric "$mport" 'ruleplane_reconcile_duration_seconds_count{rule="bench-apps"')
+printf 'ruleplane: %d reconciles while converging, %.1f ms each on average (concurrency %d)\n' \
+  "$reconcile_count" "$(awk "BEGIN{print 1000 * $reconcile_sum / ($reconcile_count > 0 ? $reconcile_count : 1)}")" "$concurrency"
 sleep 2
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 before_writes=$(writes_to benchapps)
@@ -136,16 +146,24 @@ for _ in $(seq 1 600); do
 done
 resyncs_before=$(curl -fs "http://127.0.0.1:$mport/metrics" | awk '/^ruleplane_watch_resyncs_total/ {s+=$NF} END {print s+0}')
 reconciles_before=$(metric "$mport" 'ruleplane_reconciles_total{rule="bench-apps"')
+duration_before=$(metric "$mport" 'ruleplane_reconcile_duration_seconds_sum{rule="bench-apps"')
+cpu_before=$(proc_cpu "$mpid"); apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
 "$latency" "$KUBECONFIG" "$ns" "$parents" "${RATE:-100}" 20 | sed 's/^/ruleplane: /'
 resyncs_after=$(curl -fs "http://127.0.0.1:$mport/metrics" | awk '/^ruleplane_watch_resyncs_total/ {s+=$NF} END {print s+0}')
-printf 'ruleplane: during the latency run: %d reconciles, %d watch resyncs (lagging subscribers)\n' \
-  "$(( $(metric "$mport" 'ruleplane_reconciles_total{rule="bench-apps"') - reconciles_before ))" "$((resyncs_after - resyncs_before))"
+reconciles=$(( $(metric "$mport" 'ruleplane_reconciles_total{rule="bench-apps"') - reconciles_before ))
+duration=$(awk "BEGIN{print $(metric "$mport" 'ruleplane_reconcile_duration_seconds_sum{rule="bench-apps"') - $duration_before}")
+printf 'ruleplane: during the latency run: %d reconciles (%.1f ms each on average), %d watch resyncs (lagging subscribers); CPU: manager %.2f s, kube-apiserver %.2f s, etcd %.2f s\n' \
+  "$reconciles" "$(awk "BEGIN{print 1000 * $duration / ($reconciles > 0 ? $reconciles : 1)}")" "$((resyncs_after - resyncs_before))" \
+  "$(awk "BEGIN{print $(proc_cpu "$mpid") - $cpu_before}")" "$(awk "BEGIN{print $(proc_cpu "$apiserver_pid") - $apiserver_before}")" \
+  "$(awk "BEGIN{print $(proc_cpu "$etcd_pid") - $etcd_before}")"
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 rp_rate=$(awk "BEGIN{print $parents/$converge}")
 
 # --- 2. The ceiling: plain server-side apply, same concurrency ----------------------------------------------
 cns="bench-ceiling-$$"; kubectl create namespace "$cns" >/dev/null
+apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
 out=$("$ceiling" "$KUBECONFIG" "$cns" "$parents" "$concurrency")
+out="$out; CPU: kube-apiserver $(awk "BEGIN{print $(proc_cpu "$apiserver_pid") - $apiserver_before}") s, etcd $(awk "BEGIN{print $(proc_cpu "$etcd_pid") - $etcd_before}") s"
 echo "$out"
 ceiling_rate=$(sed -E 's/.* = ([0-9.]+) parents\/s.*/\1/' <<<"$out")
 printf 'ruleplane / ceiling: %.2f×\n' "$(awk "BEGIN{print $rp_rate/$ceiling_rate}")"

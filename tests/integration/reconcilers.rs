@@ -432,12 +432,14 @@ spec:
     manager.wait_ready(Duration::from_secs(40)).await;
     let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
     // A ConfigMap named like a future child, created by someone else.
-    maps.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({ "metadata": { "name": "legacy" }, "data": { "mine": "yes" } })).expect("cm"),
-    )
-    .await
-    .expect("create a foreign ConfigMap");
+    let foreign = maps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({ "metadata": { "name": "legacy" }, "data": { "mine": "yes" } }))
+                .expect("cm"),
+        )
+        .await
+        .expect("create a foreign ConfigMap");
     let shops = api_of(&client, group, "v1", "Shop", "shops", &ns);
     let shop: DynamicObject = serde_json::from_value(json!({
         "apiVersion": format!("{group}/v1"), "kind": "Shop", "metadata": { "name": "corner" }
@@ -480,6 +482,10 @@ spec:
         legacy.data.as_ref().unwrap()["mine"],
         "yes",
         "a foreign object is left alone"
+    );
+    assert_eq!(
+        legacy.metadata.resource_version, foreign.metadata.resource_version,
+        "not written at all (the create-only apply changed nothing)"
     );
     assert!(
         maps.get_opt("settings").await.expect("get").is_some(),

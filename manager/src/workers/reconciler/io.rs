@@ -22,8 +22,9 @@ fn api_for(reconciler: &ParentReconciler, watched: &Watched, namespace: Option<&
 }
 
 /// Applies one child (server-side apply, our field manager, forced: the rule owns every field it renders, which
-/// is what repairs hand edits). A child that does not exist yet is first checked for a foreign object of the
-/// same name: that is a conflict unless the rule adopts.
+/// is what repairs hand edits). A child that does not exist yet must not land on a foreign object of the same
+/// name (a conflict, unless the rule adopts): its first apply is create-only, and only when the name is taken
+/// is the object read to see whose it is.
 pub(super) async fn apply_child(
     reconciler: &ParentReconciler,
     watched: &Watched,
@@ -32,30 +33,45 @@ pub(super) async fn apply_child(
 ) -> Result<Value, ReconcilerError> {
     let key = &apply.key;
     let api = api_for(reconciler, watched, key.namespace.as_deref());
-    let uid = parent.uid().unwrap_or_default();
-    // Metadata only, from the apiserver's watch cache: the cheapest read that tells whose the object is.
-    if apply.created
-        && !reconciler.rule.spec.adopt
-        && let Some(existing) = get_metadata_opt(&api, &key.name).await?
-    {
-        let labels = existing.labels();
-        let ours = labels.get(RULE_LABEL).map(String::as_str) == Some(reconciler.rule.name())
-            && labels.get(PARENT_UID_LABEL) == Some(&uid);
-        if !ours {
-            return Err(ReconcilerError::Conflict { child: key.clone() });
+    let params = PatchParams::apply(RECONCILER_FIELD_MANAGER).force();
+    let rejected = |error: kube::Error| match error {
+        kube::Error::Api(status) if status.code == 422 || status.code == 400 => ReconcilerError::Rejected {
+            child: key.clone(),
+            message: status.message,
+        },
+        other => ReconcilerError::Api(other),
+    };
+    let mut applied = None;
+    if apply.created && !reconciler.rule.spec.adopt {
+        // A resourceVersion no stored object has makes the apply create-only: the apiserver creates the object
+        // when the name is free (a precondition only applies to an existing object) and answers 409 when it is
+        // taken, changing nothing. One request instead of a read, then the apply.
+        let mut create_only = apply.object.clone();
+        create_only["metadata"]["resourceVersion"] = Value::from(NO_STORED_VERSION);
+        match api.patch(&key.name, &params, &Patch::Apply(&create_only)).await {
+            Ok(created) => applied = Some(created),
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                // Taken: by this parent (our earlier write, not yet in the cache) or by someone else.
+                let uid = parent.uid().unwrap_or_default();
+                if let Some(existing) = get_metadata_opt(&api, &key.name).await? {
+                    let labels = existing.labels();
+                    let ours = labels.get(RULE_LABEL).map(String::as_str) == Some(reconciler.rule.name())
+                        && labels.get(PARENT_UID_LABEL) == Some(&uid);
+                    if !ours {
+                        return Err(ReconcilerError::Conflict { child: key.clone() });
+                    }
+                }
+            }
+            Err(error) => return Err(rejected(error)),
         }
     }
-    let params = PatchParams::apply(RECONCILER_FIELD_MANAGER).force();
-    let applied = api
-        .patch(&key.name, &params, &Patch::Apply(&apply.object))
-        .await
-        .map_err(|error| match error {
-            kube::Error::Api(status) if status.code == 422 || status.code == 400 => ReconcilerError::Rejected {
-                child: key.clone(),
-                message: status.message,
-            },
-            other => ReconcilerError::Api(other),
-        })?;
+    let applied = match applied {
+        Some(applied) => applied,
+        None => api
+            .patch(&key.name, &params, &Patch::Apply(&apply.object))
+            .await
+            .map_err(rejected)?,
+    };
     let verb = if apply.created { "created" } else { "updated" };
     info!(rule = reconciler.rule.name(), child = %key, "child {verb}");
     serde_json::to_value(&applied).map_err(|e| ReconcilerError::Rejected {
@@ -63,6 +79,10 @@ pub(super) async fn apply_child(
         message: e.to_string(),
     })
 }
+
+/// See [`apply_child`]: the resourceVersion of a create-only apply. etcd starts at revision 1 and its first
+/// write is revision 2, so no object's resourceVersion is ever 1.
+const NO_STORED_VERSION: &str = "1";
 
 async fn get_metadata_opt(
     api: &Api<DynamicObject>,

@@ -275,8 +275,7 @@ impl ParentReconciler {
         refs.into_iter()
             .filter_map(|child| {
                 let watched = self.children.get(&child.kind)?;
-                let object = watched.watch.get(child.namespace.as_deref(), &child.name)?;
-                let mut value = serde_json::to_value(&*object).ok()?;
+                let mut value = watched.watch.get_value(child.namespace.as_deref(), &child.name)?;
                 // Items of a list response carry no apiVersion/kind (watch events do): the watch knows them.
                 value["apiVersion"] = Value::from(child.kind.0.clone());
                 value["kind"] = Value::from(child.kind.1.clone());
@@ -447,7 +446,7 @@ impl ParentReconciler {
         let lookups = gather_lookups(&self.rule, parent_value, |lookup, name, namespace| {
             let watch = self.lookups.get(&lookup_watch_key(lookup))?;
             reads.push((watch.key.clone(), namespace.map(str::to_owned), name.to_owned()));
-            watch.get(namespace, name).and_then(|o| serde_json::to_value(&*o).ok())
+            watch.get_value(namespace, name)
         })?;
         self.remember_reads(key, reads);
         Ok(lookups)

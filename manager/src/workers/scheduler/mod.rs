@@ -40,6 +40,27 @@ const POD_BACKOFF: Backoff = Backoff {
 /// kube-scheduler moves unschedulable pods back to the active queue after this long without a helpful change.
 const UNSCHEDULABLE_MAX_WAIT: Duration = Duration::from_secs(300);
 
+/// A pending pod's place in the queue: when it was first seen (for the e2e latency) and its priority (the
+/// queue's order, noted here so ordering never reads the pod from the cache).
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    first_seen: Instant,
+    priority: i64,
+}
+
+impl Pending {
+    fn of(object: &DynamicObject) -> Pending {
+        Pending {
+            first_seen: Instant::now(),
+            priority: object
+                .data
+                .pointer("/spec/priority")
+                .and_then(|p| p.as_i64())
+                .unwrap_or(0),
+        }
+    }
+}
+
 /// A pending pod.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PodKey {
@@ -100,8 +121,8 @@ impl ReconcileError for SchedulingError {
 /// Which pods are waiting where, for the pending-pods gauge and for moving unschedulable pods on a change.
 #[derive(Default)]
 struct Queues {
-    /// Pods of this policy seen pending, with when they were first seen (for the e2e latency).
-    pending: HashMap<PodKey, Instant>,
+    /// Pods of this policy seen pending.
+    pending: HashMap<PodKey, Pending>,
     unschedulable: HashSet<PodKey>,
     backoff: HashSet<PodKey>,
 }
@@ -124,10 +145,16 @@ fn pods_resource() -> ApiResource {
 fn shared_cache(ctx: &WorkerContext) -> Arc<ClusterCache> {
     ctx.scheduling
         .get_or_init(|| {
+            use crate::watch_hub::Storage;
             use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
             use k8s_openapi::api::core::v1::{Namespace, Node, ReplicationController, Service};
-            let nodes = ctx.hub.watch(&ApiResource::erase::<Node>(&()));
-            let pods = ctx.hub.watch_filtered(&pods_resource(), None, Some(LIVE_PODS));
+            // Every decision and cache rebuild reads these: kept parsed.
+            let nodes = ctx
+                .hub
+                .watch_stored(&ApiResource::erase::<Node>(&()), None, None, Storage::Parsed);
+            let pods = ctx
+                .hub
+                .watch_stored(&pods_resource(), None, Some(LIVE_PODS), Storage::Parsed);
             let context = cache::Context {
                 namespaces: ctx.hub.watch(&ApiResource::erase::<Namespace>(&())),
                 services: ctx.hub.watch(&ApiResource::erase::<Service>(&())),
@@ -201,19 +228,20 @@ impl PodScheduler {
     }
 
     fn all_pending(&self) -> Vec<PodKey> {
-        let keys: Vec<PodKey> = self
+        let pending: Vec<(PodKey, Pending)> = self
             .cache
             .pods
             .store
             .state()
             .iter()
             .filter(|o| self.is_pending_ours(o))
-            .map(|o| PodKey::of(o))
+            .map(|o| (PodKey::of(o), Pending::of(o)))
             .collect();
         let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        for key in &keys {
-            queues.pending.entry(key.clone()).or_insert(now);
+        let mut keys = Vec::with_capacity(pending.len());
+        for (key, entry) in pending {
+            queues.pending.entry(key.clone()).or_insert(entry).priority = entry.priority;
+            keys.push(key);
         }
         keys
     }
@@ -334,7 +362,8 @@ impl Reconcile for PodScheduler {
                 let key = PodKey::of(object);
                 if self.is_pending_ours(object) {
                     let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-                    queues.pending.entry(key.clone()).or_insert_with(Instant::now);
+                    let entry = Pending::of(object);
+                    queues.pending.entry(key.clone()).or_insert(entry).priority = entry.priority;
                     vec![key]
                 } else {
                     // Bound (by us or someone else) or deleting: nothing to do for it but forget it.
@@ -377,11 +406,8 @@ impl Reconcile for PodScheduler {
 
     /// kube-scheduler's queue order: higher priority first (then first in, first out).
     fn rank(&self, key: &PodKey) -> i64 {
-        self.cache
-            .pods
-            .get(Some(&key.namespace), &key.name)
-            .and_then(|o| o.data.pointer("/spec/priority").and_then(|p| p.as_i64()))
-            .map_or(0, |priority| -priority)
+        let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        queues.pending.get(key).map_or(0, |pending| -pending.priority)
     }
 
     async fn reconcile(&self, key: &PodKey) -> Result<Action, SchedulingError> {
@@ -404,10 +430,7 @@ impl Reconcile for PodScheduler {
     }
 
     async fn report_error(&self, key: &PodKey, error: &SchedulingError) {
-        let Some(object) = self.cache.pods.get(Some(&key.namespace), &key.name) else {
-            return;
-        };
-        let Ok(pod) = crate::watch_hub::typed::<Pod>(&object) else {
+        let Some(pod) = self.cache.pods.store.get_typed::<Pod>(Some(&key.namespace), &key.name) else {
             return;
         };
         let message = error.to_string();
@@ -438,18 +461,19 @@ impl Reconcile for PodScheduler {
 impl PodScheduler {
     async fn schedule_one(&self, key: &PodKey) -> Result<Action, SchedulingError> {
         // Fetch: the pod as the watch has it; pods bound meanwhile, deleted or no longer ours are dropped.
-        let Some(object) = self.cache.pods.get(Some(&key.namespace), &key.name) else {
+        // The pod is read from the cache's text straight into its type (one parse, no JSON tree).
+        let Some(pod) = self.cache.pods.store.get_typed::<Pod>(Some(&key.namespace), &key.name) else {
             self.settle(key);
             return Ok(Action::AwaitChange);
         };
-        if !self.is_pending_ours(&object) {
+        let spec = pod.spec.as_ref();
+        let pending_ours = spec.and_then(|s| s.scheduler_name.as_deref()) == Some(self.scheduler_name())
+            && spec.and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty)
+            && pod.metadata.deletion_timestamp.is_none();
+        if !pending_ours {
             self.settle(key);
             return Ok(Action::AwaitChange);
         }
-        let Ok(pod) = crate::watch_hub::typed::<Pod>(&object) else {
-            self.settle(key);
-            return Ok(Action::AwaitChange);
-        };
         // Decide (and assume) on the shared cache.
         let decision = self.cache.schedule(&self.engine, &pod).await?;
         match decision.outcome {
@@ -491,7 +515,7 @@ impl PodScheduler {
                     .unwrap_or_else(|e| e.into_inner())
                     .pending
                     .get(key)
-                    .copied();
+                    .map(|pending| pending.first_seen);
                 if let Some(first_seen) = first_seen {
                     self.ctx
                         .metrics
