@@ -9,7 +9,9 @@
 //! Warnings (render errors, FailedScheduling) keep going through kube-runtime's `Recorder`, whose series
 //! aggregation keeps repeated failures to one Event with a count.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -49,6 +51,8 @@ pub struct EventLane {
     controller: String,
     instance: String,
     counts: Family<ResultLabels, Counter>,
+    /// Events being sent right now (for the drain at shutdown).
+    sending: Arc<AtomicUsize>,
 }
 
 impl EventLane {
@@ -62,6 +66,18 @@ impl EventLane {
             controller: controller.to_owned(),
             instance: instance.to_owned(),
             counts,
+            sending: Arc::default(),
+        }
+    }
+
+    /// Waits until every queued Event is sent, or `limit` has passed: a stopping manager still reports what it
+    /// did in its last moments.
+    pub async fn drain(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while (self.sender.capacity() < self.sender.max_capacity() || self.sending.load(Ordering::SeqCst) > 0)
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
@@ -129,6 +145,12 @@ impl EventLane {
     }
 
     async fn send(&self, event: Event) {
+        self.sending.fetch_add(1, Ordering::SeqCst);
+        self.create(event).await;
+        self.sending.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    async fn create(&self, event: Event) {
         let namespace = event.metadata.namespace.clone().unwrap_or_default();
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         match api.create(&PostParams::default(), &event).await {
@@ -183,6 +205,23 @@ mod tests {
         assert!(event.event_time.is_some());
         let cluster_scoped = lane.event(report("Namespace", None));
         assert_eq!(cluster_scoped.metadata.namespace.as_deref(), Some("default"));
+    }
+
+    /// At shutdown the queue is sent before the process goes (here every send fails at once: nothing listens).
+    #[tokio::test]
+    async fn drain_waits_for_the_queue_to_be_sent() {
+        let counts = Family::<ResultLabels, Counter>::default();
+        let lane = lane(&counts);
+        for _ in 0..3 {
+            lane.publish(report("Pod", Some("shop")));
+        }
+        lane.drain(Duration::from_secs(20)).await;
+        let failed = counts
+            .get_or_create(&ResultLabels {
+                result: "failed".into(),
+            })
+            .get();
+        assert_eq!(failed, 3, "all three were tried before drain returned");
     }
 
     /// A full queue drops and counts instead of making the worker wait.

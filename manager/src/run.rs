@@ -123,6 +123,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         &identity,
         metrics.events.clone(),
     );
+    let lane = events.clone();
     let hub = WatchHub::new(client.clone(), metrics.watch_resyncs.clone());
     // POD_NAME comes from the downward API (the Helm chart sets it); the Pod lives in the Lease's namespace.
     let self_ref = std::env::var("POD_NAME")
@@ -213,6 +214,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     info!("shutting down: stopping workers and releasing the lease");
     supervisor.stop_all(false).await;
+    // Events of the workers' last writes are still queued: send them, briefly.
+    lane.drain(std::time::Duration::from_secs(3)).await;
     metrics.leader.set(0);
     let _ = shutdown_tx.send(true);
     if let Some(election) = election {
