@@ -32,12 +32,21 @@ async fn main() -> anyhow::Result<()> {
     let pending: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let latencies: Arc<Mutex<Vec<Duration>>> = Arc::default();
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    // Updates start once the probe's own watch has listed (10,000 ConfigMaps take a while), then one more second
+    // for the apiserver to settle, so the probe's list is not measured as the manager's latency.
+    let (listed_tx, listed_rx) = tokio::sync::oneshot::channel::<()>();
     let watch = {
         let (pending, latencies) = (pending.clone(), latencies.clone());
+        let mut listed_tx = Some(listed_tx);
         let selector = watcher::Config::default().labels("app.kubernetes.io/managed-by=ruleplane");
         tokio::spawn(async move {
             let mut events = watcher(config_maps, selector).boxed();
             while let Ok(Some(event)) = events.try_next().await {
+                if matches!(event, watcher::Event::InitDone)
+                    && let Some(listed) = listed_tx.take()
+                {
+                    let _ = listed.send(());
+                }
                 let watcher::Event::Apply(child) = event else { continue };
                 let Some(image) = child.data.as_ref().and_then(|d| d.get("image")) else {
                     continue;
@@ -48,8 +57,8 @@ async fn main() -> anyhow::Result<()> {
             }
         })
     };
-    // Let the watch list first, so early events are not missed.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::timeout(Duration::from_secs(60), listed_rx).await??;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("bench.ruleplane.dev", "v1", "BenchApp"));
     let apps: Api<DynamicObject> = Api::namespaced_with(client, namespace, &resource);
     let total = (rate * seconds) as usize;
