@@ -105,22 +105,33 @@ impl SharedWatch {
 
     /// Feeds one watch event into the cache, then notifies subscribers. Tests feed synthetic events here.
     pub fn apply(&self, event: Event<DynamicObject>) {
-        let event = match event {
-            Event::Apply(object) => Event::Apply(without_managed_fields(object)),
-            Event::Delete(object) => Event::Delete(without_managed_fields(object)),
-            Event::InitApply(object) => Event::InitApply(without_managed_fields(object)),
-            other => other,
-        };
-        self.store.apply(&event);
+        // One object per event, shared by the cache (when it keeps objects parsed) and the notification.
+        let object = |o: DynamicObject| Arc::new(without_managed_fields(o));
         // Nobody listening is fine: a subscriber that comes later reads the cache first.
         let _ = match event {
-            Event::Apply(object) => self.changes.send(Change::Applied(Arc::new(object))),
-            Event::Delete(object) => self.changes.send(Change::Deleted(Arc::new(object))),
+            Event::Apply(o) => {
+                let o = object(o);
+                self.store.upsert(&o);
+                self.changes.send(Change::Applied(o))
+            }
+            Event::Delete(o) => {
+                let o = object(o);
+                self.store.remove(&o);
+                self.changes.send(Change::Deleted(o))
+            }
+            Event::Init => {
+                self.store.begin_relist();
+                Ok(0)
+            }
+            Event::InitApply(o) => {
+                self.store.relisted(&object(o));
+                Ok(0)
+            }
             Event::InitDone => {
+                self.store.end_relist();
                 self.synced.send_replace(true);
                 self.changes.send(Change::Resync)
             }
-            Event::Init | Event::InitApply(_) => Ok(0),
         };
     }
 
@@ -167,6 +178,24 @@ enum Stored {
     Parsed(Arc<DynamicObject>),
 }
 
+impl Stored {
+    /// Parsed straight into `T` from text (the text was written from a parsed object: it always parses back), or
+    /// read from the parsed object by `parsed`.
+    fn read<T: serde::de::DeserializeOwned>(&self, parsed: impl FnOnce(&DynamicObject) -> Option<T>) -> Option<T> {
+        match self {
+            Stored::Text(text) => serde_json::from_str(text).ok(),
+            Stored::Parsed(object) => parsed(object),
+        }
+    }
+
+    fn object(&self) -> Option<Arc<DynamicObject>> {
+        match self {
+            Stored::Text(text) => serde_json::from_str(text).ok().map(Arc::new),
+            Stored::Parsed(object) => Some(object.clone()),
+        }
+    }
+}
+
 /// A kind's cache, keyed by namespace and name.
 pub struct ObjectCache {
     storage: Storage,
@@ -191,12 +220,13 @@ impl ObjectCache {
         }
     }
 
-    fn entry(&self, object: &DynamicObject) -> Option<(String, Stored)> {
+    fn entry(&self, object: &Arc<DynamicObject>) -> Option<(String, Stored)> {
         let key = Self::key(object.metadata.namespace.as_deref(), object.metadata.name.as_deref()?);
         if self.storage == Storage::Parsed {
-            return Some((key, Stored::Parsed(Arc::new(object.clone()))));
+            // The notification's own object: no copy.
+            return Some((key, Stored::Parsed(object.clone())));
         }
-        match serde_json::to_string(object) {
+        match serde_json::to_string(&**object) {
             Ok(text) => Some((key, Stored::Text(text.into_boxed_str()))),
             Err(error) => {
                 warn!(%key, %error, "object from the watch cannot be cached");
@@ -205,85 +235,63 @@ impl ObjectCache {
         }
     }
 
-    /// The text was written by `entry` from a parsed object: it always parses back.
-    fn read<T: serde::de::DeserializeOwned>(
-        stored: &Stored,
-        parsed: impl FnOnce(&Arc<DynamicObject>) -> Option<T>,
-    ) -> Option<T> {
-        match stored {
-            Stored::Text(text) => serde_json::from_str(text).ok(),
-            Stored::Parsed(object) => parsed(object),
-        }
-    }
-
     fn with<T>(&self, namespace: Option<&str>, name: &str, read: impl FnOnce(&Stored) -> Option<T>) -> Option<T> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
         read(objects.get(&Self::key(namespace, name))?)
     }
 
-    fn apply(&self, event: &Event<DynamicObject>) {
-        match event {
-            Event::Apply(object) => {
-                if let Some((key, text)) = self.entry(object) {
-                    self.objects
-                        .write()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(key, text);
-                }
-            }
-            Event::Delete(object) => {
-                if let Some(name) = object.metadata.name.as_deref() {
-                    let key = Self::key(object.metadata.namespace.as_deref(), name);
-                    self.objects.write().unwrap_or_else(|e| e.into_inner()).remove(&key);
-                }
-            }
-            Event::Init => {
-                *self.relisting.lock().unwrap_or_else(|e| e.into_inner()) = Some(HashMap::new());
-            }
-            Event::InitApply(object) => {
-                if let Some((key, text)) = self.entry(object) {
-                    self.relisting
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .get_or_insert_with(HashMap::new)
-                        .insert(key, text);
-                }
-            }
-            Event::InitDone => {
-                let listed = self.relisting.lock().unwrap_or_else(|e| e.into_inner()).take();
-                *self.objects.write().unwrap_or_else(|e| e.into_inner()) = listed.unwrap_or_default();
-            }
+    fn upsert(&self, object: &Arc<DynamicObject>) {
+        if let Some((key, stored)) = self.entry(object) {
+            self.objects
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, stored);
         }
     }
 
+    fn remove(&self, object: &DynamicObject) {
+        if let Some(name) = object.metadata.name.as_deref() {
+            let key = Self::key(object.metadata.namespace.as_deref(), name);
+            self.objects.write().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        }
+    }
+
+    fn begin_relist(&self) {
+        *self.relisting.lock().unwrap_or_else(|e| e.into_inner()) = Some(HashMap::new());
+    }
+
+    fn relisted(&self, object: &Arc<DynamicObject>) {
+        if let Some((key, stored)) = self.entry(object) {
+            self.relisting
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert_with(HashMap::new)
+                .insert(key, stored);
+        }
+    }
+
+    fn end_relist(&self) {
+        let listed = self.relisting.lock().unwrap_or_else(|e| e.into_inner()).take();
+        *self.objects.write().unwrap_or_else(|e| e.into_inner()) = listed.unwrap_or_default();
+    }
+
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<DynamicObject>> {
-        self.with(namespace, name, |stored| match stored {
-            Stored::Text(text) => serde_json::from_str(text).ok().map(Arc::new),
-            Stored::Parsed(object) => Some(object.clone()),
-        })
+        self.with(namespace, name, Stored::object)
     }
 
     /// A cached object parsed straight into its type (a pod for a scheduling decision).
     pub fn get_typed<T: serde::de::DeserializeOwned>(&self, namespace: Option<&str>, name: &str) -> Option<T> {
-        self.with(namespace, name, |stored| Self::read(stored, |o| typed(o).ok()))
+        self.with(namespace, name, |stored| stored.read(|o| typed(o).ok()))
     }
 
     pub fn get_value(&self, namespace: Option<&str>, name: &str) -> Option<serde_json::Value> {
-        self.with(namespace, name, |stored| {
-            Self::read(stored, |o| serde_json::to_value(&**o).ok())
-        })
+        self.with(namespace, name, |stored| stored.read(|o| serde_json::to_value(o).ok()))
     }
 
     /// Every cached object (a resync or a rebuild reads them all).
     pub fn state(&self) -> Vec<Arc<DynamicObject>> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        objects
-            .values()
-            .filter_map(|stored| match stored {
-                Stored::Text(text) => serde_json::from_str(text).ok().map(Arc::new),
-                Stored::Parsed(object) => Some(object.clone()),
-            })
-            .collect()
+        objects.values().filter_map(Stored::object).collect()
     }
 
     pub fn len(&self) -> usize {
@@ -492,13 +500,13 @@ mod tests {
     }
 
     fn serves_objects(cache: ObjectCache) {
-        cache.apply(&Event::Apply(object("a", "1")));
+        cache.upsert(&Arc::new(object("a", "1")));
         let mut namespace = DynamicObject::new(
             "default",
             &ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
         );
         namespace.data = serde_json::json!({});
-        cache.apply(&Event::Apply(namespace));
+        cache.upsert(&Arc::new(namespace));
         assert_eq!(cache.len(), 2);
         assert_eq!(cache.get(Some("default"), "a").expect("a").data["data"]["value"], "1");
         assert_eq!(
@@ -512,9 +520,9 @@ mod tests {
             "namespace and name both identify an object"
         );
         assert!(cache.get(None, "default").is_some(), "cluster-scoped objects by name");
-        cache.apply(&Event::Apply(object("a", "2")));
+        cache.upsert(&Arc::new(object("a", "2")));
         assert_eq!(cache.get_value(Some("default"), "a").expect("a")["data"]["value"], "2");
-        cache.apply(&Event::Delete(object("a", "2")));
+        cache.remove(&object("a", "2"));
         assert!(cache.get(Some("default"), "a").is_none());
         assert_eq!(cache.len(), 1);
     }

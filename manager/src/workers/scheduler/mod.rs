@@ -461,19 +461,19 @@ impl Reconcile for PodScheduler {
 impl PodScheduler {
     async fn schedule_one(&self, key: &PodKey) -> Result<Action, SchedulingError> {
         // Fetch: the pod as the watch has it; pods bound meanwhile, deleted or no longer ours are dropped.
-        // The pod is read from the cache's text straight into its type (one parse, no JSON tree).
-        let Some(pod) = self.cache.pods.store.get_typed::<Pod>(Some(&key.namespace), &key.name) else {
+        let Some(object) = self.cache.pods.get(Some(&key.namespace), &key.name) else {
             self.settle(key);
             return Ok(Action::AwaitChange);
         };
-        let spec = pod.spec.as_ref();
-        let pending_ours = spec.and_then(|s| s.scheduler_name.as_deref()) == Some(self.scheduler_name())
-            && spec.and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty)
-            && pod.metadata.deletion_timestamp.is_none();
-        if !pending_ours {
+        if !self.is_pending_ours(&object) {
             self.settle(key);
             return Ok(Action::AwaitChange);
         }
+        // Read in place from the cached object (the pod watch keeps objects parsed).
+        let Ok(pod) = crate::watch_hub::typed::<Pod>(&object) else {
+            self.settle(key);
+            return Ok(Action::AwaitChange);
+        };
         // Decide (and assume) on the shared cache.
         let decision = self.cache.schedule(&self.engine, &pod).await?;
         match decision.outcome {
