@@ -40,5 +40,12 @@ pub fn is_managed(labels: Option<&std::collections::BTreeMap<String, String>>) -
 pub fn owning_rule(labels: Option<&std::collections::BTreeMap<String, String>>) -> Option<&str> {
     labels.and_then(|l| l.get(RULE_LABEL)).map(String::as_str)
 }
+
+/// Whether `labels` mark an object as a child of `rule` for the parent with `parent_uid` (anything else holding a
+/// child's name is a conflict unless the rule adopts).
+pub fn is_child_of(labels: &std::collections::BTreeMap<String, String>, rule: &str, parent_uid: &str) -> bool {
+    labels.get(RULE_LABEL).map(String::as_str) == Some(rule)
+        && labels.get(PARENT_UID_LABEL).map(String::as_str) == Some(parent_uid)
+}
 /// The `reportingController` of the Events Ruleplane writes.
 pub const EVENT_REPORTER: &str = "ruleplane";

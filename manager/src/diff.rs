@@ -302,9 +302,7 @@ async fn conflicts(
             .with_context(|| format!("checking {key}"))?;
         if let Some(existing) = existing {
             let labels = existing.metadata.labels.unwrap_or_default();
-            let ours = labels.get(RULE_LABEL).map(String::as_str) == Some(rule.name())
-                && labels.get(PARENT_UID_LABEL).map(String::as_str) == Some(uid);
-            if !ours {
+            if !ruleplane_config::ownership::is_child_of(&labels, rule.name(), uid) {
                 found.push(key);
             }
         }

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
-use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RECONCILER_FIELD_MANAGER, RULE_LABEL};
+use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RECONCILER_FIELD_MANAGER};
 use ruleplane_config::{ChildApply, ObjectKey};
 use serde_json::{Value, json};
 use tracing::{info, warn};
@@ -53,13 +53,10 @@ pub(super) async fn apply_child(
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 // Taken: by this parent (our earlier write, not yet in the cache) or by someone else.
                 let uid = parent.uid().unwrap_or_default();
-                if let Some(existing) = get_metadata_opt(&api, &key.name).await? {
-                    let labels = existing.labels();
-                    let ours = labels.get(RULE_LABEL).map(String::as_str) == Some(reconciler.rule.name())
-                        && labels.get(PARENT_UID_LABEL) == Some(&uid);
-                    if !ours {
-                        return Err(ReconcilerError::Conflict { child: key.clone() });
-                    }
+                if let Some(existing) = get_metadata_opt(&api, &key.name).await?
+                    && !ruleplane_config::ownership::is_child_of(existing.labels(), reconciler.rule.name(), &uid)
+                {
+                    return Err(ReconcilerError::Conflict { child: key.clone() });
                 }
             }
             Err(error) => return Err(rejected(error)),
