@@ -84,6 +84,9 @@ pub(super) async fn ensure_finalizer(
         return Ok(());
     }
     let api = finalizer_api(&reconciler.ctx, &reconciler.parent.watch.resource, parent);
+    reconciler
+        .writes
+        .forget(&reconciler.parent_object(&ParentKey::of(parent)));
     patch_finalizer(&api, parent, true).await?;
     Ok(())
 }
@@ -112,6 +115,7 @@ pub(super) async fn finalize(
         let mut current: Vec<Value> = observed.clone();
         for apply in &plan.apply {
             let watched = reconciler.child_kind(&apply.key.api_version, &apply.key.kind)?;
+            reconciler.writes.forget(&reconciler.child_object(watched, &apply.key));
             current.push(io::apply_child(reconciler, watched, apply, parent).await?);
         }
         let pending: Vec<&str> = rule
@@ -174,6 +178,9 @@ pub(super) async fn finalize(
     }
     // 3. the finalizer goes: the apiserver completes the deletion
     let api = finalizer_api(&reconciler.ctx, &reconciler.parent.watch.resource, parent);
+    reconciler
+        .writes
+        .forget(&reconciler.parent_object(&ParentKey::of(parent)));
     patch_finalizer(&api, parent, false).await?;
     info!(rule = rule.name(), parent = ?key, "parent cleaned up; finalizer removed");
     Ok(Action::AwaitChange)

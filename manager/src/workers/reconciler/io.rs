@@ -126,6 +126,7 @@ pub(super) async fn remove_child(
     parent: &DynamicObject,
     removal: Removal,
 ) -> Result<(), ReconcilerError> {
+    reconciler.writes.forget(&reconciler.child_object(watched, key));
     let api = api_for(reconciler, watched, key.namespace.as_deref());
     let (result, reason, note) = match removal {
         Removal::Delete => (
@@ -171,12 +172,12 @@ async fn report_done(
 }
 
 /// Merge-patches the parent's status, through the status subresource when the kind has one; returns the
-/// resourceVersion the write produced.
+/// parent as the write left it.
 pub(super) async fn patch_status(
     reconciler: &ParentReconciler,
     parent: &DynamicObject,
     status: Value,
-) -> Result<Option<String>, ReconcilerError> {
+) -> Result<Value, ReconcilerError> {
     let api = api_for(reconciler, &reconciler.parent, parent.namespace().as_deref());
     let body = Patch::Merge(json!({ "status": status }));
     let written = match api
@@ -190,7 +191,7 @@ pub(super) async fn patch_status(
         }
         Err(error) => return Err(error.into()),
     };
-    Ok(written.metadata.resource_version)
+    Ok(serde_json::to_value(&written).map_err(kube::Error::SerdeError)?)
 }
 
 /// A Warning Event on the parent for a failed reconcile (once per distinct error, the runner sees to that).

@@ -4,6 +4,7 @@
 mod cleanup;
 mod index;
 mod io;
+mod writes;
 
 pub use cleanup::on_rule_removed;
 
@@ -26,6 +27,7 @@ use crate::runner::{Action, Reconcile, ReconcileError, Runner};
 use crate::supervisor::WorkerContext;
 use crate::watch_hub::{Change, KindKey, SharedWatch};
 use crate::workers::WorkerError;
+use writes::{OwnWrites, WatchedObject};
 
 const KIND: &str = "Reconciler";
 /// Children are watched only where Ruleplane's label is: the rest of the cluster's objects of those kinds
@@ -48,8 +50,6 @@ impl ParentKey {
     }
 }
 
-/// A watched object: the watch it comes from, its namespace and name.
-type WatchedObject = (KindKey, Option<String>, String);
 /// A looked-up object.
 type LookedUp = WatchedObject;
 
@@ -138,10 +138,11 @@ pub struct ParentReconciler {
     /// Whether the parent kind has a status subresource. Without one, a status write changes the object's
     /// `generation`, so `observedGeneration` would never settle: it is not written then.
     status_subresource: bool,
-    /// Our own writes, by object, with the resourceVersion the apiserver answered: the watch event that echoes
-    /// exactly that version carries nothing this worker does not know, so it reconciles nobody (an update of a
-    /// parent would otherwise cost a reconcile for it and one more for each echo of its children and status).
-    echoes: Mutex<HashMap<WatchedObject, String>>,
+    /// Our own writes until their watch echo: the echo carries nothing this worker does not know, so it reconciles
+    /// nobody (an update of a parent would otherwise cost a reconcile for it and one more for each echo of its
+    /// children and status); and until it arrives, a reconcile reads what the write answered, not the cache one
+    /// event behind (which would cost the same write again).
+    writes: OwnWrites,
 }
 
 pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
@@ -208,7 +209,7 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         index: Mutex::new(index::ChildIndex::default()),
         writes_status,
         status_subresource,
-        echoes: Mutex::new(HashMap::new()),
+        writes: OwnWrites::default(),
     });
     for kind in reconciler.children.keys() {
         reconciler.rebuild_index(kind);
@@ -269,19 +270,42 @@ impl ParentReconciler {
         })
     }
 
-    /// The children of `uid` this rule's labels mark, from the child caches.
+    /// The children of `uid` this rule's labels mark, from the child caches, or as our writes left them while
+    /// their echo is on its way (including children created a moment ago, not in a cache yet).
     fn observed_children(&self, uid: &str) -> Vec<Value> {
         let refs = self.index.lock().unwrap_or_else(|e| e.into_inner()).children_of(uid);
-        refs.into_iter()
+        let mut seen = HashSet::new();
+        let mut observed: Vec<Value> = refs
+            .into_iter()
             .filter_map(|child| {
                 let watched = self.children.get(&child.kind)?;
-                let mut value = watched.watch.get_value(child.namespace.as_deref(), &child.name)?;
+                let object = (watched.watch.key.clone(), child.namespace.clone(), child.name.clone());
+                let mut value = match self.writes.written(&object) {
+                    Some(written) => (*written).clone(),
+                    None => watched.watch.get_value(child.namespace.as_deref(), &child.name)?,
+                };
+                seen.insert(object);
                 // Items of a list response carry no apiVersion/kind (watch events do): the watch knows them.
                 value["apiVersion"] = Value::from(child.kind.0.clone());
                 value["kind"] = Value::from(child.kind.1.clone());
                 Some(value)
             })
-            .collect()
+            .collect();
+        let child_kinds: HashSet<&KindKey> = self.children.values().map(|w| &w.watch.key).collect();
+        let created = self.writes.written_where(|(kind, _, _), object| {
+            child_kinds.contains(kind)
+                && object.pointer("/metadata/labels").is_some_and(|labels| {
+                    labels[RULE_LABEL].as_str() == Some(self.rule.name())
+                        && labels[PARENT_UID_LABEL].as_str() == Some(uid)
+                })
+        });
+        observed.extend(
+            created
+                .into_iter()
+                .filter(|(object, _)| !seen.contains(object))
+                .map(|(_, written)| (*written).clone()),
+        );
+        observed
     }
 
     /// The index entry of a cached child: where it belongs if it is this rule's.
@@ -392,14 +416,18 @@ impl ParentReconciler {
         let echoes_carry_nothing = rendered.waiting.is_empty();
         let applies = futures::future::join_all(plan.apply.iter().map(|apply| async move {
             let applied = match self.child_kind(&apply.key.api_version, &apply.key.kind) {
-                Ok(watched) => io::apply_child(self, watched, apply, parent).await.inspect(|applied| {
-                    // The stored object's own identity: the watch event carries exactly that.
-                    let text = |pointer: &str| applied.pointer(pointer).and_then(Value::as_str).map(str::to_owned);
-                    if echoes_carry_nothing && let Some(name) = text("/metadata/name") {
-                        let (namespace, version) = (text("/metadata/namespace"), text("/metadata/resourceVersion"));
-                        self.remember_write(&watched.watch.key, namespace, name, version);
+                Ok(watched) => {
+                    let object = self.child_object(watched, &apply.key);
+                    if echoes_carry_nothing {
+                        self.writes.started(object.clone());
                     }
-                }),
+                    let applied = io::apply_child(self, watched, apply, parent).await;
+                    match &applied {
+                        Ok(applied) if echoes_carry_nothing => self.writes.answered(&object, applied.clone()),
+                        _ => self.writes.forget(&object),
+                    }
+                    applied
+                }
                 Err(error) => Err(error),
             };
             (apply, applied)
@@ -452,22 +480,15 @@ impl ParentReconciler {
         Ok(lookups)
     }
 
-    /// Notes the resourceVersion one of our writes produced (see `echoes`).
-    fn remember_write(&self, kind: &KindKey, namespace: Option<String>, name: String, version: Option<String>) {
-        if let Some(version) = version {
-            self.echoes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert((kind.clone(), namespace, name), version);
-        }
+    /// The parent object `key` as this worker's writes to it are concerned.
+    fn parent_object(&self, key: &ParentKey) -> WatchedObject {
+        (self.parent.watch.key.clone(), key.namespace.clone(), key.name.clone())
     }
 
-    /// Whether a watched object is exactly what one of our writes produced; any event for the object forgets the
-    /// write, so a later change is never mistaken for it.
-    fn is_echo(&self, kind: &KindKey, object: &DynamicObject) -> bool {
-        let key = (kind.clone(), object.namespace(), object.name_any());
-        let written = self.echoes.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
-        written.is_some() && written == object.resource_version()
+    /// A child object as this worker's writes to it are concerned.
+    fn child_object(&self, watched: &Watched, key: &ObjectKey) -> WatchedObject {
+        let namespace = key.namespace.clone().filter(|_| watched.namespaced);
+        (watched.watch.key.clone(), namespace, key.name.clone())
     }
 
     fn remember_reads(&self, key: &ParentKey, reads: Vec<LookedUp>) {
@@ -506,9 +527,18 @@ impl ParentReconciler {
         ) else {
             return Ok(());
         };
-        let version = io::patch_status(self, parent, patch).await?;
-        self.remember_write(&self.parent.watch.key, parent.namespace(), parent.name_any(), version);
-        Ok(())
+        let object = self.parent_object(&ParentKey::of(parent));
+        self.writes.started(object.clone());
+        match io::patch_status(self, parent, patch).await {
+            Ok(written) => {
+                self.writes.answered(&object, written);
+                Ok(())
+            }
+            Err(error) => {
+                self.writes.forget(&object);
+                Err(error)
+            }
+        }
     }
 }
 
@@ -523,11 +553,19 @@ impl Reconcile for ParentReconciler {
     fn keys_for(&self, kind: &KindKey, change: &Change) -> Vec<ParentKey> {
         self.index_change(kind, change);
         let Some(object) = change.object() else {
+            self.writes.resynced(kind);
             return self.all_parents();
         };
         // The echo of our own write needs no reconcile of the parent it belongs to; parents that read the
         // object through a lookup still get theirs below.
-        let echo = matches!(change, Change::Applied(_)) && self.is_echo(kind, object);
+        let version = match change {
+            Change::Applied(object) => object.resource_version(),
+            _ => None,
+        };
+        let echo = self.writes.event(
+            &(kind.clone(), object.namespace(), object.name_any()),
+            version.as_deref(),
+        );
         let mut keys = BTreeSet::new();
         if !echo && *kind == self.parent.watch.key && self.selects(object) {
             keys.insert(ParentKey::of(object));
@@ -546,10 +584,17 @@ impl Reconcile for ParentReconciler {
     }
 
     async fn reconcile(&self, key: &ParentKey) -> Result<Action, ReconcilerError> {
-        let Some(parent) = self.parent.watch.get(key.namespace.as_deref(), &key.name) else {
+        let Some(cached) = self.parent.watch.get(key.namespace.as_deref(), &key.name) else {
             // Gone: children with an owner reference go with it (garbage collector); nothing to do here.
             debug!(parent = ?key, "parent not found");
             return Ok(Action::AwaitChange);
+        };
+        // Our status write's answer while its echo is on its way: the cache would show the status before it.
+        let parent = match self.writes.written(&self.parent_object(key)) {
+            Some(written) => serde_json::from_value::<DynamicObject>((*written).clone())
+                .map(Arc::new)
+                .unwrap_or(cached),
+            None => cached,
         };
         if !self.selects(&parent) {
             return Ok(Action::AwaitChange);
