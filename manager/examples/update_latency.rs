@@ -62,6 +62,11 @@ async fn main() -> anyhow::Result<()> {
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("bench.ruleplane.dev", "v1", "BenchApp"));
     let apps: Api<DynamicObject> = Api::namespaced_with(client, namespace, &resource);
     let total = (rate * seconds) as usize;
+    // Values no earlier run wrote: an update setting the value a parent already has changes nothing, so no child
+    // event would ever time it.
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
     let interval = Duration::from_secs_f64(1.0 / rate);
     let started = Instant::now();
     let mut sends = futures::stream::FuturesUnordered::new();
@@ -69,7 +74,7 @@ async fn main() -> anyhow::Result<()> {
         // A fixed schedule (not "sleep after each"), so a slow request does not lower the rate.
         tokio::time::sleep_until((started + interval * update as u32).into()).await;
         let name = format!("app-{}", update % parents);
-        let image = format!("nginx:1.27-u{update}");
+        let image = format!("nginx:1.27-r{run}-u{update}");
         pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())

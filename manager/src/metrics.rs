@@ -67,6 +67,7 @@ pub struct Metrics {
     pub reconcile_errors: Family<RuleErrorLabels, Counter>,
     pub reconcile_duration: Family<RuleLabels, Histogram>,
     pub queue_depth: Family<RuleLabels, Gauge>,
+    pub queue_wait: Family<RuleLabels, Histogram>,
     pub watch_resyncs: Family<KindLabels, Counter>,
     pub scheduling_attempts: Family<PolicyLabels, Counter>,
     pub pending_pods: Family<PolicyLabels, Gauge>,
@@ -122,6 +123,14 @@ impl Metrics {
             "Keys waiting in a rule's work queue (due now or later)",
             queue_depth.clone(),
         );
+        let queue_wait = Family::<RuleLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 2.0, 16))
+        });
+        registry.register(
+            "queue_wait_seconds",
+            "Time a key waited in a rule's work queue, from due (a change, or a requeue's time) to its reconcile",
+            queue_wait.clone(),
+        );
         let watch_resyncs = Family::<KindLabels, Counter>::default();
         registry.register(
             "watch_resyncs",
@@ -170,6 +179,7 @@ impl Metrics {
             binding_duration,
             registry,
             queue_depth,
+            queue_wait,
             watch_resyncs,
             leader,
             rules_loaded,

@@ -4,10 +4,13 @@
 #   1. Ruleplane converges N parents (created before it starts): wall time, parents/s, API requests per parent,
 #      peak RSS; then a second manager resyncs the converged parents: writes sent (goal 0), time, RSS; then the
 #      latency from a parent update to its child's change at RATE (default 100) updates/s (manager/examples/update_latency.rs).
-#   2. The ceiling: a plain server-side-apply loop (manager/examples/ssa_ceiling.rs), same concurrency.
+#   2. The ceiling: a plain server-side-apply loop (manager/examples/ssa_ceiling.rs), same concurrency; then the
+#      same loop also writing each parent's status and an Event (what the Reconciler must write besides).
 #   3. KRO v0.9.4 (built from its Go module into the cache by this script) with the same workload as a
 #      ResourceGraphDefinition, at its defaults and at Ruleplane's concurrency (skipped with KRO=0).
 # Usage: tests/bench/reconciler.sh [PARENTS] [CONCURRENCY]   (release build: cargo build --release -p ruleplane)
+#   KRO=0 skips KRO; RATE sets the latency run's updates/s; PROFILE=1 saves kube-apiserver's CPU profile of the
+#   latency run to the cache (reconciler-apiserver.pprof; read it with go tool pprof -top).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
@@ -19,6 +22,7 @@ bin=${RULEPLANE_BIN:-$target/release/ruleplane}
 (cd "$root" && cargo build -q --release -p ruleplane --example ssa_ceiling --example update_latency)
 ceiling=$target/release/examples/ssa_ceiling
 latency=$target/release/examples/update_latency
+[ "${PROFILE:-0}" = 1 ] && export APISERVER_PROFILING=true # takes effect on a fresh plane (make cluster-down first)
 "$root/tests/control-plane/cluster.sh" up >/dev/null
 export KUBECONFIG="$cache/cluster/kubeconfig"
 # shellcheck disable=SC1091
@@ -148,7 +152,20 @@ resyncs_before=$(curl -fs "http://127.0.0.1:$mport/metrics" | awk '/^ruleplane_w
 reconciles_before=$(metric "$mport" 'ruleplane_reconciles_total{rule="bench-apps"')
 duration_before=$(metric "$mport" 'ruleplane_reconcile_duration_seconds_sum{rule="bench-apps"')
 cpu_before=$(proc_cpu "$mpid"); apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
+kubectl get --raw /metrics >"$work/apiserver-before.txt"; curl -fs "http://127.0.0.1:$mport/metrics" >"$work/manager-before.txt"
+if [ "${PROFILE:-0}" = 1 ]; then # kube-apiserver's CPU profile of the latency run (plane started with APISERVER_PROFILING=true)
+  (sleep 3; kubectl get --raw "/debug/pprof/profile?seconds=15" >"$cache/reconciler-apiserver.pprof") &
+fi
 "$latency" "$KUBECONFIG" "$ns" "$parents" "${RATE:-100}" 20 | sed 's/^/ruleplane: /'
+kubectl get --raw /metrics >"$work/apiserver-after.txt"; curl -fs "http://127.0.0.1:$mport/metrics" >"$work/manager-after.txt"
+breakdown() { python3 "$root/tests/bench/latency_breakdown.py" "$work/$1-before.txt" "$work/$1-after.txt" "${@:2}"; }
+echo "ruleplane: where the latency run's time went (request counts and durations in the run):"
+breakdown manager ruleplane_queue_wait_seconds rule=bench-apps | sed 's/ruleplane_queue_wait_seconds/manager: queue wait/'
+breakdown manager ruleplane_reconcile_duration_seconds rule=bench-apps | sed 's/ruleplane_reconcile_duration_seconds/manager: reconcile/'
+breakdown apiserver apiserver_request_duration_seconds 'verb=PATCH|APPLY|POST' 'resource=configmaps|deployments|benchapps|events' \
+  --by verb,resource,subresource | sed 's/^  /  kube-apiserver: /; s/ subresource=$//'
+breakdown apiserver etcd_request_duration_seconds 'operation=update|create' 'resource=configmaps|deployments|benchapps|events' \
+  --by operation,resource | sed 's/^  /  etcd, seen by kube-apiserver: /'
 resyncs_after=$(curl -fs "http://127.0.0.1:$mport/metrics" | awk '/^ruleplane_watch_resyncs_total/ {s+=$NF} END {print s+0}')
 reconciles=$(( $(metric "$mport" 'ruleplane_reconciles_total{rule="bench-apps"') - reconciles_before ))
 duration=$(awk "BEGIN{print $(metric "$mport" 'ruleplane_reconcile_duration_seconds_sum{rule="bench-apps"') - $duration_before}")
@@ -167,6 +184,15 @@ out="$out; CPU: kube-apiserver $(awk "BEGIN{print $(proc_cpu "$apiserver_pid") -
 echo "$out"
 ceiling_rate=$(sed -E 's/.* = ([0-9.]+) parents\/s.*/\1/' <<<"$out")
 printf 'ruleplane / ceiling: %.2f×\n' "$(awk "BEGIN{print $rp_rate/$ceiling_rate}")"
+# The same loop also writing what the Reconciler must write besides the applies (each parent's status, a Normal
+# Event on it): the ceiling of any controller that reports as issue 9 requires, on the converged parents.
+rns="bench-ceiling-reporting-$$"; kubectl create namespace "$rns" >/dev/null
+apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
+out=$("$ceiling" "$KUBECONFIG" "$rns" "$parents" "$concurrency" "$ns")
+out="$out; CPU: kube-apiserver $(awk "BEGIN{print $(proc_cpu "$apiserver_pid") - $apiserver_before}") s, etcd $(awk "BEGIN{print $(proc_cpu "$etcd_pid") - $etcd_before}") s"
+echo "$out"
+reporting_rate=$(sed -E 's/.* = ([0-9.]+) parents\/s.*/\1/' <<<"$out")
+printf 'ruleplane / ceiling with status and Event: %.2f×\n' "$(awk "BEGIN{print $rp_rate/$reporting_rate}")"
 
 # --- 3. KRO side by side -------------------------------------------------------------------------------------
 [ "${KRO:-1}" = 0 ] && exit 0

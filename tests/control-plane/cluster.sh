@@ -4,6 +4,7 @@
 #   cluster.sh down [--dir DIR]                     stops every process it started and removes DIR
 #   cluster.sh status [--dir DIR]
 # --owner-pid: a watchdog stops the plane as soon as that process exits (test binaries, even on panic or ^C).
+# APISERVER_PROFILING=true: kube-apiserver serves /debug/pprof (benchmarks' PROFILE=1 reads it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
@@ -117,7 +118,7 @@ ENV
     --disable-admission-plugins ServiceAccount --allow-privileged=true \
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$dir/certs/sa.pub" --service-account-signing-key-file "$dir/certs/sa.key" \
-    --token-auth-file "$dir/tokens.csv" --profiling=false \
+    --token-auth-file "$dir/tokens.csv" --profiling="${APISERVER_PROFILING:-false}" \
     > "$dir/kube-apiserver.log" 2>&1 < /dev/null &
   echo $! > "$dir/kube-apiserver.pid"
   if [ -n "$owner" ]; then

@@ -138,8 +138,12 @@ impl Runner {
         let concurrency = self.concurrency.max(1);
         loop {
             while in_flight.len() < concurrency
-                && let Some(key) = queue.pop_due()
+                && let Some((key, waited)) = queue.pop_due_waited()
             {
+                self.metrics
+                    .queue_wait
+                    .get_or_create(&labels)
+                    .observe(waited.as_secs_f64());
                 let reconciler = reconciler.clone();
                 in_flight.spawn(async move {
                     let started = tokio::time::Instant::now();

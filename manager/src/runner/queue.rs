@@ -119,11 +119,19 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 
     /// Hands out the next key that is due now (lowest rank first), marking it active.
     pub fn pop_due(&mut self) -> Option<K> {
+        self.pop_due_waited().map(|(key, _)| key)
+    }
+
+    /// Like [`WorkQueue::pop_due`], with how long the key waited since it was due.
+    pub fn pop_due_waited(&mut self) -> Option<(K, Duration)> {
         self.promote();
         let (_, _, key) = self.ready.pop_first()?;
-        self.waiting.remove(&key);
+        let waited = self
+            .waiting
+            .remove(&key)
+            .map_or(Duration::ZERO, |slot| slot.at.elapsed());
         self.active.insert(key.clone());
-        Some(key)
+        Some((key, waited))
     }
 
     /// Marks an active key done; an add that came in meanwhile queues it again.
@@ -169,6 +177,21 @@ mod tests {
         assert_eq!(queue.pop_due(), None, "c is not due yet");
         tokio::time::advance(Duration::from_secs(1)).await;
         assert_eq!(queue.pop_due(), Some("c"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_wait_counts_from_when_a_key_was_due() {
+        let mut queue = WorkQueue::new();
+        queue.add("now");
+        queue.add_after("later", Duration::from_secs(10));
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert_eq!(queue.pop_due_waited(), Some(("now", Duration::from_secs(3))));
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert_eq!(
+            queue.pop_due_waited(),
+            Some(("later", Duration::from_secs(2))),
+            "a delayed key waits from its due time, not from its add"
+        );
     }
 
     #[tokio::test(start_paused = true)]
