@@ -35,12 +35,15 @@ impl OwnWrites {
         self.lock().insert(object, OwnWrite::InFlight { overtaken: false });
     }
 
-    /// The apiserver answered the write with the stored object.
-    pub fn answered(&self, object: &WatchedObject, answer: Value) {
+    /// The apiserver answered the write with the stored object; `before` is the resourceVersion the object had
+    /// when the write was decided. An answer with that same version changed nothing, so no echo will come: it is
+    /// not kept (the cache already holds exactly that object).
+    pub fn answered(&self, object: &WatchedObject, answer: Value, before: Option<&str>) {
         let mut writes = self.lock();
         let version = answer
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
+            .filter(|version| Some(*version) != before)
             .map(str::to_owned);
         match (writes.get(object), version) {
             (Some(OwnWrite::InFlight { overtaken: false }), Some(version)) => {
@@ -140,7 +143,7 @@ mod tests {
         let a = config_map("a");
         writes.started(a.clone());
         assert!(writes.written(&a).is_none(), "nothing is known before the answer");
-        writes.answered(&a, stored("7"));
+        writes.answered(&a, stored("7"), None);
         assert_eq!(writes.written(&a).as_deref(), Some(&stored("7")));
         assert!(
             writes.event(&a, Some("7")),
@@ -155,11 +158,11 @@ mod tests {
         let writes = OwnWrites::default();
         let a = config_map("a");
         writes.started(a.clone());
-        writes.answered(&a, stored("7"));
+        writes.answered(&a, stored("7"), None);
         assert!(!writes.event(&a, Some("9")), "someone else's change is news");
         assert!(writes.written(&a).is_none());
         writes.started(a.clone());
-        writes.answered(&a, stored("10"));
+        writes.answered(&a, stored("10"), None);
         assert!(!writes.event(&a, None), "a deletion is news");
         assert!(
             writes.written(&a).is_none(),
@@ -175,7 +178,7 @@ mod tests {
         let a = config_map("a");
         writes.started(a.clone());
         assert!(!writes.event(&a, Some("7")), "unknown yet: treated as news");
-        writes.answered(&a, stored("7"));
+        writes.answered(&a, stored("7"), None);
         assert!(writes.written(&a).is_none());
         assert!(!writes.event(&a, Some("7")));
     }
@@ -186,17 +189,17 @@ mod tests {
         let (a, b) = (config_map("a"), config_map("b"));
         writes.started(a.clone());
         writes.forget(&a);
-        writes.answered(&a, stored("7"));
+        writes.answered(&a, stored("7"), None);
         assert!(
             writes.written(&a).is_none(),
             "an answer to a forgotten write is not kept"
         );
         writes.started(a.clone());
-        writes.answered(&a, stored("8"));
+        writes.answered(&a, stored("8"), Some("7"));
         writes.started(b.clone());
         writes.resynced(&a.0);
         assert!(writes.written(&a).is_none(), "a relist drops what writes said");
-        writes.answered(&b, stored("9"));
+        writes.answered(&b, stored("9"), None);
         assert!(
             writes.written(&b).is_none(),
             "a write in flight across a relist is not trusted"
@@ -204,11 +207,22 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_that_changed_nothing_is_not_kept() {
+        // No watch event follows a write that left the object as it was: an entry would outlive its use.
+        let writes = OwnWrites::default();
+        let a = config_map("a");
+        writes.started(a.clone());
+        writes.answered(&a, stored("7"), Some("7"));
+        assert!(writes.written(&a).is_none());
+        assert!(writes.written_where(|_, _| true).is_empty());
+    }
+
+    #[test]
     fn written_where_finds_objects_not_yet_in_the_cache() {
         let writes = OwnWrites::default();
         let (a, b) = (config_map("a"), config_map("b"));
         writes.started(a.clone());
-        writes.answered(&a, stored("7"));
+        writes.answered(&a, stored("7"), None);
         writes.started(b.clone());
         let found = writes.written_where(|_, object| object["data"]["k"] == "7");
         assert_eq!(found.len(), 1);
