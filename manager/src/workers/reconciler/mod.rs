@@ -11,6 +11,7 @@ pub use cleanup::on_rule_removed;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::{ApiCapabilities, Scope};
 use kube::{Client, ResourceExt};
@@ -231,25 +232,24 @@ async fn discover(
 
 impl ParentReconciler {
     /// Whether the rule selects this parent (its namespace and label selector).
-    fn selects(&self, parent: &DynamicObject) -> bool {
+    fn selects(&self, parent: &ObjectMeta) -> bool {
         let watched = &self.rule.spec.watched;
         watched
             .namespace
             .as_ref()
-            .is_none_or(|ns| parent.namespace().as_ref() == Some(ns))
-            && watched
-                .selector
-                .as_ref()
-                .is_none_or(|selector| selector.matches(parent.labels()))
+            .is_none_or(|ns| parent.namespace.as_ref() == Some(ns))
+            && watched.selector.as_ref().is_none_or(|selector| {
+                selector.matches(parent.labels.as_ref().unwrap_or(&std::collections::BTreeMap::new()))
+            })
     }
 
     fn all_parents(&self) -> Vec<ParentKey> {
-        let state = self.parent.watch.store.state();
-        state
-            .iter()
-            .filter(|p| self.selects(p))
-            .map(|p| ParentKey::of(p))
-            .collect()
+        self.parent.watch.store.map_metadata(|parent| {
+            self.selects(parent).then(|| ParentKey {
+                namespace: parent.namespace.clone(),
+                name: parent.name.clone().unwrap_or_default(),
+            })
+        })
     }
 
     /// The parent a child points to through its annotation, if the child is this rule's.
@@ -309,14 +309,14 @@ impl ParentReconciler {
     }
 
     /// The index entry of a cached child: where it belongs if it is this rule's.
-    fn index_entry(&self, kind: &(String, String), child: &DynamicObject) -> (index::ChildRef, Option<String>) {
-        let labels = child.labels();
-        let ours = labels.get(RULE_LABEL).map(String::as_str) == Some(self.rule.name());
-        let parent_uid = labels.get(PARENT_UID_LABEL).filter(|_| ours).cloned();
+    fn index_entry(&self, kind: &(String, String), child: &ObjectMeta) -> (index::ChildRef, Option<String>) {
+        let label = |name: &str| child.labels.as_ref().and_then(|labels| labels.get(name));
+        let ours = label(RULE_LABEL).map(String::as_str) == Some(self.rule.name());
+        let parent_uid = label(PARENT_UID_LABEL).filter(|_| ours).cloned();
         let child_ref = index::ChildRef {
             kind: kind.clone(),
-            namespace: child.namespace(),
-            name: child.name_any(),
+            namespace: child.namespace.clone(),
+            name: child.name.clone().unwrap_or_default(),
         };
         (child_ref, parent_uid)
     }
@@ -325,13 +325,10 @@ impl ParentReconciler {
         let Some(watched) = self.children.get(kind) else {
             return;
         };
-        let entries: Vec<_> = watched
+        let entries = watched
             .watch
             .store
-            .state()
-            .iter()
-            .map(|c| self.index_entry(kind, c))
-            .collect();
+            .map_metadata(|child| Some(self.index_entry(kind, child)));
         self.index
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -346,11 +343,11 @@ impl ParentReconciler {
         }
         match change {
             Change::Applied(object) => {
-                let (child, uid) = self.index_entry(&key, object);
+                let (child, uid) = self.index_entry(&key, &object.metadata);
                 self.index.lock().unwrap_or_else(|e| e.into_inner()).upsert(child, uid);
             }
             Change::Deleted(object) => {
-                let (child, _) = self.index_entry(&key, object);
+                let (child, _) = self.index_entry(&key, &object.metadata);
                 self.index.lock().unwrap_or_else(|e| e.into_inner()).remove(&child);
             }
             Change::Resync => self.rebuild_index(&key),
@@ -414,6 +411,13 @@ impl ParentReconciler {
         // round trip instead of one per child.
         // With children waiting for one of these, the echo is what renders them next: keep it.
         let echoes_carry_nothing = rendered.waiting.is_empty();
+        let version_of = |key: &ObjectKey| {
+            observed
+                .iter()
+                .find(|child| ObjectKey::of(child).as_ref() == Some(key))
+                .and_then(|child| child.pointer("/metadata/resourceVersion"))
+                .and_then(Value::as_str)
+        };
         let applies = futures::future::join_all(plan.apply.iter().map(|apply| async move {
             let applied = match self.child_kind(&apply.key.api_version, &apply.key.kind) {
                 Ok(watched) => {
@@ -423,7 +427,9 @@ impl ParentReconciler {
                     }
                     let applied = io::apply_child(self, watched, apply, parent).await;
                     match &applied {
-                        Ok(applied) if echoes_carry_nothing => self.writes.answered(&object, applied.clone()),
+                        Ok(applied) if echoes_carry_nothing => {
+                            self.writes.answered(&object, applied.clone(), version_of(&apply.key))
+                        }
                         _ => self.writes.forget(&object),
                     }
                     applied
@@ -531,7 +537,8 @@ impl ParentReconciler {
         self.writes.started(object.clone());
         match io::patch_status(self, parent, patch).await {
             Ok(written) => {
-                self.writes.answered(&object, written);
+                self.writes
+                    .answered(&object, written, parent.resource_version().as_deref());
                 Ok(())
             }
             Err(error) => {
@@ -567,7 +574,7 @@ impl Reconcile for ParentReconciler {
             version.as_deref(),
         );
         let mut keys = BTreeSet::new();
-        if !echo && *kind == self.parent.watch.key && self.selects(object) {
+        if !echo && *kind == self.parent.watch.key && self.selects(&object.metadata) {
             keys.insert(ParentKey::of(object));
         }
         if !echo
@@ -596,7 +603,7 @@ impl Reconcile for ParentReconciler {
                 .unwrap_or(cached),
             None => cached,
         };
-        if !self.selects(&parent) {
+        if !self.selects(&parent.metadata) {
             return Ok(Action::AwaitChange);
         }
         let deleting = parent.metadata.deletion_timestamp.is_some();
