@@ -4,6 +4,7 @@
 #   1. Ruleplane converges N parents (created before it starts): wall time, parents/s, API requests per parent,
 #      peak RSS; then a second manager resyncs the converged parents: writes sent (goal 0), time, RSS; then the
 #      latency from a parent update to its child's change at RATE (default 100) updates/s (manager/examples/update_latency.rs).
+#      The same latency run against a minimal controller that writes the same (latency_floor.rs): the floor.
 #   2. The ceiling: a plain server-side-apply loop (manager/examples/ssa_ceiling.rs), same concurrency; then the
 #      same loop also writing each parent's status and an Event (what the Reconciler must write besides).
 #   3. KRO v0.9.4 (built from its Go module into the cache by this script) with the same workload as a
@@ -19,8 +20,9 @@ parents=${1:-1000}
 concurrency=${2:-16}
 bin=${RULEPLANE_BIN:-$target/release/ruleplane}
 [ -x "$bin" ] || { echo "build first: cargo build --release -p ruleplane ($bin missing)"; exit 2; }
-(cd "$root" && cargo build -q --release -p ruleplane --example ssa_ceiling --example update_latency)
+(cd "$root" && cargo build -q --release -p ruleplane --example ssa_ceiling --example update_latency --example latency_floor)
 ceiling=$target/release/examples/ssa_ceiling
+floor=$target/release/examples/latency_floor
 latency=$target/release/examples/update_latency
 [ "${PROFILE:-0}" = 1 ] && export APISERVER_PROFILING=true # takes effect on a fresh plane (make cluster-down first)
 "$root/tests/control-plane/cluster.sh" up >/dev/null
@@ -175,6 +177,20 @@ printf 'ruleplane: during the latency run: %d reconciles (%.1f ms each on averag
   "$(awk "BEGIN{print $(proc_cpu "$etcd_pid") - $etcd_before}")"
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 rp_rate=$(awk "BEGIN{print $parents/$converge}")
+# The same probe against the least a controller can do and still write what the issue requires (children, status,
+# Event on every change, nothing else: manager/examples/latency_floor.rs): the latency this apiserver allows.
+"$floor" "$KUBECONFIG" "$ns" "$concurrency" >"$work/floor.log" 2>&1 &
+fpid=$!; pids+=("$fpid")
+until grep -q watching "$work/floor.log"; do sleep 0.2; done
+kubectl get --raw /metrics >"$work/apiserver-before.txt"
+apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
+"$latency" "$KUBECONFIG" "$ns" "$parents" "${RATE:-100}" 20 | sed 's/^/latency floor: /'
+kubectl get --raw /metrics >"$work/apiserver-after.txt"
+breakdown apiserver apiserver_request_duration_seconds 'verb=PATCH|APPLY|POST' 'resource=configmaps|deployments|benchapps|events' \
+  --by verb,resource,subresource | sed 's/^  /  kube-apiserver: /; s/ subresource=$//'
+printf 'latency floor: during its latency run: CPU: latency floor %.2f s (since its start, list included), kube-apiserver %.2f s, etcd %.2f s\n' "$(proc_cpu "$fpid")" \
+  "$(awk "BEGIN{print $(proc_cpu "$apiserver_pid") - $apiserver_before}")" "$(awk "BEGIN{print $(proc_cpu "$etcd_pid") - $etcd_before}")"
+kill -9 "$fpid"; wait "$fpid" 2>/dev/null || true
 
 # --- 2. The ceiling: plain server-side apply, same concurrency ----------------------------------------------
 cns="bench-ceiling-$$"; kubectl create namespace "$cns" >/dev/null

@@ -1,0 +1,119 @@
+//! The Reconciler benchmark's latency floor: the least a controller can do for the benchmark's rule and still
+//! write what the issue requires — on each parent change seen on its watch (a new `metadata.generation`), apply
+//! the ConfigMap and the Deployment at once, then write the parent's status and a Normal Event. No cache, no
+//! rendering, no comparison, no queue. The latency probe (update_latency) run against it gives the update →
+//! child latency the apiserver allows on this machine; used by tests/bench/reconciler.sh.
+//!
+//! Usage: latency_floor KUBECONFIG NAMESPACE CONCURRENCY   (runs until killed)
+
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher;
+use kube::{Client, Config, ResourceExt};
+use serde_json::{Value, json};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, kubeconfig, namespace, concurrency] = args.as_slice() else {
+        anyhow::bail!("usage: latency_floor KUBECONFIG NAMESPACE CONCURRENCY");
+    };
+    let concurrency: usize = concurrency.parse()?;
+    let config =
+        Config::from_custom_kubeconfig(Kubeconfig::read_from(kubeconfig)?, &KubeConfigOptions::default()).await?;
+    let client = Client::try_from(config)?;
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("bench.ruleplane.dev", "v1", "BenchApp"));
+    let apps: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let slots = Arc::new(tokio::sync::Semaphore::new(concurrency));
+    let mut events = watcher(apps.clone(), watcher::Config::default()).boxed();
+    while let Some(event) = events.try_next().await? {
+        if matches!(event, watcher::Event::InitDone) {
+            println!("latency floor: watching BenchApps in {namespace}");
+        }
+        let watcher::Event::Apply(parent) = event else { continue };
+        let generation = parent.metadata.generation;
+        let observed = parent
+            .data
+            .pointer("/status/observedGeneration")
+            .and_then(Value::as_i64);
+        if generation.is_none() || generation == observed {
+            continue;
+        }
+        let slot = slots.clone().acquire_owned().await?;
+        let (client, apps, namespace) = (client.clone(), apps.clone(), namespace.clone());
+        tokio::spawn(async move {
+            if let Err(error) = reconcile(client, apps, &namespace, parent).await {
+                eprintln!("latency floor: {error}");
+            }
+            drop(slot);
+        });
+    }
+    Ok(())
+}
+
+async fn reconcile(
+    client: Client,
+    apps: Api<DynamicObject>,
+    namespace: &str,
+    parent: DynamicObject,
+) -> anyhow::Result<()> {
+    let name = parent.name_any();
+    let image = parent.data.pointer("/spec/image").cloned().unwrap_or(Value::Null);
+    let labels = json!({ "app": name, "app.kubernetes.io/managed-by": "ruleplane" });
+    let config_map = json!({ "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": format!("{name}-config"), "labels": labels },
+        "data": { "image": image, "greeting": "hello" } });
+    let deployment = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": name, "labels": labels },
+        "spec": { "replicas": 1, "selector": { "matchLabels": { "app": name } },
+            "template": { "metadata": { "labels": { "app": name } },
+                "spec": { "containers": [ { "name": "web", "image": image,
+                    "resources": { "requests": { "cpu": "100m", "memory": "64Mi" } } } ] } } } });
+    let params = PatchParams::apply("latency-floor").force();
+    let config_maps: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+    );
+    let deployments: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
+    );
+    let config_map_name = format!("{name}-config");
+    let (config_map_patch, deployment_patch) = (Patch::Apply(&config_map), Patch::Apply(&deployment));
+    let (applied_config_map, applied_deployment) = futures::join!(
+        config_maps.patch(&config_map_name, &params, &config_map_patch),
+        deployments.patch(&name, &params, &deployment_patch),
+    );
+    applied_config_map?;
+    applied_deployment?;
+    let generation = parent.metadata.generation;
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let condition = |kind: &str, reason: &str, message: &str| {
+        json!({ "type": kind, "status": "True", "reason": reason, "observedGeneration": generation,
+                "lastTransitionTime": now, "message": message })
+    };
+    let status = json!({ "status": { "observedGeneration": generation, "conditions": [
+        condition("Ready", "ChildrenReady", "all 2 children are ready"),
+        condition("Synced", "Applied", "2 children applied") ] } });
+    apps.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    let event = json!({ "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": { "name": format!("{name}.{:x}", k8s_openapi::jiff::Timestamp::now().as_nanosecond()),
+                      "namespace": namespace },
+        "eventTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now()),
+        "reportingController": "latency-floor", "reportingInstance": "latency-floor", "action": "Reconcile",
+        "reason": "Updated", "type": "Normal",
+        "note": format!("updated ConfigMap {namespace}/{name}-config, Deployment {namespace}/{name}"),
+        "regarding": { "apiVersion": "bench.ruleplane.dev/v1", "kind": "BenchApp", "namespace": namespace,
+            "name": name, "uid": parent.metadata.uid } });
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client, namespace);
+    events
+        .create(&PostParams::default(), &serde_json::from_value(event)?)
+        .await?;
+    Ok(())
+}
