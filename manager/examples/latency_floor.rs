@@ -6,10 +6,13 @@
 //!
 //! Usage: latency_floor KUBECONFIG NAMESPACE CONCURRENCY   (runs until killed)
 
+#[path = "bench_objects/mod.rs"]
+mod bench_objects;
+
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
 use kube::{Client, Config, ResourceExt};
@@ -25,10 +28,9 @@ async fn main() -> anyhow::Result<()> {
     let config =
         Config::from_custom_kubeconfig(Kubeconfig::read_from(kubeconfig)?, &KubeConfigOptions::default()).await?;
     let client = Client::try_from(config)?;
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("bench.ruleplane.dev", "v1", "BenchApp"));
-    let apps: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let apps: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &bench_objects::bench_apps());
     let slots = Arc::new(tokio::sync::Semaphore::new(concurrency));
-    let mut events = watcher(apps.clone(), watcher::Config::default()).boxed();
+    let mut events = watcher(apps, watcher::Config::default()).boxed();
     while let Some(event) = events.try_next().await? {
         if matches!(event, watcher::Event::InitDone) {
             println!("latency floor: watching BenchApps in {namespace}");
@@ -43,9 +45,9 @@ async fn main() -> anyhow::Result<()> {
             continue;
         }
         let slot = slots.clone().acquire_owned().await?;
-        let (client, apps, namespace) = (client.clone(), apps.clone(), namespace.clone());
+        let (client, namespace) = (client.clone(), namespace.clone());
         tokio::spawn(async move {
-            if let Err(error) = reconcile(client, apps, &namespace, parent).await {
+            if let Err(error) = reconcile(client, &namespace, parent).await {
                 eprintln!("latency floor: {error}");
             }
             drop(slot);
@@ -54,24 +56,11 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn reconcile(
-    client: Client,
-    apps: Api<DynamicObject>,
-    namespace: &str,
-    parent: DynamicObject,
-) -> anyhow::Result<()> {
+async fn reconcile(client: Client, namespace: &str, parent: DynamicObject) -> anyhow::Result<()> {
     let name = parent.name_any();
     let image = parent.data.pointer("/spec/image").cloned().unwrap_or(Value::Null);
     let labels = json!({ "app": name, "app.kubernetes.io/managed-by": "ruleplane" });
-    let config_map = json!({ "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": { "name": format!("{name}-config"), "labels": labels },
-        "data": { "image": image, "greeting": "hello" } });
-    let deployment = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": { "name": name, "labels": labels },
-        "spec": { "replicas": 1, "selector": { "matchLabels": { "app": name } },
-            "template": { "metadata": { "labels": { "app": name } },
-                "spec": { "containers": [ { "name": "web", "image": image,
-                    "resources": { "requests": { "cpu": "100m", "memory": "64Mi" } } } ] } } } });
+    let (config_map, deployment) = bench_objects::children(&name, &image, &labels);
     let params = PatchParams::apply("latency-floor").force();
     let config_maps: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
@@ -91,29 +80,15 @@ async fn reconcile(
     );
     applied_config_map?;
     applied_deployment?;
-    let generation = parent.metadata.generation;
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
-    let condition = |kind: &str, reason: &str, message: &str| {
-        json!({ "type": kind, "status": "True", "reason": reason, "observedGeneration": generation,
-                "lastTransitionTime": now, "message": message })
-    };
-    let status = json!({ "status": { "observedGeneration": generation, "conditions": [
-        condition("Ready", "ChildrenReady", "all 2 children are ready"),
-        condition("Synced", "Applied", "2 children applied") ] } });
-    apps.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-        .await?;
-    let event = json!({ "apiVersion": "events.k8s.io/v1", "kind": "Event",
-        "metadata": { "name": format!("{name}.{:x}", k8s_openapi::jiff::Timestamp::now().as_nanosecond()),
-                      "namespace": namespace },
-        "eventTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now()),
-        "reportingController": "latency-floor", "reportingInstance": "latency-floor", "action": "Reconcile",
-        "reason": "Updated", "type": "Normal",
-        "note": format!("updated ConfigMap {namespace}/{name}-config, Deployment {namespace}/{name}"),
-        "regarding": { "apiVersion": "bench.ruleplane.dev/v1", "kind": "BenchApp", "namespace": namespace,
-            "name": name, "uid": parent.metadata.uid } });
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client, namespace);
-    events
-        .create(&PostParams::default(), &serde_json::from_value(event)?)
-        .await?;
+    let note = format!("updated ConfigMap {namespace}/{name}-config, Deployment {namespace}/{name}");
+    bench_objects::report(
+        client,
+        namespace,
+        &name,
+        parent.metadata.generation,
+        "2 children applied",
+        ("Updated", note),
+    )
+    .await?;
     Ok(())
 }
