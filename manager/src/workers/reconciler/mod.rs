@@ -396,12 +396,7 @@ impl ParentReconciler {
             unrendered_fate(&self.rule, &rendered, child)
         });
         // apply: only what differs; a converged parent costs no request here
-        let mut now: Map<String, Value> = Map::new();
-        for child in &observed {
-            if let Some(id) = child_id(child) {
-                now.insert(id, child.clone());
-            }
-        }
+        let mut now = observed_by_id;
         // One child's conflict or rejection does not hold back the others, nor pruning; the first error is
         // reported after all were tried.
         let mut first_error = None;
