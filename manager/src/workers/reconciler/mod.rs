@@ -417,17 +417,13 @@ impl ParentReconciler {
             let applied = match self.child_kind(&apply.key.api_version, &apply.key.kind) {
                 Ok(watched) => {
                     let object = self.child_object(watched, &apply.key);
+                    let write = io::apply_child(self, watched, apply, parent);
                     if echoes_carry_nothing {
-                        self.writes.started(object.clone());
+                        self.writes.track(object, version_of(&apply.key), write).await
+                    } else {
+                        self.writes.forget(&object);
+                        write.await
                     }
-                    let applied = io::apply_child(self, watched, apply, parent).await;
-                    match &applied {
-                        Ok(applied) if echoes_carry_nothing => {
-                            self.writes.answered(&object, applied.clone(), version_of(&apply.key))
-                        }
-                        _ => self.writes.forget(&object),
-                    }
-                    applied
                 }
                 Err(error) => Err(error),
             };
@@ -529,18 +525,11 @@ impl ParentReconciler {
             return Ok(());
         };
         let object = self.parent_object(&ParentKey::of(parent));
-        self.writes.started(object.clone());
-        match io::patch_status(self, parent, patch).await {
-            Ok(written) => {
-                self.writes
-                    .answered(&object, written, parent.resource_version().as_deref());
-                Ok(())
-            }
-            Err(error) => {
-                self.writes.forget(&object);
-                Err(error)
-            }
-        }
+        let version = parent.resource_version();
+        self.writes
+            .track(object, version.as_deref(), io::patch_status(self, parent, patch))
+            .await?;
+        Ok(())
     }
 }
 

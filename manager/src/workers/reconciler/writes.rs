@@ -30,15 +30,32 @@ impl OwnWrites {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Sends `write` (answering with the stored object) as one of ours to `object`, which had resourceVersion
+    /// `before` when the write was decided: noted from request to answer, forgotten if it fails.
+    pub async fn track<E>(
+        &self,
+        object: WatchedObject,
+        before: Option<&str>,
+        write: impl Future<Output = Result<Value, E>>,
+    ) -> Result<Value, E> {
+        self.started(object.clone());
+        let written = write.await;
+        match &written {
+            Ok(answer) => self.answered(&object, answer.clone(), before),
+            Err(_) => self.forget(&object),
+        }
+        written
+    }
+
     /// A write to `object` is about to be sent.
-    pub fn started(&self, object: WatchedObject) {
+    fn started(&self, object: WatchedObject) {
         self.lock().insert(object, OwnWrite::InFlight { overtaken: false });
     }
 
     /// The apiserver answered the write with the stored object; `before` is the resourceVersion the object had
     /// when the write was decided. An answer with that same version changed nothing, so no echo will come: it is
     /// not kept (the cache already holds exactly that object).
-    pub fn answered(&self, object: &WatchedObject, answer: Value, before: Option<&str>) {
+    fn answered(&self, object: &WatchedObject, answer: Value, before: Option<&str>) {
         let mut writes = self.lock();
         let version = answer
             .pointer("/metadata/resourceVersion")
