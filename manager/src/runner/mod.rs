@@ -77,6 +77,46 @@ pub trait Reconcile: Send + Sync + 'static {
     }
 }
 
+/// Asks the runner to reconcile a key again, from inside a reconcile: for a change the worker learns of only
+/// then (one it held back while its own write was in flight, and the answer shows was not its write).
+pub struct Requeue<K>(tokio::sync::mpsc::UnboundedSender<K>);
+
+/// The runner's end of [`Requeue`].
+pub struct Requeued<K>(Option<tokio::sync::mpsc::UnboundedReceiver<K>>);
+
+impl<K> Requeue<K> {
+    pub fn channel() -> (Requeue<K>, Requeued<K>) {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        (Requeue(sender), Requeued(Some(receiver)))
+    }
+
+    /// Queues `key` now; a key being reconciled runs again once it is done.
+    pub fn key(&self, key: K) {
+        // Only fails once the runner has stopped, when nothing is reconciled any more.
+        let _ = self.0.send(key);
+    }
+}
+
+impl<K> Requeued<K> {
+    /// For workers that never requeue from inside a reconcile.
+    pub fn none() -> Self {
+        Requeued(None)
+    }
+
+    async fn next(&mut self) -> Option<K> {
+        match &mut self.0 {
+            Some(receiver) => receiver.recv().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The next requeued key if one is waiting (tests).
+    #[cfg(test)]
+    pub fn try_next(&mut self) -> Option<K> {
+        self.0.as_mut()?.try_recv().ok()
+    }
+}
+
 /// A reconcile that ended: its key, its result and how long it took.
 type Finished<R> = (<R as Reconcile>::Key, Result<Action, <R as Reconcile>::Error>, Duration);
 
@@ -116,11 +156,13 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// Runs until `stop`; `initial` keys are reconciled first. Fails when every watch has ended.
+    /// Runs until `stop`; `initial` keys are reconciled first, `requeued` ones whenever the worker asks. Fails when
+    /// every watch has ended.
     pub async fn run<R: Reconcile>(
         &self,
         reconciler: Arc<R>,
         subscriptions: Vec<Subscription>,
+        mut requeued: Requeued<R::Key>,
         initial: Vec<R::Key>,
         stop: CancellationToken,
     ) -> Result<(), WorkerError> {
@@ -176,6 +218,10 @@ impl Runner {
                     }
                     None => return Err(WorkerError::WatchEnded(self.rule.clone())),
                 },
+                Some(key) = requeued.next() => {
+                    let rank = reconciler.rank(&key);
+                    queue.add_ranked(key, Duration::ZERO, rank);
+                }
                 Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
                     let Ok((key, result, elapsed)) = done else {
                         // A panicking reconcile: the supervisor's restart is the right response.

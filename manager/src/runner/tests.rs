@@ -126,7 +126,11 @@ async fn changes_become_deduplicated_keys_reconciled_within_the_concurrency_limi
     let task = tokio::spawn({
         let (recorder, subscription, stop, runner) =
             (recorder.clone(), watch.subscribe(), stop.clone(), runner(&metrics, 3));
-        async move { runner.run(recorder, vec![subscription], vec![], stop).await }
+        async move {
+            runner
+                .run(recorder, vec![subscription], Requeued::none(), vec![], stop)
+                .await
+        }
     });
     tokio::task::yield_now().await;
     for index in 0..20 {
@@ -179,6 +183,7 @@ async fn transient_errors_back_off_per_key_and_are_reported_once_permanent_ones_
                 .run(
                     recorder,
                     vec![subscription],
+                    Requeued::none(),
                     vec!["flaky".into(), "refused".into()],
                     stop,
                 )
@@ -241,7 +246,11 @@ async fn requeue_after_resyncs_and_a_resync_enqueues_every_known_key() {
     let task = tokio::spawn({
         let (recorder, subscription, stop, runner) =
             (recorder.clone(), watch.subscribe(), stop.clone(), runner(&metrics, 1));
-        async move { runner.run(recorder, vec![subscription], vec!["a".into()], stop).await }
+        async move {
+            runner
+                .run(recorder, vec![subscription], Requeued::none(), vec!["a".into()], stop)
+                .await
+        }
     });
     tokio::time::sleep(Duration::from_secs(61)).await;
     assert_eq!(attempts_of(&recorder, "a").len(), 2, "requeued after 60 s");
@@ -249,6 +258,37 @@ async fn requeue_after_resyncs_and_a_resync_enqueues_every_known_key() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(attempts_of(&recorder, "a").len(), 3);
     assert_eq!(attempts_of(&recorder, "b").len(), 1, "a resync reaches every key");
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_requeued_during_its_reconcile_runs_again_after_it_and_an_idle_one_runs_now() {
+    let metrics = Arc::new(Metrics::new());
+    let watch = SharedWatch::new(resource(), &Family::default());
+    let recorder = Arc::new(Recorder::default());
+    let (requeue, requeued) = Requeue::channel();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let (recorder, subscription, stop, runner) =
+            (recorder.clone(), watch.subscribe(), stop.clone(), runner(&metrics, 2));
+        async move {
+            runner
+                .run(recorder, vec![subscription], requeued, vec!["a".into()], stop)
+                .await
+        }
+    });
+    // Each reconcile takes 10 ms: "a" is running when it is requeued.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(attempts_of(&recorder, "a").len(), 1);
+    requeue.key("a".to_owned());
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    assert_eq!(attempts_of(&recorder, "a").len(), 1, "not twice at once");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(attempts_of(&recorder, "a").len(), 2, "again once done");
+    requeue.key("b".to_owned());
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(attempts_of(&recorder, "b").len(), 1);
     stop.cancel();
     task.await.unwrap().unwrap();
 }

@@ -24,11 +24,11 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use crate::runner::{Action, Reconcile, ReconcileError, Runner};
+use crate::runner::{Action, Reconcile, ReconcileError, Requeue, Runner};
 use crate::supervisor::WorkerContext;
 use crate::watch_hub::{Change, KindKey, SharedWatch};
 use crate::workers::WorkerError;
-use writes::{OwnWrites, WatchedObject};
+use writes::{EventNews, OwnWrites, WatchedObject};
 
 const KIND: &str = "Reconciler";
 /// Children are watched only where Ruleplane's label is: the rest of the cluster's objects of those kinds
@@ -143,7 +143,7 @@ pub struct ParentReconciler {
     /// nobody (an update of a parent would otherwise cost a reconcile for it and one more for each echo of its
     /// children and status); and until it arrives, a reconcile reads what the write answered, not the cache one
     /// event behind (which would cost the same write again).
-    writes: OwnWrites,
+    writes: OwnWrites<ParentKey>,
 }
 
 pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
@@ -200,6 +200,7 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         health: ctx.health.clone(),
     };
     let writes_status = builtin_kind(&watched.api_version, &watched.kind).is_none();
+    let (requeue, requeued) = Requeue::channel();
     let reconciler = Arc::new(ParentReconciler {
         rule,
         ctx,
@@ -210,13 +211,13 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         index: Mutex::new(index::ChildIndex::default()),
         writes_status,
         status_subresource,
-        writes: OwnWrites::default(),
+        writes: OwnWrites::new(requeue),
     });
     for kind in reconciler.children.keys() {
         reconciler.rebuild_index(kind);
     }
     let initial = reconciler.all_parents();
-    runner.run(reconciler, subscriptions, initial, stop).await
+    runner.run(reconciler, subscriptions, requeued, initial, stop).await
 }
 
 /// What the apiserver serves for `apiVersion`/`kind` (the rule's kinds may be CRDs registered moments ago).
@@ -419,7 +420,8 @@ impl ParentReconciler {
                     let object = self.child_object(watched, &apply.key);
                     let write = io::apply_child(self, watched, apply, parent);
                     if echoes_carry_nothing {
-                        self.writes.track(object, version_of(&apply.key), write).await
+                        let before = version_of(&apply.key);
+                        self.writes.track(key.clone(), object, before, write).await
                     } else {
                         self.writes.forget(&object);
                         write.await
@@ -524,10 +526,11 @@ impl ParentReconciler {
         ) else {
             return Ok(());
         };
-        let object = self.parent_object(&ParentKey::of(parent));
+        let key = ParentKey::of(parent);
+        let object = self.parent_object(&key);
         let version = parent.resource_version();
         self.writes
-            .track(object, version.as_deref(), io::patch_status(self, parent, patch))
+            .track(key, object, version.as_deref(), io::patch_status(self, parent, patch))
             .await?;
         Ok(())
     }
@@ -547,21 +550,22 @@ impl Reconcile for ParentReconciler {
             self.writes.resynced(kind);
             return self.all_parents();
         };
-        // The echo of our own write needs no reconcile of the parent it belongs to; parents that read the
-        // object through a lookup still get theirs below.
+        // The echo of our own write needs no reconcile of the parent it belongs to, nor does an event that
+        // arrives while our write is in flight until the answer tells whether it was the echo; parents that read
+        // the object through a lookup still get theirs below.
         let version = match change {
             Change::Applied(object) => object.resource_version(),
             _ => None,
         };
-        let echo = self.writes.event(
+        let news = self.writes.event(
             &(kind.clone(), object.namespace(), object.name_any()),
             version.as_deref(),
-        );
+        ) == EventNews::News;
         let mut keys = BTreeSet::new();
-        if !echo && *kind == self.parent.watch.key && self.selects(&object.metadata) {
+        if news && *kind == self.parent.watch.key && self.selects(&object.metadata) {
             keys.insert(ParentKey::of(object));
         }
-        if !echo
+        if news
             && kind.label_selector.is_some()
             && let Some(parent) = self.parent_of_child(object)
         {

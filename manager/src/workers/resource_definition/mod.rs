@@ -13,7 +13,7 @@ use ruleplane_config::ResourceDefinitionRule;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::runner::{Action, Reconcile, ReconcileError, Runner};
+use crate::runner::{Action, Reconcile, ReconcileError, Requeued, Runner};
 use crate::supervisor::WorkerContext;
 use crate::watch_hub::{Change, KindKey, SharedWatch};
 use crate::workers::WorkerError;
@@ -144,7 +144,9 @@ pub async fn run(rule: ResourceDefinitionRule, ctx: WorkerContext, stop: Cancell
         ctx,
         established: AtomicBool::new(false),
     });
-    runner.run(reconciler, vec![subscription], vec![crd_name], stop).await
+    runner
+        .run(reconciler, vec![subscription], Requeued::none(), vec![crd_name], stop)
+        .await
 }
 
 async fn pass(

@@ -23,7 +23,7 @@ use cache::LIVE_PODS;
 
 use crate::health::WorkerState;
 use crate::metrics::{PolicyLabels, PolicyOnlyLabels};
-use crate::runner::{Action, Backoff, Reconcile, ReconcileError, Runner};
+use crate::runner::{Action, Backoff, Reconcile, ReconcileError, Requeued, Runner};
 use crate::supervisor::WorkerContext;
 use crate::watch_hub::{Change, KindKey};
 use crate::workers::WorkerError;
@@ -199,7 +199,9 @@ pub async fn run(policy: SchedulerPolicy, ctx: WorkerContext, stop: Cancellation
         metrics: ctx.metrics.clone(),
         health: ctx.health.clone(),
     };
-    runner.run(scheduler, subscriptions, initial, stop).await
+    runner
+        .run(scheduler, subscriptions, Requeued::none(), initial, stop)
+        .await
 }
 
 /// Tie-breaking seed: differs per process, as kube-scheduler's random choice among the best does.
