@@ -70,7 +70,8 @@ async fn main() -> anyhow::Result<()> {
         .map_or(0, |since| since.as_secs());
     let interval = Duration::from_secs_f64(1.0 / rate);
     let started = Instant::now();
-    let mut sends = futures::stream::FuturesUnordered::new();
+    // Each patch is its own task, so its answer is timed when it arrives, not when this loop next looks.
+    let mut sends = tokio::task::JoinSet::new();
     for update in 0..total {
         // A fixed schedule (not "sleep after each"), so a slow request does not lower the rate.
         tokio::time::sleep_until((started + interval * update as u32).into()).await;
@@ -86,20 +87,20 @@ async fn main() -> anyhow::Result<()> {
             .unwrap_or_else(|e| e.into_inner())
             .insert(image.clone(), update);
         let (apps, updates) = (apps.clone(), updates.clone());
-        sends.push(async move {
+        sends.spawn(async move {
             let patch = json!({ "spec": { "image": image } });
             let answer = apps.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await;
             if let Some(update) = updates.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&image) {
                 update.answered = Some(Instant::now());
             }
-            answer
+            answer.map(drop)
         });
-        while let Some(Some(result)) = futures::FutureExt::now_or_never(sends.next()) {
-            result?;
+        while let Some(done) = sends.try_join_next() {
+            done??;
         }
     }
-    while let Some(result) = sends.next().await {
-        result?;
+    while let Some(done) = sends.join_next().await {
+        done??;
     }
     let sent_in = started.elapsed();
     // Stragglers: up to 10 s for the last changes to show.
