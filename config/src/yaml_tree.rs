@@ -264,6 +264,95 @@ impl<'de> Visitor<'de> for NodeValueVisitor {
     }
 }
 
+/// A YAML value read straight into JSON: what [`Node::to_json`] of the parsed tree gives, without building the
+/// tree. Rendered template output is parsed on every reconcile, and only its syntax errors need a position
+/// (which the parser reports itself); building a located tree there cost a tenth of a busy manager's CPU.
+struct PlainJson(Value);
+
+impl<'de> Deserialize<'de> for PlainJson {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(PlainJsonVisitor).map(PlainJson)
+    }
+}
+
+struct PlainJsonVisitor;
+
+impl<'de> Visitor<'de> for PlainJsonVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        PlainJson::deserialize(d).map(|plain| plain.0)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Value, E> {
+        i64::try_from(v)
+            .map(Value::from)
+            .map_err(|_| E::custom("integer out of range"))
+    }
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Value, E> {
+        u64::try_from(v)
+            .map(Value::from)
+            .map_err(|_| E::custom("integer out of range"))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_bytes<E>(self, v: &[u8]) -> Result<Value, E> {
+        Ok(Value::String(String::from_utf8_lossy(v).into_owned()))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(PlainJson(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut entries = serde_json::Map::new();
+        while let Some(KeyText(key)) = map.next_key()? {
+            let PlainJson(value) = map.next_value()?;
+            entries.insert(key, value);
+        }
+        Ok(Value::Object(entries))
+    }
+}
+
+/// Type name of a JSON value in "expected X, found Y" messages, as [`Node::type_name`] names it.
+pub(crate) fn json_type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(number) if number.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "mapping",
+    }
+}
+
 /// A YAML syntax (or structure) error with its position.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SyntaxError {
@@ -290,7 +379,20 @@ pub(crate) fn parse_documents(text: &str) -> Result<Vec<Node>, SyntaxError> {
         .collect())
 }
 
-/// Parses a single YAML document (used for rendered template output, which may hold several).
+/// Parses every document of a YAML stream straight into JSON (as [`parse_documents`] then [`Node::to_json`]
+/// would). Empty documents are skipped.
+pub(crate) fn parse_json_documents(text: &str) -> Result<Vec<Value>, SyntaxError> {
+    let documents: Vec<Option<PlainJson>> =
+        serde_saphyr::from_str_multiple_with_options(text, parse_options()).map_err(|error| syntax_error(&error))?;
+    Ok(documents
+        .into_iter()
+        .flatten()
+        .map(|PlainJson(value)| value)
+        .filter(|value| !value.is_null())
+        .collect())
+}
+
+/// The message and position of a parser error.
 pub(crate) fn syntax_error(error: &serde_saphyr::Error) -> SyntaxError {
     let pos = error.location().map(|l| pos_from(&l)).unwrap_or_default();
     let message = serde_saphyr::DefaultMessageFormatter.format_message(error).into_owned();
@@ -340,5 +442,34 @@ mod tests {
         assert!(error.pos.line >= 2, "{error:?}");
         let error = parse_documents("a: 1\na: 2\n").unwrap_err();
         assert_eq!(error.pos.line, 2, "{error:?}");
+    }
+
+    #[test]
+    fn straight_to_json_is_the_located_tree_converted() {
+        let streams = [
+            "a: 1\nb: [x, 2.5, -3, true, null, ~]\nc: {d: e}\n",
+            "data:\n  1: one\n  true: yes\n  2.5: x\n  null: n\n",
+            "big: 18446744073709551615\nneg: -9223372036854775808\nexp: 1e3\nfloat: 0.5\n",
+            "base: &b {x: 1, y: [1, 2]}\ncopy: *b\nmerged:\n  <<: *b\n  z: 3\n",
+            "text: |\n  line one\n  line two\nfolded: >\n  a\n  b\nquoted: \"80\"\nempty: ''\n",
+            "---\n---\nfirst: 1\n---\n~\n---\nsecond: [2]\n",
+            "- just\n- a list\n",
+            "plain scalar",
+        ];
+        for stream in streams {
+            let tree: Vec<Value> = parse_documents(stream).unwrap().iter().map(Node::to_json).collect();
+            assert_eq!(parse_json_documents(stream).unwrap(), tree, "{stream}");
+            for value in &tree {
+                let node = &parse_documents(&serde_json::to_string(value).unwrap()).unwrap()[0];
+                assert_eq!(json_type_name(value), node.type_name(), "{value}");
+            }
+        }
+        for broken in ["a: 1\nb: [1, 2\n", "a: 1\na: 2\n", "? [a]\n: 1\n", "nan: .nan\n"] {
+            assert_eq!(
+                parse_json_documents(broken).unwrap_err(),
+                parse_documents(broken).unwrap_err(),
+                "{broken}"
+            );
+        }
     }
 }

@@ -11,7 +11,7 @@ use crate::ownership::{
     CHILD_ID_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_UID_LABEL, RETAIN_ANNOTATION, RULE_LABEL,
 };
 use crate::template::{CompiledTemplate, TemplateRenderError};
-use crate::yaml_tree::{NodeValue, parse_documents};
+use crate::yaml_tree::{json_type_name, parse_json_documents};
 
 /// The result of rendering one parent.
 #[derive(Clone, Debug, PartialEq)]
@@ -303,7 +303,7 @@ fn render_one(rule: &Reconciler, template: &Child, context: &Value, parent: &Val
         location: start.clone(),
         message,
     };
-    let documents = parse_documents(&text).map_err(|error| RenderError::OutputYaml {
+    let documents = parse_json_documents(&text).map_err(|error| RenderError::OutputYaml {
         child: template.id.clone(),
         location: start.clone(),
         problem: Box::new(OutputYamlProblem {
@@ -317,27 +317,23 @@ fn render_one(rule: &Reconciler, template: &Child, context: &Value, parent: &Val
             message: error.message,
         }),
     })?;
-    let document = match documents.as_slice() {
-        [one] => one,
-        [] => {
-            return Err(object_error(
-                "the template rendered nothing; it must render one Kubernetes object".into(),
-            ));
-        }
-        _ => {
-            return Err(object_error(format!(
-                "the template rendered {} YAML documents; each child renders exactly one object (add more children instead)",
-                documents.len()
-            )));
+    let mut object = match <[Value; 1]>::try_from(documents) {
+        Ok([one]) => one,
+        Err(documents) => {
+            return Err(object_error(match documents.len() {
+                0 => "the template rendered nothing; it must render one Kubernetes object".into(),
+                count => format!(
+                    "the template rendered {count} YAML documents; each child renders exactly one object (add more children instead)"
+                ),
+            }));
         }
     };
-    if !matches!(document.value, NodeValue::Map(_)) {
+    if !object.is_object() {
         return Err(object_error(format!(
             "rendered output is a {}, not a Kubernetes object",
-            document.type_name()
+            json_type_name(&object)
         )));
     }
-    let mut object = document.to_json();
     for field in ["/apiVersion", "/kind", "/metadata/name"] {
         let present = object
             .pointer(field)
