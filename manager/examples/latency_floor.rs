@@ -1,8 +1,10 @@
 //! The Reconciler benchmark's latency floor: the least a controller can do for the benchmark's rule and still
 //! write what the issue requires — on each parent change seen on its watch (a new `metadata.generation`), apply
 //! the ConfigMap and the Deployment at once, then write the parent's status and a Normal Event. No cache, no
-//! rendering, no comparison, no queue. The latency probe (update_latency) run against it gives the update →
-//! child latency the apiserver allows on this machine; used by tests/bench/reconciler.sh.
+//! rendering, no comparison, no queue. It watches the children as any controller must that puts back a hand
+//! edit within a second (the issue requires it), and does nothing with their events: the apiserver serves those
+//! watches for it as for Ruleplane. The latency probe (update_latency) run against it gives the update → child
+//! latency the apiserver allows on this machine; used by tests/bench/reconciler.sh.
 //!
 //! Usage: latency_floor KUBECONFIG NAMESPACE CONCURRENCY   (runs until killed)
 
@@ -29,6 +31,15 @@ async fn main() -> anyhow::Result<()> {
         Config::from_custom_kubeconfig(Kubeconfig::read_from(kubeconfig)?, &KubeConfigOptions::default()).await?;
     let client = Client::try_from(config)?;
     let apps: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &bench_objects::bench_apps());
+    let children = watcher::Config::default().labels("app.kubernetes.io/managed-by=ruleplane");
+    for kind in [
+        ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+        ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
+    ] {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &kind);
+        let mut events = watcher(api, children.clone()).boxed();
+        tokio::spawn(async move { while let Ok(Some(_)) = events.try_next().await {} });
+    }
     let slots = Arc::new(tokio::sync::Semaphore::new(concurrency));
     let mut events = watcher(apps, watcher::Config::default()).boxed();
     while let Some(event) = events.try_next().await? {

@@ -4,7 +4,8 @@
 #   1. Ruleplane converges N parents (created before it starts): wall time, parents/s, API requests per parent,
 #      peak RSS; then a second manager resyncs the converged parents: writes sent (goal 0), time, RSS; then the
 #      latency from a parent update to its child's change at RATE (default 100) updates/s (manager/examples/update_latency.rs).
-#      The same latency run against a minimal controller that writes the same (latency_floor.rs): the floor.
+#      The same latency run against a minimal controller that writes the same (latency_floor.rs): the floor; in
+#      the order Ruleplane, floor, floor, Ruleplane.
 #   2. The ceiling: a plain server-side-apply loop (manager/examples/ssa_ceiling.rs), same concurrency; then the
 #      same loop also writing each parent's status and an Event (what the Reconciler must write besides).
 #   3. KRO v0.9.4 (built from its Go module into the cache by this script) with the same workload as a
@@ -38,6 +39,8 @@ now() { date +%s.%N; }
 since() { awk "BEGIN{printf \"%.2f\", $(now) - $1}"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 metric() { curl -fs "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($0, m) == 1 {print $NF}' | head -1; }
+# etcd's snapshots so far (each one pauses its writes for a moment: a latency run may catch one).
+etcd_snapshots() { curl -fs "$(. "$cache/cluster/env" && echo "$ETCD_URL")/metrics" | awk '/^etcd_debugging_snap_save_total_duration_seconds_count/ {print $NF}'; }
 # apiserver_request_total summed over the lines matching a pattern (all verbs unless the pattern says).
 requests() { kubectl get --raw /metrics | grep '^apiserver_request_total{' | grep -E "$1" | awk '{s+=$NF} END {printf "%d", s}'; }
 # Write requests to children and to the parents (status, finalizers); the metric's labels are sorted.
@@ -145,52 +148,77 @@ rss=$(awk '/VmRSS/{print $2}' "/proc/$mpid/status")
 printf 'ruleplane: no-op resync of %d converged parents (new manager, start → all reconciled) %s s, %d write requests; RSS with %d parents + %d children cached %.1f MiB\n' \
   "$parents" "$resync" "$resync_writes" "$parents" "$((2 * parents))" "$(awk "BEGIN{print $rss/1024}")"
 # Event → child latency on the converged set, in steady state (the manager's queue drained first): RATE parent
-# updates/s for 20 s, each timed to its child's change.
-for _ in $(seq 1 600); do
-  [ "$(metric "$mport" 'ruleplane_queue_depth{rule="bench-apps"')" = 0 ] 2>/dev/null && break
-  sleep 0.1
-done
-resyncs_before=$(curl -fs "http://127.0.0.1:$mport/metrics" | awk '/^ruleplane_watch_resyncs_total/ {s+=$NF} END {print s+0}')
-reconciles_before=$(metric "$mport" 'ruleplane_reconciles_total{rule="bench-apps"')
-duration_before=$(metric "$mport" 'ruleplane_reconcile_duration_seconds_sum{rule="bench-apps"')
-cpu_before=$(proc_cpu "$mpid"); apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
-kubectl get --raw /metrics >"$work/apiserver-before.txt"; curl -fs "http://127.0.0.1:$mport/metrics" >"$work/manager-before.txt"
-if [ "${PROFILE:-0}" = 1 ]; then # kube-apiserver's CPU profile of the latency run (plane started with APISERVER_PROFILING=true)
-  (sleep 3; kubectl get --raw "/debug/pprof/profile?seconds=15" >"$cache/reconciler-apiserver.pprof") &
-fi
-"$latency" "$KUBECONFIG" "$ns" "$parents" "${RATE:-100}" 20 | sed 's/^/ruleplane: /'
-kubectl get --raw /metrics >"$work/apiserver-after.txt"; curl -fs "http://127.0.0.1:$mport/metrics" >"$work/manager-after.txt"
+# updates/s for 20 s, each timed to its child's change; then the same probe against the least controller that
+# writes what the issue requires (latency_floor.rs). In the order Ruleplane, floor, floor, Ruleplane: a plane gets
+# slower or quieter over a run (etcd grows, the machine is shared), and that order puts both at the same mean
+# position.
 breakdown() { python3 "$root/tests/bench/latency_breakdown.py" "$work/$1-before.txt" "$work/$1-after.txt" "${@:2}"; }
-echo "ruleplane: where the latency run's time went (request counts and durations in the run):"
-breakdown manager ruleplane_queue_wait_seconds rule=bench-apps | sed 's/ruleplane_queue_wait_seconds/manager: queue wait/'
-breakdown manager ruleplane_reconcile_duration_seconds rule=bench-apps | sed 's/ruleplane_reconcile_duration_seconds/manager: reconcile/'
-breakdown apiserver apiserver_request_duration_seconds 'verb=PATCH|APPLY|POST' 'resource=configmaps|deployments|benchapps|events' \
-  --by verb,resource,subresource | sed 's/^  /  kube-apiserver: /; s/ subresource=$//'
-breakdown apiserver etcd_request_duration_seconds 'operation=update|create' 'resource=configmaps|deployments|benchapps|events' \
-  --by operation,resource | sed 's/^  /  etcd, seen by kube-apiserver: /'
-resyncs_after=$(curl -fs "http://127.0.0.1:$mport/metrics" | awk '/^ruleplane_watch_resyncs_total/ {s+=$NF} END {print s+0}')
-reconciles=$(( $(metric "$mport" 'ruleplane_reconciles_total{rule="bench-apps"') - reconciles_before ))
-duration=$(awk "BEGIN{print $(metric "$mport" 'ruleplane_reconcile_duration_seconds_sum{rule="bench-apps"') - $duration_before}")
-printf 'ruleplane: during the latency run: %d reconciles (%.1f ms each on average), %d watch resyncs (lagging subscribers); CPU: manager %.2f s, kube-apiserver %.2f s, etcd %.2f s\n' \
-  "$reconciles" "$(awk "BEGIN{print 1000 * $duration / ($reconciles > 0 ? $reconciles : 1)}")" "$((resyncs_after - resyncs_before))" \
-  "$(awk "BEGIN{print $(proc_cpu "$mpid") - $cpu_before}")" "$(awk "BEGIN{print $(proc_cpu "$apiserver_pid") - $apiserver_before}")" \
-  "$(awk "BEGIN{print $(proc_cpu "$etcd_pid") - $etcd_before}")"
+apiserver_breakdown() {
+  breakdown apiserver apiserver_request_duration_seconds 'verb=PATCH|APPLY|POST' 'resource=configmaps|deployments|benchapps|events' \
+    --by verb,resource,subresource | sed 's/^  /  kube-apiserver: /; s/ subresource=$//'
+}
+ruleplane_latency() { # label; the manager ($mpid, $mport) is running
+  local label=$1
+  for _ in $(seq 1 600); do
+    [ "$(metric "$mport" 'ruleplane_queue_depth{rule="bench-apps"')" = 0 ] 2>/dev/null && break
+    sleep 0.1
+  done
+  local resyncs_before reconciles_before duration_before cpu_before snapshots_before
+  resyncs_before=$(curl -fs "http://127.0.0.1:$mport/metrics" | awk '/^ruleplane_watch_resyncs_total/ {s+=$NF} END {print s+0}')
+  reconciles_before=$(metric "$mport" 'ruleplane_reconciles_total{rule="bench-apps"')
+  duration_before=$(metric "$mport" 'ruleplane_reconcile_duration_seconds_sum{rule="bench-apps"')
+  cpu_before=$(proc_cpu "$mpid"); apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
+  kubectl get --raw /metrics >"$work/apiserver-before.txt"; curl -fs "http://127.0.0.1:$mport/metrics" >"$work/manager-before.txt"
+  if [ "${PROFILE:-0}" = 1 ] && [ "$label" = ruleplane ]; then # kube-apiserver's CPU profile (plane started with APISERVER_PROFILING=true)
+    (sleep 3; kubectl get --raw "/debug/pprof/profile?seconds=15" >"$cache/reconciler-apiserver.pprof") &
+  fi
+  snapshots_before=$(etcd_snapshots)
+  "$latency" "$KUBECONFIG" "$ns" "$parents" "${RATE:-100}" 20 | sed "s/^/$label: /"
+  echo "$label: etcd snapshots during the latency run: $(( $(etcd_snapshots) - snapshots_before ))"
+  kubectl get --raw /metrics >"$work/apiserver-after.txt"; curl -fs "http://127.0.0.1:$mport/metrics" >"$work/manager-after.txt"
+  echo "$label: where the latency run's time went (request counts and durations in the run):"
+  breakdown manager ruleplane_queue_wait_seconds rule=bench-apps | sed 's/ruleplane_queue_wait_seconds/manager: queue wait/'
+  breakdown manager ruleplane_reconcile_duration_seconds rule=bench-apps | sed 's/ruleplane_reconcile_duration_seconds/manager: reconcile/'
+  apiserver_breakdown
+  breakdown apiserver etcd_request_duration_seconds 'operation=update|create' 'resource=configmaps|deployments|benchapps|events' \
+    --by operation,resource | sed 's/^  /  etcd, seen by kube-apiserver: /'
+  local resyncs_after reconciles duration
+  resyncs_after=$(curl -fs "http://127.0.0.1:$mport/metrics" | awk '/^ruleplane_watch_resyncs_total/ {s+=$NF} END {print s+0}')
+  reconciles=$(( $(metric "$mport" 'ruleplane_reconciles_total{rule="bench-apps"') - reconciles_before ))
+  duration=$(awk "BEGIN{print $(metric "$mport" 'ruleplane_reconcile_duration_seconds_sum{rule="bench-apps"') - $duration_before}")
+  printf '%s: during the latency run: %d reconciles (%.1f ms each on average), %d watch resyncs (lagging subscribers); CPU: manager %.2f s, kube-apiserver %.2f s, etcd %.2f s\n' \
+    "$label" "$reconciles" "$(awk "BEGIN{print 1000 * $duration / ($reconciles > 0 ? $reconciles : 1)}")" "$((resyncs_after - resyncs_before))" \
+    "$(awk "BEGIN{print $(proc_cpu "$mpid") - $cpu_before}")" "$(awk "BEGIN{print $(proc_cpu "$apiserver_pid") - $apiserver_before}")" \
+    "$(awk "BEGIN{print $(proc_cpu "$etcd_pid") - $etcd_before}")"
+}
+floor_latency() { # label; the floor ($fpid) is running
+  local label=$1 cpu_before snapshots_before
+  kubectl get --raw /metrics >"$work/apiserver-before.txt"
+  cpu_before=$(proc_cpu "$fpid"); apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
+  snapshots_before=$(etcd_snapshots)
+  "$latency" "$KUBECONFIG" "$ns" "$parents" "${RATE:-100}" 20 | sed "s/^/$label: /"
+  echo "$label: etcd snapshots during the latency run: $(( $(etcd_snapshots) - snapshots_before ))"
+  kubectl get --raw /metrics >"$work/apiserver-after.txt"
+  apiserver_breakdown
+  printf '%s: during its latency run: CPU: latency floor %.2f s, kube-apiserver %.2f s, etcd %.2f s\n' "$label" \
+    "$(awk "BEGIN{print $(proc_cpu "$fpid") - $cpu_before}")" "$(awk "BEGIN{print $(proc_cpu "$apiserver_pid") - $apiserver_before}")" \
+    "$(awk "BEGIN{print $(proc_cpu "$etcd_pid") - $etcd_before}")"
+}
+ruleplane_latency ruleplane
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 rp_rate=$(awk "BEGIN{print $parents/$converge}")
-# The same probe against the least a controller can do and still write what the issue requires (children, status,
-# Event on every change, nothing else: manager/examples/latency_floor.rs): the latency this apiserver allows.
 "$floor" "$KUBECONFIG" "$ns" "$concurrency" >"$work/floor.log" 2>&1 &
 fpid=$!; pids+=("$fpid")
 until grep -q watching "$work/floor.log"; do sleep 0.2; done
-kubectl get --raw /metrics >"$work/apiserver-before.txt"
-apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
-"$latency" "$KUBECONFIG" "$ns" "$parents" "${RATE:-100}" 20 | sed 's/^/latency floor: /'
-kubectl get --raw /metrics >"$work/apiserver-after.txt"
-breakdown apiserver apiserver_request_duration_seconds 'verb=PATCH|APPLY|POST' 'resource=configmaps|deployments|benchapps|events' \
-  --by verb,resource,subresource | sed 's/^  /  kube-apiserver: /; s/ subresource=$//'
-printf 'latency floor: during its latency run: CPU: latency floor %.2f s (since its start, list included), kube-apiserver %.2f s, etcd %.2f s\n' "$(proc_cpu "$fpid")" \
-  "$(awk "BEGIN{print $(proc_cpu "$apiserver_pid") - $apiserver_before}")" "$(awk "BEGIN{print $(proc_cpu "$etcd_pid") - $etcd_before}")"
+floor_latency "latency floor"
+floor_latency "latency floor, again"
 kill -9 "$fpid"; wait "$fpid" 2>/dev/null || true
+# Ruleplane again, later in the run: the floor's writes are applied again by the new manager first (the queue
+# drains before the probe starts).
+start_manager again
+until [ "$(metric "$mport" 'ruleplane_reconciles_total{rule="bench-apps"')" -ge "$parents" ] 2>/dev/null; do sleep 0.1; done
+ruleplane_latency "ruleplane, again"
+kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 
 # --- 2. The ceiling: plain server-side apply, same concurrency ----------------------------------------------
 cns="bench-ceiling-$$"; kubectl create namespace "$cns" >/dev/null
