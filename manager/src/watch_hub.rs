@@ -340,7 +340,7 @@ pub fn typed<T: serde::de::DeserializeOwned>(object: &DynamicObject) -> Result<T
     T::deserialize(MapDeserializer::<_, serde_json::Error>::new(fields))
 }
 
-fn without_managed_fields(mut object: DynamicObject) -> DynamicObject {
+pub(crate) fn without_managed_fields(mut object: DynamicObject) -> DynamicObject {
     object.managed_fields_mut().clear();
     object.metadata.managed_fields = None;
     object

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tracing::{info, warn};
 
 use super::{ParentKey, ParentReconciler, ReconcilerError, Watched};
+use crate::watch_hub::without_managed_fields;
 
 fn api_for(reconciler: &ParentReconciler, watched: &Watched, namespace: Option<&str>) -> Api<DynamicObject> {
     let client = reconciler.ctx.client.clone();
@@ -69,6 +70,8 @@ pub(super) async fn apply_child(
             .await
             .map_err(rejected)?,
     };
+    // As the caches keep objects: the answer stands in for the cached child until its echo arrives.
+    let applied = without_managed_fields(applied);
     let verb = if apply.created { "created" } else { "updated" };
     info!(rule = reconciler.rule.name(), child = %key, "child {verb}");
     serde_json::to_value(&applied).map_err(|e| ReconcilerError::Rejected {
@@ -191,7 +194,8 @@ pub(super) async fn patch_status(
         }
         Err(error) => return Err(error.into()),
     };
-    Ok(serde_json::to_value(&written).map_err(kube::Error::SerdeError)?)
+    // As the caches keep objects: the answer stands in for the cached parent until its echo arrives.
+    Ok(serde_json::to_value(without_managed_fields(written)).map_err(kube::Error::SerdeError)?)
 }
 
 /// A Warning Event on the parent for a failed reconcile (once per distinct error, the runner sees to that).
