@@ -247,9 +247,7 @@ fn convert_scheduler_config_writes_loadable_policies_with_notes() {
         "{stdout}"
     );
     assert!(stdout.contains("# plugins.queueSort is not converted"), "{stdout}");
-    let dir = std::env::temp_dir().join(format!("ruleplane-convert-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("converted.yaml");
+    let file = crate::support::manager::temp_dir("convert").join("converted.yaml");
     std::fs::write(&file, &stdout).unwrap();
     let valid = ruleplane(&["validate", file.to_str().unwrap()], &[]);
     assert_eq!(valid.status.code(), Some(0), "{}", text(&valid.stderr));

@@ -77,7 +77,9 @@ spec:
         "{}",
         String::from_utf8_lossy(&rbac_values.stderr)
     );
-    let values_file = rules.with_file_name(format!("{release}-rbac-values.yaml"));
+    // Next to the rules, not among them: the manager reads every YAML file there as a rule.
+    let files = temp_dir("helm-files");
+    let values_file = files.join("rbac-values.yaml");
     std::fs::write(&values_file, &rbac_values.stdout).unwrap();
     assert!(
         !String::from_utf8_lossy(&rbac_values.stdout).contains('*'),
@@ -145,7 +147,7 @@ spec:
     let admin = std::fs::read_to_string(&control_plane().kubeconfig).unwrap();
     let start = admin.find("token: ").expect("token line") + "token: ".len();
     let end = admin[start..].find('\n').map_or(admin.len(), |e| start + e);
-    let sa_kubeconfig = rules.with_file_name(format!("{release}.kubeconfig"));
+    let sa_kubeconfig = files.join("service-account.kubeconfig");
     std::fs::write(&sa_kubeconfig, format!("{}{}{}", &admin[..start], token, &admin[end..])).unwrap();
 
     let manager = ManagerProcess::start_as(&sa_kubeconfig, &rules, &ns, "helm-sa", &[]);

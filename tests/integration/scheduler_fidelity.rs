@@ -261,8 +261,7 @@ async fn engine_decides_as_kube_scheduler_on_a_random_corpus() {
     let namespace = test_namespace(&client, "scheduler-fidelity").await;
     let run = format!("{}-{seed}", std::process::id());
     let cases = cases(&run);
-    let dir = std::env::temp_dir().join(format!("ruleplane-fidelity-{run}"));
-    std::fs::create_dir_all(&dir).expect("work dir");
+    let dir = crate::support::manager::temp_dir(&format!("fidelity-{seed}"));
 
     let mut corpus = Corpus {
         rng: SplitMix64::new(seed),

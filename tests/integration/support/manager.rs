@@ -21,14 +21,47 @@ fn free_port() -> SocketAddr {
     l.local_addr().expect("local addr")
 }
 
-/// A fresh, empty temporary directory for one test.
+/// A fresh, empty temporary directory for one test. The directories of the last run stay (their manager logs
+/// explain a failure); those of runs whose process is gone are removed the first time a run asks for one.
 pub fn temp_dir(name: &str) -> PathBuf {
     static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(remove_dirs_of_ended_runs);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let dir = std::env::temp_dir().join(format!("ruleplane-it-{}-{name}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create temp dir");
     dir
+}
+
+/// Removes `ruleplane-it-<pid>-…` directories whose test process no longer runs, or which are over an hour old
+/// (the pid may have been reused since; a test run takes minutes).
+fn remove_dirs_of_ended_runs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix("ruleplane-it-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stale = entry
+            .metadata()
+            .and_then(|metadata| metadata.modified())
+            .is_ok_and(|modified| modified.elapsed().is_ok_and(|age| age.as_secs() > 3600));
+        if pid != std::process::id() && (stale || !Path::new("/proc").join(pid.to_string()).exists()) {
+            // Directories, and the manager logs written next to them.
+            let _ = match entry.file_type() {
+                Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(entry.path()),
+                _ => std::fs::remove_file(entry.path()),
+            };
+        }
+    }
 }
 
 impl ManagerProcess {
