@@ -12,7 +12,8 @@
 #      ResourceGraphDefinition, at its defaults and at Ruleplane's concurrency (skipped with KRO=0).
 # Usage: tests/bench/reconciler.sh [PARENTS] [CONCURRENCY]   (release build: cargo build --release -p ruleplane)
 #   KRO=0 skips KRO; RATE sets the latency run's updates/s; PROFILE=1 saves kube-apiserver's CPU profile of the
-#   latency run to the cache (reconciler-apiserver.pprof; read it with go tool pprof -top).
+#   first Ruleplane and floor latency runs to the cache (reconciler-apiserver.pprof, reconciler-apiserver-floor.pprof;
+#   read with go tool pprof -top, compare with -diff_base).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
@@ -153,9 +154,14 @@ printf 'ruleplane: no-op resync of %d converged parents (new manager, start → 
 # slower or quieter over a run (etcd grows, the machine is shared), and that order puts both at the same mean
 # position.
 breakdown() { python3 "$root/tests/bench/latency_breakdown.py" "$work/$1-before.txt" "$work/$1-after.txt" "${@:2}"; }
-apiserver_breakdown() {
-  breakdown apiserver apiserver_request_duration_seconds 'verb=PATCH|APPLY|POST' 'resource=configmaps|deployments|benchapps|events' \
-    --by verb,resource,subresource | sed 's/^  /  kube-apiserver: /; s/ subresource=$//'
+apiserver_breakdown() { # every kind of request the apiserver served in the run, not only the writes expected
+  breakdown apiserver apiserver_request_duration_seconds --by verb,resource,subresource |
+    sed 's/^  /  kube-apiserver: /; s/ subresource=$//'
+}
+profile() { # file; kube-apiserver's CPU profile of 15 s of the latency run (plane started with APISERVER_PROFILING=true)
+  if [ "${PROFILE:-0}" = 1 ]; then
+    (sleep 3; kubectl get --raw "/debug/pprof/profile?seconds=15" >"$cache/$1") &
+  fi
 }
 ruleplane_latency() { # label; the manager ($mpid, $mport) is running
   local label=$1
@@ -169,9 +175,7 @@ ruleplane_latency() { # label; the manager ($mpid, $mport) is running
   duration_before=$(metric "$mport" 'ruleplane_reconcile_duration_seconds_sum{rule="bench-apps"')
   cpu_before=$(proc_cpu "$mpid"); apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
   kubectl get --raw /metrics >"$work/apiserver-before.txt"; curl -fs "http://127.0.0.1:$mport/metrics" >"$work/manager-before.txt"
-  if [ "${PROFILE:-0}" = 1 ] && [ "$label" = ruleplane ]; then # kube-apiserver's CPU profile (plane started with APISERVER_PROFILING=true)
-    (sleep 3; kubectl get --raw "/debug/pprof/profile?seconds=15" >"$cache/reconciler-apiserver.pprof") &
-  fi
+  if [ "$label" = ruleplane ]; then profile reconciler-apiserver.pprof; fi
   snapshots_before=$(etcd_snapshots)
   "$latency" "$KUBECONFIG" "$ns" "$parents" "${RATE:-100}" 20 | sed "s/^/$label: /"
   echo "$label: etcd snapshots during the latency run: $(( $(etcd_snapshots) - snapshots_before ))"
@@ -196,6 +200,7 @@ floor_latency() { # label; the floor ($fpid) is running
   kubectl get --raw /metrics >"$work/apiserver-before.txt"
   cpu_before=$(proc_cpu "$fpid"); apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
   snapshots_before=$(etcd_snapshots)
+  if [ "$label" = "latency floor" ]; then profile reconciler-apiserver-floor.pprof; fi
   "$latency" "$KUBECONFIG" "$ns" "$parents" "${RATE:-100}" 20 | sed "s/^/$label: /"
   echo "$label: etcd snapshots during the latency run: $(( $(etcd_snapshots) - snapshots_before ))"
   kubectl get --raw /metrics >"$work/apiserver-after.txt"
@@ -214,9 +219,17 @@ floor_latency "latency floor"
 floor_latency "latency floor, again"
 kill -9 "$fpid"; wait "$fpid" 2>/dev/null || true
 # Ruleplane again, later in the run: the floor's writes are applied again by the new manager first (the queue
-# drains before the probe starts).
+# drains before the probe starts) ...
 start_manager again
 until [ "$(metric "$mport" 'ruleplane_reconciles_total{rule="bench-apps"')" -ge "$parents" ] 2>/dev/null; do sleep 0.1; done
+# ... and its Event lane has sent the Events of those applies (a backlog sent during the probe would be load
+# the first Ruleplane run did not have).
+events_sent() { curl -fs "http://127.0.0.1:$mport/metrics" | awk '/^ruleplane_events_total/ {s+=$NF} END {print s+0}'; }
+sent=-1
+for _ in $(seq 1 120); do
+  [ "$(events_sent)" = "$sent" ] && break
+  sent=$(events_sent); sleep 1
+done
 ruleplane_latency "ruleplane, again"
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 
