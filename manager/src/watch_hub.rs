@@ -340,10 +340,17 @@ pub fn typed<T: serde::de::DeserializeOwned>(object: &DynamicObject) -> Result<T
     T::deserialize(MapDeserializer::<_, serde_json::Error>::new(fields))
 }
 
-pub(crate) fn without_managed_fields(mut object: DynamicObject) -> DynamicObject {
+fn without_managed_fields(mut object: DynamicObject) -> DynamicObject {
     object.managed_fields_mut().clear();
     object.metadata.managed_fields = None;
     object
+}
+
+/// Removes `metadata.managedFields` from an object read as JSON (a write's answer), as the caches do.
+pub(crate) fn strip_managed_fields(object: &mut serde_json::Value) {
+    if let Some(metadata) = object.get_mut("metadata").and_then(serde_json::Value::as_object_mut) {
+        metadata.remove("managedFields");
+    }
 }
 
 /// One subscriber's feed of a kind's changes.

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tracing::{info, warn};
 
 use super::{ParentKey, ParentReconciler, ReconcilerError, Watched};
-use crate::watch_hub::without_managed_fields;
+use crate::watch_hub::strip_managed_fields;
 
 fn api_for(reconciler: &ParentReconciler, watched: &Watched, namespace: Option<&str>) -> Api<DynamicObject> {
     let client = reconciler.ctx.client.clone();
@@ -49,7 +49,7 @@ pub(super) async fn apply_child(
         // taken, changing nothing. One request instead of a read, then the apply.
         let mut create_only = apply.object.clone();
         create_only["metadata"]["resourceVersion"] = Value::from(NO_STORED_VERSION);
-        match api.patch(&key.name, &params, &Patch::Apply(&create_only)).await {
+        match patch_value(reconciler, &api, None, &key.name, &params, &Patch::Apply(&create_only)).await {
             Ok(created) => applied = Some(created),
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 // Taken: by this parent (our earlier write, not yet in the cache) or by someone else.
@@ -65,19 +65,38 @@ pub(super) async fn apply_child(
     }
     let applied = match applied {
         Some(applied) => applied,
-        None => api
-            .patch(&key.name, &params, &Patch::Apply(&apply.object))
+        None => patch_value(reconciler, &api, None, &key.name, &params, &Patch::Apply(&apply.object))
             .await
             .map_err(rejected)?,
     };
-    // As the caches keep objects: the answer stands in for the cached child until its echo arrives.
-    let applied = without_managed_fields(applied);
     let verb = if apply.created { "created" } else { "updated" };
     info!(rule = reconciler.rule.name(), child = %key, "child {verb}");
-    serde_json::to_value(&applied).map_err(|e| ReconcilerError::Rejected {
-        child: key.clone(),
-        message: e.to_string(),
-    })
+    Ok(applied)
+}
+
+/// Sends a patch of `name` (or of its `subresource`) and reads the answer straight into JSON, without its
+/// managedFields: as the caches keep objects, since the answer stands in for the cached object until its echo.
+/// `Api::patch` would parse it into a typed object first, managedFields and all, on every apply.
+async fn patch_value<P: serde::Serialize + std::fmt::Debug>(
+    reconciler: &ParentReconciler,
+    api: &Api<DynamicObject>,
+    subresource: Option<&str>,
+    name: &str,
+    params: &PatchParams,
+    patch: &Patch<P>,
+) -> Result<Value, kube::Error> {
+    let request = kube::core::Request::new(api.resource_url());
+    let mut request = match subresource {
+        Some(subresource) => request.patch_subresource(subresource, name, params, patch),
+        None => request.patch(name, params, patch),
+    }
+    .map_err(kube::Error::BuildRequest)?;
+    request
+        .extensions_mut()
+        .insert(if subresource.is_some() { "patch_status" } else { "patch" });
+    let mut answer: Value = reconciler.ctx.client.request(request).await?;
+    strip_managed_fields(&mut answer);
+    Ok(answer)
 }
 
 /// See [`apply_child`]: the resourceVersion of a create-only apply. etcd starts at revision 1 and its first
@@ -183,19 +202,14 @@ pub(super) async fn patch_status(
 ) -> Result<Value, ReconcilerError> {
     let api = api_for(reconciler, &reconciler.parent, parent.namespace().as_deref());
     let body = Patch::Merge(json!({ "status": status }));
-    let written = match api
-        .patch_status(&parent.name_any(), &PatchParams::default(), &body)
-        .await
-    {
-        Ok(written) => written,
+    let (name, params) = (parent.name_any(), PatchParams::default());
+    match patch_value(reconciler, &api, Some("status"), &name, &params, &body).await {
         // No status subresource: the status is a plain field of the object.
         Err(kube::Error::Api(s)) if s.code == 404 => {
-            api.patch(&parent.name_any(), &PatchParams::default(), &body).await?
+            Ok(patch_value(reconciler, &api, None, &name, &params, &body).await?)
         }
-        Err(error) => return Err(error.into()),
-    };
-    // As the caches keep objects: the answer stands in for the cached parent until its echo arrives.
-    Ok(serde_json::to_value(without_managed_fields(written)).map_err(kube::Error::SerdeError)?)
+        written => Ok(written?),
+    }
 }
 
 /// A Warning Event on the parent for a failed reconcile (once per distinct error, the runner sees to that).
