@@ -71,7 +71,7 @@ impl<K> OwnWrites<K> {
         let written = write.await;
         if let Some(object) = unanswered.object.take() {
             match &written {
-                Ok(answer) => self.answered(&object, answer.clone(), before),
+                Ok(answer) => self.answered(&object, answer, before),
                 Err(_) => self.forget(&object),
             }
         }
@@ -91,7 +91,7 @@ impl<K> OwnWrites<K> {
     /// when the write was decided. An answer with that same version changed nothing, so no echo will come: it is
     /// not kept (the cache already holds exactly that object). Events held back meanwhile that carried exactly
     /// the answered version were its echo, already in the cache; any other is news for the parent.
-    fn answered(&self, object: &WatchedObject, answer: Value, before: Option<&str>) {
+    fn answered(&self, object: &WatchedObject, answer: &Value, before: Option<&str>) {
         let mut writes = self.lock();
         let version = answer
             .pointer("/metadata/resourceVersion")
@@ -103,9 +103,10 @@ impl<K> OwnWrites<K> {
         };
         match version {
             Some(version) if seen.is_empty() => {
+                // Copied only when kept: most answers are echoed before a reconcile reads them.
                 let object_written = OwnWrite::Written {
                     version,
-                    object: Arc::new(answer),
+                    object: Arc::new(answer.clone()),
                 };
                 writes.insert(object.clone(), object_written);
             }
@@ -224,7 +225,7 @@ mod tests {
         let a = config_map("a");
         writes.started("parent", a.clone());
         assert!(writes.written(&a).is_none(), "nothing is known before the answer");
-        writes.answered(&a, stored("7"), None);
+        writes.answered(&a, &stored("7"), None);
         assert_eq!(writes.written(&a).as_deref(), Some(&stored("7")));
         assert_eq!(
             writes.event(&a, Some("7")),
@@ -241,11 +242,11 @@ mod tests {
         let (writes, _requeued) = own_writes();
         let a = config_map("a");
         writes.started("parent", a.clone());
-        writes.answered(&a, stored("7"), None);
+        writes.answered(&a, &stored("7"), None);
         assert_eq!(writes.event(&a, Some("9")), EventNews::News, "someone else's change");
         assert!(writes.written(&a).is_none());
         writes.started("parent", a.clone());
-        writes.answered(&a, stored("10"), None);
+        writes.answered(&a, &stored("10"), None);
         assert_eq!(writes.event(&a, None), EventNews::News, "a deletion");
         assert!(
             writes.written(&a).is_none(),
@@ -259,7 +260,7 @@ mod tests {
         let a = config_map("a");
         writes.started("parent", a.clone());
         assert_eq!(writes.event(&a, Some("7")), EventNews::HeldBack);
-        writes.answered(&a, stored("7"), Some("6"));
+        writes.answered(&a, &stored("7"), Some("6"));
         assert_eq!(requeued.try_next(), None, "it was our echo: no reconcile");
         assert!(
             writes.written(&a).is_none(),
@@ -277,13 +278,13 @@ mod tests {
         writes.started("parent", a.clone());
         assert_eq!(writes.event(&a, Some("7")), EventNews::HeldBack);
         assert_eq!(writes.event(&a, Some("8")), EventNews::HeldBack);
-        writes.answered(&a, stored("7"), None);
+        writes.answered(&a, &stored("7"), None);
         assert_eq!(requeued.try_next(), Some("parent"));
         assert!(writes.written(&a).is_none(), "the answer is not trusted");
         // A write that changed nothing has no echo: whatever arrived meanwhile is news.
         writes.started("other", a.clone());
         assert_eq!(writes.event(&a, Some("9")), EventNews::HeldBack);
-        writes.answered(&a, stored("8"), Some("8"));
+        writes.answered(&a, &stored("8"), Some("8"));
         assert_eq!(requeued.try_next(), Some("other"));
     }
 
@@ -293,7 +294,7 @@ mod tests {
         let (a, b) = (config_map("a"), config_map("b"));
         writes.started("parent", a.clone());
         writes.forget(&a);
-        writes.answered(&a, stored("7"), None);
+        writes.answered(&a, &stored("7"), None);
         assert!(
             writes.written(&a).is_none(),
             "an answer to a forgotten write is not kept"
@@ -308,11 +309,11 @@ mod tests {
             "a failed write releases what it held back"
         );
         writes.started("parent", a.clone());
-        writes.answered(&a, stored("8"), Some("7"));
+        writes.answered(&a, &stored("8"), Some("7"));
         writes.started("parent", b.clone());
         writes.resynced(&a.0);
         assert!(writes.written(&a).is_none(), "a relist drops what writes said");
-        writes.answered(&b, stored("9"), None);
+        writes.answered(&b, &stored("9"), None);
         assert!(
             writes.written(&b).is_none(),
             "a write in flight across a relist is not trusted"
@@ -325,7 +326,7 @@ mod tests {
         let (writes, mut requeued) = own_writes();
         let a = config_map("a");
         writes.started("parent", a.clone());
-        writes.answered(&a, stored("7"), Some("7"));
+        writes.answered(&a, &stored("7"), Some("7"));
         assert!(writes.written(&a).is_none());
         assert!(writes.written_where(|_, _| true).is_empty());
         assert_eq!(requeued.try_next(), None);
@@ -336,7 +337,7 @@ mod tests {
         let (writes, _requeued) = own_writes();
         let (a, b) = (config_map("a"), config_map("b"));
         writes.started("parent", a.clone());
-        writes.answered(&a, stored("7"), None);
+        writes.answered(&a, &stored("7"), None);
         writes.started("parent", b.clone());
         let found = writes.written_where(|_, object| object["data"]["k"] == "7");
         assert_eq!(found.len(), 1);
