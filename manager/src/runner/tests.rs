@@ -303,3 +303,78 @@ fn backoff_doubles_from_half_a_second_to_a_minute() {
         [500, 1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000, 60_000]
     );
 }
+
+/// Holds its resync (every key) until another task of the runtime has run.
+struct SlowResync {
+    entered: std::sync::atomic::AtomicBool,
+    other_task_ran: Mutex<std::sync::mpsc::Receiver<()>>,
+    waited: Mutex<Option<bool>>,
+}
+
+impl Reconcile for SlowResync {
+    type Key = String;
+    type Error = TestError;
+
+    fn keys_for(&self, _kind: &KindKey, change: &Change) -> Vec<String> {
+        if change.object().is_none() {
+            self.entered.store(true, Ordering::SeqCst);
+            let receiver = self.other_task_ran.lock().unwrap();
+            let ran = receiver.recv_timeout(Duration::from_secs(10)).is_ok();
+            *self.waited.lock().unwrap() = Some(ran);
+        }
+        vec![]
+    }
+
+    async fn reconcile(&self, _key: &String) -> Result<Action, TestError> {
+        Ok(Action::AwaitChange)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_resync_does_not_hold_up_the_threads_other_tasks() {
+    let metrics = Arc::new(Metrics::new());
+    let watch = SharedWatch::new(resource(), &Family::default());
+    let (ran, other_task_ran) = std::sync::mpsc::channel();
+    let slow = Arc::new(SlowResync {
+        entered: Default::default(),
+        other_task_ran: Mutex::new(other_task_ran),
+        waited: Mutex::new(None),
+    });
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let (slow, subscription, stop, runner) = (slow.clone(), watch.subscribe(), stop.clone(), runner(&metrics, 1));
+        async move {
+            runner
+                .run(slow, vec![subscription], Requeued::none(), vec![], stop)
+                .await
+        }
+    });
+    tokio::task::yield_now().await;
+    // A task on the runtime's one worker thread that can only run while the resync is under way.
+    tokio::spawn({
+        let slow = slow.clone();
+        async move {
+            while !slow.entered.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            ran.send(()).unwrap();
+        }
+    });
+    // The relist's end: the runner's resync blocks its thread until that task has run (it never would on the
+    // one worker thread, unless the runner hands the thread's other tasks to another thread meanwhile).
+    watch.apply(Event::Init);
+    watch.apply(Event::InitDone);
+    for _ in 0..200 {
+        if slow.waited.lock().unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        *slow.waited.lock().unwrap(),
+        Some(true),
+        "the other task ran during the resync"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
