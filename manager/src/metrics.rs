@@ -74,6 +74,7 @@ pub struct Metrics {
     pub scheduling_e2e: Family<PolicyOnlyLabels, Histogram>,
     pub binding_duration: Family<PolicyOnlyLabels, Histogram>,
     pub events: Family<ResultLabels, Counter>,
+    pub runtime_lag: Histogram,
 }
 
 impl Metrics {
@@ -171,7 +172,14 @@ impl Metrics {
             "Normal Events of the Event lane by result (created, failed, dropped: the queue was full)",
             events.clone(),
         );
+        let runtime_lag = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        registry.register(
+            "runtime_lag_seconds",
+            "How late a task due every 100 ms is woken: what a Lease renewal or a probe's answer waits for",
+            runtime_lag.clone(),
+        );
         Metrics {
+            runtime_lag,
             events,
             scheduling_attempts,
             pending_pods,
@@ -204,6 +212,20 @@ impl Metrics {
             rule: rule.to_owned(),
             kind: kind.to_owned(),
         }
+    }
+}
+
+/// How often the runtime's lag is sampled: often enough to catch a stall that matters to a 2-s Lease retry,
+/// rare enough to cost nothing measurable.
+const LAG_SAMPLE_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Samples, for as long as the runtime runs, how late a sleeping task wakes. Every task of the process shares
+/// the runtime's worker threads, so this is the delay a Lease renewal, a probe's answer or a watch event meets.
+pub async fn sample_runtime_lag(histogram: Histogram) {
+    loop {
+        let due = tokio::time::Instant::now() + LAG_SAMPLE_PERIOD;
+        tokio::time::sleep_until(due).await;
+        histogram.observe(tokio::time::Instant::now().saturating_duration_since(due).as_secs_f64());
     }
 }
 

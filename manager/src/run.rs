@@ -23,7 +23,11 @@ use crate::watch_hub::WatchHub;
 use crate::workers::resource_definition::crd_resource;
 
 pub fn main(args: RunArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if args.worker_threads > 0 {
+        builder.worker_threads(args.worker_threads);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             error!("cannot start the async runtime: {e}");
@@ -85,6 +89,7 @@ fn lease_namespace(args: &RunArgs) -> String {
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::default());
+    tokio::spawn(crate::metrics::sample_runtime_lag(metrics.runtime_lag.clone()));
     let endpoints = Endpoints {
         health: health.clone(),
         metrics: metrics.clone(),

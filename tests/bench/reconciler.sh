@@ -109,9 +109,17 @@ start_manager() { # id → sets $mpid $mport
   mport=$(free_port); local hport; hport=$(free_port)
   "$bin" run --rules "$work/rules" --kubeconfig "$KUBECONFIG" --leader-election-namespace "$ns" --identity "$1" \
     --leader-elect=false --metrics-bind-address "127.0.0.1:$mport" --health-probe-bind-address "127.0.0.1:$hport" \
-    >"$work/$1.log" 2>&1 &
+    --worker-threads "${THREADS:-0}" >"$work/$1.log" 2>&1 &
   mpid=$!; pids+=("$mpid")
   until curl -fs "http://127.0.0.1:$hport/readyz" >/dev/null 2>&1; do sleep 0.05; done
+}
+lag() { # the manager's runtime lag since it started (ruleplane_runtime_lag_seconds): how late a task woke
+  curl -fs "http://127.0.0.1:$mport/metrics" | awk '
+    /^ruleplane_runtime_lag_seconds_bucket/ { split($0, a, "\""); le[n] = a[2]; c[n++] = $NF }
+    /^ruleplane_runtime_lag_seconds_count/ { total = $NF }
+    END {
+      for (i = 0; i < n; i++) { if (p99 == "" && c[i] >= 0.99 * total) p99 = le[i]; if (max == "" && c[i] == total) max = le[i] }
+      printf "runtime lag over %d samples (100 ms apart): p99 <= %s s, max <= %s s, %d over 128 ms", total, p99, max, total - c[7] }'
 }
 # The CRD first (a manager registers it), then the parents, then the timed manager.
 start_manager register
@@ -135,8 +143,9 @@ printf 'ruleplane: converged %d parents in %s s = %.0f parents/s; %.1f API reque
   "$parents" "$converge" "$(awk "BEGIN{print $parents/$converge}")" "$(awk "BEGIN{print ($after_all-$before_all)/$parents}")" "$(awk "BEGIN{print $rss/1024}")" "$cpu" "$apiserver_cpu" "$etcd_cpu"
 reconcile_sum=$(metric "$mport" 'ruleplane_reconcile_duration_seconds_sum{rule="bench-apps"')
 reconcile_count=$(metric "$mport" 'ruleplane_reconcile_duration_seconds_count{rule="bench-apps"')
-printf 'ruleplane: %d reconciles while converging, %.1f ms each on average (concurrency %d)\n' \
-  "$reconcile_count" "$(awk "BEGIN{print 1000 * $reconcile_sum / ($reconcile_count > 0 ? $reconcile_count : 1)}")" "$concurrency"
+printf 'ruleplane: %d reconciles while converging, %.1f ms each on average (concurrency %d, worker threads %s)\n' \
+  "$reconcile_count" "$(awk "BEGIN{print 1000 * $reconcile_sum / ($reconcile_count > 0 ? $reconcile_count : 1)}")" "$concurrency" "${THREADS:-0 (one per CPU)}"
+echo "ruleplane: while converging, $(lag)"
 sleep 2
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 before_writes=$(writes_to benchapps)
@@ -148,6 +157,7 @@ resync_writes=$(( $(writes_to benchapps) - before_writes ))
 rss=$(awk '/VmRSS/{print $2}' "/proc/$mpid/status")
 printf 'ruleplane: no-op resync of %d converged parents (new manager, start → all reconciled) %s s, %d write requests; RSS with %d parents + %d children cached %.1f MiB\n' \
   "$parents" "$resync" "$resync_writes" "$parents" "$((2 * parents))" "$(awk "BEGIN{print $rss/1024}")"
+echo "ruleplane: start and resync, $(lag)"
 # Event → child latency on the converged set, in steady state (the manager's queue drained first): RATE parent
 # updates/s for 20 s, each timed to its child's change; then the same probe against the least controller that
 # writes what the issue requires (latency_floor.rs). In the order Ruleplane, floor, floor, Ruleplane: a plane gets
@@ -194,6 +204,7 @@ ruleplane_latency() { # label; the manager ($mpid, $mport) is running
     "$label" "$reconciles" "$(awk "BEGIN{print 1000 * $duration / ($reconciles > 0 ? $reconciles : 1)}")" "$((resyncs_after - resyncs_before))" \
     "$(awk "BEGIN{print $(proc_cpu "$mpid") - $cpu_before}")" "$(awk "BEGIN{print $(proc_cpu "$apiserver_pid") - $apiserver_before}")" \
     "$(awk "BEGIN{print $(proc_cpu "$etcd_pid") - $etcd_before}")"
+  echo "$label: since the manager started, $(lag)"
 }
 floor_latency() { # label; the floor ($fpid) is running
   local label=$1 cpu_before snapshots_before

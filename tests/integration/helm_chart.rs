@@ -150,7 +150,30 @@ spec:
     let sa_kubeconfig = files.join("service-account.kubeconfig");
     std::fs::write(&sa_kubeconfig, format!("{}{}{}", &admin[..start], token, &admin[end..])).unwrap();
 
-    let manager = ManagerProcess::start_as(&sa_kubeconfig, &rules, &ns, "helm-sa", &[]);
+    // With the chart's own flags (all but the paths and addresses a pod has and this process has not): the
+    // binary must accept every flag the chart renders.
+    let chart_args: Vec<String> = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.containers[0].args.clone())
+        .unwrap_or_default();
+    let local = [
+        "run",
+        "--rules=",
+        "--metrics-bind-address=",
+        "--health-probe-bind-address=",
+    ];
+    let chart_flags: Vec<&str> = chart_args
+        .iter()
+        .map(String::as_str)
+        .filter(|arg| !local.iter().any(|l| arg.starts_with(l)))
+        .collect();
+    assert!(
+        chart_flags.contains(&"--worker-threads=0") && chart_flags.contains(&"--kube-api-qps=0"),
+        "{chart_flags:?}"
+    );
+    let manager = ManagerProcess::start_as(&sa_kubeconfig, &rules, &ns, "helm-sa", &chart_flags);
     manager.wait_ready(Duration::from_secs(40)).await;
     let (_, body) = eventually(
         Duration::from_secs(40),
