@@ -66,6 +66,7 @@ pub struct Metrics {
     pub reconciles: Family<RuleLabels, Counter>,
     pub reconcile_errors: Family<RuleErrorLabels, Counter>,
     pub reconcile_duration: Family<RuleLabels, Histogram>,
+    pub change_to_applied: Family<RuleLabels, Histogram>,
     pub queue_depth: Family<RuleLabels, Gauge>,
     pub queue_wait: Family<RuleLabels, Histogram>,
     pub watch_resyncs: Family<KindLabels, Counter>,
@@ -117,6 +118,14 @@ impl Metrics {
             "reconcile_duration_seconds",
             "Time spent per reconciliation",
             reconcile_duration.clone(),
+        );
+        let change_to_applied = Family::<RuleLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 2.0, 16))
+        });
+        registry.register(
+            "change_to_applied_seconds",
+            "From the change that queued a parent (or its requeue time) to the last child write of its reconcile answered; reconciles that wrote children only",
+            change_to_applied.clone(),
         );
         let queue_depth = Family::<RuleLabels, Gauge>::default();
         registry.register(
@@ -186,6 +195,7 @@ impl Metrics {
             scheduling_e2e,
             binding_duration,
             registry,
+            change_to_applied,
             queue_depth,
             queue_wait,
             watch_resyncs,

@@ -193,6 +193,8 @@ ruleplane_latency() { # label; the manager ($mpid, $mport) is running
   echo "$label: where the latency run's time went (request counts and durations in the run):"
   breakdown manager ruleplane_queue_wait_seconds rule=bench-apps | sed 's/ruleplane_queue_wait_seconds/manager: queue wait/'
   breakdown manager ruleplane_reconcile_duration_seconds rule=bench-apps | sed 's/ruleplane_reconcile_duration_seconds/manager: reconcile/'
+  breakdown manager ruleplane_change_to_applied_seconds rule=bench-apps |
+    sed 's/ruleplane_change_to_applied_seconds/manager: parent event received → children applied (answered)/'
   apiserver_breakdown
   breakdown apiserver etcd_request_duration_seconds 'operation=update|create' 'resource=configmaps|deployments|benchapps|events' \
     --by operation,resource | sed 's/^  /  etcd, seen by kube-apiserver: /'

@@ -316,6 +316,12 @@ spec:
         (ready == 100).then_some(())
     })
     .await;
+    let applied = "ruleplane_change_to_applied_seconds_count{rule=\"web-app-template\",kind=\"Reconciler\"}";
+    let timed = first.metric(applied).await.unwrap_or_default();
+    assert!(
+        timed >= 100.0,
+        "each parent's first children timed from its change: {timed}"
+    );
     first.kill9();
     let before = (writes_to("podtemplates"), writes_to("noopapps"));
     let second = ManagerProcess::start(&dir, &ns, "rc-noop-2", &[]);
@@ -329,6 +335,11 @@ spec:
     assert_eq!(
         after, before,
         "a converged parent costs no write, child or status (apiserver_request_total)"
+    );
+    assert_eq!(
+        second.metric(applied).await.unwrap_or_default(),
+        0.0,
+        "nothing applied, nothing timed"
     );
 }
 

@@ -117,6 +117,17 @@ impl<K> Requeued<K> {
     }
 }
 
+tokio::task_local! {
+    /// When the key being reconciled became due: the change that queued it arrived, or its requeue time came.
+    static DUE: tokio::time::Instant;
+}
+
+/// Time since the key being reconciled became due (inside a reconcile the runner started; else `None`): the
+/// start of an "event → child applied" latency.
+pub fn since_due() -> Option<Duration> {
+    DUE.try_with(tokio::time::Instant::elapsed).ok()
+}
+
 /// A reconcile that ended: its key, its result and how long it took.
 type Finished<R> = (<R as Reconcile>::Key, Result<Action, <R as Reconcile>::Error>, Duration);
 
@@ -187,11 +198,13 @@ impl Runner {
                     .get_or_create(&labels)
                     .observe(waited.as_secs_f64());
                 let reconciler = reconciler.clone();
-                in_flight.spawn(async move {
-                    let started = tokio::time::Instant::now();
+                let started = tokio::time::Instant::now();
+                // A waited time longer than the clock's age cannot happen; were it to, the start is the safe answer.
+                let due = started.checked_sub(waited).unwrap_or(started);
+                in_flight.spawn(DUE.scope(due, async move {
                     let result = reconciler.reconcile(&key).await;
                     (key, result, started.elapsed())
-                });
+                }));
             }
             self.metrics
                 .queue_depth
@@ -292,17 +305,26 @@ impl Runner {
     }
 }
 
-/// The keys a change concerns. A resync reads every cached object of a kind (30,000 metadata parses, a quarter
-/// of a second, after a relist of 10,000 parents): on a multi-thread runtime that runs with the thread's other
-/// tasks handed to another thread meanwhile, so a Lease renewal, a probe's answer or another rule's watch never
-/// waits behind it, however few worker threads the manager runs.
+/// The keys a change concerns; a resync reads every cached object of a kind (30,000 metadata parses, a
+/// quarter of a second, after a relist of 10,000 parents), so it is a [`whole_cache_step`].
 fn keys_for<R: Reconcile>(reconciler: &R, kind: &KindKey, change: &Change) -> Vec<R::Key> {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    let whole_cache = matches!(change, Change::Resync);
-    if whole_cache && Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
-        tokio::task::block_in_place(|| reconciler.keys_for(kind, change))
+    if matches!(change, Change::Resync) {
+        whole_cache_step(|| reconciler.keys_for(kind, change))
     } else {
         reconciler.keys_for(kind, change)
+    }
+}
+
+/// Runs a synchronous step that reads a whole cache with the thread's other tasks handed to another thread
+/// meanwhile (on a multi-thread runtime): a Lease renewal, a probe's answer or another rule's watch never waits
+/// behind it, however few worker threads the manager runs.
+pub fn whole_cache_step<T>(step: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let multi_thread = Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(step)
+    } else {
+        step()
     }
 }
 

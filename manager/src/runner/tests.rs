@@ -40,6 +40,8 @@ type Outcome = Result<Action, (bool, &'static str)>;
 struct Recorder {
     script: Mutex<HashMap<String, Vec<Outcome>>>,
     attempts: Mutex<Vec<(String, tokio::time::Instant)>>,
+    /// Per attempt, the time since its key became due, as seen from inside the reconcile.
+    due_ages: Mutex<Vec<(String, Option<Duration>)>>,
     reported: Mutex<Vec<String>>,
     running: AtomicUsize,
     max_running: AtomicUsize,
@@ -64,6 +66,7 @@ impl Reconcile for Recorder {
             .lock()
             .unwrap()
             .push((key.clone(), tokio::time::Instant::now()));
+        self.due_ages.lock().unwrap().push((key.clone(), since_due()));
         tokio::time::sleep(Duration::from_millis(10)).await;
         self.running.fetch_sub(1, Ordering::SeqCst);
         let next = self
@@ -374,6 +377,33 @@ async fn a_resync_does_not_hold_up_the_threads_other_tasks() {
         *slow.waited.lock().unwrap(),
         Some(true),
         "the other task ran during the resync"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_knows_how_long_ago_its_key_became_due() {
+    assert_eq!(since_due(), None, "outside a reconcile");
+    let metrics = Arc::new(Metrics::new());
+    let recorder = Arc::new(Recorder::default());
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let (recorder, stop, runner) = (recorder.clone(), stop.clone(), runner(&metrics, 1));
+        async move {
+            runner
+                .run(recorder, vec![], Requeued::none(), vec!["a".into(), "b".into()], stop)
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // One at a time, 10 ms each: `b` was due as long as `a` took.
+    assert_eq!(
+        *recorder.due_ages.lock().unwrap(),
+        vec![
+            ("a".to_owned(), Some(Duration::ZERO)),
+            ("b".to_owned(), Some(Duration::from_millis(10)))
+        ]
     );
     stop.cancel();
     task.await.unwrap().unwrap();

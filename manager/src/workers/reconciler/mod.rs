@@ -213,10 +213,12 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         status_subresource,
         writes: OwnWrites::new(requeue),
     });
-    for kind in reconciler.children.keys() {
-        reconciler.rebuild_index(kind);
-    }
-    let initial = reconciler.all_parents();
+    let initial = crate::runner::whole_cache_step(|| {
+        for kind in reconciler.children.keys() {
+            reconciler.rebuild_index(kind);
+        }
+        reconciler.all_parents()
+    });
     runner.run(reconciler, subscriptions, requeued, initial, stop).await
 }
 
@@ -432,6 +434,15 @@ impl ParentReconciler {
             (apply, applied)
         }))
         .await;
+        if !applies.is_empty()
+            && let Some(latency) = crate::runner::since_due()
+        {
+            self.ctx
+                .metrics
+                .change_to_applied
+                .get_or_create(&crate::metrics::Metrics::labels(self.rule.name(), KIND))
+                .observe(latency.as_secs_f64());
+        }
         for (apply, applied) in applies {
             match applied {
                 Ok(applied) => {

@@ -173,10 +173,10 @@ impl ClusterCache {
             }
         }
         if state.stale {
-            self.rebuild(state);
+            crate::runner::whole_cache_step(|| self.rebuild(state));
         }
         if state.context_dirty {
-            self.give_context(state);
+            crate::runner::whole_cache_step(|| self.give_context(state));
         }
     }
 
