@@ -67,6 +67,7 @@ pub struct Metrics {
     pub reconcile_errors: Family<RuleErrorLabels, Counter>,
     pub reconcile_duration: Family<RuleLabels, Histogram>,
     pub change_to_applied: Family<RuleLabels, Histogram>,
+    pub lookup_contents: Family<RuleLabels, Gauge>,
     pub queue_depth: Family<RuleLabels, Gauge>,
     pub queue_wait: Family<RuleLabels, Histogram>,
     pub watch_resyncs: Family<KindLabels, Counter>,
@@ -126,6 +127,12 @@ impl Metrics {
             "change_to_applied_seconds",
             "From the change that queued a parent (or its requeue time) to the last child write of its reconcile answered; reconciles that wrote children only",
             change_to_applied.clone(),
+        );
+        let lookup_contents = Family::<RuleLabels, Gauge>::default();
+        registry.register(
+            "lookup_contents",
+            "Objects a Reconciler keeps the content of for lookups with templated names: those its parents read",
+            lookup_contents.clone(),
         );
         let queue_depth = Family::<RuleLabels, Gauge>::default();
         registry.register(
@@ -196,6 +203,7 @@ impl Metrics {
             binding_duration,
             registry,
             change_to_applied,
+            lookup_contents,
             queue_depth,
             queue_wait,
             watch_resyncs,

@@ -17,6 +17,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
@@ -35,6 +36,8 @@ pub struct KindKey {
     pub kind: String,
     pub label_selector: Option<String>,
     pub field_selector: Option<String>,
+    /// Only each object's identity and version are watched and cached ([`WatchHub::watch_metadata`]).
+    pub metadata_only: bool,
 }
 
 impl KindKey {
@@ -44,6 +47,7 @@ impl KindKey {
             kind: ar.kind.clone(),
             label_selector: None,
             field_selector: None,
+            metadata_only: false,
         }
     }
 }
@@ -438,8 +442,6 @@ impl WatchHub {
             return w.clone();
         }
         let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.resyncs, storage);
-        let feed = shared.clone();
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
         let mut config = watcher::Config::default();
         if let Some(selector) = label_selector {
             config = config.labels(selector);
@@ -447,24 +449,77 @@ impl WatchHub {
         if let Some(selector) = field_selector {
             config = config.fields(selector);
         }
-        tokio::spawn(async move {
-            let stream = watcher::watcher(api, config).default_backoff();
-            futures::pin_mut!(stream);
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(event) => feed.apply(event),
-                    Err(e) => {
-                        let kind = &feed.resource;
-                        warn!(kind = %kind.kind, api_version = %kind.api_version, error = %e, "watch error; retrying");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                }
-            }
-            debug!(kind = %feed.resource.kind, "watch stream ended");
-        });
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
+        tokio::spawn(feed(shared.clone(), watcher::watcher(api, config)));
         watches.insert(key, shared.clone());
         shared
     }
+
+    /// The shared watch of a kind's objects' identities: name, namespace, uid, resourceVersion and deletion
+    /// timestamp, nothing else (the apiserver sends metadata only; labels, annotations — a client-side
+    /// `last-applied-configuration` copies the whole object — and owner references are dropped too). For a
+    /// kind with many objects of which a few are read: what they hold is fetched when read
+    /// (`workers/reconciler/lookups.rs`), while this watch says when it changed.
+    pub fn watch_metadata(&self, resource: &ApiResource) -> Arc<SharedWatch> {
+        let mut key = KindKey::of(resource);
+        key.metadata_only = true;
+        let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = watches.get(&key) {
+            return w.clone();
+        }
+        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.resyncs, Storage::Compact);
+        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
+        let resource = resource.clone();
+        let identities = watcher::watcher(api, watcher::Config::default())
+            .map(move |event| event.map(|event| identity_event(event, &resource)));
+        tokio::spawn(feed(shared.clone(), identities));
+        watches.insert(key, shared.clone());
+        shared
+    }
+}
+
+/// Feeds a watch's events into its shared cache until the stream ends (it retries on errors with backoff).
+async fn feed(
+    shared: Arc<SharedWatch>,
+    events: impl futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>> + Send,
+) {
+    let stream = events.default_backoff();
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(event) => shared.apply(event),
+            Err(e) => {
+                let kind = &shared.resource;
+                warn!(kind = %kind.kind, api_version = %kind.api_version, error = %e, "watch error; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    debug!(kind = %shared.resource.kind, "watch stream ended");
+}
+
+fn identity_event(event: Event<PartialObjectMeta<DynamicObject>>, resource: &ApiResource) -> Event<DynamicObject> {
+    match event {
+        Event::Apply(meta) => Event::Apply(identity_only(meta, resource)),
+        Event::Delete(meta) => Event::Delete(identity_only(meta, resource)),
+        Event::Init => Event::Init,
+        Event::InitApply(meta) => Event::InitApply(identity_only(meta, resource)),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+/// An object's identity and version as a [`DynamicObject`] with no content.
+fn identity_only(meta: PartialObjectMeta<DynamicObject>, resource: &ApiResource) -> DynamicObject {
+    let mut object = DynamicObject::new("", resource);
+    object.metadata = ObjectMeta {
+        name: meta.metadata.name,
+        namespace: meta.metadata.namespace,
+        uid: meta.metadata.uid,
+        resource_version: meta.metadata.resource_version,
+        deletion_timestamp: meta.metadata.deletion_timestamp,
+        ..ObjectMeta::default()
+    };
+    object
 }
 
 #[cfg(test)]
@@ -477,6 +532,31 @@ mod tests {
 
     fn config_maps() -> ApiResource {
         ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&())
+    }
+
+    #[test]
+    fn an_identity_only_watch_keeps_name_namespace_uid_and_version_nothing_else() {
+        let meta: PartialObjectMeta<DynamicObject> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": "PartialObjectMetadata",
+            "metadata": {
+                "name": "settings", "namespace": "shop", "uid": "u1", "resourceVersion": "42",
+                "labels": { "app": "shop" },
+                "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{\"data\":{\"big\":\"...\"}}" },
+                "ownerReferences": [{ "apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u0" }],
+                "managedFields": [{ "manager": "kubectl", "operation": "Apply" }]
+            }
+        }))
+        .unwrap();
+        let identity = identity_only(meta, &config_maps());
+        assert_eq!(
+            serde_json::to_value(&identity).unwrap(),
+            serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": { "name": "settings", "namespace": "shop", "uid": "u1", "resourceVersion": "42" }
+            })
+        );
     }
 
     fn object(name: &str, data: &str) -> DynamicObject {

@@ -1150,3 +1150,111 @@ async fn the_pod2_example_runs_a_pod_and_reports_its_phase_ip_and_readiness() {
         "--timeout=5s",
     ]);
 }
+
+#[tokio::test]
+async fn a_lookup_by_templated_name_keeps_only_what_parents_read_and_follows_its_changes() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-lookup").await;
+    let rule = "lookup-by-name";
+    let rules = format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: {rule} }}
+spec:
+  for:
+    apiVersion: v1
+    kind: ConfigMap
+    namespace: {ns}
+    selector: {{ matchLabels: {{ lookup-parent: "yes" }} }}
+  lookups:
+    settings: {{ apiVersion: v1, kind: ConfigMap, name: "{{{{metadata.name}}}}-settings", jsonPath: "{{.data}}" }}
+  children:
+    - id: out
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-out" }}
+        data: {{ color: {{{{json (default lookups.settings.color "none")}}}} }}
+"#
+    );
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let create = |name: String, labels: Value, data: Value| {
+        let configmaps = configmaps.clone();
+        async move {
+            let object = serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "data": data}))
+                .expect("a ConfigMap");
+            configmaps
+                .create(&PostParams::default(), &object)
+                .await
+                .expect("create ConfigMap");
+        }
+    };
+    // Objects of the looked-up kind nobody reads, 100 KiB each: they must not be kept.
+    let filler = "x".repeat(100 * 1024);
+    for index in 0..20 {
+        create(format!("unread-{index}"), json!({}), json!({ "blob": filler })).await;
+    }
+    create("a-settings".into(), json!({}), json!({ "color": "blue" })).await;
+    create("b-settings".into(), json!({}), json!({ "color": "green" })).await;
+    for parent in ["a", "b"] {
+        create(parent.into(), json!({ "lookup-parent": "yes" }), json!({})).await;
+    }
+    let dir = temp_dir("rc-lookup");
+    write(&dir, "rules.yaml", &rules);
+    let manager = ManagerProcess::start(&dir, &ns, "rc-lookup", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let color = |name: &'static str| {
+        let configmaps = configmaps.clone();
+        async move {
+            let out = configmaps.get_opt(&format!("{name}-out")).await.ok().flatten()?;
+            out.data?.get("color").cloned()
+        }
+    };
+    for (parent, expected) in [("a", "blue"), ("b", "green")] {
+        eventually(Duration::from_secs(20), "child rendered from the lookup", || async {
+            (color(parent).await.as_deref() == Some(expected)).then_some(())
+        })
+        .await;
+    }
+    let kept = format!("ruleplane_lookup_contents{{rule=\"{rule}\",kind=\"Reconciler\"}}");
+    assert_eq!(
+        manager.metric(&kept).await,
+        Some(2.0),
+        "only the two objects read are kept"
+    );
+
+    // A change of a looked-up object reaches its reader.
+    let merge = |data: Value| Patch::Merge(json!({ "data": data }));
+    configmaps
+        .patch("a-settings", &PatchParams::default(), &merge(json!({ "color": "red" })))
+        .await
+        .expect("patch settings");
+    eventually(Duration::from_secs(10), "lookup change applied", || async {
+        (color("a").await.as_deref() == Some("red")).then_some(())
+    })
+    .await;
+    // A parent that goes no longer keeps what it read; a looked-up object that goes reads as absent.
+    configmaps
+        .delete("b", &DeleteParams::default())
+        .await
+        .expect("delete parent b");
+    eventually(Duration::from_secs(10), "b's settings dropped", || async {
+        (manager.metric(&kept).await == Some(1.0)).then_some(())
+    })
+    .await;
+    configmaps
+        .delete("a-settings", &DeleteParams::default())
+        .await
+        .expect("delete a's settings");
+    eventually(Duration::from_secs(10), "lookup gone: the default", || async {
+        (color("a").await.as_deref() == Some("none")).then_some(())
+    })
+    .await;
+    assert_eq!(manager.metric(&kept).await, Some(0.0));
+    // And back: a looked-up object created later is read.
+    create("a-settings".into(), json!({}), json!({ "color": "teal" })).await;
+    eventually(Duration::from_secs(10), "lookup created: read", || async {
+        (color("a").await.as_deref() == Some("teal")).then_some(())
+    })
+    .await;
+}

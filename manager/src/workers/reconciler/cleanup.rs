@@ -103,7 +103,7 @@ pub(super) async fn finalize(
     let observed = reconciler.observed_children(&uid);
     // 1. finalize children: applied (only where they differ), then awaited
     if !rule.finalize_children().is_empty() {
-        let lookups = reconciler.lookups_for(key, parent_value)?;
+        let lookups = reconciler.lookups_for(key, parent_value).await?;
         let mut finals = render_finalize_children(rule, parent_value, &lookups)?;
         for child in &mut finals {
             let api_version = child["apiVersion"].as_str().unwrap_or_default().to_owned();

@@ -4,6 +4,7 @@
 mod cleanup;
 mod index;
 mod io;
+mod lookups;
 mod writes;
 
 pub use cleanup::on_rule_removed;
@@ -17,8 +18,8 @@ use kube::discovery::{ApiCapabilities, Scope};
 use kube::{Client, ResourceExt};
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL};
 use ruleplane_config::{
-    ObjectKey, Reconciler, RenderError, attach_parent, builtin_kind, compute_status, gather_lookups, next_status,
-    parent_conditions, plan_children, render_children_observing, unrendered_fate,
+    ObjectKey, Reconciler, RenderError, attach_parent, builtin_kind, compute_status, next_status, parent_conditions,
+    plan_children, render_children_observing, unrendered_fate,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -49,17 +50,6 @@ impl ParentKey {
             name: object.name_any(),
         }
     }
-}
-
-/// A looked-up object.
-type LookedUp = WatchedObject;
-
-/// The watch a lookup reads: `apiVersion`, `kind`, and its name when that is fixed (not a template).
-type LookupWatchKey = (String, String, Option<String>);
-
-fn lookup_watch_key(lookup: &ruleplane_config::Lookup) -> LookupWatchKey {
-    let literal = (!lookup.name.contains("{{")).then(|| lookup.name.clone());
-    (lookup.api_version.clone(), lookup.kind.clone(), literal)
 }
 
 /// A watched kind with what discovery says about it.
@@ -128,12 +118,10 @@ pub struct ParentReconciler {
     parent: Watched,
     /// Child watches by `apiVersion`/`kind` of the templates.
     children: HashMap<(String, String), Watched>,
-    /// Lookup watches by `apiVersion`/`kind`.
-    lookups: HashMap<LookupWatchKey, Arc<SharedWatch>>,
+    /// What the templates read from other objects, and who read what.
+    lookups: lookups::Lookups,
     /// Which cached children belong to which parent (by UID).
     index: Mutex<index::ChildIndex>,
-    /// Which parents read which looked-up object, so a change of that object re-reconciles exactly them.
-    readers: Mutex<HashMap<LookedUp, HashSet<ParentKey>>>,
     /// Whether the parent's status is ours to write (kinds declared by ResourceDefinitions, not built-ins).
     writes_status: bool,
     /// Whether the parent kind has a status subresource. Without one, a status write changes the object's
@@ -166,24 +154,18 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         let namespaced = caps.scope == Scope::Namespaced;
         children.insert(kind, Watched { watch, namespaced });
     }
-    let mut lookups = HashMap::new();
-    for lookup in rule.lookups() {
-        let key = lookup_watch_key(&lookup.spec);
-        if let std::collections::hash_map::Entry::Vacant(entry) = lookups.entry(key) {
-            let (api_version, kind, literal_name) = entry.key();
-            let (resource, _) = discover(&client, api_version, kind).await?;
-            // A lookup of one fixed name watches only objects of that name: a rule reading one ConfigMap does
-            // not cache the cluster's ConfigMaps. Templated names need the kind's watch.
-            let field_selector = literal_name.as_ref().map(|name| format!("metadata.name={name}"));
-            entry.insert(ctx.hub.watch_filtered(&resource, None, field_selector.as_deref()));
-        }
-    }
+    let lookup_contents = ctx
+        .metrics
+        .lookup_contents
+        .get_or_create(&crate::metrics::Metrics::labels(rule.name(), KIND))
+        .clone();
+    let lookups = lookups::Lookups::start(&rule, &client, &ctx.hub, lookup_contents).await?;
     let mut subscriptions = vec![parent.watch.subscribe()];
     subscriptions.extend(children.values().map(|c| c.watch.subscribe()));
-    subscriptions.extend(lookups.values().map(|w| w.subscribe()));
+    subscriptions.extend(lookups.watches().map(|w| w.subscribe()));
     let watches: Vec<Arc<SharedWatch>> = std::iter::once(parent.watch.clone())
         .chain(children.values().map(|c| c.watch.clone()))
-        .chain(lookups.values().cloned())
+        .chain(lookups.watches().cloned())
         .collect();
     for watch in &watches {
         tokio::select! {
@@ -207,7 +189,6 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         parent,
         children,
         lookups,
-        readers: Mutex::new(HashMap::new()),
         index: Mutex::new(index::ChildIndex::default()),
         writes_status,
         status_subresource,
@@ -374,7 +355,7 @@ impl ParentReconciler {
         parent_value: &Value,
     ) -> Result<Converged, ReconcilerError> {
         // fetch: lookups from the caches, remembering what this parent read
-        let lookups = self.lookups_for(key, parent_value)?;
+        let lookups = self.lookups_for(key, parent_value).await?;
         // decide: render (children that read others see them as observed), attach to the parent, compare
         let uid = parent.uid().unwrap_or_default();
         let observed = self.observed_children(&uid);
@@ -478,16 +459,9 @@ impl ParentReconciler {
         }
     }
 
-    /// The lookups of one parent from the caches; remembers what it read, so changes there reach it.
-    fn lookups_for(&self, key: &ParentKey, parent_value: &Value) -> Result<Map<String, Value>, ReconcilerError> {
-        let mut reads = Vec::new();
-        let lookups = gather_lookups(&self.rule, parent_value, |lookup, name, namespace| {
-            let watch = self.lookups.get(&lookup_watch_key(lookup))?;
-            reads.push((watch.key.clone(), namespace.map(str::to_owned), name.to_owned()));
-            watch.get_value(namespace, name)
-        })?;
-        self.remember_reads(key, reads);
-        Ok(lookups)
+    /// The lookups of one parent; remembers what it read, so changes there reach it.
+    async fn lookups_for(&self, key: &ParentKey, parent_value: &Value) -> Result<Map<String, Value>, ReconcilerError> {
+        self.lookups.read(&self.rule, key, parent_value).await
     }
 
     /// The parent object `key` as this worker's writes to it are concerned.
@@ -499,13 +473,6 @@ impl ParentReconciler {
     fn child_object(&self, watched: &Watched, key: &ObjectKey) -> WatchedObject {
         let namespace = key.namespace.clone().filter(|_| watched.namespaced);
         (watched.watch.key.clone(), namespace, key.name.clone())
-    }
-
-    fn remember_reads(&self, key: &ParentKey, reads: Vec<LookedUp>) {
-        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
-        for read in reads {
-            readers.entry(read).or_default().insert(key.clone());
-        }
     }
 
     /// Writes the parent's status (projected fields, observedGeneration, conditions) when it changed.
@@ -582,17 +549,15 @@ impl Reconcile for ParentReconciler {
         {
             keys.insert(parent);
         }
-        let read = (kind.clone(), object.namespace(), object.name_any());
-        if let Some(readers) = self.readers.lock().unwrap_or_else(|e| e.into_inner()).get(&read) {
-            keys.extend(readers.iter().cloned());
-        }
+        keys.extend(self.lookups.readers_of(kind, change));
         keys.into_iter().collect()
     }
 
     async fn reconcile(&self, key: &ParentKey) -> Result<Action, ReconcilerError> {
         let Some(cached) = self.parent.watch.get(key.namespace.as_deref(), &key.name) else {
-            // Gone: children with an owner reference go with it (garbage collector); nothing to do here.
+            // Gone: children with an owner reference go with it (garbage collector); what it read is not kept.
             debug!(parent = ?key, "parent not found");
+            self.lookups.forget(key);
             return Ok(Action::AwaitChange);
         };
         // Our status write's answer while its echo is on its way: the cache would show the status before it.
@@ -603,6 +568,7 @@ impl Reconcile for ParentReconciler {
             None => cached,
         };
         if !self.selects(&parent.metadata) {
+            self.lookups.forget(key);
             return Ok(Action::AwaitChange);
         }
         let deleting = parent.metadata.deletion_timestamp.is_some();

@@ -204,6 +204,7 @@ mod tests {
                 kind: "ConfigMap".into(),
                 label_selector: None,
                 field_selector: None,
+                metadata_only: false,
             },
             Some("ns".into()),
             name.into(),

@@ -1,0 +1,268 @@
+//! Lookups: the objects a parent's templates read, found without caching every object of a kind, and which
+//! parents read which object, so a change of that object re-reconciles exactly them.
+//!
+//! A lookup with a fixed name watches objects of that name only (field selector), cached whole. A lookup whose
+//! name is a template may read any object of its kind, so its kind is watched metadata-only (identity and
+//! resourceVersion: [`crate::watch_hub::WatchHub::watch_metadata`]) and an object's content is fetched when
+//! a parent reads it, kept while some parent reads it at that version, and dropped when no parent reads it any
+//! more: memory follows the objects read, not the cluster's objects of the kind.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::discovery::Scope;
+use kube::{Client, ResourceExt};
+use prometheus_client::metrics::gauge::Gauge;
+use ruleplane_config::{Lookup, Reconciler, gather_lookups};
+use serde_json::{Map, Value};
+
+use super::{ParentKey, ReconcilerError, discover};
+use crate::watch_hub::{Change, KindKey, SharedWatch, WatchHub, strip_managed_fields};
+use crate::workers::WorkerError;
+
+/// A looked-up object: the watch that sees it, its namespace and name.
+pub(super) type LookedUp = (KindKey, Option<String>, String);
+
+/// The watch a lookup reads: `apiVersion`, `kind`, and its name when that is fixed (not a template).
+type LookupWatchKey = (String, String, Option<String>);
+
+fn lookup_watch_key(lookup: &Lookup) -> LookupWatchKey {
+    let literal = (!lookup.name.contains("{{")).then(|| lookup.name.clone());
+    (lookup.api_version.clone(), lookup.kind.clone(), literal)
+}
+
+/// One lookup kind's watch, and where its objects' content comes from.
+struct LookupWatch {
+    watch: Arc<SharedWatch>,
+    /// `None`: the watch caches whole objects. `Some`: it caches identities; content is fetched with this API.
+    fetch: Option<Fetch>,
+}
+
+#[derive(Clone)]
+struct Fetch {
+    client: Client,
+    resource: ApiResource,
+    namespaced: bool,
+}
+
+impl Fetch {
+    async fn get(&self, namespace: Option<&str>, name: &str) -> Result<Option<Value>, kube::Error> {
+        let api: Api<DynamicObject> = match namespace {
+            Some(namespace) if self.namespaced => Api::namespaced_with(self.client.clone(), namespace, &self.resource),
+            _ => Api::all_with(self.client.clone(), &self.resource),
+        };
+        let Some(object) = api.get_opt(name).await? else {
+            return Ok(None);
+        };
+        let mut value = serde_json::to_value(object).map_err(kube::Error::SerdeError)?;
+        strip_managed_fields(&mut value);
+        Ok(Some(value))
+    }
+}
+
+/// Content fetched for an identity-only watch: the object at the resourceVersion it was read.
+struct Fetched {
+    resource_version: Option<String>,
+    object: Arc<Value>,
+}
+
+#[derive(Default)]
+struct Readers {
+    /// Which parents read each object.
+    of_object: HashMap<LookedUp, HashSet<ParentKey>>,
+    /// What each parent read at its last reconcile.
+    of_parent: HashMap<ParentKey, Vec<LookedUp>>,
+}
+
+/// One Reconciler rule's lookups.
+pub(super) struct Lookups {
+    watches: HashMap<LookupWatchKey, LookupWatch>,
+    readers: Mutex<Readers>,
+    /// Content of objects read through identity-only watches, only while some parent reads them.
+    fetched: Mutex<HashMap<LookedUp, Fetched>>,
+    /// How many objects `fetched` holds (`ruleplane_lookup_contents`).
+    kept: Gauge,
+}
+
+impl Lookups {
+    /// Discovers the rule's lookup kinds and starts (or joins) their shared watches.
+    pub(super) async fn start(
+        rule: &Reconciler,
+        client: &Client,
+        hub: &WatchHub,
+        kept: Gauge,
+    ) -> Result<Self, WorkerError> {
+        let mut watches = HashMap::new();
+        for lookup in rule.lookups() {
+            let key = lookup_watch_key(&lookup.spec);
+            if watches.contains_key(&key) {
+                continue;
+            }
+            let (api_version, kind, literal_name) = &key;
+            let (resource, caps) = discover(client, api_version, kind).await?;
+            let watch = match literal_name {
+                // One fixed name: only objects of that name are watched, cached whole.
+                Some(name) => LookupWatch {
+                    watch: hub.watch_filtered(&resource, None, Some(&format!("metadata.name={name}"))),
+                    fetch: None,
+                },
+                None => LookupWatch {
+                    watch: hub.watch_metadata(&resource),
+                    fetch: Some(Fetch {
+                        client: client.clone(),
+                        resource,
+                        namespaced: caps.scope == Scope::Namespaced,
+                    }),
+                },
+            };
+            watches.insert(key, watch);
+        }
+        Ok(Lookups {
+            watches,
+            readers: Mutex::new(Readers::default()),
+            fetched: Mutex::new(HashMap::new()),
+            kept,
+        })
+    }
+
+    /// The lookups' shared watches.
+    pub(super) fn watches(&self) -> impl Iterator<Item = &Arc<SharedWatch>> {
+        self.watches.values().map(|w| &w.watch)
+    }
+
+    /// What `parent` reads: cached objects as they are, fetched ones as last read at their current version, the
+    /// others fetched now. Remembers what it read, so changes there reach it.
+    pub(super) async fn read(
+        &self,
+        rule: &Reconciler,
+        key: &ParentKey,
+        parent: &Value,
+    ) -> Result<Map<String, Value>, ReconcilerError> {
+        let mut reads = Vec::new();
+        let mut missing = Vec::new();
+        let lookups = gather_lookups(rule, parent, |lookup, name, namespace| {
+            let watched = self.watches.get(&lookup_watch_key(lookup))?;
+            let read = (watched.watch.key.clone(), namespace.map(str::to_owned), name.to_owned());
+            reads.push(read.clone());
+            let Some(fetch) = &watched.fetch else {
+                return watched.watch.get_value(namespace, name);
+            };
+            // Absent from the identities: the object does not exist.
+            let identity = watched.watch.get(namespace, name)?;
+            let fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
+            match fetched.get(&read) {
+                Some(content) if content.resource_version == identity.resource_version() => {
+                    Some((*content.object).clone())
+                }
+                _ => {
+                    missing.push((read, fetch.clone()));
+                    None
+                }
+            }
+        })?;
+        if missing.is_empty() {
+            self.remember(key, reads);
+            return Ok(lookups);
+        }
+        for (read, fetch) in missing {
+            let (_, namespace, name) = &read;
+            match fetch.get(namespace.as_deref(), name).await? {
+                Some(object) => {
+                    let resource_version = object
+                        .pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    let content = Fetched {
+                        resource_version,
+                        object: Arc::new(object),
+                    };
+                    self.keep(|fetched| {
+                        fetched.insert(read, content);
+                    });
+                }
+                // Deleted since the identity was seen: its deletion event is on its way.
+                None => self.keep(|fetched| {
+                    fetched.remove(&read);
+                }),
+            }
+        }
+        // Again, with what was just fetched: at its version or newer than the identity's, which is what the
+        // object is now.
+        let fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
+        let lookups = gather_lookups(rule, parent, |lookup, name, namespace| {
+            let watched = self.watches.get(&lookup_watch_key(lookup))?;
+            if watched.fetch.is_none() {
+                return watched.watch.get_value(namespace, name);
+            }
+            let read = (watched.watch.key.clone(), namespace.map(str::to_owned), name.to_owned());
+            fetched.get(&read).map(|content| (*content.object).clone())
+        })?;
+        drop(fetched);
+        self.remember(key, reads);
+        Ok(lookups)
+    }
+
+    /// Records what `key` read now, forgetting what it read before and no longer does.
+    fn remember(&self, key: &ParentKey, reads: Vec<LookedUp>) {
+        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        let before = readers.of_parent.remove(key).unwrap_or_default();
+        for read in &reads {
+            readers.of_object.entry(read.clone()).or_default().insert(key.clone());
+        }
+        let now: HashSet<&LookedUp> = reads.iter().collect();
+        let unread: Vec<LookedUp> = before.into_iter().filter(|read| !now.contains(read)).collect();
+        if !reads.is_empty() {
+            readers.of_parent.insert(key.clone(), reads);
+        }
+        self.stop_reading(&mut readers, key, unread);
+    }
+
+    /// Forgets a parent that is gone: the objects only it read are no longer kept.
+    pub(super) fn forget(&self, key: &ParentKey) {
+        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        let reads = readers.of_parent.remove(key).unwrap_or_default();
+        self.stop_reading(&mut readers, key, reads);
+    }
+
+    fn stop_reading(&self, readers: &mut Readers, key: &ParentKey, reads: Vec<LookedUp>) {
+        for read in reads {
+            let Some(parents) = readers.of_object.get_mut(&read) else {
+                continue;
+            };
+            parents.remove(key);
+            if parents.is_empty() {
+                readers.of_object.remove(&read);
+                self.keep(|fetched| {
+                    fetched.remove(&read);
+                });
+            }
+        }
+    }
+
+    /// The parents that read the object a change is about (none for a resync: every parent is queued then).
+    pub(super) fn readers_of(&self, kind: &KindKey, change: &Change) -> Vec<ParentKey> {
+        let Some(object) = change.object() else {
+            return Vec::new();
+        };
+        let read = (kind.clone(), object.namespace(), object.name_any());
+        if matches!(change, Change::Deleted(_)) {
+            self.keep(|fetched| {
+                fetched.remove(&read);
+            });
+        }
+        let readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        readers
+            .of_object
+            .get(&read)
+            .map(|parents| parents.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Changes what is kept, and says how much that is.
+    fn keep(&self, change: impl FnOnce(&mut HashMap<LookedUp, Fetched>)) {
+        let mut fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
+        change(&mut fetched);
+        self.kept.set(i64::try_from(fetched.len()).unwrap_or(i64::MAX));
+    }
+}
