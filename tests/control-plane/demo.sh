@@ -85,6 +85,21 @@ printf '   back after %.2f s:\n' "$(awk "BEGIN{print $(date +%s.%N) - $started}"
 kubectl get cronjob new-cron-object | sed 's/^/   /'
 echo "   \$ kubectl get events --field-selector involvedObject.name=new-cron-object"
 kubectl get events --field-selector involvedObject.name=new-cron-object | sed 's/^/   /'
+explain "" "A lookup by a templated name (<crontab>-overrides): creating that ConfigMap suspends the CronJob."
+if kubectl delete configmap new-cron-object-overrides --ignore-not-found | grep -q deleted; then # an earlier demo's
+  for _ in $(seq 1 40); do
+    [ "$(kubectl get cronjob new-cron-object -o jsonpath='{.spec.suspend}')" = false ] && break
+    sleep 0.25
+  done
+fi
+echo "   \$ kubectl create configmap new-cron-object-overrides --from-literal=suspend=true"
+kubectl create configmap new-cron-object-overrides --from-literal=suspend=true | sed 's/^/   /'
+for _ in $(seq 1 40); do
+  [ "$(kubectl get cronjob new-cron-object -o jsonpath='{.spec.suspend}')" = true ] && break
+  sleep 0.25
+done
+echo "   \$ kubectl get cronjob new-cron-object -o jsonpath='{.spec.suspend}'"
+printf '   %s\n' "$(kubectl get cronjob new-cron-object -o jsonpath='{.spec.suspend}')"
 explain "" "A Pod2 (user story 2's walkthrough) becomes a Pod and a ConfigMap:"
 cat <<'YAML' | kubectl apply -f - | sed 's/^/   /'
 apiVersion: samples.ruleplane.dev/v1alpha1
