@@ -37,6 +37,23 @@ impl KindLabels {
     }
 }
 
+/// One shared watch: its kind, its selectors (empty: none) and what it caches (`objects` or `metadata`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WatchLabels {
+    pub api_version: String,
+    pub kind: String,
+    pub label_selector: String,
+    pub field_selector: String,
+    pub content: String,
+}
+
+/// What every shared watch reports.
+#[derive(Clone, Default)]
+pub struct WatchMetrics {
+    pub resyncs: Family<KindLabels, Counter>,
+    pub objects: Family<WatchLabels, Gauge>,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: String,
@@ -70,7 +87,7 @@ pub struct Metrics {
     pub lookup_contents: Family<RuleLabels, Gauge>,
     pub queue_depth: Family<RuleLabels, Gauge>,
     pub queue_wait: Family<RuleLabels, Histogram>,
-    pub watch_resyncs: Family<KindLabels, Counter>,
+    pub watches: WatchMetrics,
     pub scheduling_attempts: Family<PolicyLabels, Counter>,
     pub pending_pods: Family<PolicyLabels, Gauge>,
     pub scheduling_e2e: Family<PolicyOnlyLabels, Histogram>,
@@ -148,11 +165,16 @@ impl Metrics {
             "Time a key waited in a rule's work queue, from due (a change, or a requeue's time) to its reconcile",
             queue_wait.clone(),
         );
-        let watch_resyncs = Family::<KindLabels, Counter>::default();
+        let watches = WatchMetrics::default();
         registry.register(
             "watch_resyncs",
             "Times a subscriber of a shared watch fell behind and resynced from the cache",
-            watch_resyncs.clone(),
+            watches.resyncs.clone(),
+        );
+        registry.register(
+            "watch_objects",
+            "Objects in a shared watch's cache (content `metadata`: identities only)",
+            watches.objects.clone(),
         );
         let scheduling_attempts = Family::<PolicyLabels, Counter>::default();
         registry.register(
@@ -206,7 +228,7 @@ impl Metrics {
             lookup_contents,
             queue_depth,
             queue_wait,
-            watch_resyncs,
+            watches,
             leader,
             rules_loaded,
             rule_errors,

@@ -129,7 +129,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         metrics.events.clone(),
     );
     let lane = events.clone();
-    let hub = WatchHub::new(client.clone(), metrics.watch_resyncs.clone());
+    let hub = WatchHub::new(client.clone(), metrics.watches.clone());
     // POD_NAME comes from the downward API (the Helm chart sets it); the Pod lives in the Lease's namespace.
     let self_ref = std::env::var("POD_NAME")
         .ok()

@@ -22,11 +22,11 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{broadcast, watch};
 use tracing::{debug, warn};
 
-use crate::metrics::KindLabels;
+use crate::metrics::{KindLabels, WatchLabels, WatchMetrics};
 
 /// Identifies a shared watch: group/version/kind is what rules name, plus an optional label selector (children
 /// are watched only where Ruleplane's label is, so a cluster's other Deployments are not cached).
@@ -84,23 +84,27 @@ pub struct SharedWatch {
     changes: broadcast::Sender<Change>,
     synced: watch::Sender<bool>,
     resyncs: Counter,
+    objects: Gauge,
 }
 
 impl SharedWatch {
-    /// A watch with an empty cache, fed by [`SharedWatch::apply`]; `resyncs` counts lagging subscribers.
-    pub fn new(resource: ApiResource, resyncs: &Family<KindLabels, Counter>) -> Arc<Self> {
-        Self::selected(resource.clone(), KindKey::of(&resource), resyncs, Storage::Compact)
+    /// A watch with an empty cache, fed by [`SharedWatch::apply`], reporting to `metrics`.
+    pub fn new(resource: ApiResource, metrics: &WatchMetrics) -> Arc<Self> {
+        Self::selected(resource.clone(), KindKey::of(&resource), metrics, Storage::Compact)
     }
 
-    fn selected(
-        resource: ApiResource,
-        key: KindKey,
-        resyncs: &Family<KindLabels, Counter>,
-        storage: Storage,
-    ) -> Arc<Self> {
+    fn selected(resource: ApiResource, key: KindKey, metrics: &WatchMetrics, storage: Storage) -> Arc<Self> {
+        let labels = WatchLabels {
+            api_version: key.api_version.clone(),
+            kind: key.kind.clone(),
+            label_selector: key.label_selector.clone().unwrap_or_default(),
+            field_selector: key.field_selector.clone().unwrap_or_default(),
+            content: if key.metadata_only { "metadata" } else { "objects" }.to_owned(),
+        };
         Arc::new(SharedWatch {
             key,
-            resyncs: resyncs.get_or_create(&KindLabels::of(&resource)).clone(),
+            resyncs: metrics.resyncs.get_or_create(&KindLabels::of(&resource)).clone(),
+            objects: metrics.objects.get_or_create(&labels).clone(),
             resource,
             store: ObjectCache::new(storage),
             changes: broadcast::channel(CHANNEL_CAPACITY).0,
@@ -117,11 +121,13 @@ impl SharedWatch {
             Event::Apply(o) => {
                 let o = object(o);
                 self.store.upsert(&o);
+                self.count_objects();
                 self.changes.send(Change::Applied(o))
             }
             Event::Delete(o) => {
                 let o = object(o);
                 self.store.remove(&o);
+                self.count_objects();
                 self.changes.send(Change::Deleted(o))
             }
             Event::Init => {
@@ -134,10 +140,15 @@ impl SharedWatch {
             }
             Event::InitDone => {
                 self.store.end_relist();
+                self.count_objects();
                 self.synced.send_replace(true);
                 self.changes.send(Change::Resync)
             }
         };
+    }
+
+    fn count_objects(&self) {
+        self.objects.set(i64::try_from(self.store.len()).unwrap_or(i64::MAX));
     }
 
     pub fn subscribe(&self) -> Subscription {
@@ -391,15 +402,15 @@ impl Subscription {
 /// caches are warm when it takes over.
 pub struct WatchHub {
     client: Client,
-    resyncs: Family<KindLabels, Counter>,
+    metrics: WatchMetrics,
     watches: Mutex<HashMap<KindKey, Arc<SharedWatch>>>,
 }
 
 impl WatchHub {
-    pub fn new(client: Client, resyncs: Family<KindLabels, Counter>) -> Arc<Self> {
+    pub fn new(client: Client, metrics: WatchMetrics) -> Arc<Self> {
         Arc::new(WatchHub {
             client,
-            resyncs,
+            metrics,
             watches: Mutex::new(HashMap::new()),
         })
     }
@@ -441,7 +452,7 @@ impl WatchHub {
         if let Some(w) = watches.get(&key) {
             return w.clone();
         }
-        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.resyncs, storage);
+        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.metrics, storage);
         let mut config = watcher::Config::default();
         if let Some(selector) = label_selector {
             config = config.labels(selector);
@@ -467,7 +478,7 @@ impl WatchHub {
         if let Some(w) = watches.get(&key) {
             return w.clone();
         }
-        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.resyncs, Storage::Compact);
+        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.metrics, Storage::Compact);
         let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
         let resource = resource.clone();
         let identities = watcher::watcher(api, watcher::Config::default())
@@ -575,8 +586,7 @@ mod tests {
 
     #[tokio::test]
     async fn notifications_say_applied_or_deleted_and_carry_the_object_without_managed_fields() {
-        let resyncs = Family::default();
-        let watch = SharedWatch::new(config_maps(), &resyncs);
+        let watch = SharedWatch::new(config_maps(), &WatchMetrics::default());
         let mut subscription = watch.subscribe();
         watch.apply(Event::Apply(object("a", "1")));
         watch.apply(Event::Delete(object("a", "1")));
@@ -672,7 +682,18 @@ mod tests {
 
     #[tokio::test]
     async fn initial_list_fills_the_cache_then_marks_it_synced_and_resyncs_subscribers() {
-        let watch = SharedWatch::new(config_maps(), &Family::default());
+        let metrics = WatchMetrics::default();
+        let watch = SharedWatch::new(config_maps(), &metrics);
+        let objects = || {
+            let labels = WatchLabels {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                label_selector: String::new(),
+                field_selector: String::new(),
+                content: "objects".into(),
+            };
+            metrics.objects.get_or_create(&labels).get()
+        };
         let mut subscription = watch.subscribe();
         watch.apply(Event::Init);
         watch.apply(Event::InitApply(object("a", "1")));
@@ -681,14 +702,17 @@ mod tests {
         watch.apply(Event::InitDone);
         watch.synced().await;
         assert_eq!(names(&watch), BTreeSet::from(["a".to_string(), "b".to_string()]));
+        assert_eq!(objects(), 2, "ruleplane_watch_objects");
         assert!(matches!(subscription.recv().await, Some(Change::Resync)));
+        watch.apply(Event::Delete(object("a", "1")));
+        assert_eq!(objects(), 1);
     }
 
     /// A subscriber that falls behind is told to resync and, reading the cache, sees every object: no key is lost.
     #[tokio::test]
     async fn a_lagging_subscriber_recovers_every_key() {
-        let resyncs = Family::<KindLabels, Counter>::default();
-        let watch = SharedWatch::new(config_maps(), &resyncs);
+        let metrics = WatchMetrics::default();
+        let watch = SharedWatch::new(config_maps(), &metrics);
         let mut subscription = watch.subscribe();
         let total = CHANNEL_CAPACITY * 3;
         for index in 0..total {
@@ -709,6 +733,6 @@ mod tests {
         }
         assert!(resynced, "the subscriber was told to resync");
         assert_eq!(seen.len(), total, "every key recovered");
-        assert_eq!(resyncs.get_or_create(&KindLabels::of(&config_maps())).get(), 1);
+        assert_eq!(metrics.resyncs.get_or_create(&KindLabels::of(&config_maps())).get(), 1);
     }
 }

@@ -1222,6 +1222,16 @@ spec:
         Some(2.0),
         "only the two objects read are kept"
     );
+    // The parents' watch holds the two selected ConfigMaps, not the namespace's 22 others.
+    let parents = format!(
+        "ruleplane_watch_objects{{api_version=\"v1\",kind=\"ConfigMap\",label_selector=\"lookup-parent=yes\",\
+         field_selector=\"metadata.namespace={ns}\",content=\"objects\"}}"
+    );
+    assert_eq!(
+        manager.metric(&parents).await,
+        Some(2.0),
+        "only selected parents cached"
+    );
 
     // A change of a looked-up object reaches its reader.
     let merge = |data: Value| Patch::Merge(json!({ "data": data }));

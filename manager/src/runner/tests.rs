@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher::Event;
-use prometheus_client::metrics::family::Family;
 
 use super::*;
 use crate::watch_hub::SharedWatch;
@@ -123,7 +122,7 @@ fn attempts_of(recorder: &Recorder, key: &str) -> Vec<tokio::time::Instant> {
 #[tokio::test(start_paused = true)]
 async fn changes_become_deduplicated_keys_reconciled_within_the_concurrency_limit() {
     let metrics = Arc::new(Metrics::new());
-    let watch = SharedWatch::new(resource(), &Family::default());
+    let watch = SharedWatch::new(resource(), &Default::default());
     let recorder = Arc::new(Recorder::default());
     let stop = CancellationToken::new();
     let task = tokio::spawn({
@@ -162,7 +161,7 @@ async fn changes_become_deduplicated_keys_reconciled_within_the_concurrency_limi
 #[tokio::test(start_paused = true)]
 async fn transient_errors_back_off_per_key_and_are_reported_once_permanent_ones_wait_for_a_change() {
     let metrics = Arc::new(Metrics::new());
-    let watch = SharedWatch::new(resource(), &Family::default());
+    let watch = SharedWatch::new(resource(), &Default::default());
     let recorder = Arc::new(Recorder::default());
     recorder.script.lock().unwrap().insert(
         "flaky".into(),
@@ -237,7 +236,7 @@ async fn transient_errors_back_off_per_key_and_are_reported_once_permanent_ones_
 #[tokio::test(start_paused = true)]
 async fn requeue_after_resyncs_and_a_resync_enqueues_every_known_key() {
     let metrics = Arc::new(Metrics::new());
-    let watch = SharedWatch::new(resource(), &Family::default());
+    let watch = SharedWatch::new(resource(), &Default::default());
     let recorder = Arc::new(Recorder::default());
     *recorder.names.lock().unwrap() = vec!["a".into(), "b".into()];
     recorder
@@ -268,7 +267,7 @@ async fn requeue_after_resyncs_and_a_resync_enqueues_every_known_key() {
 #[tokio::test(start_paused = true)]
 async fn a_key_requeued_during_its_reconcile_runs_again_after_it_and_an_idle_one_runs_now() {
     let metrics = Arc::new(Metrics::new());
-    let watch = SharedWatch::new(resource(), &Family::default());
+    let watch = SharedWatch::new(resource(), &Default::default());
     let recorder = Arc::new(Recorder::default());
     let (requeue, requeued) = Requeue::channel();
     let stop = CancellationToken::new();
@@ -336,7 +335,7 @@ impl Reconcile for SlowResync {
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn a_resync_does_not_hold_up_the_threads_other_tasks() {
     let metrics = Arc::new(Metrics::new());
-    let watch = SharedWatch::new(resource(), &Family::default());
+    let watch = SharedWatch::new(resource(), &Default::default());
     let (ran, other_task_ran) = std::sync::mpsc::channel();
     let slow = Arc::new(SlowResync {
         entered: Default::default(),

@@ -139,9 +139,24 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
     let watched = &rule.spec.watched;
     let (parent_resource, parent_caps) = discover(&client, &watched.api_version, &watched.kind).await?;
     let status_subresource = parent_caps.subresources.iter().any(|(sub, _)| sub.plural == "status");
+    let namespaced = parent_caps.scope == Scope::Namespaced;
+    // Only the parents the rule selects are watched and cached: a rule for the ConfigMaps labelled `x` does not
+    // hold the cluster's other ConfigMaps. (`selects` still checks: another rule's wider watch is not shared.)
+    let label_selector = watched
+        .selector
+        .as_ref()
+        .map(|s| s.to_query_string())
+        .filter(|s| !s.is_empty());
+    let field_selector = watched
+        .namespace
+        .as_ref()
+        .filter(|_| namespaced)
+        .map(|namespace| format!("metadata.namespace={namespace}"));
     let parent = Watched {
-        watch: ctx.hub.watch(&parent_resource),
-        namespaced: parent_caps.scope == Scope::Namespaced,
+        watch: ctx
+            .hub
+            .watch_filtered(&parent_resource, label_selector.as_deref(), field_selector.as_deref()),
+        namespaced,
     };
     let mut children = HashMap::new();
     for child in rule.children().iter().chain(rule.finalize_children()) {
@@ -544,7 +559,7 @@ impl Reconcile for ParentReconciler {
             keys.insert(ParentKey::of(object));
         }
         if news
-            && kind.label_selector.is_some()
+            && self.children.values().any(|child| child.watch.key == *kind)
             && let Some(parent) = self.parent_of_child(object)
         {
             keys.insert(parent);
