@@ -4,9 +4,9 @@
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::control_plane;
@@ -48,9 +48,22 @@ pub async fn create_node(client: &Client, node: Value) -> String {
 }
 
 /// Deletes nodes (best effort: the test's assertions matter more than its cleanup).
+/// Deletes the nodes and the pods bound to them (at once: no kubelet confirms, no pod GC runs here), so no
+/// later test sees a pod on a node that no longer exists.
 pub async fn delete_nodes(client: &Client, names: &[String]) {
     let nodes = Api::<Node>::all(client.clone());
+    let pods = Api::<Pod>::all(client.clone());
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
     for name in names {
+        let bound = ListParams::default().fields(&format!("spec.nodeName={name}"));
+        for pod in pods.list(&bound).await.map(|l| l.items).unwrap_or_default() {
+            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let _ = Api::<Pod>::namespaced(client.clone(), &namespace).delete(&name, &now).await;
+        }
         let _ = nodes.delete(name, &DeleteParams::default()).await;
     }
 }
