@@ -1268,3 +1268,78 @@ spec:
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_parent_that_leaves_the_selection_loses_the_finalizer_and_keeps_its_children() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-deselect").await;
+    let elsewhere = test_namespace(&client, "rc-deselect-mirror").await;
+    let rules = format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: deselect-mirror }}
+spec:
+  for:
+    apiVersion: v1
+    kind: ConfigMap
+    namespace: {ns}
+    selector: {{ matchLabels: {{ mirrored: "yes" }} }}
+  children:
+    - id: mirror
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-mirror", namespace: {elsewhere} }}
+        data: {{ from: {{{{json metadata.name}}}} }}
+"#
+    );
+    let dir = temp_dir("rc-deselect");
+    write(&dir, "rules.yaml", &rules);
+    let manager = ManagerProcess::start(&dir, &ns, "rc-deselect", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let mirrors: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &elsewhere);
+    let parent = serde_json::from_value(json!({"metadata": {"name": "team", "labels": {"mirrored": "yes"}}})).unwrap();
+    configmaps
+        .create(&PostParams::default(), &parent)
+        .await
+        .expect("parent");
+    let finalizers = || async {
+        let parent = configmaps.get_opt("team").await.ok().flatten()?;
+        Some(parent.metadata.finalizers.unwrap_or_default())
+    };
+    // A child in another namespace: no owner reference can clean it up, so the parent gets the finalizer.
+    eventually(Duration::from_secs(20), "mirror and finalizer", || async {
+        mirrors.get_opt("team-mirror").await.ok().flatten()?;
+        finalizers()
+            .await?
+            .contains(&"ruleplane.dev/cleanup".to_owned())
+            .then_some(())
+    })
+    .await;
+    let unlabel = Patch::Merge(json!({"metadata": {"labels": {"mirrored": null}}}));
+    configmaps
+        .patch("team", &PatchParams::default(), &unlabel)
+        .await
+        .expect("remove the label");
+    eventually(
+        Duration::from_secs(10),
+        "finalizer removed from the deselected parent",
+        || async { (!finalizers().await?.contains(&"ruleplane.dev/cleanup".to_owned())).then_some(()) },
+    )
+    .await;
+    configmaps
+        .delete("team", &DeleteParams::default())
+        .await
+        .expect("delete parent");
+    eventually(
+        Duration::from_secs(10),
+        "the parent is gone, not stuck Terminating",
+        || async { configmaps.get_opt("team").await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    assert!(
+        mirrors.get_opt("team-mirror").await.expect("get").is_some(),
+        "its child stays: nothing is deleted implicitly"
+    );
+}

@@ -62,7 +62,9 @@ pub async fn delete_nodes(client: &Client, names: &[String]) {
         for pod in pods.list(&bound).await.map(|l| l.items).unwrap_or_default() {
             let namespace = pod.metadata.namespace.clone().unwrap_or_default();
             let name = pod.metadata.name.clone().unwrap_or_default();
-            let _ = Api::<Pod>::namespaced(client.clone(), &namespace).delete(&name, &now).await;
+            let _ = Api::<Pod>::namespaced(client.clone(), &namespace)
+                .delete(&name, &now)
+                .await;
         }
         let _ = nodes.delete(name, &DeleteParams::default()).await;
     }

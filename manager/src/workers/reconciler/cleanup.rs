@@ -195,6 +195,37 @@ fn deleting_for(parent: &DynamicObject) -> Duration {
     Duration::from_secs(u64::try_from(now.as_second() - since.0.as_second()).unwrap_or(0))
 }
 
+/// A parent that left the rule's selection (a label changed) while carrying our finalizer: nothing would remove
+/// the finalizer any more, and deleting the parent later would leave it Terminating for good. The finalizer is
+/// removed; its children stay (no implicit deletion), as when the rule is removed.
+pub(super) async fn release_deselected(reconciler: &ParentReconciler, key: &ParentKey) -> Result<(), ReconcilerError> {
+    let resource = &reconciler.parent.watch.resource;
+    let api: Api<DynamicObject> = match &key.namespace {
+        Some(namespace) => Api::namespaced_with(reconciler.ctx.client.clone(), namespace, resource),
+        None => Api::all_with(reconciler.ctx.client.clone(), resource),
+    };
+    let Some(parent) = api.get_opt(&key.name).await? else {
+        return Ok(());
+    };
+    if !has_finalizer(&parent) || reconciler.selects(&parent.metadata) {
+        return Ok(());
+    }
+    patch_finalizer(&api, &parent, false).await?;
+    info!(rule = reconciler.rule.name(), parent = ?key, "parent no longer selected; cleanup finalizer removed, children kept");
+    io::publish(
+        reconciler,
+        &parent,
+        EventType::Normal,
+        "Released",
+        format!(
+            "no longer selected by rule {}: finalizer {CLEANUP_FINALIZER} removed, children kept",
+            reconciler.rule.name()
+        ),
+    )
+    .await;
+    Ok(())
+}
+
 /// A removed rule keeps its children (no implicit deletion of what users see) but must not leave parents stuck
 /// in Terminating: its finalizer is removed from every parent.
 pub async fn on_rule_removed(rule: &Reconciler, ctx: &WorkerContext) {

@@ -132,6 +132,9 @@ pub struct ParentReconciler {
     /// children and status); and until it arrives, a reconcile reads what the write answered, not the cache one
     /// event behind (which would cost the same write again).
     writes: OwnWrites<ParentKey>,
+    /// Parents whose last event was their leaving the selected parents' watch with our finalizer still on: gone
+    /// from the cache, yet maybe still there (a label changed), with nothing else to remove the finalizer.
+    left_selection: Mutex<HashSet<ParentKey>>,
 }
 
 pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
@@ -208,6 +211,7 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         writes_status,
         status_subresource,
         writes: OwnWrites::new(requeue),
+        left_selection: Mutex::new(HashSet::new()),
     });
     let initial = crate::runner::whole_cache_step(|| {
         for kind in reconciler.children.keys() {
@@ -558,6 +562,14 @@ impl Reconcile for ParentReconciler {
         if news && *kind == self.parent.watch.key && self.selects(&object.metadata) {
             keys.insert(ParentKey::of(object));
         }
+        if *kind == self.parent.watch.key && matches!(change, Change::Deleted(_)) && cleanup::has_finalizer(object) {
+            let key = ParentKey::of(object);
+            self.left_selection
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.clone());
+            keys.insert(key);
+        }
         if news
             && self.children.values().any(|child| child.watch.key == *kind)
             && let Some(parent) = self.parent_of_child(object)
@@ -573,8 +585,26 @@ impl Reconcile for ParentReconciler {
             // Gone: children with an owner reference go with it (garbage collector); what it read is not kept.
             debug!(parent = ?key, "parent not found");
             self.lookups.forget(key);
+            let left = self
+                .left_selection
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(key);
+            if left {
+                // Kept until it succeeds: a failure is retried with backoff.
+                cleanup::release_deselected(self, key).await?;
+                self.left_selection
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(key);
+            }
             return Ok(Action::AwaitChange);
         };
+        // Selected again (or never gone): nothing to release.
+        self.left_selection
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
         // Our status write's answer while its echo is on its way: the cache would show the status before it.
         let parent = match self.writes.written(&self.parent_object(key)) {
             Some(written) => serde_json::from_value::<DynamicObject>((*written).clone())
