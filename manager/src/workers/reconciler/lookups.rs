@@ -156,7 +156,9 @@ impl Lookups {
                     Some((*content.object).clone())
                 }
                 _ => {
-                    missing.push((read, fetch.clone()));
+                    if !missing.iter().any(|(known, _)| *known == read) {
+                        missing.push((read, fetch.clone()));
+                    }
                     None
                 }
             }
