@@ -112,8 +112,10 @@ fn reconciler_permissions(reconciler: &Reconciler) -> Vec<Permission> {
     let kinds = reconciler.kinds();
     let mut out = Vec::new();
     if let Some(parent) = &kinds.parent {
+        // `patch`: the cleanup finalizer, added before children no owner reference can clean up exist (where
+        // they land is only known once rendered) and removed at deletion, on release or with the rule.
         out.extend(permissions(
-            &["get", "list", "watch"],
+            &["get", "list", "watch", "patch"],
             &group_of(parent),
             &parent.plural,
             None,
@@ -297,6 +299,7 @@ mod reconciler_tests {
             .collect();
         for wanted in [
             "watch crontabs.example.com (cluster-wide)",
+            "patch crontabs.example.com (cluster-wide)",
             "patch crontabs/status.example.com (cluster-wide)",
             "patch cronjobs.batch (cluster-wide)",
             "create cronjobs.batch (cluster-wide)",

@@ -47,6 +47,9 @@ async fn helm_chart_installs_and_its_rbac_is_enough_for_the_manager() {
     std::fs::write(&rule_file, rd_rule("widget", "widget", "helm.test", "")).unwrap();
     let release = format!("rp-{}", &ns[ns.len().saturating_sub(12)..]);
     // A Reconciler too: its permissions come from `ruleplane rbac --output helm-values`, as a user gets them.
+    // Another's child lands in another namespace: its parent (a ServiceAccount) needs the cleanup finalizer, a
+    // patch of a kind the rules do not otherwise write.
+    let mirror_ns = test_namespace(&client, "helm-mirror").await;
     let copy_rule = rules.join("copy.yaml");
     std::fs::write(
         &copy_rule,
@@ -62,6 +65,25 @@ spec:
         apiVersion: v1
         kind: ConfigMap
         metadata: {{ name: "{{{{metadata.name}}}}-copy" }}
+        data: {{ from: chart }}
+"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        rules.join("mirror.yaml"),
+        format!(
+            r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: mirror-{release} }}
+spec:
+  for: {{ apiVersion: v1, kind: ServiceAccount, namespace: {ns}, selector: {{ matchLabels: {{ helm-parent: "yes" }} }} }}
+  children:
+    - id: mirror
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-mirror", namespace: {mirror_ns} }}
         data: {{ from: chart }}
 "#
         ),
@@ -200,6 +222,28 @@ spec:
         Duration::from_secs(30),
         "child applied as the chart's ServiceAccount",
         || async { configmaps.get_opt("p-copy").await.ok().flatten().map(|_| ()) },
+    )
+    .await;
+    let labelled: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "p", "labels": {"helm-parent": "yes"}}})).unwrap();
+    accounts
+        .create(&PostParams::default(), &labelled)
+        .await
+        .expect("parent ServiceAccount");
+    let mirrors: Api<ConfigMap> = Api::namespaced(client.clone(), &mirror_ns);
+    eventually(
+        Duration::from_secs(30),
+        "finalizer and cross-namespace child as the chart's ServiceAccount",
+        || async {
+            mirrors.get_opt("p-mirror").await.ok().flatten()?;
+            let parent = accounts.get_opt("p").await.ok().flatten()?;
+            parent
+                .metadata
+                .finalizers
+                .unwrap_or_default()
+                .contains(&"ruleplane.dev/cleanup".to_owned())
+                .then_some(())
+        },
     )
     .await;
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
