@@ -167,6 +167,9 @@ impl Lookups {
             self.remember(key, reads);
             return Ok(lookups);
         }
+        // What this reconcile fetched, held here too: another parent that stops reading an object may drop it
+        // from the shared map before this parent is recorded as its reader.
+        let mut just_read: HashMap<LookedUp, Option<Arc<Value>>> = HashMap::new();
         for (read, fetch) in missing {
             let (_, namespace, name) = &read;
             match fetch.get(namespace.as_deref(), name).await? {
@@ -175,18 +178,23 @@ impl Lookups {
                         .pointer("/metadata/resourceVersion")
                         .and_then(Value::as_str)
                         .map(str::to_owned);
+                    let object = Arc::new(object);
+                    just_read.insert(read.clone(), Some(object.clone()));
                     let content = Fetched {
                         resource_version,
-                        object: Arc::new(object),
+                        object,
                     };
                     self.keep(|fetched| {
                         fetched.insert(read, content);
                     });
                 }
                 // Deleted since the identity was seen: its deletion event is on its way.
-                None => self.keep(|fetched| {
-                    fetched.remove(&read);
-                }),
+                None => {
+                    just_read.insert(read.clone(), None);
+                    self.keep(|fetched| {
+                        fetched.remove(&read);
+                    });
+                }
             }
         }
         // Again, with what was just fetched: at its version or newer than the identity's, which is what the
@@ -198,7 +206,10 @@ impl Lookups {
                 return watched.watch.get_value(namespace, name);
             }
             let read = (watched.watch.key.clone(), namespace.map(str::to_owned), name.to_owned());
-            fetched.get(&read).map(|content| (*content.object).clone())
+            match just_read.get(&read) {
+                Some(object) => object.as_deref().cloned(),
+                None => fetched.get(&read).map(|content| (*content.object).clone()),
+            }
         })?;
         drop(fetched);
         self.remember(key, reads);

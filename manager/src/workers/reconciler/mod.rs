@@ -144,7 +144,7 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
     let status_subresource = parent_caps.subresources.iter().any(|(sub, _)| sub.plural == "status");
     let namespaced = parent_caps.scope == Scope::Namespaced;
     // Only the parents the rule selects are watched and cached: a rule for the ConfigMaps labelled `x` does not
-    // hold the cluster's other ConfigMaps. (`selects` still checks: another rule's wider watch is not shared.)
+    // hold the cluster's other ConfigMaps. `selects` stays the decision; the watch's selectors only filter.
     let label_selector = watched
         .selector
         .as_ref()
