@@ -79,7 +79,7 @@ impl Supervisor {
             self.stop_worker(rule.name(), true).await;
             self.ctx.health.remove_rule(rule.name());
             if self.leading {
-                workers::on_rule_removed(rule, &self.ctx).await;
+                workers::on_rule_removed(rule, set.rules(), &self.ctx).await;
             }
         }
         for (name, rule) in &new {

@@ -1343,3 +1343,96 @@ spec:
         "its child stays: nothing is deleted implicitly"
     );
 }
+
+#[tokio::test]
+async fn removing_one_of_two_rules_on_a_parent_leaves_the_finalizer_the_other_still_needs() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-two-rules").await;
+    let elsewhere = test_namespace(&client, "rc-two-rules-mirror").await;
+    let rule = |name: &str| {
+        format!(
+            r#"---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: {name} }}
+spec:
+  for:
+    apiVersion: v1
+    kind: ConfigMap
+    namespace: {ns}
+    selector: {{ matchLabels: {{ two-rules: "yes" }} }}
+  children:
+    - id: mirror
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-{name}", namespace: {elsewhere} }}
+        data: {{ from: {name} }}
+"#
+        )
+    };
+    let dir = temp_dir("rc-two-rules");
+    write(&dir, "rules.yaml", &(rule("first") + &rule("second")));
+    let manager = ManagerProcess::start(&dir, &ns, "rc-two-rules", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let mirrors: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &elsewhere);
+    let parent = serde_json::from_value(json!({"metadata": {"name": "p", "labels": {"two-rules": "yes"}}})).unwrap();
+    configmaps
+        .create(&PostParams::default(), &parent)
+        .await
+        .expect("parent");
+    let has_finalizer = || async {
+        let parent = configmaps.get_opt("p").await.ok().flatten()?;
+        Some(
+            parent
+                .metadata
+                .finalizers
+                .unwrap_or_default()
+                .contains(&"ruleplane.dev/cleanup".to_owned()),
+        )
+    };
+    eventually(Duration::from_secs(20), "both mirrors and the finalizer", || async {
+        mirrors.get_opt("p-first").await.ok().flatten()?;
+        mirrors.get_opt("p-second").await.ok().flatten()?;
+        has_finalizer().await?.then_some(())
+    })
+    .await;
+    let version =
+        |parent: Option<k8s_openapi::api::core::v1::ConfigMap>| parent.and_then(|p| p.metadata.resource_version);
+    let before = version(configmaps.get_opt("p").await.expect("get"));
+    write(&dir, "rules.yaml", &rule("second"));
+    eventually(Duration::from_secs(20), "the first rule removed", || async {
+        (manager.metric("ruleplane_rules_loaded").await? == 1.0).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        has_finalizer().await,
+        Some(true),
+        "the second rule still needs it: its cross-namespace child must go with the parent"
+    );
+    assert_eq!(
+        version(configmaps.get_opt("p").await.expect("get")),
+        before,
+        "never removed, not even for a moment (a deletion then would skip the second rule's cleanup)"
+    );
+    configmaps
+        .delete("p", &DeleteParams::default())
+        .await
+        .expect("delete parent");
+    eventually(
+        Duration::from_secs(20),
+        "the parent finalized by the second rule",
+        || async { configmaps.get_opt("p").await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    assert!(
+        mirrors.get_opt("p-second").await.expect("get").is_none(),
+        "the remaining rule deleted its child"
+    );
+    assert!(
+        mirrors.get_opt("p-first").await.expect("get").is_some(),
+        "the removed rule's child stays"
+    );
+}

@@ -85,6 +85,14 @@ pub struct WatchedKind {
     pub namespace: Option<String>,
 }
 
+impl WatchedKind {
+    /// Whether an object of this kind in `namespace` with `labels` is one of the rule's parents.
+    pub fn selects(&self, namespace: Option<&str>, labels: &BTreeMap<String, String>) -> bool {
+        self.namespace.as_deref().is_none_or(|wanted| namespace == Some(wanted))
+            && self.selector.as_ref().is_none_or(|selector| selector.matches(labels))
+    }
+}
+
 /// A related object exposed to templates.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -166,4 +174,37 @@ pub struct FinalizeSpec {
     /// Children applied when the parent is being deleted.
     #[schemars(length(min = 1))]
     pub children: Vec<ChildTemplate>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watched_kind_selects_by_namespace_and_labels() {
+        let watched: WatchedKind = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "namespace": "shop",
+            "selector": { "matchLabels": { "tier": "web" } }
+        }))
+        .unwrap();
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        assert!(watched.selects(Some("shop"), &labels(&[("tier", "web"), ("x", "y")])));
+        assert!(
+            !watched.selects(Some("other"), &labels(&[("tier", "web")])),
+            "another namespace"
+        );
+        assert!(
+            !watched.selects(Some("shop"), &labels(&[("tier", "db")])),
+            "other labels"
+        );
+        assert!(
+            !watched.selects(None, &labels(&[("tier", "web")])),
+            "cluster-scoped object"
+        );
+        let everything: WatchedKind =
+            serde_json::from_value(serde_json::json!({ "apiVersion": "v1", "kind": "Namespace" })).unwrap();
+        assert!(everything.selects(None, &BTreeMap::new()));
+    }
 }

@@ -38,11 +38,20 @@ pub async fn run(rule: Rule, ctx: WorkerContext, stop: CancellationToken) -> Res
     }
 }
 
-/// Applies a removed rule's deletion policy (only called on the leader).
-pub async fn on_rule_removed(rule: &Rule, ctx: &WorkerContext) {
+/// Applies a removed rule's deletion policy (only called on the leader); `remaining` is the new rule set.
+pub async fn on_rule_removed(rule: &Rule, remaining: &[Rule], ctx: &WorkerContext) {
     match rule {
         Rule::ResourceDefinition(rd) => resource_definition::on_rule_removed(rd, ctx).await,
-        Rule::Reconciler(reconciler) => reconciler::on_rule_removed(reconciler, ctx).await,
+        Rule::Reconciler(reconciler) => {
+            let reconcilers: Vec<&ruleplane_config::Reconciler> = remaining
+                .iter()
+                .filter_map(|rule| match rule {
+                    Rule::Reconciler(other) => Some(other),
+                    _ => None,
+                })
+                .collect();
+            reconciler::on_rule_removed(reconciler, &reconcilers, ctx).await
+        }
         Rule::SchedulerPolicy(_) => {}
     }
 }

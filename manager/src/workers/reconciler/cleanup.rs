@@ -11,7 +11,7 @@ use ruleplane_config::{ObjectKey, Reconciler, Unrendered, attach_parent, plan_ch
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
-use super::{ParentKey, ParentReconciler, ReconcilerError, child_id, discover, io};
+use super::{ParentKey, ParentReconciler, ReconcilerError, child_id, discover, io, selected_by};
 use crate::runner::Action;
 use crate::supervisor::WorkerContext;
 
@@ -227,8 +227,9 @@ pub(super) async fn release_deselected(reconciler: &ParentReconciler, key: &Pare
 }
 
 /// A removed rule keeps its children (no implicit deletion of what users see) but must not leave parents stuck
-/// in Terminating: its finalizer is removed from every parent.
-pub async fn on_rule_removed(rule: &Reconciler, ctx: &WorkerContext) {
+/// in Terminating: its finalizer is removed from every parent no remaining rule selects (the finalizer's name is
+/// one for all rules; a remaining rule that selects the parent still runs its deletion and removes it then).
+pub async fn on_rule_removed(rule: &Reconciler, remaining: &[&Reconciler], ctx: &WorkerContext) {
     let watched = &rule.spec.watched;
     let Ok((resource, _)) = discover(&ctx.client, &watched.api_version, &watched.kind).await else {
         return;
@@ -241,7 +242,14 @@ pub async fn on_rule_removed(rule: &Reconciler, ctx: &WorkerContext) {
             return;
         }
     };
-    for parent in parents.iter().filter(|p| has_finalizer(p)) {
+    let same_kind: Vec<&&Reconciler> = remaining
+        .iter()
+        .filter(|other| {
+            other.spec.watched.api_version == watched.api_version && other.spec.watched.kind == watched.kind
+        })
+        .collect();
+    let still_selected = |parent: &DynamicObject| same_kind.iter().any(|other| selected_by(other, &parent.metadata));
+    for parent in parents.iter().filter(|p| has_finalizer(p) && !still_selected(p)) {
         let api = finalizer_api(ctx, &resource, parent);
         match patch_finalizer(&api, parent, false).await {
             Ok(_) => {

@@ -222,6 +222,15 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
     runner.run(reconciler, subscriptions, requeued, initial, stop).await
 }
 
+/// Whether `rule` selects the parent with this metadata (its kind aside).
+fn selected_by(rule: &Reconciler, parent: &ObjectMeta) -> bool {
+    let no_labels = std::collections::BTreeMap::new();
+    rule.spec.watched.selects(
+        parent.namespace.as_deref(),
+        parent.labels.as_ref().unwrap_or(&no_labels),
+    )
+}
+
 /// What the apiserver serves for `apiVersion`/`kind` (the rule's kinds may be CRDs registered moments ago).
 async fn discover(
     client: &Client,
@@ -236,14 +245,7 @@ async fn discover(
 impl ParentReconciler {
     /// Whether the rule selects this parent (its namespace and label selector).
     fn selects(&self, parent: &ObjectMeta) -> bool {
-        let watched = &self.rule.spec.watched;
-        watched
-            .namespace
-            .as_ref()
-            .is_none_or(|ns| parent.namespace.as_ref() == Some(ns))
-            && watched.selector.as_ref().is_none_or(|selector| {
-                selector.matches(parent.labels.as_ref().unwrap_or(&std::collections::BTreeMap::new()))
-            })
+        selected_by(&self.rule, parent)
     }
 
     fn all_parents(&self) -> Vec<ParentKey> {
