@@ -1178,26 +1178,21 @@ spec:
 "#
     );
     let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let create = |name: String, labels: Value, data: Value| {
-        let configmaps = configmaps.clone();
-        async move {
-            let object = serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "data": data}))
-                .expect("a ConfigMap");
-            configmaps
-                .create(&PostParams::default(), &object)
-                .await
-                .expect("create ConfigMap");
-        }
-    };
     // Objects of the looked-up kind nobody reads, 100 KiB each: they must not be kept.
     let filler = "x".repeat(100 * 1024);
     for index in 0..20 {
-        create(format!("unread-{index}"), json!({}), json!({ "blob": filler })).await;
+        create_config_map(
+            &configmaps,
+            &format!("unread-{index}"),
+            json!({}),
+            json!({ "blob": filler }),
+        )
+        .await;
     }
-    create("a-settings".into(), json!({}), json!({ "color": "blue" })).await;
-    create("b-settings".into(), json!({}), json!({ "color": "green" })).await;
+    create_config_map(&configmaps, "a-settings", json!({}), json!({ "color": "blue" })).await;
+    create_config_map(&configmaps, "b-settings", json!({}), json!({ "color": "green" })).await;
     for parent in ["a", "b"] {
-        create(parent.into(), json!({ "lookup-parent": "yes" }), json!({})).await;
+        create_config_map(&configmaps, parent, json!({ "lookup-parent": "yes" }), json!({})).await;
     }
     let dir = temp_dir("rc-lookup");
     write(&dir, "rules.yaml", &rules);
@@ -1262,7 +1257,7 @@ spec:
     .await;
     assert_eq!(manager.metric(&kept).await, Some(0.0));
     // And back: a looked-up object created later is read.
-    create("a-settings".into(), json!({}), json!({ "color": "teal" })).await;
+    create_config_map(&configmaps, "a-settings", json!({}), json!({ "color": "teal" })).await;
     eventually(Duration::from_secs(10), "lookup created: read", || async {
         (color("a").await.as_deref() == Some("teal")).then_some(())
     })
@@ -1299,22 +1294,11 @@ spec:
     manager.wait_ready(Duration::from_secs(40)).await;
     let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
     let mirrors: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &elsewhere);
-    let parent = serde_json::from_value(json!({"metadata": {"name": "team", "labels": {"mirrored": "yes"}}})).unwrap();
-    configmaps
-        .create(&PostParams::default(), &parent)
-        .await
-        .expect("parent");
-    let finalizers = || async {
-        let parent = configmaps.get_opt("team").await.ok().flatten()?;
-        Some(parent.metadata.finalizers.unwrap_or_default())
-    };
+    create_config_map(&configmaps, "team", json!({"mirrored": "yes"}), json!({})).await;
     // A child in another namespace: no owner reference can clean it up, so the parent gets the finalizer.
     eventually(Duration::from_secs(20), "mirror and finalizer", || async {
         mirrors.get_opt("team-mirror").await.ok().flatten()?;
-        finalizers()
-            .await?
-            .contains(&"ruleplane.dev/cleanup".to_owned())
-            .then_some(())
+        has_cleanup_finalizer(&configmaps, "team").await?.then_some(())
     })
     .await;
     let unlabel = Patch::Merge(json!({"metadata": {"labels": {"mirrored": null}}}));
@@ -1325,19 +1309,10 @@ spec:
     eventually(
         Duration::from_secs(10),
         "finalizer removed from the deselected parent",
-        || async { (!finalizers().await?.contains(&"ruleplane.dev/cleanup".to_owned())).then_some(()) },
+        || async { (!has_cleanup_finalizer(&configmaps, "team").await?).then_some(()) },
     )
     .await;
-    configmaps
-        .delete("team", &DeleteParams::default())
-        .await
-        .expect("delete parent");
-    eventually(
-        Duration::from_secs(10),
-        "the parent is gone, not stuck Terminating",
-        || async { configmaps.get_opt("team").await.ok()?.is_none().then_some(()) },
-    )
-    .await;
+    delete_until_gone(&configmaps, "team", "the parent is gone, not stuck Terminating").await;
     assert!(
         mirrors.get_opt("team-mirror").await.expect("get").is_some(),
         "its child stays: nothing is deleted implicitly"
@@ -1377,25 +1352,11 @@ spec:
     manager.wait_ready(Duration::from_secs(40)).await;
     let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
     let mirrors: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &elsewhere);
-    let parent = serde_json::from_value(json!({"metadata": {"name": "p", "labels": {"two-rules": "yes"}}})).unwrap();
-    configmaps
-        .create(&PostParams::default(), &parent)
-        .await
-        .expect("parent");
-    let has_finalizer = || async {
-        let parent = configmaps.get_opt("p").await.ok().flatten()?;
-        Some(
-            parent
-                .metadata
-                .finalizers
-                .unwrap_or_default()
-                .contains(&"ruleplane.dev/cleanup".to_owned()),
-        )
-    };
+    create_config_map(&configmaps, "p", json!({"two-rules": "yes"}), json!({})).await;
     eventually(Duration::from_secs(20), "both mirrors and the finalizer", || async {
         mirrors.get_opt("p-first").await.ok().flatten()?;
         mirrors.get_opt("p-second").await.ok().flatten()?;
-        has_finalizer().await?.then_some(())
+        has_cleanup_finalizer(&configmaps, "p").await?.then_some(())
     })
     .await;
     let version =
@@ -1408,7 +1369,7 @@ spec:
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
-        has_finalizer().await,
+        has_cleanup_finalizer(&configmaps, "p").await,
         Some(true),
         "the second rule still needs it: its cross-namespace child must go with the parent"
     );
@@ -1417,16 +1378,7 @@ spec:
         before,
         "never removed, not even for a moment (a deletion then would skip the second rule's cleanup)"
     );
-    configmaps
-        .delete("p", &DeleteParams::default())
-        .await
-        .expect("delete parent");
-    eventually(
-        Duration::from_secs(20),
-        "the parent finalized by the second rule",
-        || async { configmaps.get_opt("p").await.ok()?.is_none().then_some(()) },
-    )
-    .await;
+    delete_until_gone(&configmaps, "p", "the parent finalized by the second rule").await;
     assert!(
         mirrors.get_opt("p-second").await.expect("get").is_none(),
         "the remaining rule deleted its child"
@@ -1435,4 +1387,34 @@ spec:
         mirrors.get_opt("p-first").await.expect("get").is_some(),
         "the removed rule's child stays"
     );
+}
+
+/// Whether a ConfigMap carries the cleanup finalizer (`None`: it does not exist).
+async fn has_cleanup_finalizer(configmaps: &Api<k8s_openapi::api::core::v1::ConfigMap>, name: &str) -> Option<bool> {
+    let object = configmaps.get_opt(name).await.ok().flatten()?;
+    Some(object.finalizers().contains(&"ruleplane.dev/cleanup".to_owned()))
+}
+
+/// Deletes a ConfigMap and waits until it is gone, not stuck Terminating.
+async fn delete_until_gone(configmaps: &Api<k8s_openapi::api::core::v1::ConfigMap>, name: &str, what: &str) {
+    configmaps.delete(name, &DeleteParams::default()).await.expect("delete");
+    eventually(Duration::from_secs(20), what, || async {
+        configmaps.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+/// Creates a ConfigMap with these labels and data.
+async fn create_config_map(
+    configmaps: &Api<k8s_openapi::api::core::v1::ConfigMap>,
+    name: &str,
+    labels: Value,
+    data: Value,
+) {
+    let object = serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "data": data}))
+        .expect("a ConfigMap");
+    configmaps
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("create ConfigMap");
 }
