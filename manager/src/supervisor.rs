@@ -178,16 +178,22 @@ where
             worker(rule.clone(), ctx.clone(), stop.clone()).instrument(span),
         ));
         let started = tokio::time::Instant::now();
-        let failure = match (&mut attempt.0).await {
+        let (failure, expected) = match (&mut attempt.0).await {
             Ok(Ok(())) => return,
-            Ok(Err(e)) => e.to_string(),
-            Err(join) if join.is_panic() => "worker panicked".to_owned(),
+            // A kind declared by a ResourceDefinition of the same rule set is served a moment after its CRD
+            // is created: the first attempts of its workers meet a 404, which is no fault.
+            Ok(Err(e)) => (e.to_string(), matches!(e, crate::workers::WorkerError::Discovery(_))),
+            Err(join) if join.is_panic() => ("worker panicked".to_owned(), false),
             Err(_) => return,
         };
         if stop.is_cancelled() {
             return;
         }
-        error!(rule = %name, error = %failure, "worker failed; restarting in {backoff:?}");
+        if expected {
+            warn!(rule = %name, error = %failure, "worker waiting for its kinds; retrying in {backoff:?}");
+        } else {
+            error!(rule = %name, error = %failure, "worker failed; restarting in {backoff:?}");
+        }
         ctx.metrics
             .worker_restarts
             .get_or_create(&Metrics::labels(&name, kind))

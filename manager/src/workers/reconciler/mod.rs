@@ -239,7 +239,13 @@ async fn discover(
 ) -> Result<(ApiResource, ApiCapabilities), WorkerError> {
     crate::kube_client::discover_kind(client, api_version, kind)
         .await
-        .map_err(|e| WorkerError::Discovery(format!("{api_version} {kind}: {e}")))
+        .map_err(|e| match e {
+            // The apiserver's plain-text 404 for a group/version it does not serve yet.
+            kube::Error::Api(status) if status.code == 404 => {
+                WorkerError::Discovery(format!("{api_version} {kind}: not served (404)"))
+            }
+            e => WorkerError::Discovery(format!("{api_version} {kind}: {e}")),
+        })
 }
 
 impl ParentReconciler {
