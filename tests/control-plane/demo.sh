@@ -176,8 +176,14 @@ rm -rf "$review"
 say "9. Health and metrics"
 echo "   \$ curl localhost:$health_port/readyz?verbose"
 curl -fs "http://127.0.0.1:$health_port/readyz?verbose" | sed 's/^/   /'
-echo "   \$ curl localhost:$metrics_port/metrics | grep ruleplane_leader"
-curl -fs http://127.0.0.1:$metrics_port/metrics | grep -E '^ruleplane_(leader|rules_loaded|reconciles_total)' | sed 's/^/   /'
+echo "   \$ curl localhost:$metrics_port/metrics | grep -E 'ruleplane_(leader|rules_loaded|reconciles_total)'"
+curl -fs http://127.0.0.1:$metrics_port/metrics |
+  grep -E '^ruleplane_(leader|rules_loaded|reconciles_total)' | sed 's/^/   /'
+explain "" "What the CronTab rule holds in memory: its parents, its labelled children, the identities (not the content)" \
+  "of the ConfigMaps its overrides lookup may read, and the content of those a CronTab does read:"
+echo "   \$ curl localhost:$metrics_port/metrics | grep -E 'ruleplane_(watch_objects|lookup_contents).*(CronTab|CronJob|ConfigMap|crontab)'"
+curl -fs http://127.0.0.1:$metrics_port/metrics |
+  grep -E '^ruleplane_(watch_objects|lookup_contents).*(CronTab|CronJob|ConfigMap|crontab)' | sed 's/^/   /'
 
 say "10. Stopping the manager (SIGTERM): workers stop, the Lease is released"
 kill -TERM $manager
