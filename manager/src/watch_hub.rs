@@ -448,22 +448,17 @@ impl WatchHub {
         let mut key = KindKey::of(resource);
         key.label_selector = label_selector.map(str::to_owned);
         key.field_selector = field_selector.map(str::to_owned);
-        let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(w) = watches.get(&key) {
-            return w.clone();
-        }
-        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.metrics, storage);
-        let mut config = watcher::Config::default();
-        if let Some(selector) = label_selector {
-            config = config.labels(selector);
-        }
-        if let Some(selector) = field_selector {
-            config = config.fields(selector);
-        }
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
-        tokio::spawn(feed(shared.clone(), watcher::watcher(api, config)));
-        watches.insert(key, shared.clone());
-        shared
+        self.shared_or_started(key, resource, storage, |shared| {
+            let mut config = watcher::Config::default();
+            if let Some(selector) = label_selector {
+                config = config.labels(selector);
+            }
+            if let Some(selector) = field_selector {
+                config = config.fields(selector);
+            }
+            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
+            tokio::spawn(feed(shared, watcher::watcher(api, config)));
+        })
     }
 
     /// The shared watch of a kind's objects' identities: name, namespace, uid, resourceVersion and deletion
@@ -474,16 +469,29 @@ impl WatchHub {
     pub fn watch_metadata(&self, resource: &ApiResource) -> Arc<SharedWatch> {
         let mut key = KindKey::of(resource);
         key.metadata_only = true;
+        self.shared_or_started(key, resource, Storage::Compact, |shared| {
+            let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
+            let resource = resource.clone();
+            let identities = watcher::watcher(api, watcher::Config::default())
+                .map(move |event| event.map(|event| identity_event(event, &resource)));
+            tokio::spawn(feed(shared, identities));
+        })
+    }
+
+    /// The watch of `key` if one runs, else a new one, its feed started by `start`.
+    fn shared_or_started(
+        &self,
+        key: KindKey,
+        resource: &ApiResource,
+        storage: Storage,
+        start: impl FnOnce(Arc<SharedWatch>),
+    ) -> Arc<SharedWatch> {
         let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = watches.get(&key) {
             return w.clone();
         }
-        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.metrics, Storage::Compact);
-        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
-        let resource = resource.clone();
-        let identities = watcher::watcher(api, watcher::Config::default())
-            .map(move |event| event.map(|event| identity_event(event, &resource)));
-        tokio::spawn(feed(shared.clone(), identities));
+        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.metrics, storage);
+        start(shared.clone());
         watches.insert(key, shared.clone());
         shared
     }

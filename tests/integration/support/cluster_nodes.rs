@@ -57,15 +57,23 @@ pub async fn delete_nodes(client: &Client, names: &[String]) {
         grace_period_seconds: Some(0),
         ..DeleteParams::default()
     };
+    let all_pods = pods
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let bound = all_pods.iter().filter(|pod| {
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_ref());
+        node.is_some_and(|node| names.contains(node))
+    });
+    for pod in bound {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let _ = Api::<Pod>::namespaced(client.clone(), &namespace)
+            .delete(&name, &now)
+            .await;
+    }
     for name in names {
-        let bound = ListParams::default().fields(&format!("spec.nodeName={name}"));
-        for pod in pods.list(&bound).await.map(|l| l.items).unwrap_or_default() {
-            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            let _ = Api::<Pod>::namespaced(client.clone(), &namespace)
-                .delete(&name, &now)
-                .await;
-        }
         let _ = nodes.delete(name, &DeleteParams::default()).await;
     }
 }

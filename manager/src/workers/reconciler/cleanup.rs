@@ -199,11 +199,7 @@ fn deleting_for(parent: &DynamicObject) -> Duration {
 /// the finalizer any more, and deleting the parent later would leave it Terminating for good. The finalizer is
 /// removed; its children stay (no implicit deletion), as when the rule is removed.
 pub(super) async fn release_deselected(reconciler: &ParentReconciler, key: &ParentKey) -> Result<(), ReconcilerError> {
-    let resource = &reconciler.parent.watch.resource;
-    let api: Api<DynamicObject> = match &key.namespace {
-        Some(namespace) => Api::namespaced_with(reconciler.ctx.client.clone(), namespace, resource),
-        None => Api::all_with(reconciler.ctx.client.clone(), resource),
-    };
+    let api = io::api_for(reconciler, &reconciler.parent, key.namespace.as_deref());
     let Some(parent) = api.get_opt(&key.name).await? else {
         return Ok(());
     };

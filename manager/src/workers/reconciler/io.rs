@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use super::{ParentKey, ParentReconciler, ReconcilerError, Watched};
 use crate::watch_hub::strip_managed_fields;
 
-fn api_for(reconciler: &ParentReconciler, watched: &Watched, namespace: Option<&str>) -> Api<DynamicObject> {
+pub(super) fn api_for(reconciler: &ParentReconciler, watched: &Watched, namespace: Option<&str>) -> Api<DynamicObject> {
     let client = reconciler.ctx.client.clone();
     let resource = &watched.watch.resource;
     match namespace {

@@ -135,6 +135,8 @@ pub struct ParentReconciler {
     /// Parents whose last event was their leaving the selected parents' watch with our finalizer still on: gone
     /// from the cache, yet maybe still there (a label changed), with nothing else to remove the finalizer.
     left_selection: Mutex<HashSet<ParentKey>>,
+    /// This rule's `ruleplane_change_to_applied_seconds` (looked up once, not per reconcile).
+    change_to_applied: prometheus_client::metrics::histogram::Histogram,
 }
 
 pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
@@ -172,11 +174,9 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         let namespaced = caps.scope == Scope::Namespaced;
         children.insert(kind, Watched { watch, namespaced });
     }
-    let lookup_contents = ctx
-        .metrics
-        .lookup_contents
-        .get_or_create(&crate::metrics::Metrics::labels(rule.name(), KIND))
-        .clone();
+    let labels = crate::metrics::Metrics::labels(rule.name(), KIND);
+    let lookup_contents = ctx.metrics.lookup_contents.get_or_create(&labels).clone();
+    let change_to_applied = ctx.metrics.change_to_applied.get_or_create(&labels).clone();
     let lookups = lookups::Lookups::start(&rule, &client, &ctx.hub, lookup_contents).await?;
     let mut subscriptions = vec![parent.watch.subscribe()];
     subscriptions.extend(children.values().map(|c| c.watch.subscribe()));
@@ -212,6 +212,7 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         status_subresource,
         writes: OwnWrites::new(requeue),
         left_selection: Mutex::new(HashSet::new()),
+        change_to_applied,
     });
     let initial = crate::runner::whole_cache_step(|| {
         for kind in reconciler.children.keys() {
@@ -445,11 +446,7 @@ impl ParentReconciler {
         if !applies.is_empty()
             && let Some(latency) = crate::runner::since_due()
         {
-            self.ctx
-                .metrics
-                .change_to_applied
-                .get_or_create(&crate::metrics::Metrics::labels(self.rule.name(), KIND))
-                .observe(latency.as_secs_f64());
+            self.change_to_applied.observe(latency.as_secs_f64());
         }
         for (apply, applied) in applies {
             match applied {
