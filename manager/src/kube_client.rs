@@ -1,15 +1,20 @@
 //! Builds the Kubernetes client from a kubeconfig flag, $KUBECONFIG, ~/.kube/config or in-cluster config, with
 //! the client-side rate limit of `--kube-api-qps` / `--kube-api-burst`.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use kube::api::ApiResource;
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::GroupVersion;
+use kube::discovery::{ApiCapabilities, ApiGroup};
 use kube::{Client, Config};
 use tokio::time::{Instant, Sleep};
 
@@ -22,6 +27,71 @@ pub async fn discover_kind(
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
     kube::discovery::pinned_kind(client, &gvk).await
+}
+
+/// How long a group/version's discovery answer serves the kinds it lists.
+const DISCOVERY_FRESH: Duration = Duration::from_secs(10);
+/// How old an answer must be before a kind missing from it is asked for again (a CRD registered a moment ago).
+const DISCOVERY_MISS_FRESH: Duration = Duration::from_secs(1);
+
+/// Discovery shared by the workers: one request per group/version however many workers ask at the same moment.
+/// 200 rules on ConfigMaps starting together sent 400 identical requests, each on a new connection of its own
+/// (HTTP/1.1: one request per connection at a time), which the client then kept open, idle.
+pub struct KindDiscovery {
+    client: Client,
+    /// The last answer for each group/version, behind a lock per group/version held while it is asked for, so
+    /// concurrent askers wait for that one answer (and one slow group does not hold up the others).
+    answers: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Answer>>>>>,
+}
+
+/// A group/version's resources as the apiserver listed them, and when it was asked.
+type Answer = (Instant, ApiGroup);
+
+impl KindDiscovery {
+    pub fn new(client: Client) -> Self {
+        KindDiscovery {
+            client,
+            answers: Mutex::default(),
+        }
+    }
+
+    /// What the apiserver serves for `apiVersion`/`kind`: the same answers and errors as [`discover_kind`].
+    pub async fn kind(&self, api_version: &str, kind: &str) -> Result<(ApiResource, ApiCapabilities), kube::Error> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let slot = self
+            .answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(api_version.to_owned())
+            .or_default()
+            .clone();
+        let mut answer = slot.lock().await;
+        let find = |answer: &Option<Answer>, fresh: Duration| {
+            let (asked, served) = answer.as_ref().filter(|(asked, _)| asked.elapsed() < fresh)?;
+            let found = served
+                .versioned_resources(version)
+                .into_iter()
+                .find(|(resource, _)| resource.kind == kind);
+            Some(found.ok_or(*asked))
+        };
+        match find(&answer, DISCOVERY_FRESH) {
+            Some(Ok(found)) => return Ok(found),
+            Some(Err(asked)) if asked.elapsed() < DISCOVERY_MISS_FRESH => return Err(missing(api_version, kind)),
+            _ => {}
+        }
+        let served = kube::discovery::pinned_group(&self.client, &GroupVersion::gv(group, version)).await?;
+        *answer = Some((Instant::now(), served));
+        match find(&answer, DISCOVERY_FRESH) {
+            Some(Ok(found)) => Ok(found),
+            _ => Err(missing(api_version, kind)),
+        }
+    }
+}
+
+fn missing(api_version: &str, kind: &str) -> kube::Error {
+    kube::Error::Discovery(kube::error::DiscoveryError::MissingKind(format!(
+        "{api_version} {kind}"
+    )))
 }
 
 pub async fn connect(kubeconfig: Option<&Path>, qps: f64, burst: u32) -> anyhow::Result<Client> {

@@ -147,6 +147,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         self_ref,
         client: client.clone(),
         hub: hub.clone(),
+        discovery: Arc::new(crate::kube_client::KindDiscovery::new(client.clone())),
         metrics: metrics.clone(),
         health: health.clone(),
         recorder,

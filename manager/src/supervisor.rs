@@ -23,6 +23,8 @@ use crate::workers;
 pub struct WorkerContext {
     pub client: Client,
     pub hub: Arc<WatchHub>,
+    /// What the apiserver serves, asked once per group/version however many workers start together.
+    pub discovery: Arc<crate::kube_client::KindDiscovery>,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
     /// Warnings (series-aggregated by kube-runtime).
@@ -236,6 +238,7 @@ mod tests {
             identity: "test".into(),
             scheduling: Default::default(),
             hub: WatchHub::new(client.clone(), Default::default()),
+            discovery: Arc::new(crate::kube_client::KindDiscovery::new(client.clone())),
             recorder: Recorder::new(
                 client.clone(),
                 Reporter {

@@ -267,3 +267,66 @@ fn is_zombie(pid: &str) -> bool {
         })
         .unwrap_or(true)
 }
+
+/// Workers starting together ask the apiserver once per group/version: the second and later askers wait for the
+/// first answer. A kind the answer lacks is an error (the worker retries), asked again once the answer is a
+/// second old (a CRD registered a moment ago).
+#[tokio::test]
+async fn shared_discovery_asks_once_per_group_version_however_many_ask_together() {
+    use std::sync::{Arc, Mutex};
+
+    use kube::client::{Body, ClientBuilder};
+    use ruleplane::kube_client::KindDiscovery;
+
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(&crate::support::control_plane().kubeconfig).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    let paths = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = paths.clone();
+    let record = tower::util::MapRequestLayer::new(move |request: hyper::Request<Body>| {
+        seen.lock().unwrap().push(request.uri().path().to_owned());
+        request
+    });
+    let client = ClientBuilder::try_from(config)
+        .expect("builder")
+        .with_layer(&record)
+        .build();
+    let discovery = Arc::new(KindDiscovery::new(client));
+    let asks = (0..40).map(|i| {
+        let discovery = discovery.clone();
+        async move {
+            match i % 2 {
+                0 => discovery.kind("v1", "ConfigMap").await,
+                _ => discovery.kind("apps/v1", "Deployment").await,
+            }
+        }
+    });
+    let answers = futures::future::join_all(asks).await;
+    for (i, answer) in answers.into_iter().enumerate() {
+        let (resource, caps) = answer.unwrap_or_else(|e| panic!("ask {i}: {e}"));
+        let expected = if i % 2 == 0 { "configmaps" } else { "deployments" };
+        assert_eq!(resource.plural, expected);
+        assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
+    }
+    let asked = |path: &str| paths.lock().unwrap().iter().filter(|p| *p == path).count();
+    assert_eq!(asked("/api/v1"), 1, "{:?}", paths.lock().unwrap());
+    assert_eq!(asked("/apis/apps/v1"), 1, "{:?}", paths.lock().unwrap());
+    // A kind the answer lacks is an error, not a panic or a guess.
+    let missing = discovery.kind("v1", "NoSuchKind").await;
+    assert!(matches!(missing, Err(kube::Error::Discovery(_))), "{missing:?}");
+    assert_eq!(asked("/api/v1"), 1, "a fresh answer's miss is not asked again at once");
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert!(discovery.kind("v1", "NoSuchKind").await.is_err());
+    assert_eq!(
+        asked("/api/v1"),
+        2,
+        "a miss is asked again once the answer is a second old"
+    );
+    let unserved = discovery.kind("nothing.example.com/v1", "Thing").await;
+    assert!(
+        matches!(&unserved, Err(kube::Error::Api(status)) if status.code == 404),
+        "a group/version not served is the apiserver's 404: {unserved:?}"
+    );
+}

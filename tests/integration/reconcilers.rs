@@ -1390,6 +1390,56 @@ spec:
 }
 
 /// Whether a ConfigMap carries the cleanup finalizer (`None`: it does not exist).
+/// A built-in parent that exists before the manager starts arrives in the watch's first list, whose items carry no
+/// apiVersion/kind: its child still gets the owner reference at once, the parent no finalizer, and the child one
+/// write (it used to get the finalizer, a child without an owner, then two more applies to mend both).
+#[tokio::test]
+async fn a_built_in_parent_listed_at_start_owns_its_child_and_gets_no_finalizer() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-listed").await;
+    let rules = r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: listed-copy }
+spec:
+  for: { apiVersion: v1, kind: ConfigMap, selector: { matchLabels: { copied: "yes" } } }
+  children:
+    - id: copy
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-copy" }
+        data: { from: {{json metadata.name}} }
+"#;
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    create_config_map(&configmaps, "listed", json!({"copied": "yes"}), json!({})).await;
+    let dir = temp_dir("rc-listed");
+    write(&dir, "rules.yaml", rules);
+    let manager = ManagerProcess::start(&dir, &ns, "rc-listed", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let copy = eventually(Duration::from_secs(20), "the child", || async {
+        configmaps.get_opt("listed-copy").await.ok().flatten()
+    })
+    .await;
+    let parent = configmaps.get("listed").await.expect("parent");
+    let owners = copy.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(
+        (owners[0].kind.as_str(), owners[0].api_version.as_str()),
+        ("ConfigMap", "v1")
+    );
+    assert_eq!(Some(&owners[0].uid), parent.metadata.uid.as_ref());
+    // Settled: no later write mends anything.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let parent = configmaps.get("listed").await.expect("parent");
+    assert!(parent.finalizers().is_empty(), "{:?}", parent.finalizers());
+    let settled = configmaps.get("listed-copy").await.expect("child");
+    assert_eq!(
+        settled.resource_version(),
+        copy.resource_version(),
+        "the child was written once"
+    );
+}
+
 async fn has_cleanup_finalizer(configmaps: &Api<k8s_openapi::api::core::v1::ConfigMap>, name: &str) -> Option<bool> {
     let object = configmaps.get_opt(name).await.ok().flatten()?;
     Some(object.finalizers().contains(&"ruleplane.dev/cleanup".to_owned()))

@@ -63,6 +63,12 @@ pub trait Reconcile: Send + Sync + 'static {
     /// The keys a change of a watched kind concerns; for [`Change::Resync`], every key the worker knows of.
     fn keys_for(&self, kind: &KindKey, change: &Change) -> Vec<Self::Key>;
 
+    /// About how many cached objects `keys_for` reads for a [`Change::Resync`] (default: too many to count):
+    /// a few are read in place, many are a [`whole_cache_step`].
+    fn resync_reads(&self) -> usize {
+        usize::MAX
+    }
+
     /// Among keys due at once, lower ranks are reconciled first (default: all equal, first in first out).
     fn rank(&self, _key: &Self::Key) -> i64 {
         0
@@ -309,19 +315,24 @@ impl Runner {
 /// quarter of a second, after a relist of 10,000 parents), so it is a [`whole_cache_step`].
 fn keys_for<R: Reconcile>(reconciler: &R, kind: &KindKey, change: &Change) -> Vec<R::Key> {
     if matches!(change, Change::Resync) {
-        whole_cache_step(|| reconciler.keys_for(kind, change))
+        whole_cache_step(reconciler.resync_reads(), || reconciler.keys_for(kind, change))
     } else {
         reconciler.keys_for(kind, change)
     }
 }
 
-/// Runs a synchronous step that reads a whole cache with the thread's other tasks handed to another thread
-/// meanwhile (on a multi-thread runtime): a Lease renewal, a probe's answer or another rule's watch never waits
-/// behind it, however few worker threads the manager runs.
-pub fn whole_cache_step<T>(step: impl FnOnce() -> T) -> T {
+/// Below this many objects a whole-cache step runs in place (about 10 ms of metadata parsing at most): handing
+/// the thread's tasks over costs a thread of its own per step running at once, and 200 small rules resyncing
+/// together started 200 threads.
+const WHOLE_CACHE_STEP_IN_PLACE: usize = 1_000;
+
+/// Runs a synchronous step that reads a whole cache of about `objects` objects. A large one runs with the
+/// thread's other tasks handed to another thread meanwhile (on a multi-thread runtime): a Lease renewal, a
+/// probe's answer or another rule's watch never waits behind it, however few worker threads the manager runs.
+pub fn whole_cache_step<T>(objects: usize, step: impl FnOnce() -> T) -> T {
     use tokio::runtime::{Handle, RuntimeFlavor};
     let multi_thread = Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
-    if multi_thread {
+    if multi_thread && objects >= WHOLE_CACHE_STEP_IN_PLACE {
         tokio::task::block_in_place(step)
     } else {
         step()

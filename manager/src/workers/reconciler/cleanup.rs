@@ -227,7 +227,7 @@ pub(super) async fn release_deselected(reconciler: &ParentReconciler, key: &Pare
 /// one for all rules; a remaining rule that selects the parent still runs its deletion and removes it then).
 pub async fn on_rule_removed(rule: &Reconciler, remaining: &[&Reconciler], ctx: &WorkerContext) {
     let watched = &rule.spec.watched;
-    let Ok((resource, _)) = discover(&ctx.client, &watched.api_version, &watched.kind).await else {
+    let Ok((resource, _)) = discover(&ctx.discovery, &watched.api_version, &watched.kind).await else {
         return;
     };
     let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);

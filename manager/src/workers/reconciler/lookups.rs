@@ -18,6 +18,7 @@ use ruleplane_config::{Lookup, Reconciler, gather_lookups};
 use serde_json::{Map, Value};
 
 use super::{ParentKey, ReconcilerError, discover};
+use crate::kube_client::KindDiscovery;
 use crate::watch_hub::{Change, KindKey, SharedWatch, WatchHub, strip_managed_fields};
 use crate::workers::WorkerError;
 
@@ -90,6 +91,7 @@ impl Lookups {
     pub(super) async fn start(
         rule: &Reconciler,
         client: &Client,
+        discovery: &KindDiscovery,
         hub: &WatchHub,
         kept: Gauge,
     ) -> Result<Self, WorkerError> {
@@ -100,7 +102,7 @@ impl Lookups {
                 continue;
             }
             let (api_version, kind, literal_name) = &key;
-            let (resource, caps) = discover(client, api_version, kind).await?;
+            let (resource, caps) = discover(discovery, api_version, kind).await?;
             let watch = match literal_name {
                 // One fixed name: only objects of that name are watched, cached whole.
                 Some(name) => LookupWatch {

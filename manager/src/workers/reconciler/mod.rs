@@ -2,20 +2,19 @@
 //! server-side apply, pruned, drift-corrected, and the parent's status projected (fetch → decide → apply → report).
 
 mod cleanup;
-mod index;
 mod io;
 mod lookups;
 mod writes;
 
 pub use cleanup::on_rule_removed;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::{ApiCapabilities, Scope};
-use kube::{Client, ResourceExt};
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL};
 use ruleplane_config::{
     ObjectKey, Reconciler, RenderError, attach_parent, builtin_kind, compute_status, next_status, parent_conditions,
@@ -25,6 +24,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use crate::kube_client::KindDiscovery;
 use crate::runner::{Action, Reconcile, ReconcileError, Requeue, Runner};
 use crate::supervisor::WorkerContext;
 use crate::watch_hub::{Change, KindKey, SharedWatch};
@@ -117,11 +117,9 @@ pub struct ParentReconciler {
     ctx: WorkerContext,
     parent: Watched,
     /// Child watches by `apiVersion`/`kind` of the templates.
-    children: HashMap<(String, String), Watched>,
+    children: BTreeMap<(String, String), Watched>,
     /// What the templates read from other objects, and who read what.
     lookups: lookups::Lookups,
-    /// Which cached children belong to which parent (by UID).
-    index: Mutex<index::ChildIndex>,
     /// Whether the parent's status is ours to write (kinds declared by ResourceDefinitions, not built-ins).
     writes_status: bool,
     /// Whether the parent kind has a status subresource. Without one, a status write changes the object's
@@ -142,7 +140,7 @@ pub struct ParentReconciler {
 pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
     let client = ctx.client.clone();
     let watched = &rule.spec.watched;
-    let (parent_resource, parent_caps) = discover(&client, &watched.api_version, &watched.kind).await?;
+    let (parent_resource, parent_caps) = discover(&ctx.discovery, &watched.api_version, &watched.kind).await?;
     let status_subresource = parent_caps.subresources.iter().any(|(sub, _)| sub.plural == "status");
     let namespaced = parent_caps.scope == Scope::Namespaced;
     // Only the parents the rule selects are watched and cached: a rule for the ConfigMaps labelled `x` does not
@@ -163,21 +161,24 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
             .watch_filtered(&parent_resource, label_selector.as_deref(), field_selector.as_deref()),
         namespaced,
     };
-    let mut children = HashMap::new();
+    let mut children = BTreeMap::new();
     for child in rule.children().iter().chain(rule.finalize_children()) {
         let kind = (child.api_version.clone(), child.kind.clone());
         if children.contains_key(&kind) {
             continue;
         }
-        let (resource, caps) = discover(&client, &child.api_version, &child.kind).await?;
-        let watch = ctx.hub.watch_selected(&resource, Some(CHILD_SELECTOR));
+        let (resource, caps) = discover(&ctx.discovery, &child.api_version, &child.kind).await?;
+        // Found by rule and parent UID through the watch's own index, shared by every rule with children of this kind.
+        let watch = ctx
+            .hub
+            .watch_indexed(&resource, Some(CHILD_SELECTOR), [RULE_LABEL, PARENT_UID_LABEL]);
         let namespaced = caps.scope == Scope::Namespaced;
         children.insert(kind, Watched { watch, namespaced });
     }
     let labels = crate::metrics::Metrics::labels(rule.name(), KIND);
     let lookup_contents = ctx.metrics.lookup_contents.get_or_create(&labels).clone();
     let change_to_applied = ctx.metrics.change_to_applied.get_or_create(&labels).clone();
-    let lookups = lookups::Lookups::start(&rule, &client, &ctx.hub, lookup_contents).await?;
+    let lookups = lookups::Lookups::start(&rule, &client, &ctx.discovery, &ctx.hub, lookup_contents).await?;
     let mut subscriptions = vec![parent.watch.subscribe()];
     subscriptions.extend(children.values().map(|c| c.watch.subscribe()));
     subscriptions.extend(lookups.watches().map(|w| w.subscribe()));
@@ -207,19 +208,13 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         parent,
         children,
         lookups,
-        index: Mutex::new(index::ChildIndex::default()),
         writes_status,
         status_subresource,
         writes: OwnWrites::new(requeue),
         left_selection: Mutex::new(HashSet::new()),
         change_to_applied,
     });
-    let initial = crate::runner::whole_cache_step(|| {
-        for kind in reconciler.children.keys() {
-            reconciler.rebuild_index(kind);
-        }
-        reconciler.all_parents()
-    });
+    let initial = crate::runner::whole_cache_step(reconciler.resync_reads(), || reconciler.all_parents());
     runner.run(reconciler, subscriptions, requeued, initial, stop).await
 }
 
@@ -234,19 +229,17 @@ fn selected_by(rule: &Reconciler, parent: &ObjectMeta) -> bool {
 
 /// What the apiserver serves for `apiVersion`/`kind` (the rule's kinds may be CRDs registered moments ago).
 async fn discover(
-    client: &Client,
+    discovery: &KindDiscovery,
     api_version: &str,
     kind: &str,
 ) -> Result<(ApiResource, ApiCapabilities), WorkerError> {
-    crate::kube_client::discover_kind(client, api_version, kind)
-        .await
-        .map_err(|e| match e {
-            // The apiserver's plain-text 404 for a group/version it does not serve yet.
-            kube::Error::Api(status) if status.code == 404 => {
-                WorkerError::Discovery(format!("{api_version} {kind}: not served (404)"))
-            }
-            e => WorkerError::Discovery(format!("{api_version} {kind}: {e}")),
-        })
+    discovery.kind(api_version, kind).await.map_err(|e| match e {
+        // The apiserver's plain-text 404 for a group/version it does not serve yet.
+        kube::Error::Api(status) if status.code == 404 => {
+            WorkerError::Discovery(format!("{api_version} {kind}: not served (404)"))
+        }
+        e => WorkerError::Discovery(format!("{api_version} {kind}: {e}")),
+    })
 }
 
 impl ParentReconciler {
@@ -285,24 +278,20 @@ impl ParentReconciler {
     /// The children of `uid` this rule's labels mark, from the child caches, or as our writes left them while
     /// their echo is on its way (including children created a moment ago, not in a cache yet).
     fn observed_children(&self, uid: &str) -> Vec<Value> {
-        let refs = self.index.lock().unwrap_or_else(|e| e.into_inner()).children_of(uid);
         let mut seen = HashSet::new();
-        let mut observed: Vec<Value> = refs
-            .into_iter()
-            .filter_map(|child| {
-                let watched = self.children.get(&child.kind)?;
-                let object = (watched.watch.key.clone(), child.namespace.clone(), child.name.clone());
-                let mut value = match self.writes.written(&object) {
-                    Some(written) => (*written).clone(),
-                    None => watched.watch.get_value(child.namespace.as_deref(), &child.name)?,
+        let mut observed = Vec::new();
+        for watched in self.children.values() {
+            for (namespace, name) in watched.watch.store.labelled([self.rule.name(), uid]) {
+                let object = (watched.watch.key.clone(), namespace, name);
+                let value = match self.writes.written(&object) {
+                    Some(written) => Some((*written).clone()),
+                    None => watched.watch.get_value(object.1.as_deref(), &object.2),
                 };
+                let Some(value) = value else { continue };
                 seen.insert(object);
-                // Items of a list response carry no apiVersion/kind (watch events do): the watch knows them.
-                value["apiVersion"] = Value::from(child.kind.0.clone());
-                value["kind"] = Value::from(child.kind.1.clone());
-                Some(value)
-            })
-            .collect();
+                observed.push(value);
+            }
+        }
         let child_kinds: HashSet<&KindKey> = self.children.values().map(|w| &w.watch.key).collect();
         let created = self.writes.written_where(|(kind, _, _), object| {
             child_kinds.contains(kind)
@@ -318,52 +307,6 @@ impl ParentReconciler {
                 .map(|(_, written)| (*written).clone()),
         );
         observed
-    }
-
-    /// The index entry of a cached child: where it belongs if it is this rule's.
-    fn index_entry(&self, kind: &(String, String), child: &ObjectMeta) -> (index::ChildRef, Option<String>) {
-        let label = |name: &str| child.labels.as_ref().and_then(|labels| labels.get(name));
-        let ours = label(RULE_LABEL).map(String::as_str) == Some(self.rule.name());
-        let parent_uid = label(PARENT_UID_LABEL).filter(|_| ours).cloned();
-        let child_ref = index::ChildRef {
-            kind: kind.clone(),
-            namespace: child.namespace.clone(),
-            name: child.name.clone().unwrap_or_default(),
-        };
-        (child_ref, parent_uid)
-    }
-
-    fn rebuild_index(&self, kind: &(String, String)) {
-        let Some(watched) = self.children.get(kind) else {
-            return;
-        };
-        let entries = watched
-            .watch
-            .store
-            .map_metadata(|child| Some(self.index_entry(kind, child)));
-        self.index
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .rebuild_kind(kind, entries);
-    }
-
-    /// Keeps the child index current from a child watch's notification.
-    fn index_change(&self, kind: &KindKey, change: &Change) {
-        let key = (kind.api_version.clone(), kind.kind.clone());
-        if self.children.get(&key).is_none_or(|w| w.watch.key != *kind) {
-            return;
-        }
-        match change {
-            Change::Applied(object) => {
-                let (child, uid) = self.index_entry(&key, &object.metadata);
-                self.index.lock().unwrap_or_else(|e| e.into_inner()).upsert(child, uid);
-            }
-            Change::Deleted(object) => {
-                let (child, _) = self.index_entry(&key, &object.metadata);
-                self.index.lock().unwrap_or_else(|e| e.into_inner()).remove(&child);
-            }
-            Change::Resync => self.rebuild_index(&key),
-        }
     }
 
     fn child_kind(&self, api_version: &str, kind: &str) -> Result<&Watched, ReconcilerError> {
@@ -547,7 +490,6 @@ impl Reconcile for ParentReconciler {
     type Error = ReconcilerError;
 
     fn keys_for(&self, kind: &KindKey, change: &Change) -> Vec<ParentKey> {
-        self.index_change(kind, change);
         let Some(object) = change.object() else {
             self.writes.resynced(kind);
             return self.all_parents();
@@ -583,6 +525,11 @@ impl Reconcile for ParentReconciler {
         }
         keys.extend(self.lookups.readers_of(kind, change));
         keys.into_iter().collect()
+    }
+
+    /// A resync reads the parents' metadata (the rule's selected parents only).
+    fn resync_reads(&self) -> usize {
+        self.parent.watch.store.len()
     }
 
     async fn reconcile(&self, key: &ParentKey) -> Result<Action, ReconcilerError> {

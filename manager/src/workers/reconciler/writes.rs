@@ -205,6 +205,7 @@ mod tests {
                 label_selector: None,
                 field_selector: None,
                 metadata_only: false,
+                indexed_by: None,
             },
             Some("ns".into()),
             name.into(),

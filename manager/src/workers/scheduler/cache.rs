@@ -173,10 +173,10 @@ impl ClusterCache {
             }
         }
         if state.stale {
-            crate::runner::whole_cache_step(|| self.rebuild(state));
+            crate::runner::whole_cache_step(usize::MAX, || self.rebuild(state));
         }
         if state.context_dirty {
-            crate::runner::whole_cache_step(|| self.give_context(state));
+            crate::runner::whole_cache_step(usize::MAX, || self.give_context(state));
         }
     }
 
