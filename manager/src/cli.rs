@@ -97,6 +97,9 @@ pub struct RunArgs {
     /// Requests the client may send at once above the sustained rate (the bucket's size).
     #[arg(long, env = "RULEPLANE_KUBE_API_BURST", default_value_t = 100)]
     pub kube_api_burst: u32,
+    /// Requests in flight at once, watches aside (also the most connections they open); 0 = no limit.
+    #[arg(long, env = "RULEPLANE_KUBE_API_MAX_IN_FLIGHT", default_value_t = 100)]
+    pub kube_api_max_in_flight: usize,
     /// Threads running the manager's tasks; 0 = one per CPU the process may use.
     #[arg(long, env = "RULEPLANE_WORKER_THREADS", default_value_t = 0)]
     pub worker_threads: usize,

@@ -62,7 +62,8 @@ pub struct DiffReport {
 }
 
 pub async fn diff(rules: &RuleSet, args: &DiffArgs) -> anyhow::Result<DiffReport> {
-    let client = crate::kube_client::connect(args.kubeconfig.as_deref(), 0.0, 0).await?;
+    let client =
+        crate::kube_client::connect(args.kubeconfig.as_deref(), crate::kube_client::ClientLimits::NONE).await?;
     let mut report = DiffReport {
         text: String::new(),
         changes: 0,

@@ -94,7 +94,26 @@ fn missing(api_version: &str, kind: &str) -> kube::Error {
     )))
 }
 
-pub async fn connect(kubeconfig: Option<&Path>, qps: f64, burst: u32) -> anyhow::Result<Client> {
+/// How the manager's client may load the apiserver: `--kube-api-qps`, `--kube-api-burst`,
+/// `--kube-api-max-in-flight`.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientLimits {
+    pub qps: f64,
+    pub burst: u32,
+    /// Requests in flight at once, watches aside; 0 = no limit.
+    pub max_in_flight: usize,
+}
+
+impl ClientLimits {
+    /// For one-shot commands (`ruleplane diff`): their few requests need no limit.
+    pub const NONE: ClientLimits = ClientLimits {
+        qps: 0.0,
+        burst: 0,
+        max_in_flight: 0,
+    };
+}
+
+pub async fn connect(kubeconfig: Option<&Path>, limits: ClientLimits) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -105,11 +124,82 @@ pub async fn connect(kubeconfig: Option<&Path>, qps: f64, burst: u32) -> anyhow:
             .context("no kubeconfig and not running in a cluster")?,
     };
     let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
-    Ok(if qps > 0.0 {
-        builder.with_layer(&RateLimitLayer::new(qps, burst)).build()
-    } else {
-        builder.build()
-    })
+    // The in-flight limit is outside the rate limit: a request waiting for a token holds no permit.
+    let in_flight =
+        tower::util::option_layer((limits.max_in_flight > 0).then(|| InFlightLimitLayer::new(limits.max_in_flight)));
+    let rate = tower::util::option_layer((limits.qps > 0.0).then(|| RateLimitLayer::new(limits.qps, limits.burst)));
+    Ok(builder.with_layer(&rate).with_layer(&in_flight).build())
+}
+
+/// At most `limit` requests in flight at once, watches aside (a watch holds its request open for minutes). Over
+/// HTTP/1.1 a connection carries one request at a time, so this also bounds the connections the client opens:
+/// 200 rules reconciling together opened 1,200, each a TLS handshake for the apiserver, all kept open idle after.
+/// A permit is held from the request's start to its response's headers (kube reads the body right after).
+#[derive(Clone, Debug)]
+pub struct InFlightLimitLayer {
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl InFlightLimitLayer {
+    pub fn new(limit: usize) -> Self {
+        InFlightLimitLayer {
+            permits: Arc::new(tokio::sync::Semaphore::new(limit.max(1))),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for InFlightLimitLayer {
+    type Service = InFlightLimited<S>;
+    fn layer(&self, inner: S) -> InFlightLimited<S> {
+        InFlightLimited {
+            inner,
+            permits: tokio_util::sync::PollSemaphore::new(self.permits.clone()),
+            permit: None,
+        }
+    }
+}
+
+pub struct InFlightLimited<S> {
+    inner: S,
+    permits: tokio_util::sync::PollSemaphore,
+    /// Taken in `poll_ready` (the request is not known yet), given back at once in `call` for a watch.
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// Whether a request opens a watch (`watch=true` or `watch=1` in its query).
+fn is_watch<B>(request: &hyper::http::Request<B>) -> bool {
+    request
+        .uri()
+        .query()
+        .is_some_and(|query| query.split('&').any(|pair| pair == "watch=true" || pair == "watch=1"))
+}
+
+impl<S, B> tower::Service<hyper::http::Request<B>> for InFlightLimited<S>
+where
+    S: tower::Service<hyper::http::Request<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        if self.permit.is_none() {
+            // The semaphore is never closed: `None` cannot happen.
+            self.permit = std::task::ready!(self.permits.poll_acquire(cx));
+        }
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: hyper::http::Request<B>) -> Self::Future {
+        let permit = self.permit.take().filter(|_| !is_watch(&request));
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let answered = response.await;
+            drop(permit);
+            answered
+        })
+    }
 }
 
 /// A token bucket in front of the client: `qps` tokens per second, at most `burst` saved up. kube's client
@@ -198,6 +288,60 @@ mod tests {
     use tower::{Layer, Service, ServiceExt};
 
     use super::*;
+
+    /// Requests beyond the limit wait for one in flight to be answered; watches neither wait for nor hold a
+    /// permit once sent.
+    #[tokio::test]
+    async fn requests_beyond_the_in_flight_limit_wait_and_watches_hold_no_permit() {
+        let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (counting, peak) = (in_flight.clone(), most.clone());
+        let slow = tower::service_fn(move |request: hyper::http::Request<()>| {
+            let (counting, peak) = (counting.clone(), peak.clone());
+            async move {
+                if is_watch(&request) {
+                    // A watch stays open.
+                    std::future::pending::<()>().await;
+                } else {
+                    let now = counting.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    counting.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                Ok::<_, Infallible>(())
+            }
+        });
+        let limited = tower::buffer::Buffer::new(InFlightLimitLayer::new(3).layer(slow), 64);
+        let request = |uri: &str| hyper::http::Request::builder().uri(uri).body(()).expect("request");
+        // Three open watches first: were they holding permits, nothing else could go.
+        for _ in 0..3 {
+            tokio::spawn(
+                limited
+                    .clone()
+                    .oneshot(request("/api/v1/pods?watch=true&resourceVersion=1")),
+            );
+        }
+        tokio::task::yield_now().await;
+        let asks = (0..12).map(|_| limited.clone().oneshot(request("/api/v1/pods")));
+        let started = Instant::now();
+        let answers = tokio::time::timeout(Duration::from_secs(5), futures::future::join_all(asks))
+            .await
+            .expect("answered while the watches stay open");
+        for answer in answers {
+            answer.expect("answered");
+        }
+        assert_eq!(
+            most.load(std::sync::atomic::Ordering::SeqCst),
+            3,
+            "never more than the limit at once"
+        );
+        assert!(
+            started.elapsed() >= Duration::from_millis(75),
+            "12 requests, 3 at a time, 20 ms each"
+        );
+        assert!(is_watch(&request("/apis/apps/v1/deployments?labelSelector=a&watch=1")));
+        assert!(!is_watch(&request("/api/v1/pods?fieldSelector=watch%3Dtrue")));
+    }
 
     #[tokio::test(start_paused = true)]
     async fn requests_beyond_the_burst_wait_for_the_sustained_rate() {

@@ -107,7 +107,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         info!(address = %local, "serving /healthz and /readyz");
     }
 
-    let client = kube_client::connect(args.kubeconfig.as_deref(), args.kube_api_qps, args.kube_api_burst).await?;
+    let limits = kube_client::ClientLimits {
+        qps: args.kube_api_qps,
+        burst: args.kube_api_burst,
+        max_in_flight: args.kube_api_max_in_flight,
+    };
+    let client = kube_client::connect(args.kubeconfig.as_deref(), limits).await?;
     let version = client
         .apiserver_version()
         .await
