@@ -9,17 +9,8 @@ bin=${CARGO_TARGET_DIR:-$cache/target}/debug/ruleplane
 [ -x "${RULEPLANE_BIN:-}" ] && bin=$RULEPLANE_BIN
 rounds=${1:-5}
 rules=${RULES:-$root/examples}
-"$root/tests/control-plane/cluster.sh" up >/dev/null
-export KUBECONFIG="$cache/cluster/kubeconfig"
-# shellcheck disable=SC1091
-. "$cache/cluster/env"
-kubectl() { "$BIN_DIR/kubectl" "$@"; }
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT INT TERM
-now() { date +%s.%N; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=tests/bench/lib.sh
+. "$root/tests/bench/lib.sh"
 
 start_manager() { # id namespace -> sets $mpid $mhealth $mmetrics
   mhealth=$(free_port); mmetrics=$(free_port)

@@ -16,19 +16,8 @@ parents=${2:-5}
 other=${OTHER:-10000}
 bin=${RULEPLANE_BIN:-$target/release/ruleplane}
 [ -x "$bin" ] || { echo "build first: cargo build --release -p ruleplane ($bin missing)"; exit 2; }
-"$root/tests/control-plane/cluster.sh" up >/dev/null
-export KUBECONFIG="$cache/cluster/kubeconfig"
-# shellcheck disable=SC1091
-. "$cache/cluster/env"
-kubectl() { "$BIN_DIR/kubectl" "$@"; }
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT INT TERM
-now() { date +%s.%N; }
-since() { awk "BEGIN{printf \"%.2f\", $(now) - $1}"; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
+# shellcheck source=tests/bench/lib.sh
+. "$root/tests/bench/lib.sh"
 requests() { kubectl get --raw /metrics | awk '/^apiserver_request_total\{/ {s+=$NF} END {printf "%d", s}'; }
 request_counts() { # file ← apiserver_request_total by verb, resource, subresource and code
   kubectl get --raw /metrics | awk '/^apiserver_request_total\{/ {
@@ -43,14 +32,6 @@ request_delta() { # before after → the request kinds sent in between, most fir
 count() { # namespace selector → ConfigMaps matching it (remainingItemCount is not served with a selector)
   kubectl get --raw "/api/v1/namespaces/$1/configmaps?labelSelector=$2" |
     python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))'
-}
-lag() { # the manager's runtime lag since it started (ruleplane_runtime_lag_seconds)
-  curl -fs "http://127.0.0.1:$1/metrics" | awk '
-    /^ruleplane_runtime_lag_seconds_bucket/ { split($0, a, "\""); le[n] = a[2]; c[n++] = $NF }
-    /^ruleplane_runtime_lag_seconds_count/ { total = $NF }
-    END {
-      for (i = 0; i < n; i++) { if (p99 == "" && c[i] >= 0.99 * total) p99 = le[i]; if (max == "" && c[i] == total) max = le[i] }
-      printf "runtime lag over %d samples: p99 <= %s s, max <= %s s", total, p99, max }'
 }
 
 echo "machine: $(nproc) cores; $rules rules × $parents parents, $other other labelled children cached"

@@ -27,19 +27,8 @@ ceiling=$target/release/examples/ssa_ceiling
 floor=$target/release/examples/latency_floor
 latency=$target/release/examples/update_latency
 [ "${PROFILE:-0}" = 1 ] && export APISERVER_PROFILING=true # takes effect on a fresh plane (make cluster-down first)
-"$root/tests/control-plane/cluster.sh" up >/dev/null
-export KUBECONFIG="$cache/cluster/kubeconfig"
-# shellcheck disable=SC1091
-. "$cache/cluster/env"
-kubectl() { "$BIN_DIR/kubectl" "$@"; }
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT INT TERM
-now() { date +%s.%N; }
-since() { awk "BEGIN{printf \"%.2f\", $(now) - $1}"; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-metric() { curl -fs "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($0, m) == 1 {print $NF}' | head -1; }
+# shellcheck source=tests/bench/lib.sh
+. "$root/tests/bench/lib.sh"
 # etcd's snapshots so far (each one pauses its writes for a moment: a latency run may catch one).
 etcd_snapshots() { curl -fs "$(. "$cache/cluster/env" && echo "$ETCD_URL")/metrics" | awk '/^etcd_debugging_snap_save_total_duration_seconds_count/ {print $NF}'; }
 # apiserver_request_total summed over the lines matching a pattern (all verbs unless the pattern says).
@@ -113,14 +102,6 @@ start_manager() { # id → sets $mpid $mport
   mpid=$!; pids+=("$mpid")
   until curl -fs "http://127.0.0.1:$hport/readyz" >/dev/null 2>&1; do sleep 0.05; done
 }
-lag() { # the manager's runtime lag since it started (ruleplane_runtime_lag_seconds): how late a task woke
-  curl -fs "http://127.0.0.1:$mport/metrics" | awk '
-    /^ruleplane_runtime_lag_seconds_bucket/ { split($0, a, "\""); le[n] = a[2]; c[n++] = $NF }
-    /^ruleplane_runtime_lag_seconds_count/ { total = $NF }
-    END {
-      for (i = 0; i < n; i++) { if (p99 == "" && c[i] >= 0.99 * total) p99 = le[i]; if (max == "" && c[i] == total) max = le[i] }
-      printf "runtime lag over %d samples (100 ms apart): p99 <= %s s, max <= %s s, %d over 128 ms", total, p99, max, total - c[7] }'
-}
 # The CRD first (a manager registers it), then the parents, then the timed manager.
 start_manager register
 until kubectl get crd benchapps.bench.ruleplane.dev >/dev/null 2>&1; do sleep 0.2; done
@@ -128,7 +109,6 @@ kubectl wait --for=condition=Established crd/benchapps.bench.ruleplane.dev --tim
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 create_parents "$work/parents.yaml" bench.ruleplane.dev/v1 BenchApp "$ns" "$parents" '{ image: "nginx:1.27" }'
 before_all=$(all_requests)
-proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
 apiserver_pid=$(cat "$cache/cluster/kube-apiserver.pid"); etcd_pid=$(cat "$cache/cluster/etcd.pid")
 apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
 t0=$(now); start_manager converge
@@ -145,7 +125,7 @@ reconcile_sum=$(metric "$mport" 'ruleplane_reconcile_duration_seconds_sum{rule="
 reconcile_count=$(metric "$mport" 'ruleplane_reconcile_duration_seconds_count{rule="bench-apps"')
 printf 'ruleplane: %d reconciles while converging, %.1f ms each on average (concurrency %d, worker threads %s)\n' \
   "$reconcile_count" "$(awk "BEGIN{print 1000 * $reconcile_sum / ($reconcile_count > 0 ? $reconcile_count : 1)}")" "$concurrency" "${THREADS:-0 (one per CPU)}"
-echo "ruleplane: while converging, $(lag)"
+echo "ruleplane: while converging, $(lag "$mport")"
 sleep 2
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 before_writes=$(writes_to benchapps)
@@ -157,7 +137,7 @@ resync_writes=$(( $(writes_to benchapps) - before_writes ))
 rss=$(awk '/VmRSS/{print $2}' "/proc/$mpid/status")
 printf 'ruleplane: no-op resync of %d converged parents (new manager, start → all reconciled) %s s, %d write requests; RSS with %d parents + %d children cached %.1f MiB\n' \
   "$parents" "$resync" "$resync_writes" "$parents" "$((2 * parents))" "$(awk "BEGIN{print $rss/1024}")"
-echo "ruleplane: start and resync, $(lag)"
+echo "ruleplane: start and resync, $(lag "$mport")"
 # Event → child latency on the converged set, in steady state (the manager's queue drained first): RATE parent
 # updates/s for 20 s, each timed to its child's change; then the same probe against the least controller that
 # writes what the issue requires (latency_floor.rs). In the order Ruleplane, floor, floor, Ruleplane: a plane gets
@@ -206,7 +186,7 @@ ruleplane_latency() { # label; the manager ($mpid, $mport) is running
     "$label" "$reconciles" "$(awk "BEGIN{print 1000 * $duration / ($reconciles > 0 ? $reconciles : 1)}")" "$((resyncs_after - resyncs_before))" \
     "$(awk "BEGIN{print $(proc_cpu "$mpid") - $cpu_before}")" "$(awk "BEGIN{print $(proc_cpu "$apiserver_pid") - $apiserver_before}")" \
     "$(awk "BEGIN{print $(proc_cpu "$etcd_pid") - $etcd_before}")"
-  echo "$label: since the manager started, $(lag)"
+  echo "$label: since the manager started, $(lag "$mport")"
 }
 floor_latency() { # label; the floor ($fpid) is running
   local label=$1 cpu_before snapshots_before

@@ -1,0 +1,26 @@
+# shellcheck shell=bash disable=SC2154
+# What the benchmark scripts on the shared local control plane have in common; sourced, after `root` and `cache`
+# are set: starts the plane if needed, points kubectl at it, and gives a work directory whose processes
+# (added to `pids`) are killed on exit.
+"$root/tests/control-plane/cluster.sh" up >/dev/null
+export KUBECONFIG="$cache/cluster/kubeconfig"
+# shellcheck disable=SC1091
+. "$cache/cluster/env"
+kubectl() { "$BIN_DIR/kubectl" "$@"; }
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT INT TERM
+now() { date +%s.%N; }
+since() { awk "BEGIN{printf \"%.2f\", $(now) - $1}"; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
+metric() { curl -fs "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($0, m) == 1 {print $NF}' | head -1; }
+lag() { # metrics port → the manager's runtime lag since it started (ruleplane_runtime_lag_seconds): how late a task woke
+  curl -fs "http://127.0.0.1:$1/metrics" | awk '
+    /^ruleplane_runtime_lag_seconds_bucket/ { split($0, a, "\""); le[n] = a[2]; c[n++] = $NF }
+    /^ruleplane_runtime_lag_seconds_count/ { total = $NF }
+    END {
+      for (i = 0; i < n; i++) { if (p99 == "" && c[i] >= 0.99 * total) p99 = le[i]; if (max == "" && c[i] == total) max = le[i] }
+      printf "runtime lag over %d samples (100 ms apart): p99 <= %s s, max <= %s s, %d over 128 ms", total, p99, max, total - c[7] }'
+}
