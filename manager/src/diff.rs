@@ -19,6 +19,7 @@ use ruleplane_config::{
 use serde_json::Value;
 
 use crate::cli::DiffArgs;
+use crate::kube_client::KindDiscovery;
 
 /// `kubectl diff`'s exit codes, which reviewers' scripts already know: 0 no change, 1 changes, 2 errors.
 const CHANGES: u8 = 1;
@@ -69,8 +70,9 @@ pub async fn diff(rules: &RuleSet, args: &DiffArgs) -> anyhow::Result<DiffReport
         changes: 0,
     };
     let mut totals = Totals::default();
+    let discovery = KindDiscovery::new(client.clone());
     for rule in rules.reconcilers() {
-        diff_rule(&client, rule, &mut report, &mut totals).await?;
+        diff_rule(&client, &discovery, rule, &mut report, &mut totals).await?;
     }
     let _ = writeln!(
         report.text,
@@ -93,11 +95,11 @@ struct Totals {
 
 /// What the apiserver serves for `apiVersion`/`kind`, or `None` when it does not serve it (yet).
 async fn discover(
-    client: &Client,
+    discovery: &KindDiscovery,
     api_version: &str,
     kind: &str,
 ) -> anyhow::Result<Option<(ApiResource, ApiCapabilities)>> {
-    match crate::kube_client::discover_kind(client, api_version, kind).await {
+    match discovery.kind(api_version, kind).await {
         Ok(found) => Ok(Some(found)),
         Err(kube::Error::Discovery(_)) => Ok(None),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
@@ -130,13 +132,14 @@ fn typed_values(objects: Vec<DynamicObject>, resource: &ApiResource) -> Vec<Valu
 
 async fn diff_rule(
     client: &Client,
+    discovery: &KindDiscovery,
     rule: &Reconciler,
     report: &mut DiffReport,
     totals: &mut Totals,
 ) -> anyhow::Result<()> {
     let watched = &rule.spec.watched;
     let name = rule.name();
-    let Some((parent_resource, parent_caps)) = discover(client, &watched.api_version, &watched.kind).await? else {
+    let Some((parent_resource, parent_caps)) = discover(discovery, &watched.api_version, &watched.kind).await? else {
         let declared = rule.kinds().parent.as_ref().and_then(|kind| kind.declared_by.as_ref());
         let _ = writeln!(
             report.text,
@@ -169,7 +172,7 @@ async fn diff_rule(
         if scopes.contains_key(&kind) {
             continue;
         }
-        let Some((resource, caps)) = discover(client, &child.api_version, &child.kind).await? else {
+        let Some((resource, caps)) = discover(discovery, &child.api_version, &child.kind).await? else {
             // Nothing of a kind the apiserver does not serve can exist; applying it would fail, as the worker says.
             scopes.insert(kind, true);
             continue;
@@ -211,7 +214,9 @@ async fn diff_rule(
         let kind = (lookup.spec.api_version.clone(), lookup.spec.kind.clone());
         if let std::collections::hash_map::Entry::Vacant(entry) = lookup_resources.entry(kind) {
             let (api_version, kind) = entry.key();
-            let found = discover(client, api_version, kind).await?.map(|(resource, _)| resource);
+            let found = discover(discovery, api_version, kind)
+                .await?
+                .map(|(resource, _)| resource);
             entry.insert(found);
         }
     }

@@ -18,17 +18,6 @@ use kube::discovery::{ApiCapabilities, ApiGroup};
 use kube::{Client, Config};
 use tokio::time::{Instant, Sleep};
 
-/// What the apiserver serves for `apiVersion`/`kind` (a rule's kinds may be CRDs registered moments ago).
-pub async fn discover_kind(
-    client: &Client,
-    api_version: &str,
-    kind: &str,
-) -> Result<(kube::api::ApiResource, kube::discovery::ApiCapabilities), kube::Error> {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-    kube::discovery::pinned_kind(client, &gvk).await
-}
-
 /// How long a group/version's discovery answer serves the kinds it lists.
 const DISCOVERY_FRESH: Duration = Duration::from_secs(10);
 /// How old an answer must be before a kind missing from it is asked for again (a CRD registered a moment ago).
@@ -55,7 +44,9 @@ impl KindDiscovery {
         }
     }
 
-    /// What the apiserver serves for `apiVersion`/`kind`: the same answers and errors as [`discover_kind`].
+    /// What the apiserver serves for `apiVersion`/`kind` (a rule's kinds may be CRDs registered moments ago): a
+    /// group/version it does not serve is its 404 (`kube::Error::Api`), a kind missing from one it serves
+    /// `kube::Error::Discovery`.
     pub async fn kind(&self, api_version: &str, kind: &str) -> Result<(ApiResource, ApiCapabilities), kube::Error> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let slot = self
