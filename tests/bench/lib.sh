@@ -9,7 +9,11 @@ export KUBECONFIG="$cache/cluster/kubeconfig"
 kubectl() { "$BIN_DIR/kubectl" "$@"; }
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+# KEEP=1 keeps the work directory (rules, logs) for a look afterwards.
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept: $work"; else rm -rf "$work"; fi
+}
 trap cleanup EXIT INT TERM
 now() { date +%s.%N; }
 since() { awk "BEGIN{printf \"%.2f\", $(now) - $1}"; }

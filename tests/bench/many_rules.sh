@@ -94,8 +94,10 @@ YAML
   peak=$(awk '/VmHWM/{printf "%.1f", $2/1024}' "/proc/$mpid/status")
   cpu=$(proc_cpu "$mpid")
   sent=$(( $(requests) - before - polls - 2 )) # less this script's own requests
+  local resyncs
+  resyncs=$(curl -fs "http://127.0.0.1:$mport/metrics" | awk '/^ruleplane_watch_resyncs_total/ {s+=$NF} END {print s+0}')
   request_counts "$work/$label-after.txt"
-  echo "$label: ready after $ready s, every child after $converged s; $connections TCP connections, $threads threads, RSS $rss MiB (peak $peak), CPU $cpu s, $sent API requests; $(lag "$mport")"
+  echo "$label: ready after $ready s, every child after $converged s; $connections TCP connections, $threads threads, RSS $rss MiB (peak $peak), CPU $cpu s, $sent API requests, $resyncs lagging subscribers resynced; $(lag "$mport")"
   echo "$label: requests by kind (the script's own polls included):"
   request_delta "$work/$label-before.txt" "$work/$label-after.txt" | sed "s/^/  /"
   kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true

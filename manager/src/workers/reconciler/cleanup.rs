@@ -116,7 +116,7 @@ pub(super) async fn finalize(
         for apply in &plan.apply {
             let watched = reconciler.child_kind(&apply.key.api_version, &apply.key.kind)?;
             reconciler.writes.forget(&reconciler.child_object(watched, &apply.key));
-            current.push(io::apply_child(reconciler, watched, apply, parent).await?);
+            current.push(io::apply_child(reconciler, watched, apply, parent).await?.object);
         }
         let pending: Vec<&str> = rule
             .finalize_children()

@@ -10,6 +10,7 @@ use ruleplane_config::{ChildApply, ObjectKey};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
+use super::writes::StoredAnswer;
 use super::{ParentKey, ParentReconciler, ReconcilerError, Watched};
 use crate::watch_hub::strip_managed_fields;
 
@@ -31,7 +32,7 @@ pub(super) async fn apply_child(
     watched: &Watched,
     apply: &ChildApply,
     parent: &DynamicObject,
-) -> Result<Value, ReconcilerError> {
+) -> Result<AppliedChild, ReconcilerError> {
     let key = &apply.key;
     let api = api_for(reconciler, watched, key.namespace.as_deref());
     let params = PatchParams::apply(RECONCILER_FIELD_MANAGER).force();
@@ -43,6 +44,8 @@ pub(super) async fn apply_child(
         other => ReconcilerError::Api(other),
     };
     let mut applied = None;
+    // The version of our own earlier write a create-only apply ran into (it was not in the cache yet).
+    let mut ours_before = None;
     if apply.created && !reconciler.rule.spec.adopt {
         // A resourceVersion no stored object has makes the apply create-only: the apiserver creates the object
         // when the name is free (a precondition only applies to an existing object) and answers 409 when it is
@@ -54,24 +57,70 @@ pub(super) async fn apply_child(
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 // Taken: by this parent (our earlier write, not yet in the cache) or by someone else.
                 let uid = parent.uid().unwrap_or_default();
-                if let Some(existing) = get_metadata_opt(&api, &key.name).await?
-                    && !ruleplane_config::ownership::is_child_of(existing.labels(), reconciler.rule.name(), &uid)
-                {
-                    return Err(ReconcilerError::Conflict { child: key.clone() });
+                if let Some(existing) = get_metadata_opt(&api, &key.name).await? {
+                    if !ruleplane_config::ownership::is_child_of(existing.labels(), reconciler.rule.name(), &uid) {
+                        return Err(ReconcilerError::Conflict { child: key.clone() });
+                    }
+                    ours_before = existing.resource_version();
                 }
             }
             Err(error) => return Err(rejected(error)),
         }
     }
-    let applied = match applied {
-        Some(applied) => applied,
-        None => patch_value(reconciler, &api, None, &key.name, &params, &Patch::Apply(&apply.object))
-            .await
-            .map_err(rejected)?,
+    let (object, change) = match applied {
+        Some(created) => (created, ChildChange::Created),
+        None => {
+            let object = patch_value(reconciler, &api, None, &key.name, &params, &Patch::Apply(&apply.object))
+                .await
+                .map_err(rejected)?;
+            let version = object.pointer("/metadata/resourceVersion").and_then(Value::as_str);
+            // Our earlier write applied again, nothing changed: no news (its creation was announced then).
+            let unchanged = ours_before.is_some() && version == ours_before.as_deref();
+            let change = match (unchanged, ours_before.is_some()) {
+                (true, _) => ChildChange::Unchanged,
+                // Adopted, or gone again between the 409 and the read: as far as we know, created now.
+                (false, false) if apply.created => ChildChange::Created,
+                _ => ChildChange::Updated,
+            };
+            (object, change)
+        }
     };
-    let verb = if apply.created { "created" } else { "updated" };
-    info!(rule = reconciler.rule.name(), child = %key, "child {verb}");
-    Ok(applied)
+    if change != ChildChange::Unchanged {
+        info!(rule = reconciler.rule.name(), child = %key, "child {}", change.verb());
+    }
+    Ok(AppliedChild { object, change })
+}
+
+/// What a child's apply did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ChildChange {
+    Created,
+    Updated,
+    /// The object was already as applied: a create-only apply ran into our own earlier write, not yet in the
+    /// cache (e.g. a resync forgot it), and applying again changed nothing.
+    Unchanged,
+}
+
+impl ChildChange {
+    fn verb(self) -> &'static str {
+        match self {
+            ChildChange::Created => "created",
+            ChildChange::Updated => "updated",
+            ChildChange::Unchanged => "unchanged",
+        }
+    }
+}
+
+/// A child's apply: the object as stored, and what the apply did to it.
+pub(super) struct AppliedChild {
+    pub object: Value,
+    pub change: ChildChange,
+}
+
+impl StoredAnswer for AppliedChild {
+    fn stored(&self) -> &Value {
+        &self.object
+    }
 }
 
 /// Sends a patch of `name` (or of its `subresource`) and reads the answer straight into JSON, without its
@@ -107,7 +156,9 @@ async fn get_metadata_opt(
     api: &Api<DynamicObject>,
     name: &str,
 ) -> Result<Option<kube::core::PartialObjectMeta<DynamicObject>>, kube::Error> {
-    match api.get_metadata_with(name, &kube::api::GetParams::any()).await {
+    // A quorum read, not the apiserver's watch cache (`resourceVersion=0`): right after a 409 the object may not
+    // be in that cache yet, and reading it as gone made our own earlier write count as created a second time.
+    match api.get_metadata_with(name, &kube::api::GetParams::default()).await {
         Ok(meta) => Ok(Some(meta)),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
         Err(error) => Err(error),

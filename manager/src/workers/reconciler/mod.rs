@@ -394,9 +394,13 @@ impl ParentReconciler {
         for (apply, applied) in applies {
             match applied {
                 Ok(applied) => {
-                    if apply.created { &mut created } else { &mut updated }.push(apply.key.clone());
-                    if let Some(id) = child_id(&applied) {
-                        now.insert(id, applied);
+                    match applied.change {
+                        io::ChildChange::Created => created.push(apply.key.clone()),
+                        io::ChildChange::Updated => updated.push(apply.key.clone()),
+                        io::ChildChange::Unchanged => {}
+                    }
+                    if let Some(id) = child_id(&applied.object) {
+                        now.insert(id, applied.object);
                     }
                 }
                 Err(error) => {

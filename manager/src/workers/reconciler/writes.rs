@@ -22,6 +22,17 @@ enum OwnWrite<K> {
     Written { version: String, object: Arc<Value> },
 }
 
+/// A tracked write's answer: the object as the apiserver stored it (and whatever else the writer reports).
+pub(super) trait StoredAnswer {
+    fn stored(&self) -> &Value;
+}
+
+impl StoredAnswer for Value {
+    fn stored(&self) -> &Value {
+        self
+    }
+}
+
 /// What a watch event for an object is to this worker.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum EventNews {
@@ -56,13 +67,13 @@ impl<K> OwnWrites<K> {
     /// Sends `write` (answering with the stored object) as one of ours to `object`, for a reconcile of `parent`;
     /// the object had resourceVersion `before` when the write was decided. Noted from request to answer, forgotten
     /// if it fails or is dropped unanswered.
-    pub async fn track<E>(
+    pub async fn track<T: StoredAnswer, E>(
         &self,
         parent: K,
         object: WatchedObject,
         before: Option<&str>,
-        write: impl Future<Output = Result<Value, E>>,
-    ) -> Result<Value, E> {
+        write: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
         self.started(parent, object.clone());
         let mut unanswered = Unanswered {
             writes: self,
@@ -71,7 +82,7 @@ impl<K> OwnWrites<K> {
         let written = write.await;
         if let Some(object) = unanswered.object.take() {
             match &written {
-                Ok(answer) => self.answered(&object, answer, before),
+                Ok(answer) => self.answered(&object, answer.stored(), before),
                 Err(_) => self.forget(&object),
             }
         }
