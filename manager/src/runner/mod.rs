@@ -191,6 +191,16 @@ impl Runner {
             let rank = reconciler.rank(&key);
             queue.add_ranked(key, Duration::ZERO, rank);
         }
+        // Changes heard while the caches filled (a watch's first list ends in a resync) are taken in before the
+        // first reconcile starts. Taken in after, such a resync queued every key a second time and fell on the
+        // first writes in flight, which a worker then cannot trust: 1,000 rules starting together sent a few
+        // dozen children a second create.
+        while let Some(Some((kind, change))) = changes.next().now_or_never() {
+            for key in keys_for(&*reconciler, &kind, &change) {
+                let rank = reconciler.rank(&key);
+                queue.add_ranked(key, Duration::ZERO, rank);
+            }
+        }
         let mut failures: HashMap<R::Key, u32> = HashMap::new();
         let mut reported: HashMap<R::Key, String> = HashMap::new();
         let mut in_flight: JoinSet<Finished<R>> = JoinSet::new();

@@ -158,6 +158,41 @@ async fn changes_become_deduplicated_keys_reconciled_within_the_concurrency_limi
     task.await.unwrap().unwrap();
 }
 
+/// A resync heard while the caches filled (before the runner started) is taken in with the first keys, before
+/// any reconcile starts: each key is reconciled once, not once and again after the resync.
+#[tokio::test(start_paused = true)]
+async fn changes_heard_before_the_start_join_the_first_keys() {
+    let metrics = Arc::new(Metrics::new());
+    let watch = SharedWatch::new(resource(), &Default::default());
+    let recorder = Arc::new(Recorder::default());
+    *recorder.names.lock().unwrap() = vec!["a".into(), "b".into()];
+    let subscription = watch.subscribe();
+    watch.apply(Event::Init);
+    watch.apply(Event::InitApply(object("a")));
+    watch.apply(Event::InitApply(object("b")));
+    watch.apply(Event::InitDone);
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let (recorder, stop, runner) = (recorder.clone(), stop.clone(), runner(&metrics, 4));
+        async move {
+            runner
+                .run(
+                    recorder,
+                    vec![subscription],
+                    Requeued::none(),
+                    vec!["a".into(), "b".into()],
+                    stop,
+                )
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(attempts_of(&recorder, "a").len(), 1);
+    assert_eq!(attempts_of(&recorder, "b").len(), 1);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn transient_errors_back_off_per_key_and_are_reported_once_permanent_ones_wait_for_a_change() {
     let metrics = Arc::new(Metrics::new());
