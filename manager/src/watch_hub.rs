@@ -155,8 +155,11 @@ impl SharedWatch {
             Event::InitDone => {
                 self.store.end_relist();
                 self.count_objects();
+                // The resync first: a subscriber that sees the watch synced has it waiting already, and takes it
+                // in before its first reconcile (the runner does), not in the middle of its first writes.
+                let sent = self.changes.send(Change::Resync);
                 self.synced.send_replace(true);
-                self.changes.send(Change::Resync)
+                sent
             }
         };
     }
