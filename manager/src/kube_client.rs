@@ -1,5 +1,5 @@
-//! Builds the Kubernetes client from a kubeconfig flag, $KUBECONFIG, ~/.kube/config or in-cluster config, with
-//! the client-side rate limit of `--kube-api-qps` / `--kube-api-burst`.
+//! The Kubernetes client (from a kubeconfig flag, $KUBECONFIG, ~/.kube/config or in-cluster config) with the
+//! limits of `--kube-api-qps` / `--kube-api-burst` / `--kube-api-max-in-flight`, and discovery shared by workers.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -115,11 +115,11 @@ pub async fn connect(kubeconfig: Option<&Path>, limits: ClientLimits) -> anyhow:
             .context("no kubeconfig and not running in a cluster")?,
     };
     let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
-    // The in-flight limit is outside the rate limit: a request waiting for a token holds no permit.
     let in_flight =
         tower::util::option_layer((limits.max_in_flight > 0).then(|| InFlightLimitLayer::new(limits.max_in_flight)));
     let rate = tower::util::option_layer((limits.qps > 0.0).then(|| RateLimitLayer::new(limits.qps, limits.burst)));
-    Ok(builder.with_layer(&rate).with_layer(&in_flight).build())
+    // The rate limit outermost: a request waiting for a token holds no in-flight permit meanwhile.
+    Ok(builder.with_layer(&in_flight).with_layer(&rate).build())
 }
 
 /// At most `limit` requests in flight at once, watches aside (a watch holds its request open for minutes). Over

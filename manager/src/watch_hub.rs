@@ -917,6 +917,15 @@ mod tests {
         assert!(matches!(subscription.recv().await, Some(Change::Resync)));
         watch.apply(Event::Delete(object("a", "1")));
         assert_eq!(objects(), 1);
+        // List items carry no apiVersion/kind; the watch knows them (an owner reference needs them).
+        let mut listed = object("c", "1");
+        listed.types = None;
+        watch.apply(Event::Init);
+        watch.apply(Event::InitApply(listed));
+        watch.apply(Event::InitDone);
+        let cached = watch.get(Some("default"), "c").expect("cached");
+        let types = cached.types.as_ref().expect("types filled in");
+        assert_eq!((types.api_version.as_str(), types.kind.as_str()), ("v1", "ConfigMap"));
     }
 
     /// A subscriber that falls behind is told to resync and, reading the cache, sees every object: no key is lost.
