@@ -86,6 +86,7 @@ pub struct Metrics {
     pub change_to_applied: Family<RuleLabels, Histogram>,
     pub lookup_contents: Family<RuleLabels, Gauge>,
     pub queue_depth: Family<RuleLabels, Gauge>,
+    pub reports_waiting: Family<RuleLabels, Gauge>,
     pub queue_wait: Family<RuleLabels, Histogram>,
     pub watches: WatchMetrics,
     pub scheduling_attempts: Family<PolicyLabels, Counter>,
@@ -157,6 +158,12 @@ impl Metrics {
             "Keys waiting in a rule's work queue (due now or later)",
             queue_depth.clone(),
         );
+        let reports_waiting = Family::<RuleLabels, Gauge>::default();
+        registry.register(
+            "reports_waiting",
+            "Reports (a Reconciler parent's status) decided and waiting for their turn to be written",
+            reports_waiting.clone(),
+        );
         let queue_wait = Family::<RuleLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.001, 2.0, 16))
         });
@@ -227,6 +234,7 @@ impl Metrics {
             change_to_applied,
             lookup_contents,
             queue_depth,
+            reports_waiting,
             queue_wait,
             watches,
             leader,

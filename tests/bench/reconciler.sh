@@ -32,7 +32,7 @@ latency=$target/release/examples/update_latency
 # etcd's snapshots so far (each one pauses its writes for a moment: a latency run may catch one).
 etcd_snapshots() { curl -fs "$(. "$cache/cluster/env" && echo "$ETCD_URL")/metrics" | awk '/^etcd_debugging_snap_save_total_duration_seconds_count/ {print $NF}'; }
 # apiserver_request_total summed over the lines matching a pattern (all verbs unless the pattern says).
-requests() { kubectl get --raw /metrics | grep '^apiserver_request_total{' | grep -E "$1" | awk '{s+=$NF} END {printf "%d", s}'; }
+requests() { kubectl get --raw /metrics | grep '^apiserver_request_total{' | { grep -E "$1" || true; } | awk '{s+=$NF} END {printf "%d", s}'; }
 # Write requests to children and to the parents (status, finalizers); the metric's labels are sorted.
 writes_to() { requests "resource=\"(configmaps|deployments|$1)\".*verb=\"(POST|PUT|PATCH|APPLY|DELETE)\""; }
 all_requests() { requests '.'; }
@@ -109,6 +109,9 @@ kubectl wait --for=condition=Established crd/benchapps.bench.ruleplane.dev --tim
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 create_parents "$work/parents.yaml" bench.ruleplane.dev/v1 BenchApp "$ns" "$parents" '{ image: "nginx:1.27" }'
 before_all=$(all_requests)
+status_patches() { requests 'resource="benchapps".*subresource="status".*verb="PATCH"'; }
+event_posts() { requests 'resource="events".*verb="POST"'; }
+before_status=$(status_patches); before_events=$(event_posts)
 apiserver_pid=$(cat "$cache/cluster/kube-apiserver.pid"); etcd_pid=$(cat "$cache/cluster/etcd.pid")
 apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
 t0=$(now); start_manager converge
@@ -126,6 +129,11 @@ reconcile_count=$(metric "$mport" 'ruleplane_reconcile_duration_seconds_count{ru
 printf 'ruleplane: %d reconciles while converging, %.1f ms each on average (concurrency %d, worker threads %s)\n' \
   "$reconcile_count" "$(awk "BEGIN{print 1000 * $reconcile_sum / ($reconcile_count > 0 ? $reconcile_count : 1)}")" "$concurrency" "${THREADS:-0 (one per CPU)}"
 echo "ruleplane: while converging, $(lag "$mport")"
+# Statuses are written after the children (the runner's reports, fewer in flight): how long the last ones take.
+for _ in $(seq 1 1500); do [ $(( $(status_patches) - before_status )) -ge "$parents" ] && break; sleep 0.2; done
+reported=$(since "$t0")
+printf 'ruleplane: every parent status written after %s s (%.0f parents/s, %.1f s after the last child); Events created by then: %d\n' \
+  "$reported" "$(awk "BEGIN{print $parents/$reported}")" "$(awk "BEGIN{print $reported - $converge}")" "$(( $(event_posts) - before_events ))"
 sleep 2
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 before_writes=$(writes_to benchapps)
@@ -156,7 +164,8 @@ profile() { # file; kube-apiserver's CPU profile of 15 s of the latency run (pla
 ruleplane_latency() { # label; the manager ($mpid, $mport) is running
   local label=$1
   for _ in $(seq 1 600); do
-    [ "$(metric "$mport" 'ruleplane_queue_depth{rule="bench-apps"')" = 0 ] 2>/dev/null && break
+    [ "$(metric "$mport" 'ruleplane_queue_depth{rule="bench-apps"')" = 0 ] 2>/dev/null &&
+      [ "$(metric "$mport" 'ruleplane_reports_waiting{rule="bench-apps"')" = 0 ] 2>/dev/null && break
     sleep 0.1
   done
   local resyncs_before reconciles_before duration_before cpu_before snapshots_before

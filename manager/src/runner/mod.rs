@@ -8,7 +8,7 @@
 
 mod queue;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::{Debug, Display};
 use std::future::Future;
 use std::hash::Hash;
@@ -35,6 +35,29 @@ pub enum Action {
     RequeueAfter(Duration),
     /// Reconcile again only when a watched change concerns the key.
     AwaitChange,
+}
+
+/// A successful reconcile: what to do with the key next, and what the reconcile leaves to report.
+#[derive(Debug)]
+pub struct Reconciled<P> {
+    pub action: Action,
+    /// Written by [`Reconcile::report`] after the reconcile, with fewer in flight than reconciles: see
+    /// [`reports_in_flight`].
+    pub report: Option<P>,
+}
+
+impl<P> From<Action> for Reconciled<P> {
+    fn from(action: Action) -> Self {
+        Reconciled { action, report: None }
+    }
+}
+
+/// Reports (a parent's status) in flight at once for a worker reconciling `concurrency` keys at once: a quarter
+/// (at least one). Reports go out after their reconcile has freed its slot, so in a burst the work that converges
+/// (children applied) takes most of the apiserver and the reports follow; a reconcile's slot is not held for the
+/// report's round trip.
+pub fn reports_in_flight(concurrency: usize) -> usize {
+    concurrency.div_ceil(4).max(1)
 }
 
 /// An error a reconcile can end with.
@@ -74,8 +97,20 @@ pub trait Reconcile: Send + Sync + 'static {
         0
     }
 
+    /// What a reconcile may leave to report (e.g. a status to write); `Infallible` for workers that report
+    /// within the reconcile.
+    type Report: Send + 'static;
+
     /// Reconciles one key.
-    fn reconcile(&self, key: &Self::Key) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+    fn reconcile(&self, key: &Self::Key) -> impl Future<Output = Result<Reconciled<Self::Report>, Self::Error>> + Send;
+
+    /// Writes what a reconcile of `key` left to report. The key counts as being reconciled until it is written
+    /// (a change meanwhile reconciles it again afterwards, never concurrently), except while the report waits for
+    /// its turn: a change then drops it, since the reconcile that change brings decides the report anew. An error
+    /// is handled as the reconcile's own (backoff, `report_error`).
+    fn report(&self, _key: &Self::Key, _report: Self::Report) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        async { Ok(()) }
+    }
 
     /// Called once per distinct error of a key (e.g. to publish a Warning Event), not on every retry.
     fn report_error(&self, _key: &Self::Key, _error: &Self::Error) -> impl Future<Output = ()> + Send {
@@ -135,7 +170,13 @@ pub fn since_due() -> Option<Duration> {
 }
 
 /// A reconcile that ended: its key, its result and how long it took.
-type Finished<R> = (<R as Reconcile>::Key, Result<Action, <R as Reconcile>::Error>, Duration);
+type Finished<R> = (
+    <R as Reconcile>::Key,
+    Result<Reconciled<<R as Reconcile>::Report>, <R as Reconcile>::Error>,
+    Duration,
+);
+/// A report written: its key, how the write went, and the action its reconcile chose.
+type Written<R> = (<R as Reconcile>::Key, Result<(), <R as Reconcile>::Error>, Action);
 
 /// How transient errors are retried: after `start`, doubling per failure, never longer than `cap`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,9 +228,9 @@ impl Runner {
         let mut changes: SelectAll<_> = subscriptions.into_iter().map(|s| Box::pin(s.into_stream())).collect();
         let watching = !changes.is_empty();
         let mut queue = WorkQueue::new();
+        let mut reports = Reports::<R>::new(reports_in_flight(self.concurrency));
         for key in initial {
-            let rank = reconciler.rank(&key);
-            queue.add_ranked(key, Duration::ZERO, rank);
+            reports.enqueue(&*reconciler, &mut queue, key);
         }
         // Changes heard while the caches filled (a watch's first list ends in a resync) are taken in before the
         // first reconcile starts. Taken in after, such a resync queued every key a second time and fell on the
@@ -197,8 +238,7 @@ impl Runner {
         // dozen children a second create.
         while let Some(Some((kind, change))) = changes.next().now_or_never() {
             for key in keys_for(&*reconciler, &kind, &change) {
-                let rank = reconciler.rank(&key);
-                queue.add_ranked(key, Duration::ZERO, rank);
+                reports.enqueue(&*reconciler, &mut queue, key);
             }
         }
         let mut failures: HashMap<R::Key, u32> = HashMap::new();
@@ -222,43 +262,64 @@ impl Runner {
                     (key, result, started.elapsed())
                 }));
             }
+            reports.start(&reconciler);
             self.metrics
                 .queue_depth
                 .get_or_create(&labels)
                 .set(i64::try_from(queue.len()).unwrap_or(i64::MAX));
+            self.metrics
+                .reports_waiting
+                .get_or_create(&labels)
+                .set(i64::try_from(reports.waiting.len()).unwrap_or(i64::MAX));
             let next_due = queue.next_due();
             tokio::select! {
                 _ = stop.cancelled() => return Ok(()),
                 change = changes.next(), if watching => match change {
                     Some((kind, change)) => {
                         for key in keys_for(&*reconciler, &kind, &change) {
-                            let rank = reconciler.rank(&key);
-                            queue.add_ranked(key, Duration::ZERO, rank);
+                            reports.enqueue(&*reconciler, &mut queue, key);
                         }
                         // Take in everything already waiting before dispatching: under churn, ten changes of
                         // one object become one reconcile instead of one now and another right after.
                         for _ in 0..MAX_DRAINED {
                             let Some(Some((kind, change))) = changes.next().now_or_never() else { break };
                             for key in keys_for(&*reconciler, &kind, &change) {
-                                let rank = reconciler.rank(&key);
-                                queue.add_ranked(key, Duration::ZERO, rank);
+                                reports.enqueue(&*reconciler, &mut queue, key);
                             }
                         }
                     }
                     None => return Err(WorkerError::WatchEnded(self.rule.clone())),
                 },
                 Some(key) = requeued.next() => {
-                    let rank = reconciler.rank(&key);
-                    queue.add_ranked(key, Duration::ZERO, rank);
+                    reports.enqueue(&*reconciler, &mut queue, key);
                 }
                 Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
                     let Ok((key, result, elapsed)) = done else {
                         // A panicking reconcile: the supervisor's restart is the right response.
                         return Err(WorkerError::ReconcilePanicked(self.rule.clone()));
                     };
-                    queue.done(&key);
                     self.metrics.reconciles.get_or_create(&labels).inc();
                     self.metrics.reconcile_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+                    match result {
+                        // The key stays active until its report is written; a change heard during the
+                        // reconcile already made the report stale: the reconcile it brings decides anew.
+                        Ok(Reconciled { action, report: Some(report) }) if !queue.is_queued_again(&key) => {
+                            reports.waiting.insert(key.clone(), (report, action));
+                            reports.order.push_back(key);
+                        }
+                        result => {
+                            queue.done(&key);
+                            let result = result.map(|reconciled| reconciled.action);
+                            self.finish(&*reconciler, &mut queue, &mut failures, &mut reported, key, result).await;
+                        }
+                    }
+                }
+                Some(done) = reports.writing.join_next(), if !reports.writing.is_empty() => {
+                    let Ok((key, result, action)) = done else {
+                        return Err(WorkerError::ReconcilePanicked(self.rule.clone()));
+                    };
+                    queue.done(&key);
+                    let result = result.map(|()| action);
                     self.finish(&*reconciler, &mut queue, &mut failures, &mut reported, key, result).await;
                 }
                 _ = sleep_until(next_due), if next_due.is_some() && in_flight.len() < concurrency => {}
@@ -317,6 +378,54 @@ impl Runner {
                     queue.add_ranked(key, delay, rank);
                 }
             }
+        }
+    }
+}
+
+/// Reports left by reconciles: waiting for their turn (first come, first served), and being written.
+struct Reports<R: Reconcile> {
+    waiting: HashMap<R::Key, (R::Report, Action)>,
+    /// The waiting keys in arrival order; a key whose report was dropped is skipped when its turn comes.
+    order: VecDeque<R::Key>,
+    writing: JoinSet<Written<R>>,
+    limit: usize,
+}
+
+impl<R: Reconcile> Reports<R> {
+    fn new(limit: usize) -> Self {
+        Reports {
+            waiting: HashMap::new(),
+            order: VecDeque::new(),
+            writing: JoinSet::new(),
+            limit: limit.max(1),
+        }
+    }
+
+    /// Queues `key` for a reconcile now. A report of the key still waiting for its turn is dropped: it was
+    /// decided before this change, and the reconcile the change brings decides it anew (one status write
+    /// instead of a stale one and then the right one). A report being written is not stopped: the key is
+    /// reconciled again once it is written.
+    fn enqueue(&mut self, reconciler: &R, queue: &mut WorkQueue<R::Key>, key: R::Key) {
+        if self.waiting.remove(&key).is_some() {
+            queue.done(&key);
+        }
+        let rank = reconciler.rank(&key);
+        queue.add_ranked(key, Duration::ZERO, rank);
+    }
+
+    /// Starts writing waiting reports while fewer than the limit are being written.
+    fn start(&mut self, reconciler: &Arc<R>) {
+        while self.writing.len() < self.limit
+            && let Some(key) = self.order.pop_front()
+        {
+            let Some((report, action)) = self.waiting.remove(&key) else {
+                continue;
+            };
+            let reconciler = reconciler.clone();
+            self.writing.spawn(async move {
+                let result = reconciler.report(&key, report).await;
+                (key, result, action)
+            });
         }
     }
 }

@@ -143,6 +143,11 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         }
     }
 
+    /// Whether an add came in for `key` while it is active (it runs again once done).
+    pub fn is_queued_again(&self, key: &K) -> bool {
+        self.again.contains_key(key)
+    }
+
     /// Keys waiting (due now or later), not counting active ones.
     pub fn len(&self) -> usize {
         self.waiting.len()

@@ -50,6 +50,7 @@ struct Recorder {
 impl Reconcile for Recorder {
     type Key = String;
     type Error = TestError;
+    type Report = std::convert::Infallible;
 
     fn keys_for(&self, _kind: &KindKey, change: &Change) -> Vec<String> {
         match change.object() {
@@ -58,7 +59,7 @@ impl Reconcile for Recorder {
         }
     }
 
-    async fn reconcile(&self, key: &String) -> Result<Action, TestError> {
+    async fn reconcile(&self, key: &String) -> Result<Reconciled<Self::Report>, TestError> {
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_running.fetch_max(now, Ordering::SeqCst);
         self.attempts
@@ -75,8 +76,8 @@ impl Reconcile for Recorder {
             .get_mut(key)
             .and_then(|s| (!s.is_empty()).then(|| s.remove(0)));
         match next {
-            None => Ok(Action::AwaitChange),
-            Some(Ok(action)) => Ok(action),
+            None => Ok(Action::AwaitChange.into()),
+            Some(Ok(action)) => Ok(action.into()),
             Some(Err((permanent, message))) => Err(TestError {
                 permanent,
                 message: message.to_string(),
@@ -351,6 +352,7 @@ struct SlowResync {
 impl Reconcile for SlowResync {
     type Key = String;
     type Error = TestError;
+    type Report = std::convert::Infallible;
 
     fn keys_for(&self, _kind: &KindKey, change: &Change) -> Vec<String> {
         if change.object().is_none() {
@@ -362,8 +364,8 @@ impl Reconcile for SlowResync {
         vec![]
     }
 
-    async fn reconcile(&self, _key: &String) -> Result<Action, TestError> {
-        Ok(Action::AwaitChange)
+    async fn reconcile(&self, _key: &String) -> Result<Reconciled<Self::Report>, TestError> {
+        Ok(Action::AwaitChange.into())
     }
 }
 
@@ -439,6 +441,215 @@ async fn a_reconcile_knows_how_long_ago_its_key_became_due() {
             ("b".to_owned(), Some(Duration::from_millis(10)))
         ]
     );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// Reconciles names (10 ms, or as `took` says) and leaves a report of the attempt (`key#attempt`) that takes
+/// 100 ms to write; `failing_reports` fail (transient) once each.
+#[derive(Default)]
+struct Reporter {
+    took: HashMap<String, Duration>,
+    failing_reports: Mutex<Vec<String>>,
+    attempts: Mutex<Vec<(String, tokio::time::Instant)>>,
+    /// Reports written: the report, when its write started and ended.
+    written: Mutex<Vec<(String, tokio::time::Instant, tokio::time::Instant)>>,
+    writing: AtomicUsize,
+    max_writing: AtomicUsize,
+    reported: Mutex<Vec<String>>,
+}
+
+impl Reconcile for Reporter {
+    type Key = String;
+    type Error = TestError;
+    type Report = String;
+
+    fn keys_for(&self, _kind: &KindKey, change: &Change) -> Vec<String> {
+        change
+            .object()
+            .map(|object| vec![object.name_any()])
+            .unwrap_or_default()
+    }
+
+    async fn reconcile(&self, key: &String) -> Result<Reconciled<String>, TestError> {
+        let attempt = {
+            let mut attempts = self.attempts.lock().unwrap();
+            attempts.push((key.clone(), tokio::time::Instant::now()));
+            attempts.iter().filter(|(k, _)| k == key).count()
+        };
+        let took = self.took.get(key).copied().unwrap_or(Duration::from_millis(10));
+        tokio::time::sleep(took).await;
+        Ok(Reconciled {
+            action: Action::AwaitChange,
+            report: Some(format!("{key}#{attempt}")),
+        })
+    }
+
+    async fn report(&self, key: &String, report: String) -> Result<(), TestError> {
+        let now = self.writing.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_writing.fetch_max(now, Ordering::SeqCst);
+        let started = tokio::time::Instant::now();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        self.writing.fetch_sub(1, Ordering::SeqCst);
+        let mut failing = self.failing_reports.lock().unwrap();
+        if let Some(at) = failing.iter().position(|k| k == key) {
+            failing.remove(at);
+            return Err(TestError {
+                permanent: false,
+                message: "timeout".into(),
+            });
+        }
+        self.written
+            .lock()
+            .unwrap()
+            .push((report, started, tokio::time::Instant::now()));
+        Ok(())
+    }
+
+    async fn report_error(&self, key: &String, error: &TestError) {
+        self.reported.lock().unwrap().push(format!("{key}: {error}"));
+    }
+}
+
+impl Reporter {
+    fn attempts_of(&self, key: &str) -> Vec<tokio::time::Instant> {
+        let attempts = self.attempts.lock().unwrap();
+        attempts.iter().filter(|(k, _)| k == key).map(|(_, at)| *at).collect()
+    }
+
+    fn written(&self) -> Vec<String> {
+        self.written
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(report, _, _)| report.clone())
+            .collect()
+    }
+}
+
+/// Starts `reporter` on a runner of `concurrency` with `initial` keys; the watch's changes reach it.
+fn run_reporter(
+    reporter: &Arc<Reporter>,
+    watch: &SharedWatch,
+    concurrency: usize,
+    initial: &[&str],
+) -> (CancellationToken, tokio::task::JoinHandle<Result<(), WorkerError>>) {
+    let stop = CancellationToken::new();
+    let (reporter, subscription, runner) = (
+        reporter.clone(),
+        watch.subscribe(),
+        runner(&Arc::new(Metrics::new()), concurrency),
+    );
+    let initial = initial.iter().map(|k| k.to_string()).collect();
+    let task = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            runner
+                .run(reporter, vec![subscription], Requeued::none(), initial, stop)
+                .await
+        }
+    });
+    (stop, task)
+}
+
+/// Reports do not hold a reconcile slot, and go out fewer at a time: the reconciles of a burst are done long
+/// before its reports.
+#[tokio::test(start_paused = true)]
+async fn reports_follow_their_reconciles_with_fewer_in_flight() {
+    assert_eq!(
+        (reports_in_flight(1), reports_in_flight(4), reports_in_flight(16)),
+        (1, 1, 4)
+    );
+    let watch = SharedWatch::new(resource(), &Default::default());
+    let reporter = Arc::new(Reporter::default());
+    let start = tokio::time::Instant::now();
+    let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    let (stop, task) = run_reporter(&reporter, &watch, 4, &keys);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let last_attempt = reporter
+        .attempts
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, at)| *at)
+        .max()
+        .unwrap();
+    assert_eq!(
+        last_attempt - start,
+        Duration::from_millis(10),
+        "two rounds of four reconciles, the second not waiting for the first's reports"
+    );
+    assert_eq!(reporter.attempts.lock().unwrap().len(), 8, "each key reconciled once");
+    let mut written = reporter.written();
+    written.sort();
+    assert_eq!(written, keys.map(|k| format!("{k}#1")));
+    assert_eq!(
+        reporter.max_writing.load(Ordering::SeqCst),
+        1,
+        "a quarter of 4 in flight"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// A change of a key whose report waits for its turn drops that report: the reconcile the change brings decides
+/// the report anew, and only that one is written.
+#[tokio::test(start_paused = true)]
+async fn a_change_drops_a_waiting_report_and_reconciles_again() {
+    let watch = SharedWatch::new(resource(), &Default::default());
+    let mut reporter = Reporter::default();
+    reporter.took.insert("b".into(), Duration::from_millis(20));
+    let reporter = Arc::new(reporter);
+    let (stop, task) = run_reporter(&reporter, &watch, 4, &["a", "b"]);
+    // a's report is written from 10 to 110 ms; b's waits from 20 ms.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    watch.apply(Event::Apply(object("b")));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(reporter.attempts_of("b").len(), 2, "b reconciled again at once");
+    assert_eq!(reporter.written(), ["a#1", "b#2"], "b's first report never written");
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// A change of a key whose report is being written reconciles it again once the write is done, never during it.
+#[tokio::test(start_paused = true)]
+async fn a_change_during_a_report_write_waits_for_it() {
+    let watch = SharedWatch::new(resource(), &Default::default());
+    let reporter = Arc::new(Reporter::default());
+    let start = tokio::time::Instant::now();
+    let (stop, task) = run_reporter(&reporter, &watch, 4, &["a"]);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    watch.apply(Event::Apply(object("a")));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let attempts = reporter.attempts_of("a");
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(
+        attempts[1] - start,
+        Duration::from_millis(110),
+        "after the write (10 → 110 ms)"
+    );
+    assert_eq!(reporter.written(), ["a#1", "a#2"]);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// A report that fails is the reconcile's failure: reported once, the key backs off and is reconciled again.
+#[tokio::test(start_paused = true)]
+async fn a_failed_report_backs_off_like_a_failed_reconcile() {
+    let watch = SharedWatch::new(resource(), &Default::default());
+    let reporter = Arc::new(Reporter::default());
+    reporter.failing_reports.lock().unwrap().push("a".into());
+    let (stop, task) = run_reporter(&reporter, &watch, 4, &["a"]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let attempts = reporter.attempts_of("a");
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(
+        attempts[1] - attempts[0],
+        Duration::from_millis(610),
+        "reconcile 10 ms, the failed write 100 ms, then the first backoff, 500 ms"
+    );
+    assert_eq!(*reporter.reported.lock().unwrap(), ["a: timeout"]);
+    assert_eq!(reporter.written(), ["a#2"]);
     stop.cancel();
     task.await.unwrap().unwrap();
 }

@@ -244,23 +244,25 @@ async fn report_done(
     Ok(())
 }
 
-/// Merge-patches the parent's status, through the status subresource when the kind has one; returns the
-/// parent as the write left it.
+/// Merge-patches the parent's status, through the status subresource when the kind has one (else the status
+/// is a plain field of the object); returns the parent as the write left it.
 pub(super) async fn patch_status(
     reconciler: &ParentReconciler,
     parent: &DynamicObject,
     status: Value,
-) -> Result<Value, ReconcilerError> {
+) -> Result<Value, kube::Error> {
     let api = api_for(reconciler, &reconciler.parent, parent.namespace().as_deref());
     let body = Patch::Merge(json!({ "status": status }));
-    let (name, params) = (parent.name_any(), PatchParams::default());
-    match patch_value(reconciler, &api, Some("status"), &name, &params, &body).await {
-        // No status subresource: the status is a plain field of the object.
-        Err(kube::Error::Api(s)) if s.code == 404 => {
-            Ok(patch_value(reconciler, &api, None, &name, &params, &body).await?)
-        }
-        written => Ok(written?),
-    }
+    let subresource = reconciler.status_subresource.then_some("status");
+    patch_value(
+        reconciler,
+        &api,
+        subresource,
+        &parent.name_any(),
+        &PatchParams::default(),
+        &body,
+    )
+    .await
 }
 
 /// A Warning Event on the parent for a failed reconcile (once per distinct error, the runner sees to that).

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::kube_client::KindDiscovery;
-use crate::runner::{Action, Reconcile, ReconcileError, Requeue, Runner};
+use crate::runner::{Action, Reconcile, ReconcileError, Reconciled, Requeue, Runner};
 use crate::supervisor::WorkerContext;
 use crate::watch_hub::{Change, KindKey, SharedWatch};
 use crate::workers::WorkerError;
@@ -446,18 +446,18 @@ impl ParentReconciler {
         (watched.watch.key.clone(), namespace, key.name.clone())
     }
 
-    /// Writes the parent's status (projected fields, observedGeneration, conditions) when it changed.
-    async fn report_status(
+    /// The parent's status (projected fields, observedGeneration, conditions) to write, if it changed.
+    fn decide_status(
         &self,
-        parent: &DynamicObject,
+        parent: &Arc<DynamicObject>,
         parent_value: &Value,
         children: &Map<String, Value>,
         lookups: &Map<String, Value>,
         excluded: &[String],
         failure: Option<&ReconcilerError>,
-    ) -> Result<(), ReconcilerError> {
+    ) -> Option<StatusWrite> {
         if !self.writes_status {
-            return Ok(());
+            return None;
         }
         let projected = compute_status(&self.rule, parent_value, children, lookups);
         let conditions = parent_conditions(
@@ -466,23 +466,40 @@ impl ParentReconciler {
             excluded,
             failure.map(|error| (error.reason(), error.to_string())),
         );
-        let Some(patch) = next_status(
+        let patch = next_status(
             parent_value.get("status"),
             &projected,
             parent.metadata.generation.filter(|_| self.status_subresource),
             &conditions,
             &io::now(),
-        ) else {
-            return Ok(());
-        };
-        let key = ParentKey::of(parent);
+        )?;
+        Some(StatusWrite {
+            parent: parent.clone(),
+            patch,
+        })
+    }
+
+    /// Writes a parent's status. A parent gone meanwhile has nothing left to report (its deletion is a change
+    /// of its own).
+    async fn write_status(&self, status: StatusWrite) -> Result<(), ReconcilerError> {
+        let StatusWrite { parent, patch } = status;
+        let key = ParentKey::of(&parent);
         let object = self.parent_object(&key);
         let version = parent.resource_version();
-        self.writes
-            .track(key, object, version.as_deref(), io::patch_status(self, parent, patch))
-            .await?;
-        Ok(())
+        let write = io::patch_status(self, &parent, patch);
+        match self.writes.track(key, object, version.as_deref(), write).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(error) => Err(error.into()),
+        }
     }
+}
+
+/// A parent's status to write: the patch and the parent it was decided from. Written after the reconcile
+/// (see [`crate::runner::Reconcile::report`]): the children a burst of parents needs go out first.
+pub struct StatusWrite {
+    parent: Arc<DynamicObject>,
+    patch: Value,
 }
 
 fn child_id(child: &Value) -> Option<String> {
@@ -492,6 +509,7 @@ fn child_id(child: &Value) -> Option<String> {
 impl Reconcile for ParentReconciler {
     type Key = ParentKey;
     type Error = ReconcilerError;
+    type Report = StatusWrite;
 
     fn keys_for(&self, kind: &KindKey, change: &Change) -> Vec<ParentKey> {
         let Some(object) = change.object() else {
@@ -536,7 +554,7 @@ impl Reconcile for ParentReconciler {
         self.parent.watch.store.len()
     }
 
-    async fn reconcile(&self, key: &ParentKey) -> Result<Action, ReconcilerError> {
+    async fn reconcile(&self, key: &ParentKey) -> Result<Reconciled<StatusWrite>, ReconcilerError> {
         let Some(cached) = self.parent.watch.get(key.namespace.as_deref(), &key.name) else {
             // Gone: children with an owner reference go with it (garbage collector); what it read is not kept.
             debug!(parent = ?key, "parent not found");
@@ -554,7 +572,7 @@ impl Reconcile for ParentReconciler {
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(key);
             }
-            return Ok(Action::AwaitChange);
+            return Ok(Action::AwaitChange.into());
         };
         // Selected again (or never gone): nothing to release.
         self.left_selection
@@ -570,12 +588,12 @@ impl Reconcile for ParentReconciler {
         };
         if !self.selects(&parent.metadata) {
             self.lookups.forget(key);
-            return Ok(Action::AwaitChange);
+            return Ok(Action::AwaitChange.into());
         }
         let deleting = parent.metadata.deletion_timestamp.is_some();
         if deleting && !cleanup::has_finalizer(&parent) {
             // Owner references take care of the children: the garbage collector deletes them.
-            return Ok(Action::AwaitChange);
+            return Ok(Action::AwaitChange.into());
         }
         let parent_value = serde_json::to_value(&*parent).map_err(|e| ReconcilerError::Rejected {
             child: ObjectKey {
@@ -587,32 +605,40 @@ impl Reconcile for ParentReconciler {
             message: e.to_string(),
         })?;
         if deleting {
-            return cleanup::finalize(self, key, &parent, &parent_value).await;
+            return cleanup::finalize(self, key, &parent, &parent_value)
+                .await
+                .map(Into::into);
         }
         match self.converge(key, &parent, &parent_value).await {
             Ok(Converged {
                 children,
                 lookups,
                 excluded,
-            }) => {
-                self.report_status(&parent, &parent_value, &children, &lookups, &excluded, None)
-                    .await?;
-                Ok(match self.rule.spec.resync_period {
+            }) => Ok(Reconciled {
+                action: match self.rule.spec.resync_period {
                     Some(period) => Action::RequeueAfter(period.duration()),
                     None => Action::AwaitChange,
-                })
-            }
+                },
+                report: self.decide_status(&parent, &parent_value, &children, &lookups, &excluded, None),
+            }),
             Err(error) => {
                 // Synced=False tells `kubectl get`/`wait` users why; a failure to write it is secondary.
                 let observed = self.observed_children(&parent.uid().unwrap_or_default());
                 let children: Map<String, Value> =
                     observed.into_iter().filter_map(|c| Some((child_id(&c)?, c))).collect();
-                let _ = self
-                    .report_status(&parent, &parent_value, &children, &Map::new(), &[], Some(&error))
-                    .await;
+                // Written before the error is returned, so the runner's backoff counts from a reported failure.
+                if let Some(status) =
+                    self.decide_status(&parent, &parent_value, &children, &Map::new(), &[], Some(&error))
+                {
+                    let _ = self.write_status(status).await;
+                }
                 Err(error)
             }
         }
+    }
+
+    async fn report(&self, _key: &ParentKey, status: StatusWrite) -> Result<(), ReconcilerError> {
+        self.write_status(status).await
     }
 
     async fn report_error(&self, key: &ParentKey, error: &ReconcilerError) {

@@ -13,7 +13,7 @@ use ruleplane_config::ResourceDefinitionRule;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::runner::{Action, Reconcile, ReconcileError, Requeued, Runner};
+use crate::runner::{Action, Reconcile, ReconcileError, Reconciled, Requeued, Runner};
 use crate::supervisor::WorkerContext;
 use crate::watch_hub::{Change, KindKey, SharedWatch};
 use crate::workers::WorkerError;
@@ -89,6 +89,7 @@ struct CrdReconciler {
 impl Reconcile for CrdReconciler {
     type Key = String;
     type Error = PassError;
+    type Report = std::convert::Infallible;
 
     fn keys_for(&self, _kind: &KindKey, change: &Change) -> Vec<String> {
         // Drift, conditions and deletion of our CRD; other CRDs are not ours to look at.
@@ -98,7 +99,7 @@ impl Reconcile for CrdReconciler {
         }
     }
 
-    async fn reconcile(&self, _key: &String) -> Result<Action, PassError> {
+    async fn reconcile(&self, _key: &String) -> Result<Reconciled<Self::Report>, PassError> {
         // fetch (from the shared cache) → decide (pure, in ruleplane-config) → apply → report
         let existing = self
             .watch
@@ -110,7 +111,7 @@ impl Reconcile for CrdReconciler {
         if established && !self.established.swap(true, Ordering::Relaxed) {
             info!(crd = %self.crd_name, "CustomResourceDefinition established");
         }
-        Ok(Action::RequeueAfter(RESYNC))
+        Ok(Action::RequeueAfter(RESYNC).into())
     }
 
     async fn report_error(&self, _key: &String, error: &PassError) {

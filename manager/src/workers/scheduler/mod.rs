@@ -23,7 +23,7 @@ use cache::LIVE_PODS;
 
 use crate::health::WorkerState;
 use crate::metrics::{PolicyLabels, PolicyOnlyLabels};
-use crate::runner::{Action, Backoff, Reconcile, ReconcileError, Requeued, Runner};
+use crate::runner::{Action, Backoff, Reconcile, ReconcileError, Reconciled, Requeued, Runner};
 use crate::supervisor::WorkerContext;
 use crate::watch_hub::{Change, KindKey};
 use crate::workers::WorkerError;
@@ -351,6 +351,7 @@ impl PodScheduler {
 impl Reconcile for PodScheduler {
     type Key = PodKey;
     type Error = SchedulingError;
+    type Report = std::convert::Infallible;
 
     fn keys_for(&self, kind: &KindKey, change: &Change) -> Vec<PodKey> {
         let is_pods = kind.kind == "Pod";
@@ -412,7 +413,7 @@ impl Reconcile for PodScheduler {
         queues.pending.get(key).map_or(0, |pending| -pending.priority)
     }
 
-    async fn reconcile(&self, key: &PodKey) -> Result<Action, SchedulingError> {
+    async fn reconcile(&self, key: &PodKey) -> Result<Reconciled<Self::Report>, SchedulingError> {
         let result = self.schedule_one(key).await;
         match &result {
             Err(SchedulingError::Unschedulable(_)) => {
@@ -428,7 +429,7 @@ impl Reconcile for PodScheduler {
             Ok(_) => {}
         }
         self.update_gauges();
-        result
+        result.map(Into::into)
     }
 
     async fn report_error(&self, key: &PodKey, error: &SchedulingError) {
