@@ -180,7 +180,8 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
     let change_to_applied = ctx.metrics.change_to_applied.get_or_create(&labels).clone();
     let lookups = lookups::Lookups::start(&rule, &client, &ctx.discovery, &ctx.hub, lookup_contents).await?;
     let mut subscriptions = vec![parent.watch.subscribe()];
-    subscriptions.extend(children.values().map(|c| c.watch.subscribe()));
+    // A child watch is shared by every rule with children of its kind: this rule hears only its own children.
+    subscriptions.extend(children.values().map(|c| c.watch.subscribe_labelled(rule.name())));
     subscriptions.extend(lookups.watches().map(|w| w.subscribe()));
     let watches: Vec<Arc<SharedWatch>> = std::iter::once(parent.watch.clone())
         .chain(children.values().map(|c| c.watch.clone()))
