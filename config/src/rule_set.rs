@@ -64,6 +64,9 @@ pub struct KindInfo {
     pub namespaced: bool,
     /// The ResourceDefinition rule declaring it; `None` for built-in kinds.
     pub declared_by: Option<String>,
+    /// Whether the declaring ResourceDefinition gives this version a status subresource (`false` for built-in
+    /// kinds: their status belongs to their own controllers and is never written).
+    pub status_subresource: bool,
 }
 
 /// The rules loaded from a set of files, in load order (files sorted by path, documents in file order).
@@ -139,14 +142,15 @@ pub(crate) fn resolve_kind_in<'r>(
             .spec
             .versions
             .iter()
-            .any(|version| version.served && format!("{}/{}", names.group, version.name) == api_version);
-        if served {
+            .find(|version| version.served && format!("{}/{}", names.group, version.name) == api_version);
+        if let Some(version) = served {
             return Some(KindInfo {
                 api_version: api_version.to_string(),
                 kind: kind.to_string(),
                 plural: names.plural.clone(),
                 namespaced: definition.spec.scope == ResourceScope::Namespaced,
                 declared_by: Some(definition.metadata.name.clone()),
+                status_subresource: version.subresources.as_ref().is_some_and(|s| s.status.is_some()),
             });
         }
     }
@@ -156,5 +160,49 @@ pub(crate) fn resolve_kind_in<'r>(
         plural: builtin.plural.to_string(),
         namespaced: builtin.namespaced,
         declared_by: None,
+        status_subresource: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The worker builds a declared kind's API resource from this, without asking discovery: the status
+    /// subresource comes from the declaring version.
+    #[test]
+    fn a_declared_kind_knows_its_plural_scope_and_status_subresource_per_version() {
+        let rules = crate::load_str(
+            "rules.yaml",
+            "apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata: { name: cron-tab.example.com }\n\
+             spec:\n  scope: Cluster\n  versions:\n    - { name: v1, storage: true, subresources: { status: {} } }\n    \
+             - { name: v2 }\n---\n\
+             apiVersion: ruleplane.dev/v1alpha1\nkind: Reconciler\nmetadata: { name: r }\nspec:\n  \
+             for: { apiVersion: example.com/v1, kind: CronTab }\n  children:\n    \
+             - id: job\n      template: |\n        apiVersion: batch/v1\n        kind: CronJob\n        \
+             metadata: { name: x, namespace: y }\n",
+        )
+        .unwrap_or_else(|d| panic!("{d}"));
+        let Rule::Reconciler(reconciler) = &rules.rules()[1] else {
+            panic!("a Reconciler")
+        };
+        let parent = reconciler.kinds().parent.clone().expect("resolved");
+        assert_eq!(
+            (parent.plural.as_str(), parent.namespaced, parent.status_subresource),
+            ("crontabs", false, true)
+        );
+        assert_eq!(parent.declared_by.as_deref(), Some("cron-tab.example.com"));
+        let v2 = resolve_kind_in(
+            rules.rules().iter().filter_map(|r| match r {
+                Rule::ResourceDefinition(rd) => Some(rd),
+                _ => None,
+            }),
+            "example.com/v2",
+            "CronTab",
+        )
+        .expect("served");
+        assert!(!v2.status_subresource, "v2 declares no status subresource");
+        let child = &reconciler.kinds().children[0];
+        assert_eq!((child.declared_by.as_ref(), child.status_subresource), (None, false));
+    }
 }

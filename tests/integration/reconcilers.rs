@@ -144,6 +144,11 @@ async fn a_crontab_becomes_a_cronjob_with_status_and_hand_edits_or_deletion_are_
         job.metadata.managed_fields.as_ref().unwrap()[0].manager.as_deref(),
         Some("ruleplane-reconciler")
     );
+    // The worker waited for the CRD its rule set declares instead of meeting a 404 and being restarted.
+    let restarts = manager
+        .metric("ruleplane_worker_restarts_total{rule=\"crontab-to-cronjob\",kind=\"Reconciler\"}")
+        .await;
+    assert_eq!(restarts.unwrap_or(0.0), 0.0, "{}", manager.logs());
 
     let parent = eventually(
         Duration::from_secs(20),

@@ -11,7 +11,7 @@ use ruleplane_config::{ObjectKey, Reconciler, Unrendered, attach_parent, plan_ch
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
-use super::{ParentKey, ParentReconciler, ReconcilerError, child_id, discover, io, selected_by};
+use super::{ParentKey, ParentReconciler, ReconcilerError, Served, child_id, discover, io, selected_by};
 use crate::runner::Action;
 use crate::supervisor::WorkerContext;
 
@@ -227,7 +227,7 @@ pub(super) async fn release_deselected(reconciler: &ParentReconciler, key: &Pare
 /// one for all rules; a remaining rule that selects the parent still runs its deletion and removes it then).
 pub async fn on_rule_removed(rule: &Reconciler, remaining: &[&Reconciler], ctx: &WorkerContext) {
     let watched = &rule.spec.watched;
-    let Ok((resource, _)) = discover(&ctx.discovery, &watched.api_version, &watched.kind).await else {
+    let Ok(Served { resource, .. }) = discover(&ctx.discovery, rule, &watched.api_version, &watched.kind).await else {
         return;
     };
     let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);

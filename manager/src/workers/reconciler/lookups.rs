@@ -11,13 +11,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::discovery::Scope;
 use kube::{Client, ResourceExt};
 use prometheus_client::metrics::gauge::Gauge;
 use ruleplane_config::{Lookup, Reconciler, gather_lookups};
 use serde_json::{Map, Value};
 
-use super::{ParentKey, ReconcilerError, discover};
+use super::{ParentKey, ReconcilerError, Served, discover};
 use crate::kube_client::KindDiscovery;
 use crate::watch_hub::{Change, KindKey, SharedWatch, WatchHub, strip_managed_fields};
 use crate::workers::WorkerError;
@@ -102,7 +101,9 @@ impl Lookups {
                 continue;
             }
             let (api_version, kind, literal_name) = &key;
-            let (resource, caps) = discover(discovery, api_version, kind).await?;
+            let Served {
+                resource, namespaced, ..
+            } = discover(discovery, rule, api_version, kind).await?;
             let watch = match literal_name {
                 // One fixed name: only objects of that name are watched, cached whole.
                 Some(name) => LookupWatch {
@@ -114,7 +115,7 @@ impl Lookups {
                     fetch: Some(Fetch {
                         client: client.clone(),
                         resource,
-                        namespaced: caps.scope == Scope::Namespaced,
+                        namespaced,
                     }),
                 },
             };

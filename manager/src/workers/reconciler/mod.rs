@@ -10,11 +10,12 @@ pub use cleanup::on_rule_removed;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
-use kube::discovery::{ApiCapabilities, Scope};
+use kube::discovery::Scope;
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL};
 use ruleplane_config::{
     ObjectKey, Reconciler, RenderError, attach_parent, builtin_kind, compute_status, next_status, parent_conditions,
@@ -137,12 +138,39 @@ pub struct ParentReconciler {
     change_to_applied: prometheus_client::metrics::histogram::Histogram,
 }
 
+/// How long a worker waits at start for the CRDs its rule set declares for its kinds before asking discovery
+/// anyway (a CRD the apiserver refuses is the ResourceDefinition rule's problem, reported there).
+const DECLARED_KINDS_WAIT: Duration = Duration::from_secs(30);
+
 pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
     let client = ctx.client.clone();
+    let kinds = rule.kinds();
+    let declared = kinds.parent.iter().chain(&kinds.children).chain(&kinds.lookups);
+    for kind in declared.filter(|kind| kind.declared_by.is_some()) {
+        let (group, version) = kind.api_version.split_once('/').unwrap_or(("", &kind.api_version));
+        let crd_name = format!("{}.{group}", kind.plural);
+        let established =
+            crate::workers::resource_definition::established(&ctx.hub, &crd_name, version, DECLARED_KINDS_WAIT, &stop)
+                .await;
+        if stop.is_cancelled() {
+            return Ok(());
+        }
+        if !established {
+            // Its ResourceDefinition rule reports why; this rule waits (the supervisor retries, `/readyz` says so).
+            return Err(WorkerError::Discovery(format!(
+                "{} {}: CRD {crd_name} (rule `{}`) is not established and serving {version}",
+                kind.api_version,
+                kind.kind,
+                kind.declared_by.as_deref().unwrap_or_default()
+            )));
+        }
+    }
     let watched = &rule.spec.watched;
-    let (parent_resource, parent_caps) = discover(&ctx.discovery, &watched.api_version, &watched.kind).await?;
-    let status_subresource = parent_caps.subresources.iter().any(|(sub, _)| sub.plural == "status");
-    let namespaced = parent_caps.scope == Scope::Namespaced;
+    let Served {
+        resource: parent_resource,
+        namespaced,
+        status_subresource,
+    } = discover(&ctx.discovery, &rule, &watched.api_version, &watched.kind).await?;
     // Only the parents the rule selects are watched and cached: a rule for the ConfigMaps labelled `x` does not
     // hold the cluster's other ConfigMaps. `selects` stays the decision; the watch's selectors only filter.
     let label_selector = watched
@@ -167,12 +195,13 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         if children.contains_key(&kind) {
             continue;
         }
-        let (resource, caps) = discover(&ctx.discovery, &child.api_version, &child.kind).await?;
+        let Served {
+            resource, namespaced, ..
+        } = discover(&ctx.discovery, &rule, &child.api_version, &child.kind).await?;
         // Found by rule and parent UID through the watch's own index, shared by every rule with children of this kind.
         let watch = ctx
             .hub
             .watch_indexed(&resource, Some(CHILD_SELECTOR), [RULE_LABEL, PARENT_UID_LABEL]);
-        let namespaced = caps.scope == Scope::Namespaced;
         children.insert(kind, Watched { watch, namespaced });
     }
     let labels = crate::metrics::Metrics::labels(rule.name(), KIND);
@@ -228,18 +257,50 @@ fn selected_by(rule: &Reconciler, parent: &ObjectMeta) -> bool {
     )
 }
 
-/// What the apiserver serves for `apiVersion`/`kind` (the rule's kinds may be CRDs registered moments ago).
-async fn discover(
+/// How the apiserver serves a kind the rule reads or writes.
+pub(super) struct Served {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+    pub status_subresource: bool,
+}
+
+/// How the apiserver serves `apiVersion`/`kind`. A kind a ResourceDefinition of the rule set declares is known
+/// from the declaration (the worker waited for its CRD to be Established at start): asking discovery right
+/// after met a 404 for a moment, as the apiserver's discovery document follows the CRD a little later. Other
+/// kinds are asked of discovery.
+pub(super) async fn discover(
     discovery: &KindDiscovery,
+    rule: &Reconciler,
     api_version: &str,
     kind: &str,
-) -> Result<(ApiResource, ApiCapabilities), WorkerError> {
-    discovery.kind(api_version, kind).await.map_err(|e| match e {
+) -> Result<Served, WorkerError> {
+    let kinds = rule.kinds();
+    let declared = kinds
+        .parent
+        .iter()
+        .chain(&kinds.children)
+        .chain(&kinds.lookups)
+        .find(|info| info.declared_by.is_some() && info.api_version == api_version && info.kind == kind);
+    if let Some(info) = declared {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        return Ok(Served {
+            resource: ApiResource::from_gvk_with_plural(&gvk, &info.plural),
+            namespaced: info.namespaced,
+            status_subresource: info.status_subresource,
+        });
+    }
+    let (resource, caps) = discovery.kind(api_version, kind).await.map_err(|e| match e {
         // The apiserver's plain-text 404 for a group/version it does not serve yet.
         kube::Error::Api(status) if status.code == 404 => {
             WorkerError::Discovery(format!("{api_version} {kind}: not served (404)"))
         }
         e => WorkerError::Discovery(format!("{api_version} {kind}: {e}")),
+    })?;
+    Ok(Served {
+        status_subresource: caps.subresources.iter().any(|(sub, _)| sub.plural == "status"),
+        namespaced: caps.scope == Scope::Namespaced,
+        resource,
     })
 }
 

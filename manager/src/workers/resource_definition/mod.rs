@@ -28,6 +28,49 @@ pub fn crd_resource() -> ApiResource {
     ApiResource::erase::<CustomResourceDefinition>(&())
 }
 
+/// Waits, on the shared watch of CRDs, until the CRD `crd_name` is Established and serves `version`; `false`
+/// if `limit` passed first or `stop` came. Workers whose kinds a ResourceDefinition of the same rule set declares
+/// wait here at start rather than asking discovery before the CRD is served: that met a 404 (a WARN from the
+/// client, a worker restart counted, the rule degraded for a second) on every start of a fresh cluster.
+pub async fn established(
+    hub: &crate::watch_hub::WatchHub,
+    crd_name: &str,
+    version: &str,
+    limit: Duration,
+    stop: &CancellationToken,
+) -> bool {
+    let watch = hub.watch(&crd_resource());
+    let mut changes = watch.subscribe();
+    let serving = || {
+        let Some(crd) = watch.store.get_typed::<CustomResourceDefinition>(None, crd_name) else {
+            return false;
+        };
+        let established = crd
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+        established && crd.spec.versions.iter().any(|v| v.name == version && v.served)
+    };
+    let deadline = tokio::time::sleep(limit);
+    tokio::pin!(deadline);
+    tokio::select! {
+        _ = watch.synced() => {}
+        _ = &mut deadline => return false,
+        _ = stop.cancelled() => return false,
+    }
+    loop {
+        if serving() {
+            return true;
+        }
+        tokio::select! {
+            change = changes.recv() => if change.is_none() { return false },
+            _ = &mut deadline => return false,
+            _ = stop.cancelled() => return false,
+        }
+    }
+}
+
 /// One pass's failure. `Refused` and `Rejected` are permanent (they need a change to the rule or the cluster,
 /// so the worker waits for one); `Api` is transient and retried with backoff.
 #[derive(Debug, thiserror::Error)]
