@@ -248,17 +248,17 @@ async fn report_done(
 /// is a plain field of the object); returns the parent as the write left it.
 pub(super) async fn patch_status(
     reconciler: &ParentReconciler,
-    parent: &DynamicObject,
+    parent: &ParentKey,
     status: Value,
 ) -> Result<Value, kube::Error> {
-    let api = api_for(reconciler, &reconciler.parent, parent.namespace().as_deref());
+    let api = api_for(reconciler, &reconciler.parent, parent.namespace.as_deref());
     let body = Patch::Merge(json!({ "status": status }));
     let subresource = reconciler.status_subresource.then_some("status");
     patch_value(
         reconciler,
         &api,
         subresource,
-        &parent.name_any(),
+        &parent.name,
         &PatchParams::default(),
         &body,
     )

@@ -511,7 +511,7 @@ impl ParentReconciler {
     /// The parent's status (projected fields, observedGeneration, conditions) to write, if it changed.
     fn decide_status(
         &self,
-        parent: &Arc<DynamicObject>,
+        parent: &DynamicObject,
         parent_value: &Value,
         children: &Map<String, Value>,
         lookups: &Map<String, Value>,
@@ -536,7 +536,8 @@ impl ParentReconciler {
             &io::now(),
         )?;
         Some(StatusWrite {
-            parent: parent.clone(),
+            parent: ParentKey::of(parent),
+            version: parent.resource_version(),
             patch,
         })
     }
@@ -544,12 +545,14 @@ impl ParentReconciler {
     /// Writes a parent's status. A parent gone meanwhile has nothing left to report (its deletion is a change
     /// of its own).
     async fn write_status(&self, status: StatusWrite) -> Result<(), ReconcilerError> {
-        let StatusWrite { parent, patch } = status;
-        let key = ParentKey::of(&parent);
-        let object = self.parent_object(&key);
-        let version = parent.resource_version();
+        let StatusWrite { parent, version, patch } = status;
+        let object = self.parent_object(&parent);
         let write = io::patch_status(self, &parent, patch);
-        match self.writes.track(key, object, version.as_deref(), write).await {
+        match self
+            .writes
+            .track(parent.clone(), object, version.as_deref(), write)
+            .await
+        {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
             Err(error) => Err(error.into()),
@@ -560,7 +563,9 @@ impl ParentReconciler {
 /// A parent's status to write: the patch and the parent it was decided from. Written after the reconcile
 /// (see [`crate::runner::Reconcile::report`]): the children a burst of parents needs go out first.
 pub struct StatusWrite {
-    parent: Arc<DynamicObject>,
+    parent: ParentKey,
+    /// The parent's resourceVersion it was decided from.
+    version: Option<String>,
     patch: Value,
 }
 
