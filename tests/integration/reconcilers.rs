@@ -1473,3 +1473,57 @@ async fn create_config_map(
         .await
         .expect("create ConfigMap");
 }
+
+/// A ResourceDefinition declares a namespaced Widget, but a CRD of that name installed by someone else serves a
+/// cluster-scoped one: the Reconciler on Widgets does not send requests shaped for a kind that is not there; it
+/// waits, degraded, and says why (the ResourceDefinition rule reports the conflict itself).
+#[tokio::test]
+async fn a_reconciler_on_a_declared_kind_served_otherwise_by_a_foreign_crd_waits_and_says_why() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-foreign").await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let foreign: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "widgets.foreign-scope.test"},
+        "spec": {"group": "foreign-scope.test", "scope": "Cluster",
+                 "names": {"kind": "Widget", "plural": "widgets"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &foreign)
+        .await
+        .expect("someone else's CRD");
+    let rules = temp_dir("rc-foreign");
+    write(
+        &rules,
+        "widgets.yaml",
+        "apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata: { name: widget.foreign-scope.test }\n\
+         spec: { versions: [ { name: v1 } ] }\n---\n\
+         apiVersion: ruleplane.dev/v1alpha1\nkind: Reconciler\nmetadata: { name: widget-config }\nspec:\n  \
+         for: { apiVersion: foreign-scope.test/v1, kind: Widget }\n  children:\n    \
+         - id: config\n      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        \
+         metadata: { name: \"{{metadata.name}}-config\" }\n",
+    );
+    let manager = ManagerProcess::start(&rules, &ns, "rc-foreign", &[]);
+    let (_, body) = eventually(Duration::from_secs(40), "the Reconciler says why it waits", || async {
+        manager
+            .readyz()
+            .await
+            .filter(|(_, b)| b.contains("rule widget-config (Reconciler): degraded"))
+    })
+    .await;
+    assert!(
+        body.contains(
+            "CRD widgets.foreign-scope.test serves kind Widget (Cluster), not Widget (Namespaced) as declared"
+        ),
+        "{body}"
+    );
+    assert!(
+        body.contains("rule widget.foreign-scope.test (ResourceDefinition): degraded"),
+        "the conflict is reported on the ResourceDefinition rule too:\n{body}"
+    );
+    crds.delete("widgets.foreign-scope.test", &Default::default())
+        .await
+        .ok();
+}

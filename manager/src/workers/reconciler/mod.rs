@@ -30,6 +30,7 @@ use crate::runner::{Action, Reconcile, ReconcileError, Reconciled, Requeue, Runn
 use crate::supervisor::WorkerContext;
 use crate::watch_hub::{Change, KindKey, SharedWatch};
 use crate::workers::WorkerError;
+use crate::workers::resource_definition::{DeclaredKind, served_as_declared};
 use writes::{EventNews, OwnWrites, WatchedObject};
 
 const KIND: &str = "Reconciler";
@@ -149,16 +150,20 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
     for kind in declared.filter(|kind| kind.declared_by.is_some()) {
         let (group, version) = kind.api_version.split_once('/').unwrap_or(("", &kind.api_version));
         let crd_name = format!("{}.{group}", kind.plural);
-        let established =
-            crate::workers::resource_definition::established(&ctx.hub, &crd_name, version, DECLARED_KINDS_WAIT, &stop)
-                .await;
+        let declared = DeclaredKind {
+            crd_name: &crd_name,
+            kind: &kind.kind,
+            version,
+            namespaced: kind.namespaced,
+        };
+        let served = served_as_declared(&ctx.hub, &declared, DECLARED_KINDS_WAIT, &stop).await;
         if stop.is_cancelled() {
             return Ok(());
         }
-        if !established {
+        if let Err(reason) = served {
             // Its ResourceDefinition rule reports why; this rule waits (the supervisor retries, `/readyz` says so).
             return Err(WorkerError::Discovery(format!(
-                "{} {}: CRD {crd_name} (rule `{}`) is not established and serving {version}",
+                "{} {} (rule `{}`): {reason}",
                 kind.api_version,
                 kind.kind,
                 kind.declared_by.as_deref().unwrap_or_default()

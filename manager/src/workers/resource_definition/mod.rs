@@ -28,45 +28,67 @@ pub fn crd_resource() -> ApiResource {
     ApiResource::erase::<CustomResourceDefinition>(&())
 }
 
-/// Waits, on the shared watch of CRDs, until the CRD `crd_name` is Established and serves `version`; `false`
-/// if `limit` passed first or `stop` came. Workers whose kinds a ResourceDefinition of the same rule set declares
-/// wait here at start rather than asking discovery before the CRD is served: that met a 404 (a WARN from the
-/// client, a worker restart counted, the rule degraded for a second) on every start of a fresh cluster.
-pub async fn established(
+/// A kind as a ResourceDefinition declares it, for [`served_as_declared`].
+pub struct DeclaredKind<'a> {
+    pub crd_name: &'a str,
+    pub kind: &'a str,
+    pub version: &'a str,
+    pub namespaced: bool,
+}
+
+/// Waits, on the shared watch of CRDs, until the CRD declaring `declared` is Established and serves its version
+/// (`Err` with the reason after `limit`, or when `stop` comes), and checks it is the kind declared: a CRD of that
+/// name installed by someone else may name another kind or scope (its ResourceDefinition rule reports the
+/// conflict; the worker must not send requests shaped for a kind that is not there). Workers whose kinds a
+/// ResourceDefinition of the same rule set declares wait here at start rather than asking discovery before the
+/// CRD is served: that met a 404 (a WARN from the client, a worker restart counted, the rule degraded for a
+/// second) on every start of a fresh cluster.
+pub async fn served_as_declared(
     hub: &crate::watch_hub::WatchHub,
-    crd_name: &str,
-    version: &str,
+    declared: &DeclaredKind<'_>,
     limit: Duration,
     stop: &CancellationToken,
-) -> bool {
+) -> Result<(), String> {
     let watch = hub.watch(&crd_resource());
     let mut changes = watch.subscribe();
-    let serving = || {
-        let Some(crd) = watch.store.get_typed::<CustomResourceDefinition>(None, crd_name) else {
-            return false;
-        };
+    let crd_name = declared.crd_name;
+    let check = || -> Option<Result<(), String>> {
+        let crd = watch.store.get_typed::<CustomResourceDefinition>(None, crd_name)?;
+        let names = &crd.spec.names;
+        let namespaced = crd.spec.scope == "Namespaced";
+        if names.kind != declared.kind || namespaced != declared.namespaced {
+            return Some(Err(format!(
+                "CRD {crd_name} serves kind {} ({}), not {} ({}) as declared",
+                names.kind,
+                crd.spec.scope,
+                declared.kind,
+                if declared.namespaced { "Namespaced" } else { "Cluster" }
+            )));
+        }
         let established = crd
             .status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"));
-        established && crd.spec.versions.iter().any(|v| v.name == version && v.served)
+        let serves = crd.spec.versions.iter().any(|v| v.name == declared.version && v.served);
+        (established && serves).then_some(Ok(()))
     };
+    let waited_too_long = || format!("CRD {crd_name} is not established and serving {} yet", declared.version);
     let deadline = tokio::time::sleep(limit);
     tokio::pin!(deadline);
     tokio::select! {
         _ = watch.synced() => {}
-        _ = &mut deadline => return false,
-        _ = stop.cancelled() => return false,
+        _ = &mut deadline => return Err(waited_too_long()),
+        _ = stop.cancelled() => return Err("stopped".to_owned()),
     }
     loop {
-        if serving() {
-            return true;
+        if let Some(checked) = check() {
+            return checked;
         }
         tokio::select! {
-            change = changes.recv() => if change.is_none() { return false },
-            _ = &mut deadline => return false,
-            _ = stop.cancelled() => return false,
+            change = changes.recv() => if change.is_none() { return Err(waited_too_long()) },
+            _ = &mut deadline => return Err(waited_too_long()),
+            _ = stop.cancelled() => return Err("stopped".to_owned()),
         }
     }
 }
