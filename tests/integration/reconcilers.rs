@@ -1479,21 +1479,9 @@ async fn create_config_map(
 /// waits, degraded, and says why (the ResourceDefinition rule reports the conflict itself).
 #[tokio::test]
 async fn a_reconciler_on_a_declared_kind_served_otherwise_by_a_foreign_crd_waits_and_says_why() {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let client = admin_client().await;
     let ns = test_namespace(&client, "rc-foreign").await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let foreign: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": "widgets.foreign-scope.test"},
-        "spec": {"group": "foreign-scope.test", "scope": "Cluster",
-                 "names": {"kind": "Widget", "plural": "widgets"},
-                 "versions": [{"name": "v1", "served": true, "storage": true,
-                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    }))
-    .unwrap();
-    crds.create(&PostParams::default(), &foreign)
-        .await
-        .expect("someone else's CRD");
+    let crds = crate::support::create_foreign_crd(&client, "foreign-scope.test", "Widget", "widgets", "Cluster").await;
     let rules = temp_dir("rc-foreign");
     write(
         &rules,

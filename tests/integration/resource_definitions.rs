@@ -8,7 +8,9 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, P
 use serde_json::json;
 
 use crate::support::manager::{ManagerProcess, temp_dir};
-use crate::support::{admin_client, eventually, kubectl, kubectl_result, test_namespace, write_rule_file as write};
+use crate::support::{
+    admin_client, create_foreign_crd, eventually, kubectl, kubectl_result, test_namespace, write_rule_file as write,
+};
 
 /// The CronTab rule without short names: `ct` must stay unique to one test in the shared cluster.
 fn crontab_rule_in(group: &str) -> String {
@@ -218,18 +220,7 @@ async fn removing_a_rule_keeps_the_crd_and_objects_unless_deletion_policy_says_d
 async fn a_crd_owned_by_someone_else_is_not_taken_over_and_the_conflict_is_reported() {
     let client = admin_client().await;
     let ns = test_namespace(&client, "rd-conflict").await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let foreign: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": "crontabs.conflict.test"},
-        "spec": {"group": "conflict.test", "scope": "Namespaced",
-                 "names": {"kind": "CronTab", "plural": "crontabs"},
-                 "versions": [{"name": "v1", "served": true, "storage": true,
-                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    }))
-    .unwrap();
-    crds.create(&PostParams::default(), &foreign)
-        .await
-        .expect("someone else's CRD");
+    let crds = create_foreign_crd(&client, "conflict.test", "CronTab", "crontabs", "Namespaced").await;
     // And a name clash: another rule asks for kind CronTab in the same group under a different plural.
     let clash = CRONTAB_RULE
         .replace("cron-tab.rd.example.com", "schedules.conflict.test")

@@ -104,6 +104,28 @@ pub async fn test_namespace(client: &Client, test: &str) -> String {
     name
 }
 
+/// Creates a CRD as another tool would, not through a rule: one served version `v1`, any fields accepted.
+pub async fn create_foreign_crd(
+    client: &Client,
+    group: &str,
+    kind: &str,
+    plural: &str,
+    scope: &str,
+) -> Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
+    let crds = Api::all(client.clone());
+    let foreign = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {"group": group, "scope": scope, "names": {"kind": kind, "plural": plural},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .expect("a CRD");
+    crds.create(&PostParams::default(), &foreign)
+        .await
+        .expect("someone else's CRD");
+    crds
+}
+
 /// Runs the kubectl built with the control plane against it: stdout, or stderr as the error.
 pub fn kubectl_result(args: &[&str]) -> Result<String, String> {
     let plane = control_plane();
