@@ -356,6 +356,13 @@ impl Contents {
         }
         self.objects.insert(key, stored);
     }
+
+    fn remove(&mut self, key: &str) {
+        self.objects.remove(key);
+        if let Some(index) = self.index.as_mut() {
+            index.remove(key);
+        }
+    }
 }
 
 impl ObjectCache {
@@ -420,11 +427,7 @@ impl ObjectCache {
     fn remove(&self, object: &DynamicObject) {
         if let Some(name) = object.metadata.name.as_deref() {
             let key = Self::key(object.metadata.namespace.as_deref(), name);
-            let mut contents = self.contents.write().unwrap_or_else(|e| e.into_inner());
-            contents.objects.remove(&key);
-            if let Some(index) = contents.index.as_mut() {
-                index.remove(&key);
-            }
+            self.contents.write().unwrap_or_else(|e| e.into_inner()).remove(&key);
         }
     }
 

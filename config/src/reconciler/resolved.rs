@@ -37,6 +37,18 @@ pub struct ReconcilerKinds {
     pub lookups: Vec<KindInfo>,
 }
 
+impl ReconcilerKinds {
+    /// The kinds declared by a ResourceDefinition of the rule set (parent, children, lookups; a kind may come
+    /// more than once).
+    pub fn declared(&self) -> impl Iterator<Item = &KindInfo> {
+        self.parent
+            .iter()
+            .chain(&self.children)
+            .chain(&self.lookups)
+            .filter(|kind| kind.declared_by.is_some())
+    }
+}
+
 /// Parents reconciled at once when the rule does not say (`spec.concurrency`).
 pub const DEFAULT_CONCURRENCY: u16 = 16;
 

@@ -304,8 +304,7 @@ impl Runner {
                         // The key stays active until its report is written; a change heard during the
                         // reconcile already made the report stale: the reconcile it brings decides anew.
                         Ok(Reconciled { action, report: Some(report) }) if !queue.is_queued_again(&key) => {
-                            reports.waiting.insert(key.clone(), (report, action));
-                            reports.order.push_back(key);
+                            reports.hold(key, report, action);
                         }
                         result => {
                             queue.done(&key);
@@ -411,6 +410,12 @@ impl<R: Reconcile> Reports<R> {
         }
         let rank = reconciler.rank(&key);
         queue.add_ranked(key, Duration::ZERO, rank);
+    }
+
+    /// Keeps a reconcile's report until its turn.
+    fn hold(&mut self, key: R::Key, report: R::Report, action: Action) {
+        self.waiting.insert(key.clone(), (report, action));
+        self.order.push_back(key);
     }
 
     /// Starts writing waiting reports while fewer than the limit are being written.

@@ -172,21 +172,7 @@ async fn changes_heard_before_the_start_join_the_first_keys() {
     watch.apply(Event::InitApply(object("a")));
     watch.apply(Event::InitApply(object("b")));
     watch.apply(Event::InitDone);
-    let stop = CancellationToken::new();
-    let task = tokio::spawn({
-        let (recorder, stop, runner) = (recorder.clone(), stop.clone(), runner(&metrics, 4));
-        async move {
-            runner
-                .run(
-                    recorder,
-                    vec![subscription],
-                    Requeued::none(),
-                    vec!["a".into(), "b".into()],
-                    stop,
-                )
-                .await
-        }
-    });
+    let (stop, task) = start_runner(&recorder, vec![subscription], &metrics, 4, &["a", "b"]);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(attempts_of(&recorder, "a").len(), 1);
     assert_eq!(attempts_of(&recorder, "b").len(), 1);
@@ -212,22 +198,7 @@ async fn transient_errors_back_off_per_key_and_are_reported_once_permanent_ones_
         .lock()
         .unwrap()
         .insert("refused".into(), vec![Err((true, "conflict"))]);
-    let stop = CancellationToken::new();
-    let task = tokio::spawn({
-        let (recorder, subscription, stop, runner) =
-            (recorder.clone(), watch.subscribe(), stop.clone(), runner(&metrics, 4));
-        async move {
-            runner
-                .run(
-                    recorder,
-                    vec![subscription],
-                    Requeued::none(),
-                    vec!["flaky".into(), "refused".into()],
-                    stop,
-                )
-                .await
-        }
-    });
+    let (stop, task) = start_runner(&recorder, vec![watch.subscribe()], &metrics, 4, &["flaky", "refused"]);
     tokio::time::sleep(Duration::from_secs(30)).await;
     let flaky = attempts_of(&recorder, "flaky");
     assert_eq!(flaky.len(), 4, "three failures, then success");
@@ -527,6 +498,29 @@ impl Reporter {
     }
 }
 
+/// Starts `reconciler` on a runner of `concurrency` (reporting to `metrics`) with `initial` keys and the given
+/// subscriptions.
+fn start_runner<R: Reconcile<Key = String>>(
+    reconciler: &Arc<R>,
+    subscriptions: Vec<Subscription>,
+    metrics: &Arc<Metrics>,
+    concurrency: usize,
+    initial: &[&str],
+) -> (CancellationToken, tokio::task::JoinHandle<Result<(), WorkerError>>) {
+    let stop = CancellationToken::new();
+    let (reconciler, runner) = (reconciler.clone(), runner(metrics, concurrency));
+    let initial = initial.iter().map(|k| k.to_string()).collect();
+    let task = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            runner
+                .run(reconciler, subscriptions, Requeued::none(), initial, stop)
+                .await
+        }
+    });
+    (stop, task)
+}
+
 /// Starts `reporter` on a runner of `concurrency` with `initial` keys; the watch's changes reach it.
 fn run_reporter(
     reporter: &Arc<Reporter>,
@@ -534,22 +528,13 @@ fn run_reporter(
     concurrency: usize,
     initial: &[&str],
 ) -> (CancellationToken, tokio::task::JoinHandle<Result<(), WorkerError>>) {
-    let stop = CancellationToken::new();
-    let (reporter, subscription, runner) = (
-        reporter.clone(),
-        watch.subscribe(),
-        runner(&Arc::new(Metrics::new()), concurrency),
-    );
-    let initial = initial.iter().map(|k| k.to_string()).collect();
-    let task = tokio::spawn({
-        let stop = stop.clone();
-        async move {
-            runner
-                .run(reporter, vec![subscription], Requeued::none(), initial, stop)
-                .await
-        }
-    });
-    (stop, task)
+    start_runner(
+        reporter,
+        vec![watch.subscribe()],
+        &Arc::new(Metrics::new()),
+        concurrency,
+        initial,
+    )
 }
 
 /// Reports do not hold a reconcile slot, and go out fewer at a time: the reconciles of a burst are done long

@@ -74,13 +74,13 @@ pub(super) async fn apply_child(
                 .await
                 .map_err(rejected)?;
             let version = object.pointer("/metadata/resourceVersion").and_then(Value::as_str);
-            // Our earlier write applied again, nothing changed: no news (its creation was announced then).
-            let unchanged = ours_before.is_some() && version == ours_before.as_deref();
-            let change = match (unchanged, ours_before.is_some()) {
-                (true, _) => ChildChange::Unchanged,
+            let change = match ours_before.as_deref() {
+                // Our earlier write applied again, nothing changed: no news (its creation was announced then).
+                Some(before) if version == Some(before) => ChildChange::Unchanged,
+                Some(_) => ChildChange::Updated,
                 // Adopted, or gone again between the 409 and the read: as far as we know, created now.
-                (false, false) if apply.created => ChildChange::Created,
-                _ => ChildChange::Updated,
+                None if apply.created => ChildChange::Created,
+                None => ChildChange::Updated,
             };
             (object, change)
         }

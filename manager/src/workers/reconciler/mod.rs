@@ -145,9 +145,7 @@ const DECLARED_KINDS_WAIT: Duration = Duration::from_secs(30);
 
 pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
     let client = ctx.client.clone();
-    let kinds = rule.kinds();
-    let declared = kinds.parent.iter().chain(&kinds.children).chain(&kinds.lookups);
-    for kind in declared.filter(|kind| kind.declared_by.is_some()) {
+    for kind in rule.kinds().declared() {
         let (group, version) = kind.api_version.split_once('/').unwrap_or(("", &kind.api_version));
         let crd_name = format!("{}.{group}", kind.plural);
         let declared = DeclaredKind {
@@ -279,13 +277,10 @@ pub(super) async fn discover(
     api_version: &str,
     kind: &str,
 ) -> Result<Served, WorkerError> {
-    let kinds = rule.kinds();
-    let declared = kinds
-        .parent
-        .iter()
-        .chain(&kinds.children)
-        .chain(&kinds.lookups)
-        .find(|info| info.declared_by.is_some() && info.api_version == api_version && info.kind == kind);
+    let declared = rule
+        .kinds()
+        .declared()
+        .find(|info| info.api_version == api_version && info.kind == kind);
     if let Some(info) = declared {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionCondition,
+};
 use kube::api::{Api, ApiResource, DeleteParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
@@ -65,11 +67,7 @@ pub async fn served_as_declared(
                 if declared.namespaced { "Namespaced" } else { "Cluster" }
             )));
         }
-        let established = crd
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+        let established = condition(&crd, "Established").is_some_and(|c| c.status == "True");
         let serves = crd.spec.versions.iter().any(|v| v.name == declared.version && v.served);
         (established && serves).then_some(Ok(()))
     };
@@ -244,10 +242,14 @@ async fn pass(
     observe(&applied)
 }
 
-fn observe(crd: &CustomResourceDefinition) -> Result<Observed, PassError> {
+/// The CRD's condition of this type, if the apiserver reported it.
+fn condition<'c>(crd: &'c CustomResourceDefinition, type_: &str) -> Option<&'c CustomResourceDefinitionCondition> {
     let conditions = crd.status.as_ref().and_then(|s| s.conditions.as_ref());
-    let condition = |t: &str| conditions.into_iter().flatten().find(|c| c.type_ == t);
-    if let Some(names) = condition("NamesAccepted")
+    conditions.into_iter().flatten().find(|c| c.type_ == type_)
+}
+
+fn observe(crd: &CustomResourceDefinition) -> Result<Observed, PassError> {
+    if let Some(names) = condition(crd, "NamesAccepted")
         && names.status == "False"
     {
         return Err(PassError::NamesNotAccepted {
@@ -258,7 +260,7 @@ fn observe(crd: &CustomResourceDefinition) -> Result<Observed, PassError> {
                 .unwrap_or_else(|| names.reason.clone().unwrap_or_default()),
         });
     }
-    match condition("Established") {
+    match condition(crd, "Established") {
         Some(c) if c.status == "True" => Ok(Observed::Established),
         _ => Ok(Observed::Pending),
     }
