@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds (once per version) kube-apiserver, kube-scheduler and kubectl from the pinned k8s.io/kubernetes module and
+# Builds (once per version) kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from the pinned k8s.io/kubernetes module and
 # fetches etcd 3.5 from Debian's etcd-server package, and builds helm (chart tests); all in the user's cache.
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
@@ -10,12 +10,14 @@ bin="$cache/k8s/$version"
 log() { printf '[control-plane] %s\n' "$*" >&2; }
 
 build_kube() {
-  if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kube-scheduler" ] && [ -x "$bin/kubectl" ]; then return; fi
+  local b missing=0
+  for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do [ -x "$bin/$b" ] || missing=1; done
+  [ $missing = 1 ] || return 0
   command -v go >/dev/null || { log "Go toolchain not found: install Go >= $(awk '$1=="go"{print $2}' "$here/go.mod")"; exit 1; }
   local major=${version#v}; major=${major%%.*}
   local minor=${version#v*.}; minor=${minor%%.*}
   local pkg=k8s.io/component-base/version
-  log "building kube-apiserver, kube-scheduler and kubectl $version with Go (first time only; ~10-20 min on 2 cores)..."
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler and kubectl $version with Go (first time only; ~10-20 min on 2 cores)..."
   local tmp; tmp=$(mktemp -d "$cache/k8s/.build.XXXXXX")
   local start=$SECONDS
   # A heartbeat so a human watching 'make demo' sees progress instead of silence.
@@ -26,9 +28,10 @@ build_kube() {
      GOMODCACHE="${GOMODCACHE:-$cache/go-mod}" GOCACHE="${GOCACHE:-$cache/go-build}" \
      go build -trimpath -o "$tmp/" \
        -ldflags "-s -w -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean" \
-       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+       k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
   mkdir -p "$bin"
-  mv "$tmp/kube-apiserver" "$tmp/kube-scheduler" "$tmp/kubectl" "$bin/"
+  mv "$tmp/kube-apiserver" "$tmp/kube-controller-manager" "$tmp/kube-scheduler" "$tmp/kubectl" "$bin/"
   rmdir "$tmp"
   log "built in $((SECONDS - start)) s: $bin"
 }
