@@ -23,6 +23,7 @@ pub mod object_diff;
 pub mod ownership;
 mod rbac;
 pub mod reconciler;
+pub mod redaction;
 pub mod resource_definition;
 mod rule_set;
 pub mod rule_test;
@@ -48,5 +49,6 @@ pub use scheduler::*;
 pub use schema::rule_language_schema;
 pub use schema_reference::rule_reference_markdown;
 pub use template::{
-    HELPERS, MAX_RENDER_TIME, MAX_RENDERED_BYTES, TemplateProblem, TemplateRenderError, check_template, render_template,
+    FillError, HELPERS, MAX_RENDER_TIME, MAX_RENDERED_BYTES, MAX_TEMPLATE_BYTES, MAX_TEMPLATE_NESTING, StructuredText,
+    TemplateProblem, TemplateRenderError, check_template, render_template,
 };

@@ -24,6 +24,16 @@ pub const PARENT_ANNOTATION: &str = "ruleplane.dev/parent";
 /// longer says so (the annotation travels with the object).
 pub const RETAIN_ANNOTATION: &str = "ruleplane.dev/retain";
 
+/// Whether an object carries [`RETAIN_ANNOTATION`] set to `"true"`: the one reading of it, for pruning, release on
+/// the parent's deletion and owner references alike (any other value, `"false"` included, retains nothing).
+pub fn is_retained(object: &serde_json::Value) -> bool {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|annotations| annotations.get(RETAIN_ANNOTATION))
+        .and_then(serde_json::Value::as_str)
+        == Some("true")
+}
+
 /// Field manager of the ResourceDefinition worker's server-side applies.
 pub const CRD_FIELD_MANAGER: &str = "ruleplane-crd";
 /// Field manager of the Reconciler worker's server-side applies.

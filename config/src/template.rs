@@ -1,5 +1,7 @@
-//! Sandboxed Handlebars templates: strict, unescaped, no partials, bounded output size and render time.
+//! Sandboxed Handlebars templates: strict, no partials, bounded output size, render time and nesting, and
+//! structure-preserving: an interpolated value fills in a scalar, it never adds keys or nesting.
 
+use std::cell::RefCell;
 use std::io::{self, Write};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -31,6 +33,34 @@ pub const HELPERS: &[&str] = &[
 const BUILTIN_HELPERS: &[&str] = &[
     "if", "unless", "each", "with", "lookup", "raw", "eq", "ne", "gt", "gte", "lt", "lte", "and", "or", "not", "len",
 ];
+
+/// Deepest nesting of blocks and subexpressions a template may have: far beyond any real template, well inside
+/// the stack of the thread that renders it.
+pub const MAX_TEMPLATE_NESTING: usize = 32;
+
+/// Longest template text: the template parser recurses over its input, so a bound on it bounds the stack too.
+pub const MAX_TEMPLATE_BYTES: usize = 256 * 1024;
+
+/// Helpers whose output is one whole YAML value (JSON text, YAML text, a quoted string). Called outermost in a
+/// `{{…}}` of a structured render, they insert that value as one node, typed, wherever the placeholder stands.
+const NODE_HELPERS: &[&str] = &["json", "yaml", "quote"];
+
+/// The internal helper a node helper's outermost call is rewritten to (not callable from rule templates: the
+/// sandbox check rejects its name before the rewrite).
+const NODE_HELPER: &str = "ruleplane:node";
+
+/// The internal helper put at the start of every `#each` body: it enforces the time budget once per iteration,
+/// also in loops that write nothing.
+const TICK_HELPER: &str = "ruleplane:tick";
+
+/// The internal helper a raw `{{{…}}}` expression is rewritten to.
+const RAW_HELPER: &str = "ruleplane:raw";
+
+/// A placeholder for an interpolated value in structured output: `U+E000 index U+E001`. Private-use characters
+/// are valid in every YAML scalar style, are never produced by a rule's own text (the sandbox check refuses
+/// them), and a value carrying them is itself replaced by a placeholder, so no value can forge one.
+const PLACEHOLDER_OPEN: char = '\u{E000}';
+const PLACEHOLDER_CLOSE: char = '\u{E001}';
 
 /// A problem in a template, positioned inside the template text (1-based).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -104,16 +134,195 @@ pub struct CompiledTemplate {
 }
 
 impl CompiledTemplate {
-    /// Renders over `data` within the output and time budgets.
+    /// Renders over `data` as plain text (a name, a namespace) within the output and time budgets.
     pub fn render(&self, data: &Value) -> Result<String, TemplateRenderError> {
         render_compiled(&self.compiled, data)
     }
+
+    /// Renders a YAML document over `data` so that no value can change its structure: values that could (a
+    /// newline, `: `, a quote, …) stand as placeholders in the text, filled in as strings after the text is
+    /// parsed ([`StructuredText::fill`]); `json`/`yaml`/`quote` insert their value as one whole node.
+    pub fn render_structured(&self, data: &Value) -> Result<StructuredText, TemplateRenderError> {
+        render_collecting(&self.compiled, data, Some(Vec::new()), false)
+            .map(|(text, interpolated)| StructuredText { text, interpolated })
+    }
+
+    /// A structured render in which every value, safe or not, stands as a placeholder: what the rule's own
+    /// text decides, with [`StructuredText::has_placeholder`] telling where data went.
+    pub fn render_structured_masked(&self, data: &Value) -> Result<StructuredText, TemplateRenderError> {
+        render_collecting(&self.compiled, data, Some(Vec::new()), true)
+            .map(|(text, interpolated)| StructuredText { text, interpolated })
+    }
+
+    /// The rendered text with every interpolated value shown as `<value>`: for messages, which must not carry
+    /// values read from the cluster (a looked-up Secret's data, say). Line numbers match
+    /// [`render_structured`](Self::render_structured)'s text.
+    pub fn render_masked(&self, data: &Value) -> Result<String, TemplateRenderError> {
+        let (text, _) = render_collecting(&self.compiled, data, Some(Vec::new()), true)?;
+        Ok(mask_placeholders(&text))
+    }
+}
+
+/// The text of a structured render and the values its placeholders stand for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StructuredText {
+    text: String,
+    interpolated: Vec<Interpolated>,
+}
+
+/// A problem filling in a structured render's values.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FillError {
+    /// Two mapping keys became the same once their values were filled in.
+    #[error("two keys of one mapping are the same once values are filled in: `{key}`")]
+    DuplicateKey {
+        /// The key.
+        key: String,
+    },
+}
+
+impl StructuredText {
+    /// Whether `text` (a string parsed from [`text`](Self::text)) holds an interpolated value.
+    pub fn has_placeholder(&self, text: &str) -> bool {
+        !placeholders_in(text).is_empty()
+    }
+
+    /// The text to parse as YAML (values that could change its structure stand as placeholders).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Fills the placeholders of a document parsed from [`text`](Self::text) with their values: in strings and
+    /// keys as text, a whole-node placeholder (`json`, `yaml`, `quote`) as its value.
+    pub fn fill(&self, document: &mut Value) -> Result<(), FillError> {
+        if self.interpolated.is_empty() {
+            return Ok(());
+        }
+        fill_value(document, &self.interpolated)
+    }
+}
+
+fn fill_value(value: &mut Value, interpolated: &[Interpolated]) -> Result<(), FillError> {
+    match value {
+        Value::String(text) if text.contains(PLACEHOLDER_OPEN) => *value = substitute(text, interpolated),
+        Value::Array(items) => {
+            for item in items {
+                fill_value(item, interpolated)?;
+            }
+        }
+        Value::Object(fields) if fields.keys().any(|key| key.contains(PLACEHOLDER_OPEN)) => {
+            for (key, mut field) in std::mem::take(fields) {
+                fill_value(&mut field, interpolated)?;
+                let key = match substitute(&key, interpolated) {
+                    Value::String(key) => key,
+                    other => other.to_string(),
+                };
+                if fields.insert(key.clone(), field).is_some() {
+                    return Err(FillError::DuplicateKey { key });
+                }
+            }
+        }
+        Value::Object(fields) => {
+            for field in fields.values_mut() {
+                fill_value(field, interpolated)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `text` with its placeholders replaced: a placeholder alone yields its value (a node keeps its type), one
+/// among other text yields the joined text. Inserted values are not scanned again.
+fn substitute(text: &str, interpolated: &[Interpolated]) -> Value {
+    let mut pieces = placeholders_in(text);
+    if let Some((0, end, index)) = pieces.first().copied()
+        && end == text.len()
+        && pieces.len() == 1
+    {
+        return match &interpolated[index] {
+            Interpolated::Text(text) => Value::String(text.clone()),
+            Interpolated::Node(value) => value.clone(),
+        };
+    }
+    let mut joined = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, end, index) in pieces.drain(..) {
+        joined.push_str(&text[at..start]);
+        match &interpolated[index] {
+            Interpolated::Text(text) | Interpolated::Node(Value::String(text)) => joined.push_str(text),
+            Interpolated::Node(value) => joined.push_str(&value.to_string()),
+        }
+        at = end;
+    }
+    joined.push_str(&text[at..]);
+    Value::String(joined)
+}
+
+/// The placeholders in `text`: (start, end, index) byte ranges, in order. Only well-formed ones with an index
+/// that exists count; a rule's text cannot hold the characters and values never reach the text.
+fn placeholders_in(text: &str) -> Vec<(usize, usize, usize)> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(offset) = text[from..].find(PLACEHOLDER_OPEN) {
+        let start = from + offset;
+        let digits_start = start + PLACEHOLDER_OPEN.len_utf8();
+        let digits = text[digits_start..].bytes().take_while(u8::is_ascii_digit).count();
+        let close = digits_start + digits;
+        if digits > 0 && text[close..].starts_with(PLACEHOLDER_CLOSE) {
+            if let Ok(index) = text[digits_start..close].parse::<usize>() {
+                found.push((start, close + PLACEHOLDER_CLOSE.len_utf8(), index));
+            }
+            from = close + PLACEHOLDER_CLOSE.len_utf8();
+        } else {
+            from = digits_start;
+        }
+    }
+    found
+}
+
+fn mask_placeholders(text: &str) -> String {
+    let mut masked = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, end, _) in placeholders_in(text) {
+        masked.push_str(&text[at..start]);
+        masked.push_str("<value>");
+        at = end;
+    }
+    masked.push_str(&text[at..]);
+    masked
 }
 
 /// Compiles a template, checking what the sandbox allows: syntax, no partials or inline partials, only known
 /// helpers with the right number of arguments. Every problem is reported, positioned in the template.
 pub fn compile_template(source: &str) -> Result<CompiledTemplate, Vec<TemplateProblem>> {
-    let template = match Template::compile(source) {
+    if source.len() > MAX_TEMPLATE_BYTES {
+        return Err(vec![TemplateProblem {
+            line: 1,
+            column: 1,
+            message: format!(
+                "template is {} bytes; at most {MAX_TEMPLATE_BYTES} are allowed",
+                source.len()
+            ),
+        }]);
+    }
+    if let Some((line, column)) = reserved_character_at(source) {
+        return Err(vec![TemplateProblem {
+            line,
+            column,
+            message: "templates may not contain the private-use characters U+E000 and U+E001 (Ruleplane's value \
+                      placeholders)"
+                .to_string(),
+        }]);
+    }
+    if let Some((line, column)) = too_deeply_nested(source) {
+        return Err(vec![TemplateProblem {
+            line,
+            column,
+            message: format!("template nests blocks and subexpressions more than {MAX_TEMPLATE_NESTING} deep"),
+        }]);
+    }
+    let mut template = match Template::compile(source) {
         Ok(template) => template,
         Err(error) => {
             let (line, column) = error.pos().unwrap_or((1, 1));
@@ -135,12 +344,162 @@ pub fn compile_template(source: &str) -> Result<CompiledTemplate, Vec<TemplatePr
     let mut problems = Vec::new();
     check_elements(&template, (1, 1), &mut problems);
     if problems.is_empty() {
+        rewrite_elements(&mut template);
         Ok(CompiledTemplate {
             compiled: Arc::new(template),
         })
     } else {
         Err(problems)
     }
+}
+
+/// Where `source` holds a placeholder character, if anywhere (1-based line and column).
+fn reserved_character_at(source: &str) -> Option<(usize, usize)> {
+    let offset = source.find([PLACEHOLDER_OPEN, PLACEHOLDER_CLOSE])?;
+    Some(line_and_column(source, offset))
+}
+
+/// Where the nesting of `{{#…}}` blocks and `(…)` subexpressions first passes [`MAX_TEMPLATE_NESTING`]. Counted
+/// on the text, before the parser, whose recursion follows the same nesting.
+fn too_deeply_nested(source: &str) -> Option<(usize, usize)> {
+    let bytes = source.as_bytes();
+    let (mut blocks, mut parentheses, mut inside) = (0usize, 0usize, false);
+    let mut offset = 0;
+    while offset < bytes.len() {
+        let rest = &bytes[offset..];
+        if !inside && rest.starts_with(b"{{") {
+            inside = true;
+            parentheses = 0;
+            let sigil = rest[2..].iter().find(|byte| !matches!(byte, b'{' | b'~'));
+            match sigil {
+                Some(b'#') => blocks += 1,
+                Some(b'/') => blocks = blocks.saturating_sub(1),
+                _ => {}
+            }
+            offset += 2;
+        } else if inside && rest.starts_with(b"}}") {
+            inside = false;
+            offset += 2;
+            continue;
+        } else if inside && rest[0] == b'(' {
+            parentheses += 1;
+        } else if inside && rest[0] == b')' {
+            parentheses = parentheses.saturating_sub(1);
+        }
+        if blocks + parentheses > MAX_TEMPLATE_NESTING {
+            return Some(line_and_column(source, offset.min(bytes.len())));
+        }
+        offset += 1;
+    }
+    None
+}
+
+fn line_and_column(source: &str, offset: usize) -> (usize, usize) {
+    let before = &source[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |text| text.chars().count()) + 1;
+    (line, column)
+}
+
+/// Makes a checked template structure-preserving: the outermost call of a node helper (`json`, `yaml`, `quote`,
+/// `indent N (yaml …)`) becomes a call of [`NODE_HELPER`], and every `#each` body starts with a budget check.
+fn rewrite_elements(template: &mut Template) {
+    for (index, element) in template.elements.iter_mut().enumerate() {
+        let mapping = template.mapping.get(index).cloned();
+        match element {
+            TemplateElement::Expression(helper) => {
+                if let Some(node) = node_call(helper) {
+                    *element = TemplateElement::HtmlExpression(Box::new(node));
+                }
+            }
+            TemplateElement::HtmlExpression(helper) => {
+                *element =
+                    TemplateElement::HtmlExpression(Box::new(node_call(helper).unwrap_or_else(|| raw_call(helper))));
+            }
+            TemplateElement::HelperBlock(helper) => {
+                let is_each = matches!(&helper.name, Parameter::Name(name) if name == "each");
+                let mut tick = (**helper).clone();
+                tick.name = Parameter::Name(TICK_HELPER.to_string());
+                tick.params.clear();
+                tick.hash.clear();
+                tick.block_param = None;
+                tick.template = None;
+                tick.inverse = None;
+                tick.block = false;
+                for inner in [&mut helper.template, &mut helper.inverse].into_iter().flatten() {
+                    rewrite_elements(inner);
+                }
+                // The tick gets the first mapping of the body (its own block's where the body has none), so the
+                // body's elements keep theirs: error line numbers come from this list, by position.
+                if is_each
+                    && let Some(body) = &mut helper.template
+                    && let Some(at) = body.mapping.first().cloned().or(mapping)
+                {
+                    body.elements.insert(0, TemplateElement::HtmlExpression(Box::new(tick)));
+                    body.mapping.insert(0, at);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A raw `{{{…}}}` expression as a call of [`RAW_HELPER`] on the same value: raw text as written, except that
+/// it can never carry a placeholder character (a raw value could otherwise forge another value's placeholder).
+fn raw_call(helper: &handlebars::template::HelperTemplate) -> handlebars::template::HelperTemplate {
+    let value = if helper.params.is_empty() && helper.hash.is_empty() {
+        match &helper.name {
+            Parameter::Name(name) => handlebars::Path::parse(name)
+                .map(Parameter::Path)
+                .unwrap_or_else(|_| helper.name.clone()),
+            other => other.clone(),
+        }
+    } else {
+        Parameter::Subexpression(handlebars::template::Subexpression::new(
+            helper.name.clone(),
+            helper.params.clone(),
+            helper.hash.clone(),
+        ))
+    };
+    let mut raw = helper.clone();
+    raw.name = Parameter::Name(RAW_HELPER.to_string());
+    raw.params = vec![value];
+    raw.hash.clear();
+    raw
+}
+
+/// The node-helper call an expression is, rewritten to [`NODE_HELPER`] with the helper's name first.
+fn node_call(helper: &handlebars::template::HelperTemplate) -> Option<handlebars::template::HelperTemplate> {
+    let Parameter::Name(name) = &helper.name else {
+        return None;
+    };
+    if !helper.hash.is_empty() || helper.block {
+        return None;
+    }
+    let params = match (name.as_str(), helper.params.as_slice()) {
+        (name, [value]) if NODE_HELPERS.contains(&name) => {
+            vec![Parameter::Literal(Value::String(name.to_string())), value.clone()]
+        }
+        ("indent", [width, Parameter::Subexpression(inner)]) => match inner.as_element() {
+            TemplateElement::Expression(inner)
+                if matches!(&inner.name, Parameter::Name(name) if name == "yaml" || name == "json")
+                    && inner.hash.is_empty()
+                    && inner.params.len() == 1 =>
+            {
+                vec![
+                    Parameter::Literal(Value::String("indent".to_string())),
+                    width.clone(),
+                    inner.params[0].clone(),
+                ]
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let mut node = helper.clone();
+    node.name = Parameter::Name(NODE_HELPER.to_string());
+    node.params = params;
+    Some(node)
 }
 
 /// The problems [`compile_template`] finds (empty when the template is fine).
@@ -208,13 +567,17 @@ fn engine() -> &'static Handlebars<'static> {
     ENGINE.get_or_init(|| {
         let mut registry = Handlebars::new();
         registry.set_strict_mode(true);
-        // Output is YAML, not HTML: escaping would corrupt values such as `a&b`.
-        registry.register_escape_fn(handlebars::no_escape);
+        // Output is YAML, not HTML: no HTML escaping (it would corrupt values such as `a&b`). In a structured
+        // render a value that could change the document's structure becomes a placeholder instead.
+        registry.register_escape_fn(interpolate);
         // `log` writes to the process log: a side channel templates have no business with.
         registry.unregister_helper("log");
         for helper in PureHelper::ALL {
             registry.register_helper(helper.name, Box::new(*helper));
         }
+        registry.register_helper(NODE_HELPER, Box::new(NodeHelper));
+        registry.register_helper(TICK_HELPER, Box::new(TickHelper));
+        registry.register_helper(RAW_HELPER, Box::new(RawHelper));
         registry
     })
 }
@@ -230,10 +593,92 @@ pub fn render_template(source: &str, data: &Value) -> Result<String, TemplateRen
     }
 }
 
+/// One interpolated value of a structured render, standing in the output as a placeholder.
+#[derive(Clone, Debug, PartialEq)]
+enum Interpolated {
+    /// Text that could change the structure where it stands (a newline, `: `, a quote, …): a string scalar.
+    Text(String),
+    /// The value of a node helper (`json`, `yaml`, `quote`): one whole node, typed.
+    Node(Value),
+}
+
+/// What the render running on this thread collects.
+struct RenderState {
+    deadline: Instant,
+    /// `None` renders plain text (names); `Some` collects the placeholders of a structured render.
+    interpolated: Option<Vec<Interpolated>>,
+    /// Every value becomes a placeholder, safe or not (for messages that must not show values).
+    mask_all: bool,
+}
+
+thread_local! {
+    static RENDER: RefCell<Option<RenderState>> = const { RefCell::new(None) };
+}
+
+/// The escape function: a value the output may carry as it is, or a placeholder standing for it.
+fn interpolate(text: &str) -> String {
+    RENDER.with_borrow_mut(|state| match state {
+        Some(RenderState {
+            interpolated: Some(values),
+            mask_all,
+            ..
+        }) if *mask_all || !is_structure_safe(text) => placeholder(values, Interpolated::Text(text.to_string())),
+        _ => text.to_string(),
+    })
+}
+
+fn placeholder(values: &mut Vec<Interpolated>, value: Interpolated) -> String {
+    values.push(value);
+    format!("{PLACEHOLDER_OPEN}{}{PLACEHOLDER_CLOSE}", values.len() - 1)
+}
+
+/// Whether `text` can stand in any YAML position (plain, quoted, block, flow, key, comment) without changing
+/// the document's structure: printable ASCII without YAML indicators, quotes, escapes or line breaks. Names,
+/// images (`nginx:1.25`), numbers, booleans and most labels are; they are written as before, so a number still
+/// reads as a number. Anything else is interpolated after the parse, as a string.
+fn is_structure_safe(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let allowed = |byte: &u8| byte.is_ascii_alphanumeric() || b" ._/:@+=~-".contains(byte);
+    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
+        return true;
+    };
+    let breaks_out = matches!(first, b' ' | b':' | b'@')
+        || matches!(last, b' ' | b':')
+        || bytes == b"-"
+        || ["- ", "---", "..."].iter().any(|start| text.starts_with(start))
+        || text.contains(": ")
+        || text.contains(" #");
+    bytes.iter().all(allowed) && !breaks_out
+}
+
 fn render_compiled(template: &Template, data: &Value) -> Result<String, TemplateRenderError> {
+    render_collecting(template, data, None, false).map(|(text, _)| text)
+}
+
+/// Renders with this thread's [`RenderState`] set up (restored afterwards, so a render inside a render — none
+/// today — would not lose its caller's state).
+fn render_collecting(
+    template: &Template,
+    data: &Value,
+    interpolated: Option<Vec<Interpolated>>,
+    mask_all: bool,
+) -> Result<(String, Vec<Interpolated>), TemplateRenderError> {
+    let started = Instant::now();
+    let outer = RENDER.replace(Some(RenderState {
+        deadline: started + MAX_RENDER_TIME,
+        interpolated,
+        mask_all,
+    }));
+    let result = render_budgeted(template, data, started);
+    let state = RENDER.replace(outer);
+    let values = state.and_then(|state| state.interpolated).unwrap_or_default();
+    result.map(|text| (text, values))
+}
+
+fn render_budgeted(template: &Template, data: &Value, started: Instant) -> Result<String, TemplateRenderError> {
     let mut sink = BudgetedWriter {
         buffer: Vec::new(),
-        started: Instant::now(),
+        started,
         overflow: None,
     };
     let result = Context::wraps(data).and_then(|context| {
@@ -300,6 +745,125 @@ impl Write for BudgetedWriter {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// [`NODE_HELPER`]: `json`, `yaml`, `quote` (or `indent N (yaml …)`) called outermost. In a structured render it
+/// stands for its value as one node; otherwise it writes the text the named helper writes.
+#[derive(Clone, Copy)]
+struct NodeHelper;
+
+impl HelperDef for NodeHelper {
+    fn call_inner<'reg: 'rc, 'rc>(
+        &self,
+        helper: &Helper<'rc>,
+        _: &'reg Handlebars<'reg>,
+        _: &'rc Context,
+        _: &mut RenderContext<'reg, 'rc>,
+    ) -> Result<ScopedJson<'rc>, handlebars::RenderError> {
+        let params = helper.params();
+        let name = params
+            .first()
+            .and_then(|p| p.value().as_str())
+            .unwrap_or_default()
+            .to_string();
+        let mut args = Vec::with_capacity(params.len());
+        for param in params.iter().skip(1) {
+            if param.is_value_missing() {
+                return Err(RenderErrorReason::MissingVariable(param.relative_path().cloned()).into());
+            }
+            args.push(param.value().clone());
+        }
+        let failed = |message: String| RenderErrorReason::Other(format!("{name}: {message}"));
+        let (indent, value) = match (name.as_str(), args.as_slice()) {
+            ("indent", [width, value]) => (Some(width.clone()), value.clone()),
+            ("quote", [value]) => (None, Value::String(text_of(value).map_err(failed)?)),
+            (_, [value]) => (None, value.clone()),
+            _ => return Err(failed("unexpected arguments".to_string()).into()),
+        };
+        let token = RENDER.with_borrow_mut(|state| match state {
+            Some(RenderState {
+                interpolated: Some(values),
+                ..
+            }) => Some(placeholder(values, Interpolated::Node(value.clone()))),
+            _ => None,
+        });
+        let text = match (token, indent) {
+            (Some(token), None) => token,
+            (Some(token), Some(width)) => helper_indent(&[width, Value::String(token)])
+                .map_err(failed)?
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            (None, None) => match name.as_str() {
+                "json" => helper_json(&[value]),
+                "yaml" => helper_yaml(&[value]),
+                _ => helper_quote(&[value]),
+            }
+            .map_err(failed)?
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+            (None, Some(width)) => {
+                let yaml = helper_yaml(&[value]).map_err(failed)?;
+                helper_indent(&[width, yaml])
+                    .map_err(failed)?
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            }
+        };
+        Ok(ScopedJson::Derived(Value::String(text)))
+    }
+}
+
+/// [`TICK_HELPER`]: fails the render once its time budget is spent; runs at every `#each` iteration.
+#[derive(Clone, Copy)]
+struct TickHelper;
+
+impl HelperDef for TickHelper {
+    fn call<'reg: 'rc, 'rc>(
+        &self,
+        _: &Helper<'rc>,
+        _: &'reg Handlebars<'reg>,
+        _: &'rc Context,
+        _: &mut RenderContext<'reg, 'rc>,
+        _: &mut dyn handlebars::Output,
+    ) -> handlebars::HelperResult {
+        let late = RENDER.with_borrow(|state| state.as_ref().is_some_and(|s| Instant::now() > s.deadline));
+        if late {
+            return Err(RenderErrorReason::Other("time budget exceeded".to_string()).into());
+        }
+        Ok(())
+    }
+}
+
+/// [`RAW_HELPER`]: a `{{{…}}}` value as raw text, without placeholder characters.
+#[derive(Clone, Copy)]
+struct RawHelper;
+
+impl HelperDef for RawHelper {
+    fn call_inner<'reg: 'rc, 'rc>(
+        &self,
+        helper: &Helper<'rc>,
+        _: &'reg Handlebars<'reg>,
+        _: &'rc Context,
+        _: &mut RenderContext<'reg, 'rc>,
+    ) -> Result<ScopedJson<'rc>, handlebars::RenderError> {
+        let Some(param) = helper.param(0) else {
+            return Err(RenderErrorReason::ParamNotFoundForIndex("raw value", 0).into());
+        };
+        if param.is_value_missing() {
+            return Err(RenderErrorReason::MissingVariable(param.relative_path().cloned()).into());
+        }
+        let text = match param.value() {
+            Value::String(text) => text.clone(),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        };
+        Ok(ScopedJson::Derived(Value::String(
+            text.replace([PLACEHOLDER_OPEN, PLACEHOLDER_CLOSE], ""),
+        )))
     }
 }
 
@@ -553,6 +1117,115 @@ mod tests {
             TemplateRenderError::OutputTooLarge {
                 limit: MAX_RENDERED_BYTES
             }
+        );
+    }
+
+    fn structured(source: &str, data: Value) -> Value {
+        let template = compile_template(source).expect("compiles");
+        let out = template.render_structured(&data).expect("renders");
+        let mut documents = crate::yaml_tree::parse_json_documents(out.text()).expect("parses");
+        let mut document = documents.remove(0);
+        out.fill(&mut document).expect("fills");
+        document
+    }
+
+    #[test]
+    fn structured_values_fill_scalars_and_nodes_keep_their_type() {
+        let data = json!({"s": "a: b\nc: d", "n": 8080, "m": {"cpu": "1"}, "l": ["x", "y"], "safe": "nginx:1.25"});
+        let document = structured(
+            "plain: {{s}}\nnumber: {{n}}\nsafe: {{safe}}\nnode: {{json m}}\nlist:\n{{indent 2 (yaml l)}}\nquoted: {{quote n}}\n{{s}}: key",
+            data,
+        );
+        assert_eq!(
+            document,
+            json!({"plain": "a: b\nc: d", "number": 8080, "safe": "nginx:1.25", "node": {"cpu": "1"},
+                   "list": ["x", "y"], "quoted": "8080", "a: b\nc: d": "key"})
+        );
+    }
+
+    #[test]
+    fn a_raw_value_cannot_forge_a_placeholder() {
+        let data = json!({"secret": {"k": "v"}, "evil": "\u{E000}0\u{E001}"});
+        let document = structured("a: {{json secret}}\nb: x{{{evil}}}", data);
+        assert_eq!(document, json!({"a": {"k": "v"}, "b": "x0"}));
+    }
+
+    #[test]
+    fn keys_that_collide_once_filled_are_an_error() {
+        let template = compile_template("{{a}}: 1\n{{b}}: 2").expect("compiles");
+        let out = template
+            .render_structured(&json!({"a": "x\ny", "b": "x\ny"}))
+            .expect("renders");
+        let mut document = crate::yaml_tree::parse_json_documents(out.text())
+            .expect("parses")
+            .remove(0);
+        assert!(matches!(out.fill(&mut document), Err(FillError::DuplicateKey { .. })));
+    }
+
+    #[test]
+    fn masked_text_shows_no_value() {
+        let template = compile_template("name: {{n}}\npassword: {{json p}}").expect("compiles");
+        let masked = template
+            .render_masked(&json!({"n": "web", "p": "hunter2"}))
+            .expect("renders");
+        assert_eq!(masked, "name: <value>\npassword: <value>");
+    }
+
+    #[test]
+    fn nesting_and_size_and_placeholder_characters_are_refused_at_load() {
+        let deep = format!(
+            "{}x{}",
+            "{{#if a}}".repeat(MAX_TEMPLATE_NESTING + 1),
+            "{{/if}}".repeat(MAX_TEMPLATE_NESTING + 1)
+        );
+        assert!(
+            check_template(&deep)[0].message.contains("nests"),
+            "{:?}",
+            check_template(&deep)
+        );
+        let shallow = format!("{}x{}", "{{#if a}}".repeat(8), "{{/if}}".repeat(8));
+        assert_eq!(check_template(&shallow), vec![]);
+        let parentheses = format!("{{{{len {}a{}}}}}", "(len ".repeat(40), ")".repeat(40));
+        assert!(check_template(&parentheses)[0].message.contains("nests"));
+        assert_eq!(
+            check_template(&"(".repeat(100)),
+            vec![],
+            "parentheses outside `{{…}}` are text"
+        );
+        assert!(check_template("a\n  b\u{E000}")[0].message.contains("U+E000"));
+        assert_eq!(
+            (
+                check_template("a\n  b\u{E000}")[0].line,
+                check_template("a\n  b\u{E000}")[0].column
+            ),
+            (2, 4)
+        );
+        assert!(
+            check_template(&"x".repeat(MAX_TEMPLATE_BYTES + 1))[0]
+                .message
+                .contains("bytes")
+        );
+    }
+
+    #[test]
+    fn a_loop_that_writes_nothing_still_runs_out_of_time() {
+        let items: Vec<u32> = (0..400).collect();
+        let source = "{{#each l}}{{#each ../l}}{{#each ../../l}}{{/each}}{{/each}}{{/each}}done";
+        let error =
+            render_template(source, &json!({"l": items})).expect_err("64 million iterations take more than 1 s");
+        assert_eq!(error, TemplateRenderError::TooSlow { limit: MAX_RENDER_TIME });
+    }
+
+    #[test]
+    fn errors_inside_loops_keep_their_template_line() {
+        let error = render_template(
+            "a: 1\n{{#each l}}\n  {{this.nope}}\n{{/each}}",
+            &json!({"l": [{"x": 1}]}),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(error, TemplateRenderError::MissingField { line: 3, .. }),
+            "{error:?}"
         );
     }
 }

@@ -232,6 +232,10 @@ pub(crate) fn resolve_reconciler_kinds(rules: &mut [Rule]) {
                 .iter()
                 .filter_map(|lookup| resolve(&lookup.spec.api_version, &lookup.spec.kind))
                 .collect();
+            for lookup in &mut reconciler.lookups {
+                let kind = resolve(&lookup.spec.api_version, &lookup.spec.kind);
+                lookup.namespaced = kind.is_none_or(|kind| kind.namespaced);
+            }
             reconciler.kinds.children = children;
             reconciler.kinds.lookups = lookups;
         }

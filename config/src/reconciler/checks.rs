@@ -76,6 +76,7 @@ pub(crate) fn check_reconciler(
                 name_template,
                 namespace_template,
                 json_path,
+                namespaced: true,
             });
         }
     }
@@ -124,11 +125,16 @@ pub(crate) fn check_reconciler(
                 .include_when
                 .as_ref()
                 .map(|text| check_json_path(text, doc, &with(&child_path, &[key("includeWhen")]), out));
-            if let (Some(template), Some((api_version, kind)), Some(ready_when), Some(include_when)) = (
+            let namespace = child
+                .namespace
+                .as_ref()
+                .map(|text| check_embedded_template(text, doc, &with(&child_path, &[key("namespace")]), lines, out));
+            if let (Some(template), Some((api_version, kind)), Some(ready_when), Some(include_when), Some(namespace)) = (
                 template,
                 static_kind,
                 ready_when.map_or(Some(None), |p| p.map(Some)),
                 include_when.map_or(Some(None), |p| p.map(Some)),
+                namespace.map_or(Some(None), |t| t.map(Some)),
             ) {
                 compiled.push(Child {
                     id: child.id.clone(),
@@ -138,6 +144,7 @@ pub(crate) fn check_reconciler(
                     retain: child.retain,
                     depends_on: referenced_children(&child.template),
                     template,
+                    namespace,
                     ready_when,
                     include_when,
                 });

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use super::render::Rendered;
 use super::resolved::Reconciler;
-use crate::ownership::{APPLIED_ANNOTATION, CHILD_ID_LABEL, PARENT_ANNOTATION, RETAIN_ANNOTATION};
+use crate::ownership::{APPLIED_ANNOTATION, CHILD_ID_LABEL, PARENT_ANNOTATION, is_retained};
 use crate::scheduler::engine::quantity;
 
 /// What identifies a child object in the cluster.
@@ -89,10 +89,7 @@ pub enum Unrendered {
 
 /// The fate of an observed child of `rule` that `rendered` does not contain.
 pub fn unrendered_fate(rule: &Reconciler, rendered: &Rendered, observed: &Value) -> Unrendered {
-    let annotated_retain = observed
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(RETAIN_ANNOTATION))
-        .is_some_and(|v| v == "true");
+    let annotated_retain = is_retained(observed);
     let id = child_id(observed);
     if id.is_some_and(|id| rendered.waiting.iter().any(|w| w == id)) {
         Unrendered::Keep
@@ -181,10 +178,7 @@ pub fn attach_parent(child: &mut Value, parent: &Value, parent_namespaced: bool,
     set_annotation(child, PARENT_ANNOTATION, &reference);
     let same_namespace = child_namespaced && text(child, "/metadata/namespace") == parent_namespace;
     // A retained child must survive its parent: no owner reference, or the garbage collector would take it.
-    let retained = child
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(RETAIN_ANNOTATION))
-        .is_some();
+    let retained = is_retained(child);
     let owner_allowed = (!parent_namespaced || same_namespace) && !retained;
     if let (true, Some(uid), Some(api_version), Some(kind)) = (
         owner_allowed,

@@ -4,12 +4,13 @@ use serde_json::{Map, Value};
 
 use super::resolved::{Child, Reconciler, ResolvedLookup};
 use super::types::Lookup;
-use crate::builtin_kinds::builtin_kind;
 use crate::diagnostics::SourceLocation;
 use crate::jsonpath::is_truthy;
+use crate::naming::{is_dns_label, is_dns_subdomain};
 use crate::ownership::{
     CHILD_ID_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_UID_LABEL, RETAIN_ANNOTATION, RULE_LABEL,
 };
+use crate::redaction::truncate;
 use crate::template::{CompiledTemplate, TemplateRenderError};
 use crate::yaml_tree::{json_type_name, parse_json_documents};
 
@@ -191,7 +192,8 @@ pub fn child_ready(child: &Child, observed: &Value) -> bool {
 }
 
 /// The name and namespace of a lookup's object for `parent`. The namespace is the rendered `namespace`, else
-/// the parent's, except for cluster-scoped built-in kinds (Namespace, Node, …), which have none.
+/// the parent's, except for cluster-scoped kinds (Namespace, Node, a declared cluster-scoped kind), which have
+/// none.
 pub fn render_lookup_target(lookup: &ResolvedLookup, parent: &Value) -> Result<(String, Option<String>), RenderError> {
     let context = template_context(parent, &Map::new());
     let render = |template: &CompiledTemplate| {
@@ -201,11 +203,9 @@ pub fn render_lookup_target(lookup: &ResolvedLookup, parent: &Value) -> Result<(
         })
     };
     let object_name = render(&lookup.name_template)?;
-    let spec = &lookup.spec;
-    let cluster_scoped = builtin_kind(&spec.api_version, &spec.kind).is_some_and(|k| !k.namespaced);
     let namespace = match &lookup.namespace_template {
+        _ if !lookup.namespaced => None,
         Some(namespace) => Some(render(namespace)?),
-        None if cluster_scoped => None,
         None => parent
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
@@ -283,7 +283,7 @@ fn render_child_list(
 
 fn render_one(rule: &Reconciler, template: &Child, context: &Value, parent: &Value) -> Result<Value, RenderError> {
     let start = &template.source;
-    let text = template.template.render(context).map_err(|error| {
+    let template_error = |error: TemplateRenderError| {
         let template_line = match &error {
             TemplateRenderError::MissingField { line, .. } | TemplateRenderError::Evaluation { line, .. } => *line,
             _ => 1,
@@ -297,23 +297,27 @@ fn render_one(rule: &Reconciler, template: &Child, context: &Value, parent: &Val
             },
             error,
         }
-    })?;
+    };
+    let structured = template.template.render_structured(context).map_err(template_error)?;
     let object_error = |message: String| RenderError::OutputObject {
         child: template.id.clone(),
         location: start.clone(),
         message,
     };
-    let documents = parse_json_documents(&text).map_err(|error| RenderError::OutputYaml {
+    let documents = parse_json_documents(structured.text()).map_err(|error| RenderError::OutputYaml {
         child: template.id.clone(),
         location: start.clone(),
         problem: Box::new(OutputYamlProblem {
             line: error.pos.line,
             column: error.pos.column,
-            rendered_line: text
-                .lines()
-                .nth(error.pos.line.saturating_sub(1))
-                .unwrap_or("")
-                .to_string(),
+            // The line as the rule wrote it, values masked: a message must not carry data read from the
+            // cluster (a looked-up Secret, say) into statuses, Events and logs.
+            rendered_line: template
+                .template
+                .render_masked(context)
+                .ok()
+                .and_then(|masked| masked.lines().nth(error.pos.line.saturating_sub(1)).map(str::to_string))
+                .unwrap_or_default(),
             message: error.message,
         }),
     })?;
@@ -334,6 +338,9 @@ fn render_one(rule: &Reconciler, template: &Child, context: &Value, parent: &Val
             json_type_name(&object)
         )));
     }
+    structured
+        .fill(&mut object)
+        .map_err(|error| object_error(error.to_string()))?;
     for field in ["/apiVersion", "/kind", "/metadata/name"] {
         let present = object
             .pointer(field)
@@ -346,6 +353,7 @@ fn render_one(rule: &Reconciler, template: &Child, context: &Value, parent: &Val
             )));
         }
     }
+    contain(rule, template, context, parent, &mut object).map_err(object_error)?;
     label_child(&mut object, rule, template, parent);
     if template.retain
         && let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut)
@@ -360,25 +368,159 @@ fn render_one(rule: &Reconciler, template: &Child, context: &Value, parent: &Val
     Ok(object)
 }
 
-/// Adds the ownership labels and, for namespaced kinds without one, the parent's namespace.
-fn label_child(object: &mut Value, rule: &Reconciler, template: &Child, parent: &Value) {
-    let api_version = object
-        .get("apiVersion")
+/// Containment, checked on every rendered child before anything is sent: the kind is the one the rule declares
+/// for this child, a namespaced child lands in a namespace the rule allows (filled in when the template gives
+/// none), a cluster-scoped one has none, and the name and namespace are valid Kubernetes names.
+fn contain(
+    rule: &Reconciler,
+    template: &Child,
+    context: &Value,
+    parent: &Value,
+    object: &mut Value,
+) -> Result<(), String> {
+    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+    // A rendered value in a message: shortened, and not at all where the rule reads Secrets.
+    let secret = rule.reads_secrets();
+    let shorten = |value: &str| {
+        if secret {
+            "<value>".to_string()
+        } else {
+            truncate(value, 64)
+        }
+    };
+    let (api_version, kind) = (
+        text("/apiVersion").unwrap_or_default(),
+        text("/kind").unwrap_or_default(),
+    );
+    if api_version != template.api_version || kind != template.kind {
+        return Err(format!(
+            "rendered a {kind} ({api_version}), but this child is declared as {} ({}); a child's kind comes from \
+             the rule, never from data",
+            template.kind, template.api_version
+        ));
+    }
+    let name = text("/metadata/name").unwrap_or_default();
+    if !is_object_name(&api_version, &name) {
+        return Err(format!(
+            "rendered name `{}` is not a valid Kubernetes name (lower-case letters, digits, `-` and `.`, at most 253 \
+             characters)",
+            shorten(&name)
+        ));
+    }
+    let namespaced = rule.child_kind(template).is_none_or(|kind| kind.namespaced);
+    let rendered_namespace = match object.pointer("/metadata/namespace") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(namespace)) => Some(namespace.clone()),
+        Some(other) => {
+            return Err(format!(
+                "rendered `metadata.namespace` is a {}, not a name",
+                json_type_name(other)
+            ));
+        }
+    };
+    if !namespaced {
+        return match rendered_namespace {
+            None => Ok(()),
+            Some(namespace) => Err(format!(
+                "{kind} is cluster-scoped, but the child was rendered with namespace `{}`",
+                shorten(&namespace)
+            )),
+        };
+    }
+    let allowed = allowed_namespace(rule, template, context, parent)?;
+    let parent_namespaced = rule.kinds().parent.as_ref().is_none_or(|kind| kind.namespaced);
+    let namespace = match (rendered_namespace, allowed) {
+        (None, Some(allowed)) => allowed,
+        // An offline parent (a test case, `ruleplane render`) written without its namespace: so is the child.
+        (None, None) if parent_namespaced => return Ok(()),
+        (None, None) => {
+            return Err(format!(
+                "{kind} is namespaced and the parent is not: say where the child goes with the child's `namespace` \
+                 field or a literal `metadata.namespace`"
+            ));
+        }
+        (Some(rendered), Some(allowed)) if rendered == allowed => rendered,
+        (Some(rendered), allowed) => {
+            if template.namespace.is_none() && namespace_is_literal(template, context) {
+                rendered
+            } else {
+                return Err(format!(
+                    "the child would be written to namespace `{}`, but this rule allows {} (the child's `namespace` \
+                     field lets the rule choose another)",
+                    shorten(&rendered),
+                    allowed.map_or("none for it".to_string(), |allowed| format!("`{allowed}`"))
+                ));
+            }
+        }
+    };
+    if !is_dns_label(&namespace) {
+        return Err(format!(
+            "rendered namespace `{}` is not a valid namespace name",
+            shorten(&namespace)
+        ));
+    }
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.insert("namespace".to_string(), Value::String(namespace));
+    }
+    Ok(())
+}
+
+/// The namespace a namespaced child may be written to without saying so in its template: the child's
+/// `namespace` field when the rule sets one, else the parent's namespace, else (a Namespace parent) the parent.
+fn allowed_namespace(
+    rule: &Reconciler,
+    template: &Child,
+    context: &Value,
+    parent: &Value,
+) -> Result<Option<String>, String> {
+    if let Some(namespace) = &template.namespace {
+        let rendered = namespace
+            .render(context)
+            .map_err(|error| format!("`namespace`: {error}"))?;
+        return Ok(Some(rendered.trim().to_string()));
+    }
+    let field = |pointer: &str| parent.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+    if let Some(namespace) = field("/metadata/namespace") {
+        return Ok(Some(namespace));
+    }
+    let watched = &rule.spec.watched;
+    let parent_is_namespace = watched.api_version == "v1" && watched.kind == "Namespace";
+    Ok(if parent_is_namespace {
+        field("/metadata/name")
+    } else {
+        None
+    })
+}
+
+/// Whether the template spells its `metadata.namespace` out itself, with no value from the cluster in it.
+fn namespace_is_literal(template: &Child, context: &Value) -> bool {
+    let Ok(masked) = template.template.render_structured_masked(context) else {
+        return false;
+    };
+    let Ok(documents) = parse_json_documents(masked.text()) else {
+        return false;
+    };
+    documents
+        .first()
+        .and_then(|document| document.pointer("/metadata/namespace"))
         .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        .is_some_and(|namespace| !masked.has_placeholder(namespace))
+}
+
+/// Kubernetes' name rules for `metadata.name`: DNS subdomains, except RBAC objects, whose names are path
+/// segments (`system:aggregate-to-view`).
+fn is_object_name(api_version: &str, name: &str) -> bool {
+    if api_version.starts_with("rbac.authorization.k8s.io/") {
+        return !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%']) && name.len() <= 253;
+    }
+    is_dns_subdomain(name)
+}
+
+/// Adds the ownership labels.
+fn label_child(object: &mut Value, rule: &Reconciler, template: &Child, parent: &Value) {
     let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
-    // Only kinds known to be cluster-scoped stay without a namespace; everything else lives next to its parent.
-    let cluster_scoped = builtin_kind(&api_version, &kind).is_some_and(|k| !k.namespaced);
-    if !cluster_scoped
-        && !metadata.contains_key("namespace")
-        && let Some(namespace) = parent.pointer("/metadata/namespace").and_then(Value::as_str)
-    {
-        metadata.insert("namespace".to_string(), Value::String(namespace.to_string()));
-    }
     let labels = metadata.entry("labels").or_insert_with(|| Value::Object(Map::new()));
     if !labels.is_object() {
         *labels = Value::Object(Map::new());

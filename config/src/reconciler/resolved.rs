@@ -101,6 +101,21 @@ impl Reconciler {
         &self.kinds
     }
 
+    /// Whether the rule looks up Secrets: then any value it renders may be secret, and messages show none.
+    pub fn reads_secrets(&self) -> bool {
+        self.lookups
+            .iter()
+            .any(|lookup| lookup.spec.api_version == "v1" && lookup.spec.kind == "Secret")
+    }
+
+    /// How the apiserver serves this child's kind (`None` when the rule set does not know it).
+    pub fn child_kind(&self, child: &Child) -> Option<&KindInfo> {
+        self.kinds
+            .children
+            .iter()
+            .find(|kind| kind.api_version == child.api_version && kind.kind == child.kind)
+    }
+
     /// The projected status fields.
     pub fn status_fields(&self) -> &[StatusField] {
         &self.status
@@ -143,6 +158,8 @@ pub struct Child {
     /// Ids of the children this one reads (`children.<id>` in its template): it is rendered once they are ready.
     pub depends_on: Vec<String>,
     pub(crate) template: CompiledTemplate,
+    /// The child's `namespace` field: where it may be written besides its parent's namespace.
+    pub(crate) namespace: Option<CompiledTemplate>,
     pub(crate) ready_when: Option<CompiledPath>,
     pub(crate) include_when: Option<CompiledPath>,
 }
@@ -167,6 +184,9 @@ pub struct ResolvedLookup {
     pub(crate) name_template: CompiledTemplate,
     pub(crate) namespace_template: Option<CompiledTemplate>,
     pub(crate) json_path: Option<CompiledPath>,
+    /// Whether the lookup's kind is namespaced (resolved with the rule set's kinds; a cluster-scoped object is
+    /// read without a namespace).
+    pub(crate) namespaced: bool,
 }
 
 /// One projected status field.

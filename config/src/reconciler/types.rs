@@ -135,6 +135,12 @@ pub struct ChildTemplate {
     /// (left in place without owner reference or parent label, so no garbage collector takes it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retain: bool,
+    /// The namespace this child may be written to, when not its parent's: a literal, or a template over the
+    /// parent and lookups (the rule author lets that data choose the namespace). Without it a namespaced child
+    /// lives in its parent's namespace (a Namespace parent: in that namespace itself), or in a namespace the
+    /// template spells out literally; a rendered namespace that is none of these is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 impl ChildTemplate {

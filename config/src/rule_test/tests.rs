@@ -166,14 +166,14 @@ fn expected_render_errors_match_by_text() {
         r#"{HEADER}spec:
   rule: web
   cases:
-    - name: a lookup value that breaks the rendered YAML
-      parent: {{ apiVersion: test.dev/v1, kind: WebApp, metadata: {{ name: shop }} }}
+    - name: a parent whose name no child may carry
+      parent: {{ apiVersion: test.dev/v1, kind: WebApp, metadata: {{ name: Shop_1 }} }}
       observed:
         service: {{ apiVersion: v1, kind: Service, metadata: {{ name: shop }}, spec: {{ clusterIP: 10.0.0.7 }} }}
       lookups:
         - {{ apiVersion: v1, kind: ConfigMap, metadata: {{ name: web-defaults }}, data: {{ replicas: "x: [" }} }}
       expect:
-        error: "not valid YAML"
+        error: "rendered name `Shop_1` is not a valid Kubernetes name"
 "#
     );
     let found = failures(&run(&test));

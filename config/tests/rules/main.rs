@@ -4,6 +4,7 @@
 //! tests live here as modules. Add new ones as `mod name;` below rather than as new files in `config/tests/`.
 //! Run a single group with a filter, e.g. `cargo test -p ruleplane-config --test rules golden::`.
 
+mod adversarial;
 mod examples;
 mod golden;
 mod invalid_corpus;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
-use ruleplane_config::ownership::{CLEANUP_FINALIZER, RETAIN_ANNOTATION};
+use ruleplane_config::ownership::{CLEANUP_FINALIZER, is_retained};
 use ruleplane_config::{ObjectKey, Reconciler, Unrendered, attach_parent, plan_children, render_finalize_children};
 use serde_json::{Value, json};
 use tracing::{info, warn};
@@ -28,13 +28,9 @@ pub(super) fn has_finalizer(parent: &DynamicObject) -> bool {
 /// reference can clean up (another namespace, cluster-scoped under a namespaced parent) and is not retained.
 pub(super) fn needs_finalizer(rule: &Reconciler, desired: &[Value]) -> bool {
     !rule.finalize_children().is_empty()
-        || desired.iter().any(|child| {
-            let metadata = &child["metadata"];
-            metadata.get("ownerReferences").is_none()
-                && metadata
-                    .pointer(&format!("/annotations/{}", RETAIN_ANNOTATION.replace('/', "~1")))
-                    .is_none()
-        })
+        || desired
+            .iter()
+            .any(|child| child.pointer("/metadata/ownerReferences").is_none() && !is_retained(child))
 }
 
 /// Adds or removes our finalizer with a JSON Patch, never server-side apply: an apply is an upsert, and a
@@ -166,11 +162,7 @@ pub(super) async fn finalize(
             continue;
         };
         let watched = reconciler.child_kind(&child_key.api_version, &child_key.kind)?;
-        let retained = child
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(RETAIN_ANNOTATION))
-            .is_some();
-        if retained {
+        if is_retained(child) {
             io::remove_child(reconciler, watched, &child_key, parent, io::Removal::Release).await?;
         } else {
             io::remove_child(reconciler, watched, &child_key, parent, io::Removal::Delete).await?;

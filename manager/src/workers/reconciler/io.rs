@@ -6,6 +6,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RECONCILER_FIELD_MANAGER};
+use ruleplane_config::redaction::shown_message;
 use ruleplane_config::{ChildApply, ObjectKey};
 use serde_json::{Value, json};
 use tracing::{info, warn};
@@ -39,7 +40,8 @@ pub(super) async fn apply_child(
     let rejected = |error: kube::Error| match error {
         kube::Error::Api(status) if status.code == 422 || status.code == 400 => ReconcilerError::Rejected {
             child: key.clone(),
-            message: status.message,
+            // The apiserver quotes rejected values: a Secret's data must not reach statuses, Events and logs.
+            message: shown_message(&status.message, reconciler.rule.reads_secrets()),
         },
         other => ReconcilerError::Api(other),
     };
