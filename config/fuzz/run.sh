@@ -23,7 +23,7 @@ repo="$(cd "$fuzz_dir/../.." && pwd)"
 cache="${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}"
 target_dir="$cache/fuzz-target"
 sanitizer="${FUZZ_SANITIZER:-none}"
-read -r -a targets <<<"${FUZZ_TARGETS:-load render template}"
+read -r -a targets <<<"${FUZZ_TARGETS:-load render template structure}"
 
 export PATH="$HOME/.cargo/bin:$PATH"
 if ! cargo fuzz --version >/dev/null 2>&1; then
@@ -38,6 +38,7 @@ seeds_for() {
         load) echo "$repo/examples $repo/tests/rules/valid $repo/tests/rules/invalid" ;;
         render) echo "$repo/tests/rules/render" ;;
         template) echo "$fuzz_dir/seeds/template" ;;
+        structure) echo "$fuzz_dir/seeds/structure" ;;
         *) echo "" ;;
     esac
 }

@@ -26,6 +26,12 @@ impl JsonPathError {
     }
 }
 
+/// Longest JSONPath expression a rule may hold.
+pub const MAX_JSONPATH_BYTES: usize = 4096;
+
+/// Deepest nesting of brackets, parentheses and braces in a JSONPath expression.
+pub const MAX_JSONPATH_NESTING: usize = 32;
+
 /// A compiled JSONPath expression.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompiledPath {
@@ -47,6 +53,26 @@ impl CompiledPath {
             expression: expression.to_string(),
             reason,
         };
+        // The parser recurses over brackets and filters: bound the input before it sees it.
+        if expression.len() > MAX_JSONPATH_BYTES {
+            return Err(error(format!(
+                "the expression is {} bytes; at most {MAX_JSONPATH_BYTES} are allowed",
+                expression.len()
+            )));
+        }
+        let mut depth = 0usize;
+        for c in expression.chars() {
+            match c {
+                '[' | '(' | '{' => depth += 1,
+                ']' | ')' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            if depth > MAX_JSONPATH_NESTING {
+                return Err(error(format!(
+                    "brackets and parentheses nest more than {MAX_JSONPATH_NESTING} deep"
+                )));
+            }
+        }
         let translated = to_rfc9535(expression).map_err(error)?;
         let query = parse_json_path(&translated).map_err(|e| error(condense(&e.to_string())))?;
         Ok(CompiledPath {
@@ -260,5 +286,16 @@ mod tests {
         assert!(!is_truthy(Some(&json!("False"))));
         assert!(is_truthy(Some(&json!("2024-01-01T00:00:00Z"))));
         assert!(is_truthy(Some(&json!(0))));
+    }
+
+    #[test]
+    fn deep_or_long_expressions_are_refused_before_the_parser() {
+        let deep = format!("{{{}.a{}}}", "[".repeat(200), "]".repeat(200));
+        assert!(CompiledPath::compile(&deep).unwrap_err().reason.contains("nest"));
+        let filters = format!("{{.a{}}}", "[?(@.b".repeat(40));
+        assert!(CompiledPath::compile(&filters).unwrap_err().reason.contains("nest"));
+        let long = format!("{{.{}}}", "a".repeat(MAX_JSONPATH_BYTES));
+        assert!(CompiledPath::compile(&long).unwrap_err().reason.contains("bytes"));
+        assert!(CompiledPath::compile("{.status.conditions[?(@.type==\"Ready\")].status}").is_ok());
     }
 }

@@ -463,6 +463,13 @@ pub fn whole_cache_step<T>(objects: usize, step: impl FnOnce() -> T) -> T {
     }
 }
 
+/// Runs a CPU-bound step whose length data read from the cluster decides (rendering a parent's templates: up to
+/// the render budget) with the thread's other tasks handed to another thread meanwhile, so a hostile parent
+/// never delays a Lease renewal or a probe.
+pub fn cpu_step<T>(step: impl FnOnce() -> T) -> T {
+    whole_cache_step(usize::MAX, step)
+}
+
 async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,

@@ -100,7 +100,7 @@ pub(super) async fn finalize(
     // 1. finalize children: applied (only where they differ), then awaited
     if !rule.finalize_children().is_empty() {
         let lookups = reconciler.lookups_for(key, parent_value).await?;
-        let mut finals = render_finalize_children(rule, parent_value, &lookups)?;
+        let mut finals = crate::runner::cpu_step(|| render_finalize_children(rule, parent_value, &lookups))?;
         for child in &mut finals {
             let api_version = child["apiVersion"].as_str().unwrap_or_default().to_owned();
             let kind = child["kind"].as_str().unwrap_or_default().to_owned();

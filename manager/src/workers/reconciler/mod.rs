@@ -396,7 +396,9 @@ impl ParentReconciler {
             .iter()
             .filter_map(|c| Some((child_id(c)?, c.clone())))
             .collect();
-        let mut rendered = render_children_observing(&self.rule, parent_value, &lookups, &observed_by_id)?;
+        let mut rendered = crate::runner::cpu_step(|| {
+            render_children_observing(&self.rule, parent_value, &lookups, &observed_by_id)
+        })?;
         let mut desired = Vec::with_capacity(rendered.children.len());
         for mut child in std::mem::take(&mut rendered.children) {
             let api_version = child["apiVersion"].as_str().unwrap_or_default().to_owned();
