@@ -38,8 +38,26 @@ pub fn is_retained(object: &serde_json::Value) -> bool {
 pub const CRD_FIELD_MANAGER: &str = "ruleplane-crd";
 /// Field manager of the Reconciler worker's server-side applies.
 pub const RECONCILER_FIELD_MANAGER: &str = "ruleplane-reconciler";
-/// Finalizer the Reconciler worker puts on parents whose cleanup the garbage collector cannot do.
-pub const CLEANUP_FINALIZER: &str = "ruleplane.dev/cleanup";
+/// The finalizer one shared by every Reconciler rule (before each rule had its own): still honoured and removed
+/// where found, never added.
+pub const LEGACY_CLEANUP_FINALIZER: &str = "ruleplane.dev/cleanup";
+
+/// Prefix of the per-rule finalizers ([`cleanup_finalizer`]).
+pub const CLEANUP_FINALIZER_PREFIX: &str = "cleanup.ruleplane.dev/";
+
+/// The finalizer a Reconciler rule puts on parents whose cleanup the garbage collector cannot do. One per rule, so
+/// two rules on one kind never remove each other's: `cleanup.ruleplane.dev/<rule>`, the rule's name shortened
+/// with a digest where it is longer than a finalizer's name part may be (63 characters).
+pub fn cleanup_finalizer(rule: &str) -> String {
+    use sha2::Digest as _;
+    if rule.len() <= 63 {
+        return format!("{CLEANUP_FINALIZER_PREFIX}{rule}");
+    }
+    let digest = sha2::Sha256::digest(rule.as_bytes());
+    let short: String = digest.iter().take(4).map(|byte| format!("{byte:02x}")).collect();
+    let head = rule[..54].trim_end_matches(['-', '.']);
+    format!("{CLEANUP_FINALIZER_PREFIX}{head}-{short}")
+}
 
 /// Whether `labels` mark an object as created by Ruleplane.
 pub fn is_managed(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
@@ -59,3 +77,31 @@ pub fn is_child_of(labels: &std::collections::BTreeMap<String, String>, rule: &s
 }
 /// The `reportingController` of the Events Ruleplane writes.
 pub const EVENT_REPORTER: &str = "ruleplane";
+
+#[cfg(test)]
+mod finalizer_tests {
+    use super::*;
+
+    #[test]
+    fn each_rule_has_its_own_finalizer_within_kubernetes_limits() {
+        assert_eq!(
+            cleanup_finalizer("crontab-to-cronjob"),
+            "cleanup.ruleplane.dev/crontab-to-cronjob"
+        );
+        let long = format!("{}.example.com", "a".repeat(70));
+        let finalizer = cleanup_finalizer(&long);
+        let name = finalizer.strip_prefix(CLEANUP_FINALIZER_PREFIX).unwrap_or_default();
+        assert!(name.len() <= 63, "{name}");
+        assert_ne!(finalizer, cleanup_finalizer(&format!("{}.example.org", "a".repeat(70))));
+    }
+
+    #[test]
+    fn only_true_retains() {
+        let annotated =
+            |value: serde_json::Value| serde_json::json!({"metadata": {"annotations": {RETAIN_ANNOTATION: value}}});
+        assert!(is_retained(&annotated("true".into())));
+        assert!(!is_retained(&annotated("false".into())));
+        assert!(!is_retained(&annotated("".into())));
+        assert!(!is_retained(&serde_json::json!({"metadata": {}})));
+    }
+}

@@ -51,6 +51,9 @@ pub struct Supervisor {
     rules: BTreeMap<String, Rule>,
     running: BTreeMap<String, RunningWorker>,
     leading: bool,
+    /// Reconciler rules removed while this replica did not lead: their removal hook (releasing their finalizers)
+    /// runs when it takes over, in case the leader of the moment died before it ran it.
+    missed_removals: Vec<Rule>,
 }
 
 /// How long a stopping worker may take to finish its current step before it is aborted.
@@ -63,6 +66,7 @@ impl Supervisor {
             rules: BTreeMap::new(),
             running: BTreeMap::new(),
             leading: false,
+            missed_removals: Vec::new(),
         }
     }
 
@@ -82,8 +86,11 @@ impl Supervisor {
             self.ctx.health.remove_rule(rule.name());
             if self.leading {
                 workers::on_rule_removed(rule, set.rules(), &self.ctx).await;
+            } else if matches!(rule, Rule::Reconciler(_)) {
+                self.missed_removals.push(rule.clone());
             }
         }
+        self.missed_removals.retain(|rule| !new.contains_key(rule.name()));
         for (name, rule) in &new {
             match self.rules.get(name) {
                 Some(old) if old == rule => continue,
@@ -114,6 +121,14 @@ impl Supervisor {
         self.leading = leading;
         self.ctx.metrics.leader.set(i64::from(leading));
         if leading {
+            let remaining: Vec<Rule> = self.rules.values().cloned().collect();
+            for rule in std::mem::take(&mut self.missed_removals) {
+                info!(
+                    rule = rule.name(),
+                    "leading: releasing what a rule removed while this replica was standby held"
+                );
+                workers::on_rule_removed(&rule, &remaining, &self.ctx).await;
+            }
             info!(rules = self.rules.len(), "leading: starting workers");
             let rules: Vec<Rule> = self.rules.values().cloned().collect();
             for rule in rules {

@@ -241,7 +241,9 @@ spec:
                 .metadata
                 .finalizers
                 .unwrap_or_default()
-                .contains(&"ruleplane.dev/cleanup".to_owned())
+                .contains(&ruleplane_config::ownership::cleanup_finalizer(&format!(
+                    "mirror-{release}"
+                )))
                 .then_some(())
         },
     )

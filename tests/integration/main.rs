@@ -11,3 +11,4 @@ mod reconcilers;
 mod resource_definitions;
 mod scheduler_fidelity;
 mod schedulers;
+mod tenancy;

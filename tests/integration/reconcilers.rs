@@ -8,6 +8,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
 use kube::{Client, ResourceExt};
+use ruleplane_config::ownership::cleanup_finalizer;
 use serde_json::{Value, json};
 
 use crate::support::manager::{ManagerProcess, temp_dir};
@@ -868,7 +869,7 @@ spec:
     );
     let alpha = teams.get("alpha").await.expect("alpha");
     assert!(
-        alpha.finalizers().contains(&"ruleplane.dev/cleanup".to_string()),
+        alpha.finalizers().contains(&cleanup_finalizer("team-mirror")),
         "{:?}",
         alpha.finalizers()
     );
@@ -901,7 +902,7 @@ spec:
     eventually(Duration::from_secs(20), "beta finalizer", || async {
         let beta = teams.get("beta").await.ok()?;
         beta.finalizers()
-            .contains(&"ruleplane.dev/cleanup".to_string())
+            .contains(&cleanup_finalizer("team-mirror"))
             .then_some(())
     })
     .await;
@@ -1303,7 +1304,9 @@ spec:
     // A child in another namespace: no owner reference can clean it up, so the parent gets the finalizer.
     eventually(Duration::from_secs(20), "mirror and finalizer", || async {
         mirrors.get_opt("team-mirror").await.ok().flatten()?;
-        has_cleanup_finalizer(&configmaps, "team").await?.then_some(())
+        has_cleanup_finalizer(&configmaps, "team", "deselect-mirror")
+            .await?
+            .then_some(())
     })
     .await;
     let unlabel = Patch::Merge(json!({"metadata": {"labels": {"mirrored": null}}}));
@@ -1314,7 +1317,7 @@ spec:
     eventually(
         Duration::from_secs(10),
         "finalizer removed from the deselected parent",
-        || async { (!has_cleanup_finalizer(&configmaps, "team").await?).then_some(()) },
+        || async { (!has_cleanup_finalizer(&configmaps, "team", "deselect-mirror").await?).then_some(()) },
     )
     .await;
     delete_until_gone(&configmaps, "team", "the parent is gone, not stuck Terminating").await;
@@ -1325,7 +1328,7 @@ spec:
 }
 
 #[tokio::test]
-async fn removing_one_of_two_rules_on_a_parent_leaves_the_finalizer_the_other_still_needs() {
+async fn two_rules_on_a_parent_each_have_their_own_finalizer_and_removing_one_keeps_the_others() {
     let client = admin_client().await;
     let ns = test_namespace(&client, "rc-two-rules").await;
     let elsewhere = test_namespace(&client, "rc-two-rules-mirror").await;
@@ -1361,27 +1364,22 @@ spec:
     eventually(Duration::from_secs(20), "both mirrors and the finalizer", || async {
         mirrors.get_opt("p-first").await.ok().flatten()?;
         mirrors.get_opt("p-second").await.ok().flatten()?;
-        has_cleanup_finalizer(&configmaps, "p").await?.then_some(())
+        let both = has_cleanup_finalizer(&configmaps, "p", "first").await?
+            && has_cleanup_finalizer(&configmaps, "p", "second").await?;
+        both.then_some(())
     })
     .await;
-    let version =
-        |parent: Option<k8s_openapi::api::core::v1::ConfigMap>| parent.and_then(|p| p.metadata.resource_version);
-    let before = version(configmaps.get_opt("p").await.expect("get"));
     write(&dir, "rules.yaml", &rule("second"));
-    eventually(Duration::from_secs(20), "the first rule removed", || async {
-        (manager.metric("ruleplane_rules_loaded").await? == 1.0).then_some(())
-    })
+    eventually(
+        Duration::from_secs(20),
+        "the first rule's finalizer released",
+        || async { (!has_cleanup_finalizer(&configmaps, "p", "first").await?).then_some(()) },
+    )
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
-        has_cleanup_finalizer(&configmaps, "p").await,
+        has_cleanup_finalizer(&configmaps, "p", "second").await,
         Some(true),
-        "the second rule still needs it: its cross-namespace child must go with the parent"
-    );
-    assert_eq!(
-        version(configmaps.get_opt("p").await.expect("get")),
-        before,
-        "never removed, not even for a moment (a deletion then would skip the second rule's cleanup)"
+        "the second rule's own finalizer stays: its cross-namespace child must go with the parent"
     );
     delete_until_gone(&configmaps, "p", "the parent finalized by the second rule").await;
     assert!(
@@ -1445,9 +1443,13 @@ spec:
     );
 }
 
-async fn has_cleanup_finalizer(configmaps: &Api<k8s_openapi::api::core::v1::ConfigMap>, name: &str) -> Option<bool> {
+async fn has_cleanup_finalizer(
+    configmaps: &Api<k8s_openapi::api::core::v1::ConfigMap>,
+    name: &str,
+    rule: &str,
+) -> Option<bool> {
     let object = configmaps.get_opt(name).await.ok().flatten()?;
-    Some(object.finalizers().contains(&"ruleplane.dev/cleanup".to_owned()))
+    Some(object.finalizers().contains(&cleanup_finalizer(rule)))
 }
 
 /// Deletes a ConfigMap and waits until it is gone, not stuck Terminating.

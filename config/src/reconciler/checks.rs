@@ -144,6 +144,7 @@ pub(crate) fn check_reconciler(
                     retain: child.retain,
                     depends_on: referenced_children(&child.template),
                     template,
+                    sets_namespace: namespace.is_some() || child.template.contains("namespace:"),
                     namespace,
                     ready_when,
                     include_when,

@@ -10,7 +10,7 @@ mod types;
 pub(crate) use checks::check_reconciler;
 pub use plan::{
     ChildApply, ChildPlan, Condition, ObjectKey, Unrendered, attach_parent, child_id, contains, desired_status,
-    fingerprint, next_status, parent_conditions, plan_children, unrendered_fate,
+    fingerprint, is_own_child, next_status, parent_conditions, parent_reference, plan_children, unrendered_fate,
 };
 pub use preview::{ChildChange, ParentPreview, Scopes, preview_parent};
 pub use render::{

@@ -13,7 +13,9 @@ use sha2::{Digest, Sha256};
 
 use super::render::Rendered;
 use super::resolved::Reconciler;
-use crate::ownership::{APPLIED_ANNOTATION, CHILD_ID_LABEL, PARENT_ANNOTATION, is_retained};
+use crate::ownership::{
+    APPLIED_ANNOTATION, CHILD_ID_LABEL, PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, is_retained,
+};
 use crate::scheduler::engine::quantity;
 
 /// What identifies a child object in the cluster.
@@ -163,6 +165,47 @@ fn set_annotation(object: &mut Value, key: &str, value: &str) {
     }
 }
 
+/// How a child names its parent in [`PARENT_ANNOTATION`]: `namespace/name`, or `name` for a cluster-scoped parent.
+pub fn parent_reference(parent: &Value, parent_namespaced: bool) -> String {
+    let text = |pointer: &str| parent.pointer(pointer).and_then(Value::as_str);
+    let name = text("/metadata/name").unwrap_or_default();
+    match text("/metadata/namespace") {
+        Some(namespace) if parent_namespaced => format!("{namespace}/{name}"),
+        _ => name.to_string(),
+    }
+}
+
+/// Whether an object found by this rule's and this parent's labels really is one of the parent's children, not an
+/// object someone else labelled so (labels are easy to copy: a parent's UID is visible to whoever reads it). It
+/// must also name the parent in its annotation, carry the id of one of the rule's children, and stand where that
+/// child can be written: the parent's namespace (a Namespace parent: that namespace), a cluster-scoped object, or
+/// anywhere for a child whose namespace the rule sets itself. Anything else is neither read, pruned nor released.
+pub fn is_own_child(rule: &Reconciler, parent: &Value, parent_namespaced: bool, observed: &Value) -> bool {
+    let text = |value: &Value, pointer: &str| value.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+    let labelled = text(observed, &format!("/metadata/labels/{}", RULE_LABEL.replace('/', "~1"))).as_deref()
+        == Some(rule.metadata.name.as_str())
+        && text(
+            observed,
+            &format!("/metadata/labels/{}", PARENT_UID_LABEL.replace('/', "~1")),
+        ) == text(parent, "/metadata/uid");
+    let annotated = text(
+        observed,
+        &format!("/metadata/annotations/{}", PARENT_ANNOTATION.replace('/', "~1")),
+    ) == Some(parent_reference(parent, parent_namespaced));
+    let Some(child) = child_id(observed).and_then(|id| rule.child(id)) else {
+        return false;
+    };
+    let placed = match text(observed, "/metadata/namespace") {
+        None => true,
+        Some(namespace) => {
+            child.sets_namespace
+                || text(parent, "/metadata/namespace").as_ref() == Some(&namespace)
+                || (!parent_namespaced && text(parent, "/metadata/name").as_ref() == Some(&namespace))
+        }
+    };
+    labelled && annotated && placed
+}
+
 /// Marks a rendered child as its parent's: the `ruleplane.dev/parent` annotation always, and a controller owner
 /// reference where Kubernetes allows one — any child of a cluster-scoped parent, or a namespaced child in the
 /// parent's own namespace. Other children (cross-namespace, cluster-scoped under a namespaced parent) are
@@ -171,11 +214,7 @@ pub fn attach_parent(child: &mut Value, parent: &Value, parent_namespaced: bool,
     let text = |value: &Value, pointer: &str| value.pointer(pointer).and_then(Value::as_str).map(str::to_string);
     let parent_namespace = text(parent, "/metadata/namespace");
     let parent_name = text(parent, "/metadata/name").unwrap_or_default();
-    let reference = match &parent_namespace {
-        Some(namespace) if parent_namespaced => format!("{namespace}/{parent_name}"),
-        _ => parent_name.clone(),
-    };
-    set_annotation(child, PARENT_ANNOTATION, &reference);
+    set_annotation(child, PARENT_ANNOTATION, &parent_reference(parent, parent_namespaced));
     let same_namespace = child_namespaced && text(child, "/metadata/namespace") == parent_namespace;
     // A retained child must survive its parent: no owner reference, or the garbage collector would take it.
     let retained = is_retained(child);

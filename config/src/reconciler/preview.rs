@@ -3,7 +3,9 @@
 
 use serde_json::{Map, Value};
 
-use super::plan::{ObjectKey, attach_parent, child_id, contains, desired_status, plan_children, unrendered_fate};
+use super::plan::{
+    ObjectKey, attach_parent, child_id, contains, desired_status, is_own_child, plan_children, unrendered_fate,
+};
 use super::render::{RenderError, render_children_observing};
 use super::resolved::Reconciler;
 use crate::object_diff::{project, unified_diff, yaml};
@@ -70,6 +72,13 @@ pub fn preview_parent(
     scopes: &Scopes,
     now: &str,
 ) -> Result<ParentPreview, RenderError> {
+    // What the worker would take for this parent's children: the same identity check.
+    let observed: Vec<Value> = observed
+        .iter()
+        .filter(|child| is_own_child(rule, parent, scopes.parent_namespaced, child))
+        .cloned()
+        .collect();
+    let observed = observed.as_slice();
     let observed_by_id: Map<String, Value> = observed
         .iter()
         .filter_map(|child| Some((child_id(child)?.to_string(), child.clone())))

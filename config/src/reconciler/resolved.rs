@@ -160,6 +160,9 @@ pub struct Child {
     pub(crate) template: CompiledTemplate,
     /// The child's `namespace` field: where it may be written besides its parent's namespace.
     pub(crate) namespace: Option<CompiledTemplate>,
+    /// Whether the rule itself places this child outside its parent's namespace (a `namespace` field, or a
+    /// `namespace:` its template writes): only then is an object outside that namespace taken for this child.
+    pub(crate) sets_namespace: bool,
     pub(crate) ready_when: Option<CompiledPath>,
     pub(crate) include_when: Option<CompiledPath>,
 }

@@ -227,3 +227,75 @@ fn owner_references_only_where_kubernetes_allows_them() {
     );
     assert_eq!(quota["metadata"]["annotations"][PARENT_ANNOTATION], "team-a");
 }
+
+#[test]
+fn only_children_with_the_parents_annotation_id_and_namespace_are_its_own() {
+    let rules = crate::load_str(
+        "rules.yaml",
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: mirror }
+spec:
+  for: { apiVersion: v1, kind: ConfigMap }
+  children:
+    - id: copy
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-copy" }
+    - id: elsewhere
+      namespace: audit
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-audit" }
+"#,
+    )
+    .expect("rules load");
+    let Some(crate::Rule::Reconciler(rule)) = rules.get("mirror") else {
+        panic!("no rule")
+    };
+    let parent = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "web", "namespace": "team-a", "uid": "u-1"}});
+    let child = |namespace: &str, id: &str, reference: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": "x", "namespace": namespace,
+            "labels": { RULE_LABEL: "mirror", PARENT_UID_LABEL: "u-1", CHILD_ID_LABEL: id },
+            "annotations": { PARENT_ANNOTATION: reference }}})
+    };
+    assert!(is_own_child(
+        rule,
+        &parent,
+        true,
+        &child("team-a", "copy", "team-a/web")
+    ));
+    assert!(is_own_child(
+        rule,
+        &parent,
+        true,
+        &child("audit", "elsewhere", "team-a/web")
+    ));
+    // Forged in another namespace with the parent's UID copied: not the default child's place.
+    assert!(!is_own_child(
+        rule,
+        &parent,
+        true,
+        &child("tenant-b", "copy", "team-a/web")
+    ));
+    // The labels alone, pointing at another parent, or an id the rule does not have.
+    assert!(!is_own_child(
+        rule,
+        &parent,
+        true,
+        &child("team-a", "copy", "team-a/other")
+    ));
+    assert!(!is_own_child(
+        rule,
+        &parent,
+        true,
+        &child("team-a", "nope", "team-a/web")
+    ));
+    let mut unlabelled = child("team-a", "copy", "team-a/web");
+    unlabelled["metadata"]["labels"][PARENT_UID_LABEL] = json!("u-2");
+    assert!(!is_own_child(rule, &parent, true, &unlabelled));
+}

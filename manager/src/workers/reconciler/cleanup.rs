@@ -6,7 +6,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
-use ruleplane_config::ownership::{CLEANUP_FINALIZER, is_retained};
+use ruleplane_config::ownership::{LEGACY_CLEANUP_FINALIZER, cleanup_finalizer, is_retained};
 use ruleplane_config::{ObjectKey, Reconciler, Unrendered, attach_parent, plan_children, render_finalize_children};
 use serde_json::{Value, json};
 use tracing::{info, warn};
@@ -20,8 +20,12 @@ pub(super) const FINALIZE_TIMEOUT: Duration = Duration::from_secs(300);
 /// How often a deletion waiting for `finalize` children looks again (their changes also wake it).
 const FINALIZE_POLL: Duration = Duration::from_secs(2);
 
-pub(super) fn has_finalizer(parent: &DynamicObject) -> bool {
-    parent.finalizers().iter().any(|f| f == CLEANUP_FINALIZER)
+/// Whether `parent` carries `finalizer` or the legacy shared one (which every rule honours until it is gone).
+pub(super) fn has_finalizer(parent: &DynamicObject, finalizer: &str) -> bool {
+    parent
+        .finalizers()
+        .iter()
+        .any(|f| f == finalizer || f == LEGACY_CLEANUP_FINALIZER)
 }
 
 /// Whether a parent needs the cleanup finalizer: the rule has `finalize` children, or a child that no owner
@@ -33,24 +37,34 @@ pub(super) fn needs_finalizer(rule: &Reconciler, desired: &[Value]) -> bool {
             .any(|child| child.pointer("/metadata/ownerReferences").is_none() && !is_retained(child))
 }
 
-/// Adds or removes our finalizer with a JSON Patch, never server-side apply: an apply is an upsert, and a
-/// parent deleted a moment ago (our cache may still show it) must not be created again. `test` operations make
-/// the patch fail rather than clobber a finalizer list another controller changed meanwhile (it is retried on
-/// the fresh object); a parent already gone is fine.
-async fn patch_finalizer(api: &Api<DynamicObject>, parent: &DynamicObject, add: bool) -> Result<(), kube::Error> {
-    let finalizers = parent.finalizers();
-    let operations = match (add, finalizers.iter().position(|f| f == CLEANUP_FINALIZER)) {
-        (true, Some(_)) | (false, None) => return Ok(()),
-        (true, None) if finalizers.is_empty() => json!([
-            { "op": "test", "path": "/metadata/resourceVersion", "value": parent.resource_version() },
-            { "op": "add", "path": "/metadata/finalizers", "value": [CLEANUP_FINALIZER] },
-        ]),
-        (true, None) => json!([{ "op": "add", "path": "/metadata/finalizers/-", "value": CLEANUP_FINALIZER }]),
-        (false, Some(index)) => json!([
-            { "op": "test", "path": format!("/metadata/finalizers/{index}"), "value": CLEANUP_FINALIZER },
-            { "op": "remove", "path": format!("/metadata/finalizers/{index}") },
-        ]),
-    };
+/// Adds `add` and removes `remove` from the parent's finalizers with a JSON Patch, never server-side apply: an
+/// apply is an upsert, and a parent deleted a moment ago (our cache may still show it) must not be created again.
+/// The `test` of the resourceVersion makes the patch fail rather than clobber a finalizer list another controller
+/// changed meanwhile (it is retried on the fresh object); a parent already gone is fine.
+async fn patch_finalizers(
+    api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    add: Option<&str>,
+    remove: &[&str],
+) -> Result<(), kube::Error> {
+    let current = parent.finalizers();
+    let mut wanted: Vec<&str> = current
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !remove.contains(f))
+        .collect();
+    if let Some(add) = add
+        && !wanted.contains(&add)
+    {
+        wanted.push(add);
+    }
+    if wanted.len() == current.len() && wanted.iter().zip(current).all(|(a, b)| *a == b.as_str()) {
+        return Ok(());
+    }
+    let operations = json!([
+        { "op": "test", "path": "/metadata/resourceVersion", "value": parent.resource_version() },
+        { "op": "add", "path": "/metadata/finalizers", "value": wanted },
+    ]);
     let patch: json_patch::Patch = match serde_json::from_value(operations) {
         Ok(patch) => patch,
         Err(_) => return Ok(()),
@@ -76,14 +90,18 @@ pub(super) async fn ensure_finalizer(
     reconciler: &ParentReconciler,
     parent: &DynamicObject,
 ) -> Result<(), ReconcilerError> {
-    if has_finalizer(parent) {
+    let finalizer = reconciler.finalizer.as_str();
+    let finalizers = parent.finalizers();
+    if finalizers.iter().any(|f| f == finalizer) && !finalizers.iter().any(|f| f == LEGACY_CLEANUP_FINALIZER) {
         return Ok(());
     }
     let api = finalizer_api(&reconciler.ctx, &reconciler.parent.watch.resource, parent);
     reconciler
         .writes
         .forget(&reconciler.parent_object(&ParentKey::of(parent)));
-    patch_finalizer(&api, parent, true).await?;
+    // The shared finalizer of earlier versions goes once this rule's own is on: a rule on the same kind that has
+    // not added its own yet does so on its next pass (every parent is reconciled when a worker starts).
+    patch_finalizers(&api, parent, Some(finalizer), &[LEGACY_CLEANUP_FINALIZER]).await?;
     Ok(())
 }
 
@@ -95,8 +113,7 @@ pub(super) async fn finalize(
     parent_value: &Value,
 ) -> Result<Action, ReconcilerError> {
     let rule = &reconciler.rule;
-    let uid = parent.uid().unwrap_or_default();
-    let observed = reconciler.observed_children(&uid);
+    let observed = reconciler.observed_children(parent_value);
     // 1. finalize children: applied (only where they differ), then awaited
     if !rule.finalize_children().is_empty() {
         let lookups = reconciler.lookups_for(key, parent_value).await?;
@@ -173,7 +190,7 @@ pub(super) async fn finalize(
     reconciler
         .writes
         .forget(&reconciler.parent_object(&ParentKey::of(parent)));
-    patch_finalizer(&api, parent, false).await?;
+    patch_finalizers(&api, parent, None, &[&reconciler.finalizer, LEGACY_CLEANUP_FINALIZER]).await?;
     info!(rule = rule.name(), parent = ?key, "parent cleaned up; finalizer removed");
     Ok(Action::AwaitChange)
 }
@@ -195,18 +212,30 @@ pub(super) async fn release_deselected(reconciler: &ParentReconciler, key: &Pare
     let Some(parent) = api.get_opt(&key.name).await? else {
         return Ok(());
     };
-    if !has_finalizer(&parent) || reconciler.selects(&parent.metadata) {
+    if !has_finalizer(&parent, &reconciler.finalizer) || reconciler.selects(&parent.metadata) {
         return Ok(());
     }
-    patch_finalizer(&api, &parent, false).await?;
-    info!(rule = reconciler.rule.name(), parent = ?key, "parent no longer selected; cleanup finalizer removed, children kept");
+    release(reconciler, &api, &parent).await?;
+    Ok(())
+}
+
+/// Removes this rule's finalizer (and the legacy shared one) from a parent it does not select, keeping the
+/// children, and says so with a Normal Event `Released`.
+async fn release(
+    reconciler: &ParentReconciler,
+    api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+) -> Result<(), kube::Error> {
+    let finalizer = reconciler.finalizer.as_str();
+    patch_finalizers(api, parent, None, &[finalizer, LEGACY_CLEANUP_FINALIZER]).await?;
+    info!(rule = reconciler.rule.name(), parent = %parent.name_any(), "parent not selected; cleanup finalizer removed, children kept");
     io::publish(
         reconciler,
-        &parent,
+        parent,
         EventType::Normal,
         "Released",
         format!(
-            "no longer selected by rule {}: finalizer {CLEANUP_FINALIZER} removed, children kept",
+            "not selected by rule {}: finalizer {finalizer} removed, children kept",
             reconciler.rule.name()
         ),
     )
@@ -214,9 +243,47 @@ pub(super) async fn release_deselected(reconciler: &ParentReconciler, key: &Pare
     Ok(())
 }
 
+/// At worker start: parents of the kind that this rule does not select but that carry its finalizer (the rule's
+/// selector narrowed while no worker ran, or a change was missed) are released, so none hangs in Terminating.
+/// Lists the kind's metadata once; nothing to do for a rule that selects every parent.
+pub(super) async fn sweep_unselected(reconciler: &ParentReconciler) {
+    let watched = &reconciler.rule.spec.watched;
+    if watched.selector.is_none() && watched.namespace.is_none() {
+        return;
+    }
+    let resource = &reconciler.parent.watch.resource;
+    let all: Api<DynamicObject> = Api::all_with(reconciler.ctx.client.clone(), resource);
+    let parents = match all.list_metadata(&ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(e) => {
+            warn!(rule = reconciler.rule.name(), error = %e, "could not list parents to sweep the cleanup finalizer");
+            return;
+        }
+    };
+    let finalizer = reconciler.finalizer.as_str();
+    for meta in parents {
+        let ours = meta.metadata.finalizers.iter().flatten().any(|f| f == finalizer);
+        if !ours || selected_by(&reconciler.rule, &meta.metadata) {
+            continue;
+        }
+        let api = io::api_for(reconciler, &reconciler.parent, meta.metadata.namespace.as_deref());
+        let parent = match api.get_opt(&meta.metadata.name.clone().unwrap_or_default()).await {
+            Ok(Some(parent)) => parent,
+            Ok(None) => continue,
+            Err(e) => {
+                warn!(rule = reconciler.rule.name(), error = %e, "could not read a parent to sweep its finalizer");
+                continue;
+            }
+        };
+        if let Err(e) = release(reconciler, &api, &parent).await {
+            warn!(rule = reconciler.rule.name(), parent = %parent.name_any(), error = %e, "could not remove the cleanup finalizer");
+        }
+    }
+}
+
 /// A removed rule keeps its children (no implicit deletion of what users see) but must not leave parents stuck
-/// in Terminating: its finalizer is removed from every parent no remaining rule selects (the finalizer's name is
-/// one for all rules; a remaining rule that selects the parent still runs its deletion and removes it then).
+/// in Terminating: its own finalizer is removed from every parent, and the legacy shared one from parents no
+/// remaining rule selects (a remaining rule that selects the parent runs its own deletion).
 pub async fn on_rule_removed(rule: &Reconciler, remaining: &[&Reconciler], ctx: &WorkerContext) {
     let watched = &rule.spec.watched;
     let Ok(Served { resource, .. }) = discover(&ctx.discovery, rule, &watched.api_version, &watched.kind).await else {
@@ -237,9 +304,15 @@ pub async fn on_rule_removed(rule: &Reconciler, remaining: &[&Reconciler], ctx: 
         })
         .collect();
     let still_selected = |parent: &DynamicObject| same_kind.iter().any(|other| selected_by(other, &parent.metadata));
-    for parent in parents.iter().filter(|p| has_finalizer(p) && !still_selected(p)) {
+    let finalizer = cleanup_finalizer(rule.name());
+    for parent in parents.iter().filter(|p| has_finalizer(p, &finalizer)) {
+        let remove: &[&str] = if still_selected(parent) {
+            &[&finalizer]
+        } else {
+            &[&finalizer, LEGACY_CLEANUP_FINALIZER]
+        };
         let api = finalizer_api(ctx, &resource, parent);
-        match patch_finalizer(&api, parent, false).await {
+        match patch_finalizers(&api, parent, None, remove).await {
             Ok(_) => {
                 info!(rule = rule.name(), parent = %parent.name_any(), "rule removed; cleanup finalizer removed, children kept")
             }

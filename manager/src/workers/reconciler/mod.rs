@@ -16,10 +16,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::Scope;
-use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL};
+use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
 use ruleplane_config::{
-    ObjectKey, Reconciler, RenderError, attach_parent, builtin_kind, compute_status, next_status, parent_conditions,
-    plan_children, render_children_observing, unrendered_fate,
+    ObjectKey, Reconciler, RenderError, attach_parent, builtin_kind, compute_status, is_own_child, next_status,
+    parent_conditions, plan_children, render_children_observing, unrendered_fate,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -116,6 +116,8 @@ struct Converged {
 /// One Reconciler rule's reconcile.
 pub struct ParentReconciler {
     rule: Reconciler,
+    /// This rule's own cleanup finalizer (`ownership::cleanup_finalizer`).
+    finalizer: String,
     ctx: WorkerContext,
     parent: Watched,
     /// Child watches by `apiVersion`/`kind` of the templates.
@@ -236,6 +238,7 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
     let writes_status = builtin_kind(&watched.api_version, &watched.kind).is_none();
     let (requeue, requeued) = Requeue::channel();
     let reconciler = Arc::new(ParentReconciler {
+        finalizer: cleanup_finalizer(rule.name()),
         rule,
         ctx,
         parent,
@@ -248,6 +251,14 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         change_to_applied,
     });
     let initial = crate::runner::whole_cache_step(reconciler.resync_reads(), || reconciler.all_parents());
+    let sweeper = reconciler.clone();
+    let sweep_stop = stop.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = cleanup::sweep_unselected(&sweeper) => {}
+            () = sweep_stop.cancelled() => {}
+        }
+    });
     runner.run(reconciler, subscriptions, requeued, initial, stop).await
 }
 
@@ -337,9 +348,22 @@ impl ParentReconciler {
         })
     }
 
-    /// The children of `uid` this rule's labels mark, from the child caches, or as our writes left them while
-    /// their echo is on its way (including children created a moment ago, not in a cache yet).
-    fn observed_children(&self, uid: &str) -> Vec<Value> {
+    /// The children of `parent`: what this rule's labels mark for its UID in the child caches, or as our writes
+    /// left them while their echo is on its way (including children created a moment ago, not in a cache yet),
+    /// and that pass the identity check (annotation, child id, namespace): a labelled object someone else made is
+    /// neither read, pruned nor released.
+    fn observed_children(&self, parent: &Value) -> Vec<Value> {
+        let mut observed = self.labelled_children(
+            parent
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        );
+        observed.retain(|child| is_own_child(&self.rule, parent, self.parent.namespaced, child));
+        observed
+    }
+
+    fn labelled_children(&self, uid: &str) -> Vec<Value> {
         let mut seen = HashSet::new();
         let mut observed = Vec::new();
         for watched in self.children.values() {
@@ -390,15 +414,13 @@ impl ParentReconciler {
         // fetch: lookups from the caches, remembering what this parent read
         let lookups = self.lookups_for(key, parent_value).await?;
         // decide: render (children that read others see them as observed), attach to the parent, compare
-        let uid = parent.uid().unwrap_or_default();
-        let observed = self.observed_children(&uid);
+        let observed = self.observed_children(parent_value);
         let observed_by_id: Map<String, Value> = observed
             .iter()
             .filter_map(|c| Some((child_id(c)?, c.clone())))
             .collect();
-        let mut rendered = crate::runner::cpu_step(|| {
-            render_children_observing(&self.rule, parent_value, &lookups, &observed_by_id)
-        })?;
+        let mut rendered =
+            crate::runner::cpu_step(|| render_children_observing(&self.rule, parent_value, &lookups, &observed_by_id))?;
         let mut desired = Vec::with_capacity(rendered.children.len());
         for mut child in std::mem::take(&mut rendered.children) {
             let api_version = child["apiVersion"].as_str().unwrap_or_default().to_owned();
@@ -600,7 +622,10 @@ impl Reconcile for ParentReconciler {
         if news && *kind == self.parent.watch.key && self.selects(&object.metadata) {
             keys.insert(ParentKey::of(object));
         }
-        if *kind == self.parent.watch.key && matches!(change, Change::Deleted(_)) && cleanup::has_finalizer(object) {
+        if *kind == self.parent.watch.key
+            && matches!(change, Change::Deleted(_))
+            && cleanup::has_finalizer(object, &self.finalizer)
+        {
             let key = ParentKey::of(object);
             self.left_selection
                 .lock()
@@ -660,7 +685,7 @@ impl Reconcile for ParentReconciler {
             return Ok(Action::AwaitChange.into());
         }
         let deleting = parent.metadata.deletion_timestamp.is_some();
-        if deleting && !cleanup::has_finalizer(&parent) {
+        if deleting && !cleanup::has_finalizer(&parent, &self.finalizer) {
             // Owner references take care of the children: the garbage collector deletes them.
             return Ok(Action::AwaitChange.into());
         }
@@ -692,7 +717,7 @@ impl Reconcile for ParentReconciler {
             }),
             Err(error) => {
                 // Synced=False tells `kubectl get`/`wait` users why; a failure to write it is secondary.
-                let observed = self.observed_children(&parent.uid().unwrap_or_default());
+                let observed = self.observed_children(&parent_value);
                 let children: Map<String, Value> =
                     observed.into_iter().filter_map(|c| Some((child_id(&c)?, c))).collect();
                 // Written before the error is returned, so the runner's backoff counts from a reported failure.
