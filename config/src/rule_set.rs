@@ -106,6 +106,14 @@ impl RuleSet {
     }
 
     /// Reconciler rules.
+    /// What `ruleplane validate` warns about: valid rules with forms worth a second look (raw template output,
+    /// Secret data in a status), in load order.
+    pub fn warnings(&self) -> Vec<crate::reconciler::RuleWarning> {
+        self.reconcilers()
+            .flat_map(crate::reconciler::reconciler_warnings)
+            .collect()
+    }
+
     pub fn reconcilers(&self) -> impl Iterator<Item = &Reconciler> {
         self.rules.iter().filter_map(|rule| match rule {
             Rule::Reconciler(reconciler) => Some(reconciler),

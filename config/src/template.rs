@@ -131,9 +131,17 @@ impl TemplateRenderError {
 #[derive(Clone, Debug)]
 pub struct CompiledTemplate {
     compiled: Arc<Template>,
+    /// Where the template writes raw `{{{…}}}` output (line, column inside the template).
+    raw_outputs: Vec<(usize, usize)>,
 }
 
 impl CompiledTemplate {
+    /// Where the template writes raw `{{{…}}}` output (1-based line and column inside the template): the one
+    /// form through which data can shape a document, which `ruleplane validate` warns about.
+    pub fn raw_outputs(&self) -> &[(usize, usize)] {
+        &self.raw_outputs
+    }
+
     /// Renders over `data` as plain text (a name, a namespace) within the output and time budgets.
     pub fn render(&self, data: &Value) -> Result<String, TemplateRenderError> {
         render_compiled(&self.compiled, data)
@@ -344,9 +352,11 @@ pub fn compile_template(source: &str) -> Result<CompiledTemplate, Vec<TemplatePr
     let mut problems = Vec::new();
     check_elements(&template, (1, 1), &mut problems);
     if problems.is_empty() {
-        rewrite_elements(&mut template);
+        let mut raw_outputs = Vec::new();
+        rewrite_elements(&mut template, &mut raw_outputs);
         Ok(CompiledTemplate {
             compiled: Arc::new(template),
+            raw_outputs,
         })
     } else {
         Err(problems)
@@ -403,7 +413,7 @@ fn line_and_column(source: &str, offset: usize) -> (usize, usize) {
 
 /// Makes a checked template structure-preserving: the outermost call of a node helper (`json`, `yaml`, `quote`,
 /// `indent N (yaml …)`) becomes a call of [`NODE_HELPER`], and every `#each` body starts with a budget check.
-fn rewrite_elements(template: &mut Template) {
+fn rewrite_elements(template: &mut Template, raw_outputs: &mut Vec<(usize, usize)>) {
     for (index, element) in template.elements.iter_mut().enumerate() {
         let mapping = template.mapping.get(index).cloned();
         match element {
@@ -413,8 +423,11 @@ fn rewrite_elements(template: &mut Template) {
                 }
             }
             TemplateElement::HtmlExpression(helper) => {
-                *element =
-                    TemplateElement::HtmlExpression(Box::new(node_call(helper).unwrap_or_else(|| raw_call(helper))));
+                let rewritten = node_call(helper).unwrap_or_else(|| {
+                    raw_outputs.extend(mapping.as_ref().map(|m| (m.0, m.1)));
+                    raw_call(helper)
+                });
+                *element = TemplateElement::HtmlExpression(Box::new(rewritten));
             }
             TemplateElement::HelperBlock(helper) => {
                 let is_each = matches!(&helper.name, Parameter::Name(name) if name == "each");
@@ -427,7 +440,7 @@ fn rewrite_elements(template: &mut Template) {
                 tick.inverse = None;
                 tick.block = false;
                 for inner in [&mut helper.template, &mut helper.inverse].into_iter().flatten() {
-                    rewrite_elements(inner);
+                    rewrite_elements(inner, raw_outputs);
                 }
                 // The tick gets the first mapping of the body (its own block's where the body has none), so the
                 // body's elements keep theirs: error line numbers come from this list, by position.

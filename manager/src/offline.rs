@@ -26,13 +26,19 @@ pub fn validate(args: &ValidateArgs) -> ExitCode {
                         "name": r.name(), "kind": format!("{:?}", r.kind()), "source": r.source().to_string(),
                     })).collect::<Vec<_>>(),
                     "errors": [],
+                    "warnings": rules.warnings(),
                 }),
-                Err(d) => serde_json::json!({"valid": false, "rules": [], "errors": d}),
+                Err(d) => serde_json::json!({"valid": false, "rules": [], "errors": d, "warnings": []}),
             };
             println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
         }
         OutputFormat::Text => match &result {
-            Ok(rules) => println!("{} rule(s) valid", rules.rules().len()),
+            Ok(rules) => {
+                for warning in rules.warnings() {
+                    eprintln!("{warning}");
+                }
+                println!("{} rule(s) valid", rules.rules().len());
+            }
             Err(d) => eprintln!("{d}"),
         },
     }

@@ -6,6 +6,7 @@ mod preview;
 mod render;
 mod resolved;
 mod types;
+mod warnings;
 
 pub(crate) use checks::check_reconciler;
 pub use plan::{
@@ -19,3 +20,4 @@ pub use render::{
 };
 pub use resolved::{Child, DEFAULT_CONCURRENCY, Reconciler, ReconcilerKinds, ResolvedLookup, StatusField};
 pub use types::{ChildTemplate, FinalizeSpec, Lookup, ReconcilerRule, ReconcilerSpec, WatchedKind};
+pub use warnings::{RuleWarning, reconciler_warnings};
