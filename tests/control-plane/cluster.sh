@@ -103,10 +103,11 @@ KC
 }
 
 up() {
-  if healthy; then
+  if healthy && { [ $with_kcm = 0 ] || [ -n "$CONTROLLER_MANAGER_URL" ]; }; then
     log "control plane already running at $APISERVER_URL"
     echo "export KUBECONFIG=$dir/kubeconfig"; return
   fi
+  [ ! -f "$dir/env" ] || log "restarting the control plane in $dir (stopped, or without the components asked for)"
   stop
   local bin; bin=$("$here/build.sh" | tail -n1)
   mkdir -p "$dir"
