@@ -39,7 +39,7 @@ build:
 image:
 	@tests/image/build.sh
 
-## control-plane: build kube-apiserver/kube-scheduler/kubectl and fetch etcd into the cache (once per version)
+## control-plane: build kube-apiserver/kube-controller-manager/kube-scheduler/kubectl and fetch etcd into the cache (once per version)
 control-plane:
 	@tests/control-plane/build.sh >/dev/null
 

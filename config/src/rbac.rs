@@ -1,6 +1,6 @@
 //! What the manager needs from RBAC for a rule set (pure): the permission check and `ruleplane rbac` share it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
@@ -15,6 +15,8 @@ pub struct Permission {
     pub group: String,
     /// Resource (plural), optionally with a subresource, e.g. `pods/binding`.
     pub resource: String,
+    /// The one object the permission is for (RBAC `resourceNames`); `None` for any object of the resource.
+    pub name: Option<String>,
     /// Namespace the permission is needed in; `None` for cluster-wide.
     pub namespace: Option<String>,
 }
@@ -26,9 +28,13 @@ impl std::fmt::Display for Permission {
         } else {
             self.group.as_str()
         };
+        write!(f, "{} {}.{}", self.verb, self.resource, group)?;
+        if let Some(name) = &self.name {
+            write!(f, " {name}")?;
+        }
         match &self.namespace {
-            Some(ns) => write!(f, "{} {}.{} in namespace {ns}", self.verb, self.resource, group),
-            None => write!(f, "{} {}.{} (cluster-wide)", self.verb, self.resource, group),
+            Some(ns) => write!(f, " in namespace {ns}"),
+            None => write!(f, " (cluster-wide)"),
         }
     }
 }
@@ -40,9 +46,38 @@ fn permissions(verbs: &[&'static str], group: &str, resource: &str, namespace: O
             verb,
             group: group.to_owned(),
             resource: resource.to_owned(),
+            name: None,
             namespace: namespace.map(str::to_owned),
         })
         .collect()
+}
+
+/// `verbs` on the one cluster-scoped object `name` (RBAC `resourceNames`).
+fn named_permissions(verbs: &[&'static str], group: &str, resource: &str, name: &str) -> Vec<Permission> {
+    permissions(verbs, group, resource, None)
+        .into_iter()
+        .map(|p| Permission {
+            name: Some(name.to_owned()),
+            ..p
+        })
+        .collect()
+}
+
+const CRD_GROUP: &str = "apiextensions.k8s.io";
+const CRDS: &str = "customresourcedefinitions";
+
+/// What a ResourceDefinition's worker does to CRDs: watches them all (one shared watch; `list`/`watch` could only
+/// be limited to names through a field selector), creates its own (RBAC cannot limit `create` to names: a new
+/// object's name is not known when the request is authorized), reads and applies its own, and deletes its own
+/// only with `deletionPolicy: Delete`. Everything by name is limited to the CRD the rule declares.
+fn resource_definition_permissions(crd: &str, deletes: bool) -> Vec<Permission> {
+    let mut out = named_permissions(&["get"], CRD_GROUP, CRDS, crd);
+    out.extend(permissions(&["list", "watch", "create"], CRD_GROUP, CRDS, None));
+    out.extend(named_permissions(&["patch"], CRD_GROUP, CRDS, crd));
+    if deletes {
+        out.extend(named_permissions(&["delete"], CRD_GROUP, CRDS, crd));
+    }
+    out
 }
 
 /// What the manager needs whatever the rules: its leader Lease (watched by standbys), Events, and the
@@ -67,13 +102,7 @@ pub fn manager_permissions(lease_namespace: &str) -> Vec<Permission> {
 /// What one rule's worker needs. Kinds without a worker in this version need nothing yet.
 pub fn rule_permissions(rule: &Rule) -> Vec<Permission> {
     match rule {
-        Rule::ResourceDefinition(rd) => {
-            let mut verbs = vec!["get", "list", "watch", "create", "patch"];
-            if rd.deletes_crd_on_removal() {
-                verbs.push("delete");
-            }
-            permissions(&verbs, "apiextensions.k8s.io", "customresourcedefinitions", None)
-        }
+        Rule::ResourceDefinition(rd) => resource_definition_permissions(&rd.crd_name(), rd.deletes_crd_on_removal()),
         Rule::Reconciler(reconciler) => reconciler_permissions(reconciler),
         Rule::SchedulerPolicy(_) => scheduler_permissions(),
     }
@@ -145,41 +174,63 @@ fn reconciler_permissions(reconciler: &Reconciler) -> Vec<Permission> {
             None,
         ));
     }
+    // A kind a ResourceDefinition of the rule set declares is waited for on the shared watch of CRDs.
+    if kinds.declared().next().is_some() {
+        out.extend(permissions(&["list", "watch"], CRD_GROUP, CRDS, None));
+    }
     out.sort();
     out.dedup();
     out
 }
 
+/// Policy rules granting exactly `wanted` (all in one namespace, or all cluster-wide): per group/resource one
+/// rule with the verbs allowed on any object, and one per distinct set of object names (`resourceNames`) with the
+/// verbs allowed only on those, leaving out verbs already allowed on any object. Sorted and unique: stable,
+/// reviewable output.
+fn policy_rules<'p>(wanted: impl IntoIterator<Item = &'p Permission>) -> Vec<Value> {
+    type Verbs<'p> = (BTreeSet<&'static str>, BTreeMap<&'static str, BTreeSet<&'p str>>);
+    let mut by_resource: BTreeMap<(&str, &str), Verbs<'p>> = BTreeMap::new();
+    for p in wanted {
+        let (any, named) = by_resource.entry((&p.group, &p.resource)).or_default();
+        match &p.name {
+            None => {
+                any.insert(p.verb);
+            }
+            Some(name) => {
+                named.entry(p.verb).or_default().insert(name);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for ((group, resource), (any, named)) in by_resource {
+        if !any.is_empty() {
+            out.push(json!({"apiGroups": [group], "resources": [resource], "verbs": any}));
+        }
+        let mut by_names: BTreeMap<Vec<&str>, Vec<&str>> = BTreeMap::new();
+        for (verb, names) in named {
+            if !any.contains(verb) {
+                by_names.entry(names.into_iter().collect()).or_default().push(verb);
+            }
+        }
+        for (names, verbs) in by_names {
+            out.push(json!({"apiGroups": [group], "resources": [resource], "resourceNames": names, "verbs": verbs}));
+        }
+    }
+    out
+}
+
 /// A ClusterRole for the cluster-wide permissions and a Role (in the Lease's namespace) for the namespaced
-/// ones, named `name`: what `ruleplane rbac` prints for GitOps review or a Helm chart's extra rules.
+/// ones, named `name`: what `ruleplane rbac` prints for GitOps review.
 pub fn rbac_manifests(rules: &RuleSet, name: &str, lease_namespace: &str) -> Vec<Value> {
     let mut wanted = manager_permissions(lease_namespace);
     wanted.extend(rules.rules().iter().flat_map(rule_permissions));
-    // One policy rule per (namespace, group, resource), verbs sorted and unique: stable, reviewable output.
-    let mut grouped: BTreeMap<(Option<String>, String, String), Vec<&'static str>> = BTreeMap::new();
-    for p in wanted {
-        let verbs = grouped.entry((p.namespace, p.group, p.resource)).or_default();
-        if !verbs.contains(&p.verb) {
-            verbs.push(p.verb);
+    let cluster = policy_rules(wanted.iter().filter(|p| p.namespace.is_none()));
+    let mut namespaced: BTreeMap<&str, Vec<&Permission>> = BTreeMap::new();
+    for p in &wanted {
+        if let Some(ns) = &p.namespace {
+            namespaced.entry(ns).or_default().push(p);
         }
     }
-    let policy = |group: &str, resource: &str, verbs: &[&str]| {
-        let mut verbs = verbs.to_vec();
-        verbs.sort_unstable();
-        json!({"apiGroups": [group], "resources": [resource], "verbs": verbs})
-    };
-    let cluster: Vec<Value> = grouped
-        .iter()
-        .filter(|((ns, _, _), _)| ns.is_none())
-        .map(|((_, g, r), v)| policy(g, r, v))
-        .collect();
-    let namespaced: BTreeMap<&str, Vec<Value>> = grouped
-        .iter()
-        .filter_map(|((ns, g, r), v)| Some((ns.as_deref()?, policy(g, r, v))))
-        .fold(BTreeMap::new(), |mut acc, (ns, rule)| {
-            acc.entry(ns).or_insert_with(Vec::new).push(rule);
-            acc
-        });
     let labels = json!({"app.kubernetes.io/managed-by": "ruleplane"});
     let mut out = vec![json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -187,39 +238,45 @@ pub fn rbac_manifests(rules: &RuleSet, name: &str, lease_namespace: &str) -> Vec
         "metadata": {"name": name, "labels": labels},
         "rules": cluster,
     })];
-    out.extend(namespaced.into_iter().map(|(ns, rules)| {
+    out.extend(namespaced.into_iter().map(|(ns, perms)| {
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": {"name": name, "namespace": ns, "labels": labels},
-            "rules": rules,
+            "rules": policy_rules(perms),
         })
     }));
     out
 }
 
-/// The Helm chart's values granting what `rules` need: `rbac.extraRules` with every cluster-wide permission the
-/// rules derive (the chart itself grants the Lease, Events and SelfSubjectAccessReviews). The chart's role then
-/// holds exactly these, no wildcard.
+/// The Helm chart's values granting what `rules` need, no more: `rbac.customResourceDefinitions` names the CRDs
+/// the ResourceDefinition rules declare (`names`) and those they may delete (`deletable`, `deletionPolicy:
+/// Delete`), from which the chart renders exactly [`rule_permissions`]' CRD permissions; `rbac.extraRules` holds
+/// every other cluster-wide permission the rules derive. The chart itself grants the Lease, Events and
+/// SelfSubjectAccessReviews. No wildcard.
 pub fn helm_values(rules: &RuleSet) -> Value {
-    let manifests = rbac_manifests(rules, "ruleplane", "release-namespace");
-    let always = ["events.k8s.io/events", "authorization.k8s.io/selfsubjectaccessreviews"];
-    let extra: Vec<Value> = manifests
-        .first()
-        .and_then(|role| role["rules"].as_array())
-        .into_iter()
-        .flatten()
-        .filter(|rule| {
-            let key = format!(
-                "{}/{}",
-                rule["apiGroups"][0].as_str().unwrap_or_default(),
-                rule["resources"][0].as_str().unwrap_or_default()
-            );
-            !always.contains(&key.as_str())
-        })
-        .cloned()
+    let mut names = BTreeSet::new();
+    let mut deletable = BTreeSet::new();
+    let mut granted_by_chart: BTreeSet<Permission> = manager_permissions("release-namespace").into_iter().collect();
+    for rd in rules.resource_definitions() {
+        let crd = rd.crd_name();
+        granted_by_chart.extend(resource_definition_permissions(&crd, rd.deletes_crd_on_removal()));
+        if rd.deletes_crd_on_removal() {
+            deletable.insert(crd.clone());
+        }
+        names.insert(crd);
+    }
+    let extra: Vec<Permission> = rules
+        .rules()
+        .iter()
+        .flat_map(rule_permissions)
+        .filter(|p| p.namespace.is_none() && !granted_by_chart.contains(p))
         .collect();
-    json!({"rbac": {"create": true, "extraRules": extra}})
+    json!({"rbac": {
+        "create": true,
+        "customResourceDefinitions": {"names": names, "deletable": deletable},
+        "extraRules": policy_rules(&extra),
+    }})
 }
 
 #[cfg(test)]
@@ -232,32 +289,45 @@ mod tests {
         spec: { deletionPolicy: Delete, versions: [ { name: v1 } ] }\n";
 
     #[test]
-    fn helm_values_hold_the_rules_permissions_but_not_what_the_chart_grants() {
+    fn helm_values_name_the_crds_and_hold_no_crd_rule_the_chart_renders() {
         let rules = crate::load_str("rules.yaml", RULES).expect("valid");
         let values = helm_values(&rules);
-        let extra = values["rbac"]["extraRules"].as_array().expect("extraRules");
-        assert_eq!(extra.len(), 1, "{extra:?}");
-        assert_eq!(extra[0]["resources"][0], "customresourcedefinitions");
-        assert!(extra[0]["verbs"].as_array().unwrap().iter().any(|v| v == "delete"));
+        assert_eq!(
+            values["rbac"]["customResourceDefinitions"],
+            json!({"names": ["gadgets.example.com", "widgets.example.com"], "deletable": ["gadgets.example.com"]})
+        );
+        assert_eq!(
+            values["rbac"]["extraRules"],
+            json!([]),
+            "the chart renders the CRD rules"
+        );
         assert!(!values.to_string().contains('*'), "no wildcard");
     }
 
     #[test]
-    fn manifests_merge_verbs_per_resource_and_split_namespaced_ones() {
+    fn manifests_limit_crd_verbs_to_the_declared_names_and_split_namespaced_ones() {
         let rules = crate::load_str("rules.yaml", RULES).expect("valid");
         let out = rbac_manifests(&rules, "ruleplane", "ops");
         assert_eq!(out.len(), 2);
         assert_eq!(out[0]["kind"], "ClusterRole");
-        let crd_rule = out[0]["rules"]
+        let crd_rules: Vec<&Value> = out[0]["rules"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|r| r["resources"][0] == "customresourcedefinitions")
-            .expect("CRD permissions");
-        // `delete` only because one rule has deletionPolicy: Delete; each verb once.
+            .filter(|r| r["resources"][0] == "customresourcedefinitions")
+            .collect();
+        // `create` and the shared watch for any CRD; reading and applying only the rules' own; `delete` only the
+        // one with deletionPolicy: Delete. Each verb once.
         assert_eq!(
-            crd_rule["verbs"],
-            json!(["create", "delete", "get", "list", "patch", "watch"])
+            crd_rules,
+            [
+                &json!({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+                        "verbs": ["create", "list", "watch"]}),
+                &json!({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+                        "resourceNames": ["gadgets.example.com"], "verbs": ["delete"]}),
+                &json!({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+                        "resourceNames": ["gadgets.example.com", "widgets.example.com"], "verbs": ["get", "patch"]}),
+            ]
         );
         assert_eq!(out[1]["kind"], "Role");
         assert_eq!(out[1]["metadata"]["namespace"], "ops");
@@ -269,10 +339,25 @@ mod tests {
     }
 
     #[test]
+    fn a_verb_allowed_on_any_object_is_not_repeated_for_names() {
+        let mut wanted = named_permissions(&["get", "delete"], "g", "things", "one");
+        wanted.extend(permissions(&["get"], "g", "things", None));
+        assert_eq!(
+            policy_rules(&wanted),
+            [
+                json!({"apiGroups": ["g"], "resources": ["things"], "verbs": ["get"]}),
+                json!({"apiGroups": ["g"], "resources": ["things"], "resourceNames": ["one"], "verbs": ["delete"]}),
+            ]
+        );
+    }
+
+    #[test]
     fn retained_crds_need_no_delete() {
         let rules = crate::load_str("rules.yaml", RULES.split("---").next().unwrap()).expect("valid");
         let verbs: Vec<&str> = rule_permissions(&rules.rules()[0]).iter().map(|p| p.verb).collect();
         assert!(!verbs.contains(&"delete"), "{verbs:?}");
+        let values = helm_values(&rules);
+        assert_eq!(values["rbac"]["customResourceDefinitions"]["deletable"], json!([]));
     }
 }
 
@@ -305,6 +390,8 @@ mod reconciler_tests {
             "create cronjobs.batch (cluster-wide)",
             "delete cronjobs.batch (cluster-wide)",
             "watch configmaps.core (cluster-wide)",
+            // Its parent's kind is declared by the rule set: it waits on the watch of CRDs.
+            "watch customresourcedefinitions.apiextensions.k8s.io (cluster-wide)",
         ] {
             assert!(
                 granted.contains(&wanted.to_string()),

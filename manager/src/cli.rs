@@ -165,7 +165,8 @@ pub struct RbacArgs {
     /// Namespace of the leader Lease (where the Role goes).
     #[arg(long, env = "RULEPLANE_LEADER_ELECTION_NAMESPACE", default_value = "default")]
     pub leader_election_namespace: String,
-    /// `manifests`: a ClusterRole and Role; `helm-values`: the chart's `rbac.extraRules` for these rules.
+    /// `manifests`: a ClusterRole and Role; `helm-values`: the chart's `rbac.customResourceDefinitions` and
+    /// `rbac.extraRules` for these rules.
     #[arg(long, value_enum, default_value_t = RbacOutput::Manifests)]
     pub output: RbacOutput,
 }

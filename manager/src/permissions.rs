@@ -16,6 +16,7 @@ async fn allowed(client: &Client, p: &Permission) -> Result<bool, kube::Error> {
                 verb: Some(p.verb.to_owned()),
                 group: Some(p.group.clone()),
                 resource: Some(p.resource.clone()),
+                name: p.name.clone(),
                 namespace: p.namespace.clone(),
                 ..Default::default()
             }),

@@ -1,7 +1,8 @@
 # shellcheck shell=bash disable=SC2154
 # What the benchmark scripts on the shared local control plane have in common; sourced, after `root` and `cache`
 # are set: starts the plane if needed, points kubectl at it, and gives a work directory whose processes
-# (added to `pids`) are killed on exit.
+# (added to `pids`) are killed on exit, and namespaces (added to `namespaces`) deleted — kube-controller-manager
+# empties and removes them, so the next run's watches do not cache this run's objects.
 "$root/tests/control-plane/cluster.sh" up >/dev/null
 export KUBECONFIG="$cache/cluster/kubeconfig"
 # shellcheck disable=SC1091
@@ -9,10 +10,16 @@ export KUBECONFIG="$cache/cluster/kubeconfig"
 kubectl() { "$BIN_DIR/kubectl" "$@"; }
 work=$(mktemp -d)
 pids=()
-# KEEP=1 keeps the work directory (rules, logs) for a look afterwards.
+namespaces=()
+# KEEP=1 keeps the work directory (rules, logs) and the namespaces for a look afterwards.
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  if [ "${KEEP:-0}" = 1 ]; then echo "kept: $work"; else rm -rf "$work"; fi
+  if [ "${KEEP:-0}" = 1 ]; then
+    echo "kept: $work ${namespaces[*]}"
+  else
+    rm -rf "$work"
+    [ ${#namespaces[@]} = 0 ] || kubectl delete namespace "${namespaces[@]}" --wait=false >/dev/null 2>&1 || true
+  fi
 }
 trap cleanup EXIT INT TERM
 now() { date +%s.%N; }

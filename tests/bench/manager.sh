@@ -23,7 +23,7 @@ leader_of() { curl -fs "http://127.0.0.1:$1/metrics" 2>/dev/null | awk '$1=="rul
 
 echo "binary: $bin ($(du -h "$bin" | cut -f1)); machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB"
 for r in $(seq 1 "$rounds"); do
-  ns="bench-$$-$r"; kubectl create namespace "$ns" >/dev/null
+  ns="bench-$$-$r"; kubectl create namespace "$ns" >/dev/null; namespaces+=("$ns")
   t0=$(now); start_manager "a-$r" "$ns"; a=$mpid; ah=$mhealth; am=$mmetrics
   until curl -fs "http://127.0.0.1:$ah/readyz" >/dev/null 2>&1; do sleep 0.01; done
   ready=$(awk "BEGIN{print $(now) - $t0}")

@@ -56,7 +56,7 @@ create_parents() { # file apiVersion kind namespace count spec
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $parents parents, concurrency $concurrency"
 
 # --- 1. Ruleplane ------------------------------------------------------------------------------------------
-ns="bench-rp-$$"; kubectl create namespace "$ns" >/dev/null
+ns="bench-rp-$$"; kubectl create namespace "$ns" >/dev/null; namespaces+=("$ns")
 mkdir -p "$work/rules"
 cat >"$work/rules/webapp.yaml" <<YAML
 apiVersion: ruleplane.dev/v1alpha1
@@ -236,7 +236,7 @@ ruleplane_latency "ruleplane, again"
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 
 # --- 2. The ceiling: plain server-side apply, same concurrency ----------------------------------------------
-cns="bench-ceiling-$$"; kubectl create namespace "$cns" >/dev/null
+cns="bench-ceiling-$$"; kubectl create namespace "$cns" >/dev/null; namespaces+=("$cns")
 apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
 out=$("$ceiling" "$KUBECONFIG" "$cns" "$parents" "$concurrency")
 out="$out; CPU: kube-apiserver $(awk "BEGIN{print $(proc_cpu "$apiserver_pid") - $apiserver_before}") s, etcd $(awk "BEGIN{print $(proc_cpu "$etcd_pid") - $etcd_before}") s"
@@ -245,7 +245,7 @@ ceiling_rate=$(sed -E 's/.* = ([0-9.]+) parents\/s.*/\1/' <<<"$out")
 printf 'ruleplane / ceiling: %.2f×\n' "$(awk "BEGIN{print $rp_rate/$ceiling_rate}")"
 # The same loop also writing what the Reconciler must write besides the applies (each parent's status, a Normal
 # Event on it): the ceiling of any controller that reports as issue 9 requires, on the converged parents.
-rns="bench-ceiling-reporting-$$"; kubectl create namespace "$rns" >/dev/null
+rns="bench-ceiling-reporting-$$"; kubectl create namespace "$rns" >/dev/null; namespaces+=("$rns")
 apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
 out=$("$ceiling" "$KUBECONFIG" "$rns" "$parents" "$concurrency" "$ns")
 out="$out; CPU: kube-apiserver $(awk "BEGIN{print $(proc_cpu "$apiserver_pid") - $apiserver_before}") s, etcd $(awk "BEGIN{print $(proc_cpu "$etcd_pid") - $etcd_before}") s"
@@ -267,7 +267,7 @@ kro_src="$cache/go-mod/github.com/kubernetes-sigs/kro@$kro_version"
 kubectl apply --server-side -f "$kro_src/helm/crds/" >/dev/null
 run_kro() { # label extra-flags...
   local label=$1; shift
-  local kns="bench-kro-$label-$$"; kubectl create namespace "$kns" >/dev/null
+  local kns="bench-kro-$label-$$"; kubectl create namespace "$kns" >/dev/null; namespaces+=("$kns")
   # A kind of its own per run (CRDs outlive namespaces here); it does not end in s, so the plural is kind + s.
   local kind="KroApp${label^}R$$"
   local plural; plural=$(tr '[:upper:]' '[:lower:]' <<<"$kind")s

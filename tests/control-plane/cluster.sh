@@ -1,37 +1,61 @@
 #!/usr/bin/env bash
-# Starts and stops a real local Kubernetes control plane (etcd 3.5 + kube-apiserver) on free loopback ports.
-#   cluster.sh up   [--dir DIR] [--owner-pid PID]   idempotent; last line: export KUBECONFIG=DIR/kubeconfig
+# Starts and stops a real local Kubernetes control plane (etcd 3.5 + kube-apiserver + kube-controller-manager)
+# on free loopback ports.
+#   cluster.sh up   [--dir DIR] [--owner-pid PID] [--no-controller-manager]
+#                                                   idempotent; last line: export KUBECONFIG=DIR/kubeconfig
 #   cluster.sh down [--dir DIR]                     stops every process it started and removes DIR
 #   cluster.sh status [--dir DIR]
 # --owner-pid: a watchdog stops the plane as soon as that process exits (test binaries, even on panic or ^C).
+# --no-controller-manager: etcd and kube-apiserver only (no garbage collection, namespaces never finish deleting),
+#   for benchmarks that want nothing else on the CPU.
 # APISERVER_PROFILING=true: kube-apiserver serves /debug/pprof (benchmarks' PROFILE=1 reads it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
 cmd=${1:-}; shift || true
-dir="$cache/cluster"; owner=""
+dir="$cache/cluster"; owner=""; with_kcm=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) dir=$2; shift 2 ;;
     --owner-pid) owner=$2; shift 2 ;;
+    --no-controller-manager) with_kcm=0; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
 log() { printf '[control-plane] %s\n' "$*" >&2; }
 
+# What kube-controller-manager runs: what a test plane without a kubelet can use. Owner-reference cascades, namespace
+# deletion, the default ServiceAccount (and legacy token Secrets), PersistentVolumeClaim binding, and deleting pods
+# bound to nodes that no longer exist. Not the workload controllers (Deployments stay without ReplicaSets, so the
+# Helm chart's Deployment starts no pods) nor the root-CA ConfigMap publisher (no extra ConfigMap per namespace).
+KCM_CONTROLLERS=garbage-collector-controller,namespace-controller,serviceaccount-controller
+KCM_CONTROLLERS+=,serviceaccount-token-controller,persistentvolume-binder-controller,pod-garbage-collector-controller
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+apiserver_ready() {
+  curl -fsS --max-time 3 --cacert "$dir/certs/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
+    "$APISERVER_URL/readyz" >/dev/null 2>&1
+}
 
 healthy() {
   [ -f "$dir/env" ] || return 1
   # shellcheck disable=SC1091
   . "$dir/env"
-  curl -fsS --max-time 3 --cacert "$dir/certs/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
-    "$APISERVER_URL/readyz" >/dev/null 2>&1
+  apiserver_ready || return 1
+  # A plane started before kube-controller-manager was part of it has no CONTROLLER_MANAGER_URL: start afresh.
+  [ -n "${CONTROLLER_MANAGER_URL+set}" ] || return 1
+  [ -z "$CONTROLLER_MANAGER_URL" ] || controller_manager_healthy
+}
+
+# Its serving certificate is self-signed (in DIR/kube-controller-manager-certs); /healthz needs no credential.
+controller_manager_healthy() {
+  curl -fsSk --max-time 3 "$CONTROLLER_MANAGER_URL/healthz" >/dev/null 2>&1
 }
 
 stop() {
   [ -d "$dir" ] || return 0
-  for name in watchdog kube-apiserver etcd; do
+  for name in watchdog kube-controller-manager kube-apiserver etcd; do
     local f="$dir/$name.pid"
     [ -f "$f" ] || continue
     local pid; pid=$(cat "$f")
@@ -79,25 +103,32 @@ KC
 }
 
 up() {
-  if healthy; then
+  if healthy && { [ $with_kcm = 0 ] || [ -n "$CONTROLLER_MANAGER_URL" ]; }; then
     log "control plane already running at $APISERVER_URL"
     echo "export KUBECONFIG=$dir/kubeconfig"; return
   fi
+  [ ! -f "$dir/env" ] || log "restarting the control plane in $dir (stopped, or without the components asked for)"
   stop
   local bin; bin=$("$here/build.sh" | tail -n1)
   mkdir -p "$dir"
-  local etcd_port peer_port api_port
+  local etcd_port peer_port api_port kcm_url=""
   etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port)
+  [ $with_kcm = 0 ] || kcm_url=https://127.0.0.1:$(free_port)
   gen_certs
   local token; token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
   local user_token; user_token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
-  # A non-admin user with no RBAC grants lets tests exercise permission checks.
-  printf '%s,admin,admin,"system:masters"\n%s,ruleplane-tester,ruleplane-tester\n' "$token" "$user_token" > "$dir/tokens.csv"
+  local kcm_token; kcm_token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+  # A non-admin user with no RBAC grants lets tests exercise permission checks. kube-controller-manager has a
+  # user of its own (in system:masters, as it runs without per-controller service-account credentials).
+  { printf '%s,admin,admin,"system:masters"\n%s,ruleplane-tester,ruleplane-tester\n' "$token" "$user_token"
+    printf '%s,system:kube-controller-manager,system:kube-controller-manager,"system:masters"\n' "$kcm_token"
+  } > "$dir/tokens.csv"
   cat > "$dir/env" <<ENV
 APISERVER_URL=https://127.0.0.1:$api_port
 ADMIN_TOKEN=$token
 USER_TOKEN=$user_token
 ETCD_URL=http://127.0.0.1:$etcd_port
+CONTROLLER_MANAGER_URL=$kcm_url
 BIN_DIR=$bin
 ENV
   # shellcheck disable=SC1091
@@ -130,8 +161,9 @@ ENV
   write_kubeconfig kubeconfig "$token"
   mv "$dir/kubeconfig.kubeconfig" "$dir/kubeconfig"
   write_kubeconfig user "$user_token"
+  write_kubeconfig kube-controller-manager "$kcm_token"
   local start=$SECONDS
-  until healthy && curl -fsS --max-time 3 --cacert "$dir/certs/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
+  until apiserver_ready && curl -fsS --max-time 3 --cacert "$dir/certs/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
         "$APISERVER_URL/api/v1/namespaces/default" >/dev/null 2>&1; do
     for p in etcd kube-apiserver; do
       if ! kill -0 "$(cat "$dir/$p.pid")" 2>/dev/null; then
@@ -144,13 +176,44 @@ ENV
     fi
     sleep 0.5
   done
-  log "ready in $((SECONDS - start)) s: $APISERVER_URL (Kubernetes $(basename "$bin"))"
+  log "kube-apiserver ready in $((SECONDS - start)) s: $APISERVER_URL (Kubernetes $(basename "$bin"))"
+  [ -z "$kcm_url" ] || start_controller_manager "$bin" "${kcm_url##*:}"
+  log "ready in $((SECONDS - start)) s"
   echo "export KUBECONFIG=$dir/kubeconfig"
+}
+
+# After kube-apiserver is ready (it would only retry until then). Healthy when /healthz answers ok and its
+# service-account controller has created the default ServiceAccount: its informers have synced.
+start_controller_manager() { # bin port
+  local kc="$dir/kube-controller-manager.kubeconfig"
+  log "starting kube-controller-manager on 127.0.0.1:$2"
+  # No --authentication/--authorization-kubeconfig: only /healthz is asked for, always allowed without them.
+  setsid "$1/kube-controller-manager" --kubeconfig "$kc" \
+    --bind-address 127.0.0.1 --secure-port "$2" --cert-dir "$dir/kube-controller-manager-certs" \
+    --controllers "$KCM_CONTROLLERS" --leader-elect=false --use-service-account-credentials=false \
+    --service-account-private-key-file "$dir/certs/sa.key" --root-ca-file "$dir/certs/ca.crt" \
+    > "$dir/kube-controller-manager.log" 2>&1 < /dev/null &
+  echo $! > "$dir/kube-controller-manager.pid"
+  local start=$SECONDS
+  until controller_manager_healthy && curl -fsS --max-time 3 --cacert "$dir/certs/ca.crt" \
+        -H "Authorization: Bearer $ADMIN_TOKEN" "$APISERVER_URL/api/v1/namespaces/default/serviceaccounts/default" \
+        >/dev/null 2>&1; do
+    if ! kill -0 "$(cat "$dir/kube-controller-manager.pid")" 2>/dev/null; then
+      log "kube-controller-manager exited during startup; last lines of its log:"
+      tail -n 30 "$dir/kube-controller-manager.log" >&2; stop; exit 1
+    fi
+    if [ $((SECONDS - start)) -gt 60 ]; then
+      log "kube-controller-manager not healthy after 60 s; last lines of its log:"
+      tail -n 30 "$dir/kube-controller-manager.log" >&2; stop; exit 1
+    fi
+    sleep 0.2
+  done
+  log "kube-controller-manager healthy in $((SECONDS - start)) s (controllers: $KCM_CONTROLLERS)"
 }
 
 case "$cmd" in
   up) up ;;
   down) stop; log "control plane stopped" ;;
   status) if healthy; then echo "running: $APISERVER_URL"; echo "export KUBECONFIG=$dir/kubeconfig"; else echo "not running"; exit 1; fi ;;
-  *) echo "usage: $0 up|down|status [--dir DIR] [--owner-pid PID]" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status [--dir DIR] [--owner-pid PID] [--no-controller-manager]" >&2; exit 2 ;;
 esac

@@ -13,7 +13,7 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 explain() { printf '   %s\n' "$@"; }
 
 say "1. A real local control plane is running"
-explain "etcd 3.5 + kube-apiserver $(basename "$BIN_DIR"), built from the Kubernetes Go module, at $APISERVER_URL"
+explain "etcd 3.5 + kube-apiserver + kube-controller-manager $(basename "$BIN_DIR"), built from the Kubernetes Go module, at $APISERVER_URL"
 kubectl version 2>/dev/null | sed 's/^/   /'
 
 say "2. Validating and testing the example rules offline (what CI would run)"

@@ -221,9 +221,9 @@ async fn lease_can_be_created_and_renewed() {
 async fn a_control_plane_stops_when_its_owner_process_exits() {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/control-plane/cluster.sh");
     let dir = std::env::temp_dir().join(format!("ruleplane-owner-test-{}", std::process::id()));
-    // The owner is a short-lived process standing in for a test binary that panics or is interrupted.
+    // The owner stands in for a test binary that panics or is interrupted: it is ended once the plane is up.
     let mut owner = std::process::Command::new("sleep")
-        .arg("8")
+        .arg("120")
         .spawn()
         .expect("spawn owner");
     let up = std::process::Command::new(&script)
@@ -237,7 +237,7 @@ async fn a_control_plane_stops_when_its_owner_process_exits() {
         "second plane failed: {}",
         String::from_utf8_lossy(&up.stderr)
     );
-    let pids: Vec<String> = ["etcd", "kube-apiserver", "watchdog"]
+    let pids: Vec<String> = ["etcd", "kube-apiserver", "kube-controller-manager", "watchdog"]
         .iter()
         .map(|p| {
             std::fs::read_to_string(dir.join(format!("{p}.pid")))
@@ -329,4 +329,45 @@ async fn shared_discovery_asks_once_per_group_version_however_many_ask_together(
         matches!(&unserved, Err(kube::Error::Api(status)) if status.code == 404),
         "a group/version not served is the apiserver's 404: {unserved:?}"
     );
+}
+
+/// kube-controller-manager runs with the plane: a new namespace gets its `default` ServiceAccount, and a deleted
+/// namespace is emptied and goes away instead of staying Terminating.
+#[tokio::test]
+async fn namespaces_get_a_default_service_account_and_finish_deleting() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "ns-lifecycle").await;
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client.clone(), &ns);
+    eventually(Duration::from_secs(30), "the default ServiceAccount", || async {
+        accounts.get_opt("default").await.ok().flatten()
+    })
+    .await;
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let content = serde_json::from_value(json!({"metadata": {"name": "content"}})).expect("a ConfigMap");
+    configmaps
+        .create(&PostParams::default(), &content)
+        .await
+        .expect("create content");
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .delete(&ns, &DeleteParams::default())
+        .await
+        .expect("delete namespace");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let last = match namespaces.get_opt(&ns).await {
+            Ok(None) => break,
+            Ok(Some(namespace)) => format!(
+                "phase {:?}, conditions {:?}",
+                namespace.status.as_ref().and_then(|s| s.phase.clone()),
+                namespace.status.and_then(|s| s.conditions).unwrap_or_default()
+            ),
+            Err(e) => format!("cannot read it: {e}"),
+        };
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "namespace {ns} not deleted within 60 s; last seen: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
@@ -152,6 +153,52 @@ spec:
         .expect("rules ConfigMap");
     assert!(rules_cm.data.unwrap_or_default().contains_key("widget.yaml"));
 
+    // The chart's ClusterRole grants exactly what `ruleplane rbac` derives from the rules: on CRDs, create and
+    // the watch for any, get/patch on the declared one only, and no delete (its rule keeps the CRD).
+    let role = Api::<ClusterRole>::all(client.clone())
+        .get(&format!("{release}-ruleplane"))
+        .await
+        .expect("the chart's ClusterRole");
+    let chart_grants = granted(role.rules.as_deref().unwrap_or_default());
+    let crd_grants: Vec<&Grant> = chart_grants
+        .iter()
+        .filter(|g| g.1 == "customresourcedefinitions")
+        .collect();
+    let crd = |verb: &str, name: Option<&str>| {
+        (
+            "apiextensions.k8s.io".to_owned(),
+            "customresourcedefinitions".to_owned(),
+            verb.to_owned(),
+            name.map(str::to_owned),
+        )
+    };
+    let named = Some("widgets.helm.test");
+    assert_eq!(
+        crd_grants,
+        [
+            &crd("create", None),
+            &crd("get", named),
+            &crd("list", None),
+            &crd("patch", named),
+            &crd("watch", None)
+        ],
+        "CRD permissions of the chart's ClusterRole"
+    );
+    let derived = Command::new(env!("CARGO_BIN_EXE_ruleplane"))
+        .args(["rbac", "--rules"])
+        .arg(&rules)
+        .output()
+        .expect("run ruleplane rbac");
+    assert!(derived.status.success(), "{}", String::from_utf8_lossy(&derived.stderr));
+    let derived: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&String::from_utf8_lossy(&derived.stdout)).expect("YAML documents");
+    let derived: ClusterRole = serde_json::from_value(derived[0].clone()).expect("a ClusterRole first");
+    assert_eq!(
+        chart_grants,
+        granted(derived.rules.as_deref().unwrap_or_default()),
+        "the chart with the derived values grants what `ruleplane rbac` prints"
+    );
+
     // Run the manager as the chart's ServiceAccount (no kubelet here, so outside a pod): the chart's RBAC
     // must cover everything the permission check asks for, and the CRD must actually get registered.
     let sa = format!("{release}-ruleplane");
@@ -292,6 +339,30 @@ spec:
         serde_json::to_value(&upgraded.spec.as_ref().unwrap().template).unwrap(),
         template_before
     );
+}
+
+/// One permission a policy rule grants: API group, resource, verb, and the object's name when limited to one.
+type Grant = (String, String, String, Option<String>);
+
+/// Every permission `rules` grant, one by one: rules compare however they are grouped and ordered.
+fn granted(rules: &[PolicyRule]) -> std::collections::BTreeSet<Grant> {
+    let mut out = std::collections::BTreeSet::new();
+    for rule in rules {
+        let names: Vec<Option<String>> = match rule.resource_names.as_deref() {
+            Some(names) if !names.is_empty() => names.iter().cloned().map(Some).collect(),
+            _ => vec![None],
+        };
+        for group in rule.api_groups.as_deref().unwrap_or_default() {
+            for resource in rule.resources.as_deref().unwrap_or_default() {
+                for verb in &rule.verbs {
+                    for name in &names {
+                        out.insert((group.clone(), resource.clone(), verb.clone(), name.clone()));
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// `helm template` with `values` (`--set` pairs), applied to the apiserver with a server-side dry run: every
@@ -473,6 +544,14 @@ fn a_bad_chart_value_fails_with_a_message_naming_it() {
         ("leaderElection.renewDeadline=ten", "at '/leaderElection/renewDeadline'"),
         ("metrics.prot=8080", "additional properties 'prot' not allowed"),
         ("logFormat=yaml", "at '/logFormat'"),
+        (
+            "rbac.customResourceDefinitions.deletable={widgets.example.com}",
+            "widgets.example.com is not in rbac.customResourceDefinitions.names",
+        ),
+        (
+            "rbac.customResourceDefinitions.names={Not_A_Name}",
+            "at '/rbac/customResourceDefinitions/names/0'",
+        ),
     ] {
         let out = template(set);
         assert!(!out.status.success(), "--set {set} was accepted");
@@ -481,6 +560,51 @@ fn a_bad_chart_value_fails_with_a_message_naming_it() {
     }
     let good = template("leaderElection.leaseDuration=20s");
     assert!(good.status.success(), "{}", String::from_utf8_lossy(&good.stderr));
+    assert!(
+        !String::from_utf8_lossy(&good.stdout).contains("customresourcedefinitions"),
+        "nothing on CRDs by default"
+    );
+    // `delete` only on the CRDs named deletable, `get`/`patch` only on the declared ones.
+    let deleting = Command::new(plane.bin_dir.join("helm"))
+        .args(["template", "rp"])
+        .arg(&chart)
+        .args([
+            "--set",
+            "rbac.customResourceDefinitions.names={gadgets.example.com,widgets.example.com}",
+            "--set",
+            "rbac.customResourceDefinitions.deletable={gadgets.example.com}",
+            "--show-only",
+            "templates/rbac.yaml",
+        ])
+        .output()
+        .expect("run helm");
+    assert!(
+        deleting.status.success(),
+        "{}",
+        String::from_utf8_lossy(&deleting.stderr)
+    );
+    let documents: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&String::from_utf8_lossy(&deleting.stdout)).expect("YAML documents");
+    let role: ClusterRole = serde_json::from_value(documents[0].clone()).expect("the ClusterRole first");
+    let crd_grants: Vec<(String, Option<String>)> = granted(role.rules.as_deref().unwrap_or_default())
+        .into_iter()
+        .filter(|g| g.1 == "customresourcedefinitions")
+        .map(|(_, _, verb, name)| (verb, name))
+        .collect();
+    let grant = |verb: &str, name: Option<&str>| (verb.to_owned(), name.map(str::to_owned));
+    assert_eq!(
+        crd_grants,
+        [
+            grant("create", None),
+            grant("delete", Some("gadgets.example.com")),
+            grant("get", Some("gadgets.example.com")),
+            grant("get", Some("widgets.example.com")),
+            grant("list", None),
+            grant("patch", Some("gadgets.example.com")),
+            grant("patch", Some("widgets.example.com")),
+            grant("watch", None),
+        ]
+    );
     let monitored = template("metrics.serviceMonitor.enabled=true");
     assert!(String::from_utf8_lossy(&monitored.stdout).contains("kind: ServiceMonitor"));
     assert!(

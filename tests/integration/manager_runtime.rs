@@ -224,7 +224,8 @@ async fn missing_permissions_are_reported_per_rule() {
     .await;
     assert!(
         body.contains(
-            "alpha.permissions.test lacks RBAC permissions: get customresourcedefinitions.apiextensions.k8s.io"
+            "alpha.permissions.test lacks RBAC permissions: \
+             get customresourcedefinitions.apiextensions.k8s.io alphas.permissions.test (cluster-wide)"
         ),
         "{body}"
     );

@@ -3,9 +3,12 @@
 
 use std::time::{Duration, Instant};
 
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
 };
 use kube::{Client, ResourceExt};
 use ruleplane_config::ownership::cleanup_finalizer;
@@ -874,6 +877,21 @@ spec:
         alpha.finalizers()
     );
 
+    // The finalize child lives from the parent's deletion until the garbage collector follows its owner
+    // reference to the parent that is gone: watched from before the deletion, so neither step is missed.
+    let only_goodbye = "metadata.name=alpha-goodbye";
+    let before = local
+        .list_metadata(&ListParams::default().fields(only_goodbye))
+        .await
+        .expect("list alpha-goodbye");
+    let mut goodbye_events = local
+        .watch(
+            &WatchParams::default().fields(only_goodbye).timeout(150),
+            &before.metadata.resource_version.expect("list resourceVersion"),
+        )
+        .await
+        .expect("watch alpha-goodbye")
+        .boxed();
     teams
         .delete("alpha", &DeleteParams::default())
         .await
@@ -886,12 +904,33 @@ spec:
         mirrors.get_opt("alpha-mirror").await.expect("get").is_none(),
         "the cross-namespace child was deleted"
     );
-    let goodbye = local.get("alpha-goodbye").await.expect("the finalize child ran");
+    // The garbage collector learns of a kind it does not watch yet (Team, new with this test) at its discovery
+    // resync, every 30 s and not configurable, then retries the absent owner with backoff (about 40 s measured
+    // alone on 2 cores): allow for both under load.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let (mut seen, mut goodbye) = (Vec::new(), None);
+    loop {
+        let event = tokio::time::timeout_at(deadline, goodbye_events.try_next())
+            .await
+            .unwrap_or_else(|_| panic!("alpha-goodbye not applied and then garbage-collected in 120 s; saw {seen:?}"))
+            .expect("watch alpha-goodbye")
+            .unwrap_or_else(|| panic!("the watch of alpha-goodbye ended; saw {seen:?}"));
+        match event {
+            WatchEvent::Added(cm) | WatchEvent::Modified(cm) => {
+                seen.push("applied");
+                goodbye = Some(cm);
+            }
+            WatchEvent::Deleted(_) => break,
+            WatchEvent::Bookmark(_) => {}
+            WatchEvent::Error(e) => panic!("watch of alpha-goodbye: {e:?}; saw {seen:?}"),
+        }
+    }
+    let goodbye: ConfigMap = goodbye.expect("the finalize child ran before it was deleted");
     assert_eq!(goodbye.data.unwrap()["farewell"], "alpha");
     assert_eq!(
         goodbye.metadata.owner_references.unwrap()[0].name,
         "alpha",
-        "left to the garbage collector"
+        "left to the garbage collector, which deleted it"
     );
 
     // Removing the rule: parents are not stuck, children are kept.
@@ -1440,6 +1479,75 @@ spec:
         settled.resource_version(),
         copy.resource_version(),
         "the child was written once"
+    );
+}
+
+/// A child in its parent's namespace carries an owner reference and nothing else cleans it up: with the manager
+/// stopped, deleting the parent still deletes the child, through kube-controller-manager's garbage collector.
+#[tokio::test]
+async fn the_garbage_collector_deletes_a_child_with_its_parent_while_the_manager_is_stopped() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-gc").await;
+    let rules = format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: gc-copy }}
+spec:
+  for: {{ apiVersion: v1, kind: ConfigMap, namespace: {ns}, selector: {{ matchLabels: {{ gc-parent: "yes" }} }} }}
+  children:
+    - id: copy
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-copy" }}
+        data: {{ from: {{{{json metadata.name}}}} }}
+"#
+    );
+    let dir = temp_dir("rc-gc");
+    write(&dir, "rules.yaml", &rules);
+    let mut manager = ManagerProcess::start(&dir, &ns, "rc-gc", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    create_config_map(&configmaps, "parent", json!({"gc-parent": "yes"}), json!({})).await;
+    let child = eventually(Duration::from_secs(20), "the child", || async {
+        configmaps.get_opt("parent-copy").await.ok().flatten()
+    })
+    .await;
+    let parent = configmaps.get("parent").await.expect("parent");
+    let owners = child.owner_references();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(Some(&owners[0].uid), parent.metadata.uid.as_ref());
+    assert!(
+        parent.finalizers().is_empty(),
+        "an owned child needs no cleanup finalizer: {:?}",
+        parent.finalizers()
+    );
+
+    let status = manager.sigterm();
+    assert!(status.success(), "SIGTERM must exit 0, got {status}");
+    configmaps
+        .delete("parent", &DeleteParams::default())
+        .await
+        .expect("delete the parent");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let last = match configmaps.get_opt("parent-copy").await {
+            Ok(None) => break,
+            Ok(Some(child)) => format!(
+                "still there, owner references {:?}, deletionTimestamp {:?}",
+                child.metadata.owner_references, child.metadata.deletion_timestamp
+            ),
+            Err(e) => format!("cannot read it: {e}"),
+        };
+        assert!(
+            Instant::now() < deadline,
+            "the garbage collector did not delete the child within 60 s of its parent; last seen: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        configmaps.get_opt("parent").await.expect("get parent").is_none(),
+        "the parent is gone too"
     );
 }
 

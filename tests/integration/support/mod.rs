@@ -1,4 +1,5 @@
-//! Test harness: one real control plane (etcd + kube-apiserver) per test binary and a fresh namespace per test.
+//! Test harness: one real control plane (etcd + kube-apiserver + kube-controller-manager) per test binary and a
+//! fresh namespace per test.
 
 pub mod cluster_nodes;
 pub mod manager;
@@ -80,8 +81,9 @@ pub async fn client_for(kubeconfig: &Path) -> Client {
     Client::try_from(config).expect("client")
 }
 
-/// Creates a fresh namespace named after the test. Without kube-controller-manager namespaces never finish
-/// deleting, so each test gets a new one rather than cleaning up a shared one.
+/// Creates a fresh namespace named after the test: tests run in parallel and never share one. It is not deleted
+/// at the end (namespaces do finish deleting, kube-controller-manager runs): what a failed test left is there to
+/// look at until the plane stops.
 pub async fn test_namespace(client: &Client, test: &str) -> String {
     static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
