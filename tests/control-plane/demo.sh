@@ -113,6 +113,20 @@ for _ in $(seq 1 60); do
 done
 kubectl get pods,configmaps -l app.kubernetes.io/managed-by=ruleplane | sed 's/^/   /'
 explain "(No kubelet runs in this control plane, so the Pod stays Pending.)"
+explain "" "Parent data is untrusted: it fills in values, never structure (docs/security.md). A ConfigMap whose"
+explain "team name tries to move its team card (examples/team-card.yaml) into kube-system:"
+kubectl delete configmap sneaky --ignore-not-found >/dev/null
+echo "   \$ kubectl create configmap sneaky --from-literal=team=\$'x\\n  namespace: kube-system'"
+kubectl create configmap sneaky --from-literal=team=$'x\n  namespace: kube-system' | sed 's/^/   /'
+kubectl label configmap sneaky example.ruleplane.dev/team-card=yes | sed 's/^/   /'
+for _ in $(seq 1 60); do
+  kubectl get configmap sneaky-card >/dev/null 2>&1 && break
+  sleep 0.25
+done
+echo "   \$ kubectl get configmap sneaky-card -o jsonpath='{.metadata.namespace} {.data.team}'"
+printf '   %s\n' "$(kubectl get configmap sneaky-card -o jsonpath='{.metadata.namespace} {.data.team}')"
+echo "   \$ kubectl get configmap sneaky-card -n kube-system"
+kubectl get configmap sneaky-card -n kube-system 2>&1 | sed 's/^/   /' || true
 
 say "7. The SchedulerPolicy rules schedule pods beside kube-scheduler (user story 3)"
 explain "Three nodes (no kubelet runs here: nodes are objects the schedulers read):"

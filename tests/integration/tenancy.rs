@@ -70,9 +70,9 @@ spec:
         "nothing was written to {other}"
     );
 
-    // 2. Objects forged with the rule's labels, the parent's UID and its annotation: one in another namespace
-    // (where this child never goes), one with an id the rule does not have. Neither is pruned, however often
-    // the parent is reconciled.
+    // 2. Objects forged with the rule's labels and the parent's UID: one in another namespace (where this child
+    // never goes), one whose annotation names another parent. Neither is pruned, however often the parent is
+    // reconciled.
     let uid = parent.uid().expect("uid");
     let forged = |namespace: &str, name: &str, id: &str| {
         config_map(json!({"metadata": {
@@ -85,9 +85,13 @@ spec:
         .create(&PostParams::default(), &forged(&other, "forged-elsewhere", "copy"))
         .await
         .expect("forge in another namespace");
-    here.create(&PostParams::default(), &forged(&ns, "forged-id", "nope"))
+    let mut other_parent = forged(&ns, "forged-annotation", "copy");
+    other_parent
+        .annotations_mut()
+        .insert(PARENT_ANNOTATION.to_string(), format!("{ns}/another"));
+    here.create(&PostParams::default(), &other_parent)
         .await
-        .expect("forge with an unknown id");
+        .expect("forge with another parent's annotation");
     for round in 0..3 {
         let change = Patch::Merge(json!({"data": {"team": format!("round-{round}")}}));
         here.patch("web", &PatchParams::default(), &change)
@@ -104,8 +108,8 @@ spec:
         "a forged object is not pruned"
     );
     assert!(
-        here.get_opt("forged-id").await.expect("get").is_some(),
-        "nor one with an id the rule lacks"
+        here.get_opt("forged-annotation").await.expect("get").is_some(),
+        "nor one that names another parent"
     );
 }
 

@@ -177,9 +177,9 @@ pub fn parent_reference(parent: &Value, parent_namespaced: bool) -> String {
 
 /// Whether an object found by this rule's and this parent's labels really is one of the parent's children, not an
 /// object someone else labelled so (labels are easy to copy: a parent's UID is visible to whoever reads it). It
-/// must also name the parent in its annotation, carry the id of one of the rule's children, and stand where that
-/// child can be written: the parent's namespace (a Namespace parent: that namespace), a cluster-scoped object, or
-/// anywhere for a child whose namespace the rule sets itself. Anything else is neither read, pruned nor released.
+/// must also name the parent in its annotation and stand where its child can be written: the parent's namespace
+/// (a Namespace parent: that namespace), no namespace (a cluster-scoped object), or anywhere for a child id whose
+/// namespace the rule sets itself. Anything else is neither read, pruned nor released.
 pub fn is_own_child(rule: &Reconciler, parent: &Value, parent_namespaced: bool, observed: &Value) -> bool {
     let text = |value: &Value, pointer: &str| value.pointer(pointer).and_then(Value::as_str).map(str::to_string);
     let labelled = text(observed, &format!("/metadata/labels/{}", RULE_LABEL.replace('/', "~1"))).as_deref()
@@ -192,13 +192,14 @@ pub fn is_own_child(rule: &Reconciler, parent: &Value, parent_namespaced: bool, 
         observed,
         &format!("/metadata/annotations/{}", PARENT_ANNOTATION.replace('/', "~1")),
     ) == Some(parent_reference(parent, parent_namespaced));
-    let Some(child) = child_id(observed).and_then(|id| rule.child(id)) else {
-        return false;
-    };
+    // A child whose id the rule no longer has is still its (to be pruned), but only where any child goes.
+    let sets_namespace = child_id(observed)
+        .and_then(|id| rule.child(id))
+        .is_some_and(|child| child.sets_namespace);
     let placed = match text(observed, "/metadata/namespace") {
         None => true,
         Some(namespace) => {
-            child.sets_namespace
+            sets_namespace
                 || text(parent, "/metadata/namespace").as_ref() == Some(&namespace)
                 || (!parent_namespaced && text(parent, "/metadata/name").as_ref() == Some(&namespace))
         }

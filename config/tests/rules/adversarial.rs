@@ -238,6 +238,13 @@ fn no_payload_changes_the_structure_of_any_example_or_valid_rule() {
                    "metadata": {"name": "p", "namespace": "team-a", "uid": "u-1"},
                    "spec": {"image": "nginx", "command": ["sh", "-c", "echo"], "env": {"GREETING": "hello"}}}),
         ),
+        (
+            "examples/team-card.yaml",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "platform", "namespace": "team-a", "uid": "u-1",
+                                "labels": {"example.ruleplane.dev/team-card": "yes"}},
+                   "data": {"team": "Platform", "owner": "ana"}}),
+        ),
     ];
     let mut checked = 0;
     for (file, parent) in fixtures {
@@ -254,7 +261,7 @@ fn no_payload_changes_the_structure_of_any_example_or_valid_rule() {
             checked += 1;
         }
     }
-    assert!(checked >= 2, "the examples' Reconcilers were checked ({checked})");
+    assert!(checked >= 3, "the examples' Reconcilers were checked ({checked})");
 }
 
 #[test]

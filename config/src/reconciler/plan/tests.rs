@@ -229,7 +229,7 @@ fn owner_references_only_where_kubernetes_allows_them() {
 }
 
 #[test]
-fn only_children_with_the_parents_annotation_id_and_namespace_are_its_own() {
+fn only_children_with_the_parents_annotation_in_their_place_are_its_own() {
     let rules = crate::load_str(
         "rules.yaml",
         r#"apiVersion: ruleplane.dev/v1alpha1
@@ -289,12 +289,10 @@ spec:
         true,
         &child("team-a", "copy", "team-a/other")
     ));
-    assert!(!is_own_child(
-        rule,
-        &parent,
-        true,
-        &child("team-a", "nope", "team-a/web")
-    ));
+    // An id the rule dropped: still the parent's child where any child goes (so it is pruned), nowhere else.
+    let dropped = |namespace: &str| child(namespace, "dropped", "team-a/web");
+    assert!(is_own_child(rule, &parent, true, &dropped("team-a")));
+    assert!(!is_own_child(rule, &parent, true, &dropped("audit")));
     let mut unlabelled = child("team-a", "copy", "team-a/web");
     unlabelled["metadata"]["labels"][PARENT_UID_LABEL] = json!("u-2");
     assert!(!is_own_child(rule, &parent, true, &unlabelled));
