@@ -1,5 +1,6 @@
 //! The Kubernetes client (from a kubeconfig flag, $KUBECONFIG, ~/.kube/config or in-cluster config) with the
-//! limits of `--kube-api-qps` / `--kube-api-burst` / `--kube-api-max-in-flight`, and discovery shared by workers.
+//! limits of `--kube-api-qps` / `--kube-api-burst` / `--kube-api-max-in-flight` (the Lease's client without them),
+//! and discovery shared by workers.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -105,21 +106,37 @@ impl ClientLimits {
 }
 
 pub async fn connect(kubeconfig: Option<&Path>, limits: ClientLimits) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
+    limited_client(config(kubeconfig).await?, limits)
+}
+
+/// The connection settings: `kubeconfig`, else $KUBECONFIG, ~/.kube/config, then in-cluster configuration.
+pub async fn config(kubeconfig: Option<&Path>) -> anyhow::Result<Config> {
+    match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
+            Ok(Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?)
         }
         None => Config::infer()
             .await
-            .context("no kubeconfig and not running in a cluster")?,
-    };
+            .context("no kubeconfig and not running in a cluster"),
+    }
+}
+
+/// The workers' client, behind the rate and in-flight limits.
+pub fn limited_client(config: Config, limits: ClientLimits) -> anyhow::Result<Client> {
     let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
     let in_flight =
         tower::util::option_layer((limits.max_in_flight > 0).then(|| InFlightLimitLayer::new(limits.max_in_flight)));
     let rate = tower::util::option_layer((limits.qps > 0.0).then(|| RateLimitLayer::new(limits.qps, limits.burst)));
     // The rate limit outermost: a request waiting for a token holds no in-flight permit meanwhile.
     Ok(builder.with_layer(&in_flight).with_layer(&rate).build())
+}
+
+/// The leader election's client: the same settings, its own connections, none of the workers' limits. A renewal
+/// queued behind a burst of worker requests (for a token, a permit, or a pooled connection) could miss the renew
+/// deadline although the apiserver answers it in milliseconds.
+pub fn lease_client(config: Config) -> anyhow::Result<Client> {
+    Client::try_from(config).context("building the leader election's Kubernetes client")
 }
 
 /// At most `limit` requests in flight at once, watches aside (a watch holds its request open for minutes). Over

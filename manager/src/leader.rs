@@ -1,14 +1,15 @@
-//! Leader election on a coordination.k8s.io Lease (kube-leader-election), published as a watch channel.
+//! Leader election on a coordination.k8s.io Lease, published as a watch channel: never two leaders at once.
 
+use std::future::Future;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
-use kube::api::Api;
+use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube_leader_election::{LeaseLock, LeaseLockParams, LeaseLockResult};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -21,6 +22,53 @@ pub struct LeaderConfig {
     pub lease_duration: Duration,
     pub renew_deadline: Duration,
     pub retry_period: Duration,
+}
+
+/// Timings under which two leaders could overlap, refused at startup.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TimingError {
+    #[error(
+        "the renew deadline ({renew_deadline:?}) must be shorter than the lease duration ({lease_duration:?}): \
+         a leader must stop before a standby may take over"
+    )]
+    DeadlineNotBeforeExpiry {
+        renew_deadline: Duration,
+        lease_duration: Duration,
+    },
+    #[error(
+        "the retry period ({retry_period:?}) must be shorter than the renew deadline ({renew_deadline:?}), or a \
+         leader never gets a second chance to renew"
+    )]
+    RetryNotBeforeDeadline {
+        retry_period: Duration,
+        renew_deadline: Duration,
+    },
+}
+
+impl LeaderConfig {
+    /// client-go's checks (`NewLeaderElector`): the safety argument needs renew deadline < lease duration.
+    pub fn check(&self) -> Result<(), TimingError> {
+        if self.renew_deadline >= self.lease_duration {
+            return Err(TimingError::DeadlineNotBeforeExpiry {
+                renew_deadline: self.renew_deadline,
+                lease_duration: self.lease_duration,
+            });
+        }
+        if self.retry_period >= self.renew_deadline {
+            return Err(TimingError::RetryNotBeforeDeadline {
+                retry_period: self.retry_period,
+                renew_deadline: self.renew_deadline,
+            });
+        }
+        Ok(())
+    }
+
+    /// How long one Lease request may take. An apiserver answers a Lease write in milliseconds; a request that
+    /// hangs (a half-dead connection) must not use up the renew deadline, and dropping it closes its connection,
+    /// so the next attempt goes over a new one.
+    pub fn request_timeout(&self) -> Duration {
+        self.retry_period.max(Duration::from_secs(1))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,8 +86,26 @@ impl Leadership {
     }
 }
 
-/// Longer than one get → patch round trip of a competing replica, short next to the lease duration.
-const VERIFY_DELAY: Duration = Duration::from_millis(100);
+/// Why a Lease request did not do what it asked.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The Lease is not the version the write was based on (or, for a create, it exists): someone else wrote it.
+    #[error("the Lease changed since it was read")]
+    Conflict,
+    #[error(transparent)]
+    Api(kube::Error),
+}
+
+impl From<kube::Error> for LeaseError {
+    fn from(e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(status) if status.code == 409 => LeaseError::Conflict,
+            e => LeaseError::Api(e),
+        }
+    }
+}
 
 fn holder_of(lease: &Lease) -> Option<String> {
     lease
@@ -49,41 +115,343 @@ fn holder_of(lease: &Lease) -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
-/// How long until `lease` may be taken over, judged the way kube-leader-election judges it.
-fn until_expiry(lease: &Lease) -> Option<Duration> {
-    let spec = lease.spec.as_ref()?;
-    let renewed = spec.renew_time.as_ref()?.0;
-    let expires = renewed
-        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(i64::from(
-            spec.lease_duration_seconds?,
-        )))
-        .ok()?;
-    let left = expires.duration_since(k8s_openapi::jiff::Timestamp::now());
-    Some(Duration::try_from(left).unwrap_or(Duration::ZERO))
+/// The holder check of every write's answer: leadership is what the apiserver stored, not what was asked for.
+/// `Err` carries the holder it names instead.
+fn check_holder(answer: &Lease, identity: &str) -> Result<(), Option<String>> {
+    match holder_of(answer) {
+        Some(holder) if holder == identity => Ok(()),
+        other => Err(other),
+    }
 }
 
-/// Runs the election until `shutdown` fires, then releases the lease if held.
+/// The Lease as this replica last saw it, and when, on its own clock (client-go's `observedTime`).
+#[derive(Debug, Clone)]
+struct Observed {
+    version: Option<String>,
+    holder: Option<String>,
+    duration: Duration,
+    at: Instant,
+}
+
+impl Observed {
+    /// Records `lease` as seen at `now`, unless this very version was seen before: its clock then keeps running.
+    fn see(previous: Option<Observed>, lease: &Lease, default_duration: Duration, now: Instant) -> Observed {
+        let version = lease.metadata.resource_version.clone();
+        if let Some(previous) = previous
+            && previous.version.is_some()
+            && previous.version == version
+        {
+            return previous;
+        }
+        let duration = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.lease_duration_seconds)
+            .and_then(|s| u64::try_from(s).ok())
+            .map_or(default_duration, Duration::from_secs);
+        Observed {
+            version,
+            holder: holder_of(lease),
+            duration,
+            at: now,
+        }
+    }
+
+    /// When a standby may take the Lease: at once if nobody holds it (a release), else once the version seen
+    /// has stayed unchanged for the whole lease duration. The holder's clock is never read.
+    fn free_at(&self) -> Instant {
+        match self.holder {
+            None => self.at,
+            Some(_) => self.at + self.duration,
+        }
+    }
+}
+
+fn micro_now() -> MicroTime {
+    MicroTime(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// `observed` taken over by `identity`: every other field of it (resourceVersion above all) kept.
+fn taken_over(observed: &Lease, identity: &str, duration: Duration, now: MicroTime) -> Lease {
+    let mut lease = observed.clone();
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    if spec.holder_identity.as_deref() != Some(identity) {
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+    }
+    spec.holder_identity = Some(identity.to_owned());
+    spec.lease_duration_seconds = Some(i32::try_from(duration.as_secs()).unwrap_or(i32::MAX));
+    spec.acquire_time = Some(now.clone());
+    spec.renew_time = Some(now);
+    lease
+}
+
+fn renewed(held: &Lease, now: MicroTime) -> Lease {
+    let mut lease = held.clone();
+    lease.spec.get_or_insert_with(LeaseSpec::default).renew_time = Some(now);
+    lease
+}
+
+/// As client-go and kube-leader-election release: no holder, valid for one more second.
+fn released(held: &Lease, now: MicroTime) -> Lease {
+    let mut lease = held.clone();
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    spec.holder_identity = Some(String::new());
+    spec.lease_duration_seconds = Some(1);
+    spec.acquire_time = Some(now.clone());
+    spec.renew_time = Some(now);
+    lease
+}
+
+/// The Lease's requests, each bounded by the request timeout, every write a `replace` carrying the
+/// resourceVersion it was based on.
+///
+/// kube-leader-election 0.44 is not called any more, because none of its calls is safe here:
+/// `try_acquire_or_renew` takes an expired Lease and renews it with merge patches that carry no
+/// resourceVersion, so two standbys racing for an expired Lease are both answered with a Lease naming
+/// themselves (the later patch wins silently), and a renewal that finds the Lease expired under another holder
+/// takes it over the same way; `step_down` reads, then clears the holder without a precondition, so a release
+/// landing late clears a new leader's hold. Its requests have no timeout either.
+struct LeaseApi {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    duration: Duration,
+    timeout: Duration,
+}
+
+impl LeaseApi {
+    async fn bounded<T>(&self, request: impl Future<Output = Result<T, kube::Error>>) -> Result<T, LeaseError> {
+        match tokio::time::timeout(self.timeout, request).await {
+            Ok(answer) => answer.map_err(LeaseError::from),
+            Err(_) => Err(LeaseError::Timeout(self.timeout)),
+        }
+    }
+
+    async fn get(&self) -> Result<Option<Lease>, LeaseError> {
+        self.bounded(self.api.get_opt(&self.name)).await
+    }
+
+    /// A create cannot race: the second one is answered 409 (AlreadyExists).
+    async fn create(&self) -> Result<Lease, LeaseError> {
+        let now = micro_now();
+        let mut lease = Lease::default();
+        lease.metadata.name = Some(self.name.clone());
+        let mut lease = taken_over(&lease, &self.identity, self.duration, now);
+        if let Some(spec) = lease.spec.as_mut() {
+            spec.lease_transitions = Some(0);
+        }
+        self.bounded(self.api.create(&PostParams::default(), &lease)).await
+    }
+
+    async fn write(&self, lease: Lease) -> Result<Lease, LeaseError> {
+        debug_assert!(lease.metadata.resource_version.is_some(), "a precondition");
+        self.bounded(self.api.replace(&self.name, &PostParams::default(), &lease))
+            .await
+    }
+
+    async fn take_over(&self, observed: &Lease) -> Result<Lease, LeaseError> {
+        self.write(taken_over(observed, &self.identity, self.duration, micro_now()))
+            .await
+    }
+
+    async fn renew(&self, held: &Lease) -> Result<Lease, LeaseError> {
+        self.write(renewed(held, micro_now())).await
+    }
+
+    async fn release(&self, held: &Lease) -> Result<Lease, LeaseError> {
+        self.write(released(held, micro_now())).await
+    }
+}
+
+/// One renewal attempt's outcome, as the leader's loop needs it.
+#[derive(Debug)]
+enum Renewal {
+    /// The apiserver stored our renewal; `sent` is when the request that did it left (no later than the
+    /// renewTime a standby will see, and the leader's deadline counts from it).
+    Confirmed { sent: Instant },
+    /// Someone else holds the Lease (their identity when known, None when released or deleted).
+    Lost(Option<String>),
+    /// No answer we can act on; tried again until the deadline.
+    Failed(LeaseError),
+}
+
+/// How a leader's hold on the Lease ended.
+#[derive(Debug, PartialEq, Eq)]
+enum HoldEnd {
+    DeadlinePassed,
+    Lost(Option<String>),
+    Shutdown,
+}
+
+/// Something that renews the Lease: the apiserver in the manager, a scripted sequence in the tests of [`hold`].
+trait Renew {
+    fn renew(&mut self) -> impl Future<Output = Renewal> + Send;
+}
+
+/// The Lease as this leader last wrote it: the next renewal is based on its version.
+struct Held<'a> {
+    api: &'a LeaseApi,
+    lease: Lease,
+}
+
+impl Renew for Held<'_> {
+    async fn renew(&mut self) -> Renewal {
+        let mut sent = Instant::now();
+        let mut answer = self.api.renew(&self.lease).await;
+        if let Err(LeaseError::Conflict) = answer {
+            // Someone wrote the Lease since our last write: most often our own earlier renewal that timed out
+            // here but landed there. Still ours: renew on top of that version at once.
+            match self.api.get().await {
+                Ok(Some(lease)) if check_holder(&lease, &self.api.identity).is_ok() => {
+                    sent = Instant::now();
+                    answer = self.api.renew(&lease).await;
+                }
+                Ok(Some(lease)) => return Renewal::Lost(holder_of(&lease)),
+                Ok(None) => return Renewal::Lost(None),
+                Err(e) => return Renewal::Failed(e),
+            }
+        }
+        match answer {
+            Ok(lease) => match check_holder(&lease, &self.api.identity) {
+                Ok(()) => {
+                    self.lease = lease;
+                    Renewal::Confirmed { sent }
+                }
+                Err(holder) => Renewal::Lost(holder),
+            },
+            Err(LeaseError::Conflict) => Renewal::Failed(LeaseError::Conflict),
+            Err(e) => Renewal::Failed(e),
+        }
+    }
+}
+
+/// Keeps renewing every `retry_period` from `confirmed` (when the last confirmed write was sent) until a
+/// renewal shows another holder, `shutdown` resolves, or `confirmed + renew_deadline` passes without a newer
+/// confirmation. The deadline is a timer of its own, raced against the request: a renewal that hangs does not
+/// hold it back.
+async fn hold(
+    renewer: &mut impl Renew,
+    mut confirmed: Instant,
+    renew_deadline: Duration,
+    retry_period: Duration,
+    shutdown: impl Future<Output = ()>,
+) -> HoldEnd {
+    tokio::pin!(shutdown);
+    let mut next = confirmed + retry_period;
+    loop {
+        let stop_at = confirmed + renew_deadline;
+        let (at, renewer) = (next, &mut *renewer);
+        let attempt = async move {
+            tokio::time::sleep_until(at).await;
+            let started = Instant::now();
+            (started, renewer.renew().await)
+        };
+        tokio::select! {
+            // Checked first: an answer arriving in the same instant as the deadline does not extend it.
+            biased;
+            _ = tokio::time::sleep_until(stop_at) => return HoldEnd::DeadlinePassed,
+            _ = &mut shutdown => return HoldEnd::Shutdown,
+            (started, outcome) = attempt => match outcome {
+                Renewal::Confirmed { sent } => {
+                    confirmed = sent;
+                    next = sent + retry_period;
+                }
+                Renewal::Lost(holder) => return HoldEnd::Lost(holder),
+                Renewal::Failed(e) => {
+                    let left = stop_at.saturating_duration_since(Instant::now());
+                    warn!(error = %e, deadline_in = ?left, "could not renew the lease");
+                    // At most one attempt per retry period; at once after a request that took longer.
+                    next = started + retry_period;
+                }
+            },
+        }
+    }
+}
+
+/// What a standby's attempt found.
+enum Attempt {
+    Won {
+        lease: Lease,
+        sent: Instant,
+    },
+    /// Not ours (yet): the Lease as read, if it was.
+    NotWon(Option<Lease>),
+}
+
+/// One acquisition attempt: create the Lease if there is none, take it over if it is free by our own
+/// observation, else report it held.
+async fn try_acquire(api: &LeaseApi, observed: Option<&Observed>) -> Result<Attempt, LeaseError> {
+    let Some(lease) = api.get().await? else {
+        let sent = Instant::now();
+        return match api.create().await {
+            Ok(lease) => Ok(won_or_not(api, lease, sent)),
+            Err(LeaseError::Conflict) => Ok(Attempt::NotWon(None)),
+            Err(e) => Err(e),
+        };
+    };
+    let ours = check_holder(&lease, &api.identity).is_ok();
+    // The same version seen long enough ago, or no holder at all. Judged on what was observed before this read
+    // when it is the same version, so the clock started at the first sighting.
+    let now = Instant::now();
+    let seen = Observed::see(observed.cloned(), &lease, api.duration, now);
+    if !ours && seen.free_at() > now {
+        return Ok(Attempt::NotWon(Some(lease)));
+    }
+    // Ours in the apiserver's eyes but not here (a takeover that timed out here and landed there, or this
+    // identity's previous process): renewing it on its version is as safe as a takeover.
+    let sent = Instant::now();
+    let written = if ours {
+        api.renew(&lease).await
+    } else {
+        api.take_over(&lease).await
+    };
+    match written {
+        Ok(answer) => Ok(won_or_not(api, answer, sent)),
+        // Another replica's write landed first: it won.
+        Err(LeaseError::Conflict) => Ok(Attempt::NotWon(Some(lease))),
+        Err(e) => Err(e),
+    }
+}
+
+fn won_or_not(api: &LeaseApi, answer: Lease, sent: Instant) -> Attempt {
+    match check_holder(&answer, &api.identity) {
+        Ok(()) => Attempt::Won { lease: answer, sent },
+        Err(_) => Attempt::NotWon(Some(answer)),
+    }
+}
+
+/// Runs the election until `shutdown` fires, then releases the lease if held. `client` is the Lease's own
+/// client (`kube_client::lease_client`), not the workers'.
+///
+/// The guarantee rests on three things:
+/// - every write of the Lease (create, takeover, renewal, release) carries the resourceVersion it was based on,
+///   so of two replicas racing for it exactly one write lands and the other is answered 409;
+/// - a standby counts a Lease's expiry from the moment *it* saw that version (client-go's `observedTime`), on
+///   its own monotonic clock, so wall-clock skew between replicas does not matter, only their rate drift;
+/// - a leader stops at `last confirmed renewal (when it was sent) + renew deadline` on a timer of its own,
+///   whatever its requests are doing. With the defaults that is 10 s after a renewal that a standby cannot
+///   take over before 15 s after: the 5 s between cover rate drift and the workers' abort.
+///
+/// Every request is bounded by a timeout and goes through the Lease's own client, outside the workers' rate
+/// and in-flight limits, so a busy rule set never delays a renewal.
 pub async fn run_election(
     client: Client,
     config: LeaderConfig,
     state: watch::Sender<Leadership>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let lock = LeaseLock::new(
-        client.clone(),
-        &config.namespace,
-        LeaseLockParams {
-            lease_name: config.lease_name.clone(),
-            holder_id: config.identity.clone(),
-            lease_ttl: config.lease_duration,
-        },
-    );
-    // A standby watches the Lease so that a release (SIGTERM of the leader) or an expiry is acted on at
-    // once instead of at the next poll: takeover then costs about the 1 s a released lease stays valid.
-    let (lease_tx, mut lease_rx) = mpsc::channel::<Lease>(16);
-    let api: Api<Lease> = Api::namespaced(client, &config.namespace);
-    let verify_api = api.clone();
-    // Spreads standbys' attempts on an expired Lease so they do not all patch it in the same instant.
+    let api = LeaseApi {
+        api: Api::namespaced(client, &config.namespace),
+        name: config.lease_name.clone(),
+        identity: config.identity.clone(),
+        duration: config.lease_duration,
+        timeout: config.request_timeout(),
+    };
+    // A standby watches the Lease so that a release (SIGTERM of the leader) or a renewal is seen at once: a
+    // release is taken over in milliseconds, and an expiry is counted from the last version actually seen.
+    let (lease_tx, mut lease_rx) = watch::channel::<Option<Lease>>(None);
+    // Spreads standbys' attempts on a free Lease so they do not all write it in the same instant (the
+    // resourceVersion precondition makes a tie safe; the spread makes it rare).
     let jitter = Duration::from_millis(
         20 + std::hash::BuildHasher::hash_one(
             &std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(),
@@ -91,98 +459,324 @@ pub async fn run_election(
         ) % 100,
     );
     let fields = format!("metadata.name={}", config.lease_name);
-    let lease_watch = tokio::spawn(async move {
-        let stream = watcher::watcher(api, watcher::Config::default().fields(&fields)).applied_objects();
+    let watch_api = api.api.clone();
+    let _lease_watch = AbortOnDrop(tokio::spawn(async move {
+        let stream = watcher::watcher(watch_api, watcher::Config::default().fields(&fields)).applied_objects();
         futures::pin_mut!(stream);
         while let Some(item) = stream.next().await {
-            if let Ok(lease) = item
-                && lease_tx.send(lease).await.is_err()
-            {
-                return;
+            if let Ok(lease) = item {
+                lease_tx.send_replace(Some(lease));
             }
         }
-    });
+    }));
 
-    let mut last_renewed: Option<Instant> = None;
+    let mut observed: Option<Observed> = None;
     loop {
-        let leading_before = state.borrow().is_leading();
-        let mut next = config.retry_period;
-        match lock.try_acquire_or_renew().await {
-            Ok(LeaseLockResult::Acquired(_)) if leading_before => {
-                last_renewed = Some(Instant::now());
-            }
-            Ok(LeaseLockResult::Acquired(_)) => {
-                // kube-leader-election takes an expired Lease with a patch that carries no resourceVersion, so
-                // two standbys racing for it can both be told they won; the later write is the real holder.
-                // Read it back once the race window has passed before acting as leader.
-                tokio::time::sleep(VERIFY_DELAY).await;
-                match verify_api.get(&config.lease_name).await {
-                    Ok(lease) if holder_of(&lease).as_deref() == Some(config.identity.as_str()) => {
-                        last_renewed = Some(Instant::now());
-                        info!(identity = %config.identity, lease = %config.lease_name, "became leader");
-                        state.send_replace(Leadership::Leading);
+        // Following (or not yet known): try, then wait for the Lease to be free.
+        let mut next = Instant::now() + config.retry_period;
+        match try_acquire(&api, observed.as_ref()).await {
+            Ok(Attempt::Won { lease, sent }) => {
+                info!(identity = %config.identity, lease = %config.lease_name, "became leader");
+                state.send_replace(Leadership::Leading);
+                let mut held = Held { api: &api, lease };
+                let stop = shutdown.clone();
+                let end = hold(
+                    &mut held,
+                    sent,
+                    config.renew_deadline,
+                    config.retry_period,
+                    async move {
+                        let mut stop = stop;
+                        let _ = stop.wait_for(|s| *s).await;
+                    },
+                )
+                .await;
+                match end {
+                    HoldEnd::Shutdown => {
+                        release(&api, &held.lease, &state).await;
+                        return;
                     }
-                    Ok(lease) => {
-                        info!(holder = ?holder_of(&lease), "lost the race for the lease");
-                        state.send_replace(Leadership::Following(holder_of(&lease)));
+                    HoldEnd::DeadlinePassed => {
+                        warn!(
+                            deadline = ?config.renew_deadline,
+                            "no renewal confirmed within the renew deadline; stepping down"
+                        );
+                        state.send_replace(Leadership::Following(None));
                     }
-                    Err(e) => warn!(error = %e, "could not confirm the acquired lease; retrying"),
+                    HoldEnd::Lost(holder) => {
+                        warn!(holder = ?holder, "lost leadership: the lease names another holder");
+                        state.send_replace(Leadership::Following(holder));
+                    }
+                }
+                observed = None;
+                continue;
+            }
+            Ok(Attempt::NotWon(lease)) => {
+                if let Some(lease) = lease {
+                    let seen = Observed::see(observed.take(), &lease, config.lease_duration, Instant::now());
+                    state.send_replace(Leadership::Following(seen.holder.clone()));
+                    next = next.min(seen.free_at() + jitter);
+                    debug!(free_in = ?seen.free_at().saturating_duration_since(Instant::now()), "following");
+                    observed = Some(seen);
                 }
             }
-            Ok(LeaseLockResult::NotAcquired(lease)) => {
-                if leading_before {
-                    warn!("lost leadership");
-                }
-                last_renewed = None;
-                if let Some(left) = until_expiry(&lease) {
-                    next = next.min(left + jitter);
-                    debug!(next_attempt_in = ?next, "following");
-                }
-                state.send_replace(Leadership::Following(holder_of(&lease)));
-            }
-            Err(e) => {
-                warn!(error = %e, "lease acquire/renew failed");
-                // A leader that cannot renew within the deadline must stop acting: another replica may take
-                // the lease once it expires, and two leaders would fight over the same objects.
-                let expired = last_renewed.is_none_or(|t| t.elapsed() >= config.renew_deadline);
-                if leading_before && expired {
-                    warn!("could not renew the lease within the deadline; stepping down");
-                    state.send_replace(Leadership::Following(None));
-                    last_renewed = None;
-                }
-            }
+            Err(e) => warn!(error = %e, "lease acquire failed"),
         }
-        let sleep = tokio::time::sleep(next);
+        let sleep = tokio::time::sleep_until(next);
         tokio::pin!(sleep);
         loop {
             tokio::select! {
                 _ = &mut sleep => break,
-                _ = shutdown.changed() => {
-                    lease_watch.abort();
-                    release(&lock, &state).await;
-                    return;
-                }
-                Some(lease) = lease_rx.recv() => {
-                    if state.borrow().is_leading() { continue; }
-                    if let Some(left) = until_expiry(&lease) {
-                        let at = Instant::now() + left + jitter;
-                        debug!(expires_in = ?left, "lease changed");
-                        if at < sleep.deadline() {
-                            sleep.as_mut().reset(at);
-                        }
+                _ = shutdown.wait_for(|s| *s) => return,
+                Ok(()) = lease_rx.changed() => {
+                    let Some(lease) = lease_rx.borrow_and_update().clone() else { continue };
+                    let seen = Observed::see(observed.take(), &lease, config.lease_duration, Instant::now());
+                    let at = seen.free_at() + jitter;
+                    debug!(free_in = ?at.saturating_duration_since(Instant::now()), "lease changed");
+                    if at < sleep.deadline() {
+                        sleep.as_mut().reset(at);
                     }
+                    observed = Some(seen);
                 }
             }
         }
     }
 }
 
-async fn release(lock: &LeaseLock, state: &watch::Sender<Leadership>) {
-    if state.borrow().is_leading() {
-        state.send_replace(Leadership::Following(None));
-        match lock.step_down().await {
-            Ok(()) => info!("released the lease"),
-            Err(e) => warn!(error = %e, "could not release the lease; it expires on its own"),
+/// Gives the Lease up (based on the version last written, so a release never clears another holder's) and
+/// publishes that we no longer lead before the request, whatever its outcome.
+async fn release(api: &LeaseApi, held: &Lease, state: &watch::Sender<Leadership>) {
+    state.send_replace(Leadership::Following(None));
+    match api.release(held).await {
+        Ok(_) => info!("released the lease"),
+        Err(e) => warn!(error = %e, "could not release the lease; it expires on its own"),
+    }
+}
+
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+
+    const DEADLINE: Duration = Duration::from_secs(10);
+    const RETRY: Duration = Duration::from_secs(2);
+
+    fn lease(version: &str, holder: &str, seconds: i32) -> Lease {
+        let mut lease = Lease::default();
+        lease.metadata.name = Some("ruleplane".into());
+        lease.metadata.resource_version = Some(version.into());
+        lease.spec = Some(LeaseSpec {
+            holder_identity: Some(holder.into()),
+            lease_duration_seconds: Some(seconds),
+            lease_transitions: Some(3),
+            ..Default::default()
+        });
+        lease
+    }
+
+    /// Renewals answered in order, each after `delay`; once the script is used up, renewals never answer.
+    struct Scripted {
+        delay: Duration,
+        answers: VecDeque<Option<String>>,
+        asked: Vec<Instant>,
+    }
+
+    impl Scripted {
+        fn new(delay: Duration, answers: impl IntoIterator<Item = Option<&'static str>>) -> Self {
+            Scripted {
+                delay,
+                answers: answers.into_iter().map(|h| h.map(str::to_owned)).collect(),
+                asked: Vec::new(),
+            }
         }
+    }
+
+    impl Renew for Scripted {
+        async fn renew(&mut self) -> Renewal {
+            let sent = Instant::now();
+            self.asked.push(sent);
+            let Some(answer) = self.answers.pop_front() else {
+                return std::future::pending().await;
+            };
+            tokio::time::sleep(self.delay).await;
+            match answer {
+                Some(holder) if holder == "me" => Renewal::Confirmed { sent },
+                Some(holder) if holder == "timeout" => Renewal::Failed(LeaseError::Timeout(self.delay)),
+                other => Renewal::Lost(other),
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_leader_whose_renewal_hangs_stops_at_the_renew_deadline() {
+        let start = Instant::now();
+        let mut hanging = Scripted::new(Duration::ZERO, []);
+        let end = hold(&mut hanging, start, DEADLINE, RETRY, std::future::pending()).await;
+        assert_eq!(end, HoldEnd::DeadlinePassed);
+        assert_eq!(
+            start.elapsed(),
+            DEADLINE,
+            "not a moment later, although the request never answered"
+        );
+        assert_eq!(hanging.asked, vec![start + RETRY], "one renewal, hanging ever since");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_counts_from_when_the_last_confirmed_renewal_was_sent_not_answered() {
+        let start = Instant::now();
+        // Each renewal takes 1.5 s to be answered; after three the apiserver goes silent.
+        let mut slow = Scripted::new(Duration::from_millis(1_500), [Some("me"), Some("me"), Some("me")]);
+        let end = hold(&mut slow, start, DEADLINE, RETRY, std::future::pending()).await;
+        assert_eq!(end, HoldEnd::DeadlinePassed);
+        let last_confirmed_sent = slow.asked[2];
+        assert_eq!(slow.asked[..3], [start + RETRY, start + 2 * RETRY, start + 3 * RETRY]);
+        assert_eq!(start.elapsed(), last_confirmed_sent - start + DEADLINE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_renewals_are_retried_every_retry_period_until_the_deadline() {
+        let start = Instant::now();
+        let mut failing = Scripted::new(Duration::from_millis(300), [Some("timeout"); 10]);
+        let end = hold(&mut failing, start, DEADLINE, RETRY, std::future::pending()).await;
+        assert_eq!(end, HoldEnd::DeadlinePassed);
+        assert_eq!(start.elapsed(), DEADLINE);
+        let offsets: Vec<Duration> = failing.asked.iter().map(|t| *t - start).collect();
+        // The one due at 10 s is not sent: the deadline wins the tie.
+        assert_eq!(offsets, [2, 4, 6, 8].map(Duration::from_secs));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_answered_with_another_holder_ends_leadership_at_once() {
+        let start = Instant::now();
+        let mut taken = Scripted::new(Duration::from_millis(5), [Some("me"), Some("someone-else")]);
+        let end = hold(&mut taken, start, DEADLINE, RETRY, std::future::pending()).await;
+        assert_eq!(end, HoldEnd::Lost(Some("someone-else".into())));
+        assert_eq!(start.elapsed(), 2 * RETRY + Duration::from_millis(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_ends_the_hold_while_a_renewal_hangs() {
+        let start = Instant::now();
+        let mut hanging = Scripted::new(Duration::ZERO, []);
+        let end = hold(
+            &mut hanging,
+            start,
+            DEADLINE,
+            RETRY,
+            tokio::time::sleep(Duration::from_secs(3)),
+        )
+        .await;
+        assert_eq!(end, HoldEnd::Shutdown);
+        assert_eq!(start.elapsed(), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn only_an_answer_naming_us_is_leadership() {
+        assert_eq!(check_holder(&lease("7", "me", 15), "me"), Ok(()));
+        assert_eq!(check_holder(&lease("7", "other", 15), "me"), Err(Some("other".into())));
+        assert_eq!(check_holder(&lease("7", "", 1), "me"), Err(None), "released");
+        assert_eq!(check_holder(&Lease::default(), "me"), Err(None));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_standby_counts_expiry_from_when_it_first_saw_the_version() {
+        let first = Instant::now();
+        let seen = Observed::see(None, &lease("7", "leader", 15), Duration::from_secs(30), first);
+        assert_eq!(
+            seen.free_at(),
+            first + Duration::from_secs(15),
+            "the Lease's own duration"
+        );
+        tokio::time::advance(Duration::from_secs(9)).await;
+        // The same version read again (a poll) does not restart the clock...
+        let again = Observed::see(Some(seen), &lease("7", "leader", 15), DEADLINE, Instant::now());
+        assert_eq!(again.free_at(), first + Duration::from_secs(15));
+        // ...a renewal (a new version) does, whatever renewTime it carries.
+        let renewed = Observed::see(Some(again), &lease("8", "leader", 15), DEADLINE, Instant::now());
+        assert_eq!(renewed.free_at(), first + Duration::from_secs(9 + 15));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_released_lease_is_free_at_once() {
+        let now = Instant::now();
+        let seen = Observed::see(None, &lease("9", "", 1), DEADLINE, now);
+        assert_eq!(seen.holder, None);
+        assert_eq!(seen.free_at(), now);
+    }
+
+    #[test]
+    fn every_write_is_based_on_the_version_it_read() {
+        let now = micro_now();
+        let observed = lease("41", "old", 15);
+        let taken = taken_over(&observed, "me", Duration::from_secs(15), now.clone());
+        assert_eq!(taken.metadata.resource_version.as_deref(), Some("41"));
+        let spec = taken.spec.as_ref().expect("spec");
+        assert_eq!(spec.holder_identity.as_deref(), Some("me"));
+        assert_eq!(spec.lease_transitions, Some(4), "a new holder is a transition");
+        assert_eq!(spec.renew_time, Some(now.clone()));
+
+        let mine = lease("42", "me", 15);
+        let again = taken_over(&mine, "me", Duration::from_secs(15), now.clone());
+        assert_eq!(
+            again.spec.and_then(|s| s.lease_transitions),
+            Some(3),
+            "not a transition"
+        );
+
+        let renewal = renewed(&mine, now.clone());
+        assert_eq!(renewal.metadata.resource_version.as_deref(), Some("42"));
+        assert_eq!(
+            renewal.spec.as_ref().and_then(|s| s.renew_time.clone()),
+            Some(now.clone())
+        );
+        assert_eq!(check_holder(&renewal, "me"), Ok(()));
+
+        let release = released(&mine, now);
+        assert_eq!(release.metadata.resource_version.as_deref(), Some("42"));
+        assert_eq!(check_holder(&release, "me"), Err(None));
+        assert_eq!(release.spec.and_then(|s| s.lease_duration_seconds), Some(1));
+    }
+
+    #[test]
+    fn a_409_is_a_lost_race_not_a_failure() {
+        let status = kube::core::Status::failure("the object has been modified", "Conflict").with_code(409);
+        assert!(matches!(
+            LeaseError::from(kube::Error::Api(Box::new(status))),
+            LeaseError::Conflict
+        ));
+    }
+
+    fn timings(lease: u64, deadline: u64, retry: u64) -> LeaderConfig {
+        LeaderConfig {
+            namespace: "default".into(),
+            lease_name: "ruleplane".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(lease),
+            renew_deadline: Duration::from_secs(deadline),
+            retry_period: Duration::from_secs(retry),
+        }
+    }
+
+    #[test]
+    fn timings_that_could_overlap_two_leaders_are_refused() {
+        assert_eq!(timings(15, 10, 2).check(), Ok(()));
+        assert!(matches!(
+            timings(10, 10, 2).check(),
+            Err(TimingError::DeadlineNotBeforeExpiry { .. })
+        ));
+        assert!(matches!(
+            timings(15, 10, 10).check(),
+            Err(TimingError::RetryNotBeforeDeadline { .. })
+        ));
+        assert_eq!(timings(15, 10, 2).request_timeout(), RETRY);
     }
 }

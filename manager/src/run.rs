@@ -112,7 +112,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         burst: args.kube_api_burst,
         max_in_flight: args.kube_api_max_in_flight,
     };
-    let client = kube_client::connect(args.kubeconfig.as_deref(), limits).await?;
+    let kube_config = kube_client::config(args.kubeconfig.as_deref()).await?;
+    let client = kube_client::limited_client(kube_config.clone(), limits)?;
     let version = client
         .apiserver_version()
         .await
@@ -158,7 +159,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         recorder,
         events,
     };
-    let mut supervisor = Supervisor::new(ctx);
+    let (leader_tx, mut leader_rx) = watch::channel(Leadership::Unknown);
+    let mut supervisor = Supervisor::new(ctx, leader_rx.clone());
 
     // Initial load. Invalid rules do not stop the process: it stays unready, shows the errors in /readyz and
     // picks up the fixed files, which is what a ConfigMap rollout needs.
@@ -186,7 +188,6 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     });
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let (leader_tx, mut leader_rx) = watch::channel(Leadership::Unknown);
     let election = if args.leader_elect {
         let config = LeaderConfig {
             namespace: lease_namespace(&args),
@@ -196,9 +197,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             renew_deadline: args.renew_deadline,
             retry_period: args.retry_period,
         };
+        config.check()?;
         info!(identity = %identity, lease = %format!("{}/{}", config.namespace, config.lease_name), "leader election enabled");
         Some(tokio::spawn(leader::run_election(
-            client.clone(),
+            kube_client::lease_client(kube_config)?,
             config,
             leader_tx,
             shutdown_rx,

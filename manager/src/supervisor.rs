@@ -9,11 +9,13 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::Recorder;
 use ruleplane_config::{Rule, RuleSet};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, error, info, info_span, warn};
 
 use crate::health::{Health, WorkerState};
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::watch_hub::WatchHub;
 use crate::workers;
@@ -54,19 +56,24 @@ pub struct Supervisor {
     /// Reconciler rules removed while this replica did not lead: their removal hook (releasing their finalizers)
     /// runs when it takes over, in case the leader of the moment died before it ran it.
     missed_removals: Vec<Rule>,
+    /// The election's verdict, read by every worker's own task: a worker stops the moment leadership is lost,
+    /// even while the loop that calls `set_leading` is busy (a removed rule's deletion policy waiting on a
+    /// stalled apiserver, say).
+    leadership: watch::Receiver<Leadership>,
 }
 
 /// How long a stopping worker may take to finish its current step before it is aborted.
 const GRACEFUL_STOP: Duration = Duration::from_secs(5);
 
 impl Supervisor {
-    pub fn new(ctx: WorkerContext) -> Self {
+    pub fn new(ctx: WorkerContext, leadership: watch::Receiver<Leadership>) -> Self {
         Supervisor {
             ctx,
             rules: BTreeMap::new(),
             running: BTreeMap::new(),
             leading: false,
             missed_removals: Vec::new(),
+            leadership,
         }
     }
 
@@ -85,7 +92,13 @@ impl Supervisor {
             self.stop_worker(rule.name(), true).await;
             self.ctx.health.remove_rule(rule.name());
             if self.leading {
-                workers::on_rule_removed(rule, set.rules(), &self.ctx).await;
+                // Its deletions are a leader's writes: abandoned the moment leadership is lost.
+                tokio::select! {
+                    _ = workers::on_rule_removed(rule, set.rules(), &self.ctx) => {}
+                    _ = leadership_lost(self.leadership.clone()) => {
+                        warn!(rule = rule.name(), "leadership lost while the removed rule's deletion policy ran; abandoned");
+                    }
+                }
             } else if matches!(rule, Rule::Reconciler(_)) {
                 self.missed_removals.push(rule.clone());
             }
@@ -116,6 +129,11 @@ impl Supervisor {
 
     pub async fn set_leading(&mut self, leading: bool) {
         if leading == self.leading {
+            if leading {
+                // Leadership lost and won again while this loop was busy reads as no change here, but the
+                // workers saw the loss and ended: a new term starts them again.
+                self.restart_ended();
+            }
             return;
         }
         self.leading = leading;
@@ -148,10 +166,31 @@ impl Supervisor {
         }
     }
 
+    fn restart_ended(&mut self) {
+        let ended: Vec<Rule> = self
+            .running
+            .values()
+            .filter(|w| w.task.is_finished())
+            .map(|w| w.rule.clone())
+            .collect();
+        if !ended.is_empty() {
+            info!(rules = ended.len(), "leading again: restarting workers");
+        }
+        for rule in ended {
+            self.start_worker(rule);
+        }
+    }
+
     fn start_worker(&mut self, rule: Rule) {
         let stop = CancellationToken::new();
         let name = rule.name().to_owned();
-        let task = tokio::spawn(supervise(rule.clone(), self.ctx.clone(), stop.clone(), workers::run));
+        let task = tokio::spawn(supervise(
+            rule.clone(),
+            self.ctx.clone(),
+            stop.clone(),
+            self.leadership.clone(),
+            workers::run,
+        ));
         self.running.insert(name, RunningWorker { rule, stop, task });
     }
 
@@ -176,10 +215,21 @@ impl Supervisor {
     }
 }
 
+/// Resolves once this replica does not lead (or the election has ended).
+async fn leadership_lost(mut leadership: watch::Receiver<Leadership>) {
+    let _ = leadership.wait_for(|l| !l.is_leading()).await;
+}
+
 /// Runs a rule's worker until `stop`, restarting it with exponential backoff (1 s → 60 s) when it fails or
-/// panics, so one broken rule never takes the process down.
-async fn supervise<W, F>(rule: Rule, ctx: WorkerContext, stop: CancellationToken, worker: W)
-where
+/// panics, so one broken rule never takes the process down. Lost leadership aborts it at once, without waiting
+/// for `stop` (another replica may already act on the same objects).
+async fn supervise<W, F>(
+    rule: Rule,
+    ctx: WorkerContext,
+    stop: CancellationToken,
+    leadership: watch::Receiver<Leadership>,
+    worker: W,
+) where
     W: Fn(Rule, WorkerContext, CancellationToken) -> F,
     F: Future<Output = Result<(), workers::WorkerError>> + Send + 'static,
 {
@@ -195,7 +245,15 @@ where
             worker(rule.clone(), ctx.clone(), stop.clone()).instrument(span),
         ));
         let started = tokio::time::Instant::now();
-        let (failure, expected) = match (&mut attempt.0).await {
+        let ended = tokio::select! {
+            ended = &mut attempt.0 => ended,
+            _ = leadership_lost(leadership.clone()) => {
+                // `attempt` is aborted as it drops.
+                ctx.health.set_rule(&name, kind, WorkerState::Standby);
+                return;
+            }
+        };
+        let (failure, expected) = match ended {
             Ok(Ok(())) => return,
             // A kind declared by a ResourceDefinition of the same rule set is served a moment after its CRD
             // is created: the first attempts of its workers meet a 404, which is no fault.
@@ -223,6 +281,7 @@ where
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
             _ = stop.cancelled() => return,
+            _ = leadership_lost(leadership.clone()) => return,
         }
         backoff = (backoff * 2).min(Duration::from_secs(60));
     }
@@ -298,7 +357,8 @@ mod tests {
             }
         };
         let stop = CancellationToken::new();
-        let task = tokio::spawn(supervise(rule(), ctx.clone(), stop.clone(), worker));
+        let (_leading, leadership) = watch::channel(Leadership::Leading);
+        let task = tokio::spawn(supervise(rule(), ctx.clone(), stop.clone(), leadership, worker));
         let started = tokio::time::Instant::now();
         while attempts.load(Ordering::SeqCst) < 3 {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -337,11 +397,43 @@ mod tests {
             Err::<(), _>(WorkerError::WatchEnded("widgets".into()))
         };
         let stop = CancellationToken::new();
-        let task = tokio::spawn(supervise(rule(), ctx.clone(), stop.clone(), worker));
+        let (_leading, leadership) = watch::channel(Leadership::Leading);
+        let task = tokio::spawn(supervise(rule(), ctx.clone(), stop.clone(), leadership, worker));
         tokio::time::sleep(Duration::from_millis(500)).await;
         let readyz = ctx.health.readiness(true).body;
         assert!(readyz.contains("degraded: watch for widgets ended"), "{readyz}");
         stop.cancel();
         task.await.expect("supervisor ends when stopped");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lost_leadership_aborts_a_worker_at_once_whatever_it_is_doing() {
+        let ctx = offline_context();
+        let (election, leadership) = watch::channel(Leadership::Leading);
+        let finished = Arc::new(AtomicU32::new(0));
+        let counter = finished.clone();
+        // A worker stuck in a request that never answers, deaf to its stop token.
+        let worker = move |_rule: Rule, _ctx: WorkerContext, _stop: CancellationToken| {
+            let counter = counter.clone();
+            async move {
+                std::future::pending::<()>().await;
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        };
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(supervise(rule(), ctx.clone(), stop, leadership, worker));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(ctx.health.readiness(true).body.contains("running"));
+        let lost = tokio::time::Instant::now();
+        election.send_replace(Leadership::Following(None));
+        task.await.expect("the supervising task ends");
+        assert_eq!(lost.elapsed(), Duration::ZERO, "no grace period");
+        let readyz = ctx.health.readiness(true).body;
+        assert!(
+            readyz.contains("rule widget.example.com (ResourceDefinition): standby"),
+            "{readyz}"
+        );
+        assert_eq!(finished.load(Ordering::SeqCst), 0);
     }
 }

@@ -6,6 +6,7 @@ mod cli;
 mod foundation;
 mod gitops;
 mod helm_chart;
+mod leader_election;
 mod manager_runtime;
 mod reconcilers;
 mod resource_definitions;

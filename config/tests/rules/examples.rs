@@ -19,7 +19,8 @@ fn every_example_loads() {
             "my-scheduler",
             "pod2s.samples.ruleplane.dev",
             "pod2-runner",
-            "spread"
+            "spread",
+            "team-card"
         ]
     );
 }
