@@ -91,6 +91,10 @@ pub struct RunArgs {
     /// How often the rules path is checked for changes (ConfigMap volume updates included).
     #[arg(long, env = "RULEPLANE_RELOAD_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
     pub reload_interval: Duration,
+    /// Let a reload remove every rule, or every ResourceDefinition rule (refused by default: such a set is more
+    /// often a broken ConfigMap or GitOps source than an intent, and removed rules' deletion policies would run).
+    #[arg(long, env = "RULEPLANE_ALLOW_EMPTY_RULE_SET")]
+    pub allow_empty_rule_set: bool,
     /// Requests per second to the apiserver, sustained (token bucket); 0 = no limit.
     #[arg(long, env = "RULEPLANE_KUBE_API_QPS", default_value_t = 0.0)]
     pub kube_api_qps: f64,

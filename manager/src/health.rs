@@ -30,6 +30,9 @@ struct Inner {
     rules_loaded: bool,
     /// The last reload's validation errors, kept while the previous good rule set runs.
     reload_error: Option<String>,
+    /// Why the last reload, valid but refused (it would remove every rule or every ResourceDefinition rule), did
+    /// not replace the running rule set.
+    reload_refused: Option<String>,
     caches_synced: bool,
     leadership: Option<Leadership>,
     rules: BTreeMap<String, RuleHealth>,
@@ -65,6 +68,10 @@ impl Health {
         self.write().reload_error = error;
     }
 
+    pub fn set_reload_refused(&self, refusal: Option<String>) {
+        self.write().reload_refused = refusal;
+    }
+
     pub fn set_caches_synced(&self, synced: bool) {
         self.write().caches_synced = synced;
     }
@@ -94,8 +101,9 @@ impl Health {
         self.write().rules.remove(name);
     }
 
-    /// Ready = rules loaded, caches synced, leadership known. A failed reload or a degraded rule is listed in
-    /// the verbose output but does not make the replica unready: the last good rules keep running.
+    /// Ready = rules loaded, caches synced, leadership known. A failed or refused reload or a degraded rule is
+    /// listed in the verbose output but does not make the replica unready: the last good rules keep running, and
+    /// an unready manager would only hold up the rollout that may carry the fix.
     pub fn readiness(&self, verbose: bool) -> Readiness {
         let inner = self.read();
         let checks = [
@@ -123,6 +131,9 @@ impl Health {
                 for line in err.lines() {
                     let _ = writeln!(body, "    {line}");
                 }
+            }
+            if let Some(refusal) = &inner.reload_refused {
+                let _ = writeln!(body, "[!] {refusal}");
             }
             for (owner, perms) in &inner.missing_permissions {
                 let _ = writeln!(body, "[!] {owner} lacks RBAC permissions: {}", perms.join("; "));

@@ -78,6 +78,7 @@ pub struct Metrics {
     pub leader: Gauge,
     pub rules_loaded: Gauge,
     pub rule_errors: Gauge,
+    pub reload_refused: Gauge,
     pub reloads: Family<ResultLabels, Counter>,
     pub worker_restarts: Family<RuleLabels, Counter>,
     pub reconciles: Family<RuleLabels, Counter>,
@@ -114,8 +115,18 @@ impl Metrics {
             "Errors in the rule files at the last load attempt (0 when the files are valid)",
             rule_errors.clone(),
         );
+        let reload_refused = Gauge::default();
+        registry.register(
+            "rule_reload_refused",
+            "1 while the last reload was refused because it would remove every rule or every ResourceDefinition rule (the previous rules keep running), else 0",
+            reload_refused.clone(),
+        );
         let reloads = Family::<ResultLabels, Counter>::default();
-        registry.register("reloads", "Rule reloads by result (success, invalid)", reloads.clone());
+        registry.register(
+            "reloads",
+            "Rule reloads by result (success, invalid, refused)",
+            reloads.clone(),
+        );
         let worker_restarts = Family::<RuleLabels, Counter>::default();
         registry.register(
             "worker_restarts",
@@ -240,6 +251,7 @@ impl Metrics {
             leader,
             rules_loaded,
             rule_errors,
+            reload_refused,
             reloads,
             worker_restarts,
             reconciles,

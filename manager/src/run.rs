@@ -160,7 +160,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         events,
     };
     let (leader_tx, mut leader_rx) = watch::channel(Leadership::Unknown);
-    let mut supervisor = Supervisor::new(ctx, leader_rx.clone());
+    let mut supervisor = Supervisor::new(ctx, leader_rx.clone(), args.allow_empty_rule_set);
 
     // Initial load. Invalid rules do not stop the process: it stays unready, shows the errors in /readyz and
     // picks up the fixed files, which is what a ConfigMap rollout needs.
@@ -252,14 +252,32 @@ async fn apply_load(
             for rule in rules.rules() {
                 info!(rule = rule.name(), kind = rule.kind().as_str(), source = %rule.source(), "rule");
             }
+            metrics.rule_errors.set(0);
+            health.set_reload_error(None);
+            if let Err(refusal) = supervisor.apply_rules(&rules).await {
+                let message = format!(
+                    "rule reload refused: {refusal}; the previous rules keep running; pass --allow-empty-rule-set \
+                     (Helm value allowEmptyRuleSet) to allow it"
+                );
+                warn!(path = %root.display(), "{message}");
+                metrics
+                    .reloads
+                    .get_or_create(&ResultLabels {
+                        result: "refused".into(),
+                    })
+                    .inc();
+                metrics.reload_refused.set(1);
+                health.set_reload_refused(Some(message));
+                return;
+            }
             metrics
                 .reloads
                 .get_or_create(&ResultLabels {
                     result: "success".into(),
                 })
                 .inc();
-            metrics.rule_errors.set(0);
-            health.set_reload_error(None);
+            metrics.reload_refused.set(0);
+            health.set_reload_refused(None);
             health.set_rules_loaded();
             // Off the main loop: leadership changes and reloads must not wait for the apiserver's answers.
             let (client, health, set, ns) = (
@@ -271,7 +289,6 @@ async fn apply_load(
             tokio::spawn(async move {
                 health.set_missing_permissions(permissions::report_missing(&client, &set, &ns).await);
             });
-            supervisor.apply_rules(&rules).await;
         }
         Err(diagnostics) => {
             let count = diagnostics.len();
@@ -284,6 +301,9 @@ async fn apply_load(
                 .inc();
             metrics.rule_errors.set(i64::try_from(count).unwrap_or(i64::MAX));
             health.set_reload_error(Some(diagnostics.to_string()));
+            // The latest attempt is this one: a refusal of an earlier set no longer describes it.
+            metrics.reload_refused.set(0);
+            health.set_reload_refused(None);
         }
     }
 }

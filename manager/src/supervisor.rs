@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::Recorder;
-use ruleplane_config::{Rule, RuleSet};
+use ruleplane_config::{CrdRemoval, ReloadRefusal, Rule, RuleSet, check_reload, plan_crd_removal};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -60,13 +60,19 @@ pub struct Supervisor {
     /// even while the loop that calls `set_leading` is busy (a removed rule's deletion policy waiting on a
     /// stalled apiserver, say).
     leadership: watch::Receiver<Leadership>,
+    /// Let a reload empty the rule set or drop every ResourceDefinition rule (`--allow-empty-rule-set`).
+    allow_empty_rule_set: bool,
+    /// ResourceDefinition rules of the running set that replaced, in a reload seen here, rules declaring the same
+    /// CRD (a rename): their worker may apply over a CRD labelled with those rules' names. Kept on standbys too,
+    /// so a replica taking over knows; dropped with the rule.
+    takeovers: BTreeMap<String, Vec<String>>,
 }
 
 /// How long a stopping worker may take to finish its current step before it is aborted.
 const GRACEFUL_STOP: Duration = Duration::from_secs(5);
 
 impl Supervisor {
-    pub fn new(ctx: WorkerContext, leadership: watch::Receiver<Leadership>) -> Self {
+    pub fn new(ctx: WorkerContext, leadership: watch::Receiver<Leadership>, allow_empty_rule_set: bool) -> Self {
         Supervisor {
             ctx,
             rules: BTreeMap::new(),
@@ -74,12 +80,16 @@ impl Supervisor {
             leading: false,
             missed_removals: Vec::new(),
             leadership,
+            allow_empty_rule_set,
+            takeovers: BTreeMap::new(),
         }
     }
 
     /// Replaces the rule set: unchanged rules keep running untouched, changed ones restart, removed ones stop
-    /// and their deletion policy runs, new ones start.
-    pub async fn apply_rules(&mut self, set: &RuleSet) {
+    /// and their deletion policy runs, new ones start. A set that would remove every rule, or every
+    /// ResourceDefinition rule, is refused (unless allowed) and the running set stays as it is.
+    pub async fn apply_rules(&mut self, set: &RuleSet) -> Result<(), ReloadRefusal> {
+        check_reload(self.rules.values(), set.rules(), self.allow_empty_rule_set)?;
         let new: BTreeMap<String, Rule> = set.rules().iter().map(|r| (r.name().to_owned(), r.clone())).collect();
         let removed: Vec<Rule> = self
             .rules
@@ -90,6 +100,14 @@ impl Supervisor {
         for rule in &removed {
             info!(rule = rule.name(), "rule removed");
             self.stop_worker(rule.name(), true).await;
+            // Before the successor's worker starts (below), so its first apply already takes the CRD over.
+            if let Rule::ResourceDefinition(rd) = rule
+                && let CrdRemoval::TakenOver { by } = plan_crd_removal(rd, set.rules())
+            {
+                let mut from = self.takeovers.remove(rule.name()).unwrap_or_default();
+                from.push(rule.name().to_owned());
+                self.takeovers.entry(by).or_default().extend(from);
+            }
             self.ctx.health.remove_rule(rule.name());
             if self.leading {
                 // Its deletions are a leader's writes: abandoned the moment leadership is lost.
@@ -120,11 +138,13 @@ impl Supervisor {
                 self.start_worker(rule.clone());
             }
         }
+        self.takeovers.retain(|name, _| new.contains_key(name));
         self.rules = new;
         self.ctx
             .metrics
             .rules_loaded
             .set(i64::try_from(self.rules.len()).unwrap_or(i64::MAX));
+        Ok(())
     }
 
     pub async fn set_leading(&mut self, leading: bool) {
@@ -184,12 +204,14 @@ impl Supervisor {
     fn start_worker(&mut self, rule: Rule) {
         let stop = CancellationToken::new();
         let name = rule.name().to_owned();
+        let takes_over_from = self.takeovers.get(&name).cloned().unwrap_or_default();
+        let worker = move |rule, ctx, stop| workers::run(rule, takes_over_from.clone(), ctx, stop);
         let task = tokio::spawn(supervise(
             rule.clone(),
             self.ctx.clone(),
             stop.clone(),
             self.leadership.clone(),
-            workers::run,
+            worker,
         ));
         self.running.insert(name, RunningWorker { rule, stop, task });
     }
@@ -435,5 +457,111 @@ mod tests {
             "{readyz}"
         );
         assert_eq!(finished.load(Ordering::SeqCst), 0);
+    }
+
+    /// A leadership channel that says this replica follows (its sender dropped: nothing changes it).
+    fn not_leading() -> watch::Receiver<Leadership> {
+        watch::channel(Leadership::Following(None)).1
+    }
+
+    fn rule_set(yaml: &str) -> RuleSet {
+        ruleplane_config::load_str("rules.yaml", yaml).expect("valid rules")
+    }
+
+    fn rd(name: &str, extra: &str) -> String {
+        format!(
+            "apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata: {{ name: {name} }}\n\
+             spec: {{ versions: [ {{ name: v1 }} ]{extra} }}\n"
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reload_that_empties_the_rule_set_is_refused_and_the_running_set_stays() {
+        let ctx = offline_context();
+        let mut supervisor = Supervisor::new(ctx.clone(), not_leading(), false);
+        let running = rule_set(&rd("cron-tab.example.com", ", deletionPolicy: Delete"));
+        supervisor.apply_rules(&running).await.expect("first set");
+        let refused = supervisor.apply_rules(&RuleSet::default()).await.unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("would delete CustomResourceDefinition crontabs.example.com"),
+            "{refused}"
+        );
+        assert_eq!(supervisor.rules.len(), 1, "the running set is kept");
+        assert_eq!(ctx.metrics.rules_loaded.get(), 1);
+        let readyz = ctx.health.readiness(true).body;
+        assert!(
+            readyz.contains("rule cron-tab.example.com (ResourceDefinition)"),
+            "{readyz}"
+        );
+
+        let mut allowing = Supervisor::new(offline_context(), not_leading(), true);
+        allowing.apply_rules(&running).await.expect("first set");
+        allowing
+            .apply_rules(&RuleSet::default())
+            .await
+            .expect("allowed by the operator");
+        assert!(allowing.rules.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn at_startup_an_empty_rule_set_is_accepted() {
+        let mut supervisor = Supervisor::new(offline_context(), not_leading(), false);
+        supervisor
+            .apply_rules(&RuleSet::default())
+            .await
+            .expect("nothing ran before");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renamed_resource_definition_takes_its_crd_over_through_every_rename() {
+        let mut supervisor = Supervisor::new(offline_context(), not_leading(), false);
+        supervisor
+            .apply_rules(&rule_set(&rd("cron-tab.example.com", ", deletionPolicy: Delete")))
+            .await
+            .unwrap();
+        // Renamed (same CRD crontabs.example.com), then renamed again before the CRD's label changed.
+        supervisor
+            .apply_rules(&rule_set(&rd("crontabs.example.com", ", names: { kind: CronTab }")))
+            .await
+            .unwrap();
+        supervisor
+            .apply_rules(&rule_set(&rd(
+                "crontabs.example.com",
+                ", names: { kind: CronTab, singular: crontab }",
+            )))
+            .await
+            .unwrap();
+        assert_eq!(
+            supervisor.takeovers.get("crontabs.example.com"),
+            Some(&vec!["cron-tab.example.com".to_owned()]),
+            "an edit of the new rule keeps what it took over"
+        );
+        supervisor
+            .apply_rules(&rule_set(&rd("cron-tab.example.com", "")))
+            .await
+            .unwrap();
+        assert_eq!(
+            supervisor.takeovers.get("cron-tab.example.com"),
+            Some(&vec![
+                "cron-tab.example.com".to_owned(),
+                "crontabs.example.com".to_owned()
+            ])
+        );
+        assert_eq!(supervisor.takeovers.len(), 1, "the removed rule's entry goes with it");
+        supervisor
+            .apply_rules(&rule_set(&format!(
+                "{}---\n{}",
+                rd("cron-tab.example.com", ""),
+                rd("other.example.com", "")
+            )))
+            .await
+            .unwrap();
+        assert_eq!(
+            supervisor.takeovers.len(),
+            1,
+            "an unrelated new rule takes nothing over"
+        );
     }
 }

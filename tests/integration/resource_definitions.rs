@@ -9,7 +9,8 @@ use serde_json::json;
 
 use crate::support::manager::{ManagerProcess, temp_dir};
 use crate::support::{
-    admin_client, create_foreign_crd, eventually, kubectl, kubectl_result, test_namespace, write_rule_file as write,
+    admin_client, create_foreign_crd, eventually, eventually_seen, kubectl, kubectl_result, test_namespace,
+    write_rule_file as write,
 };
 
 /// The CronTab rule without short names: `ct` must stay unique to one test in the shared cluster.
@@ -171,6 +172,8 @@ async fn removing_a_rule_keeps_the_crd_and_objects_unless_deletion_policy_says_d
     );
     write(&rules, "kept.yaml", &kept);
     write(&rules, "deleted.yaml", &deleted);
+    // A rule that stays: a reload removing every ResourceDefinition rule would be refused.
+    write(&rules, "stays.yaml", &crontab_rule_in("stays.removal.test"));
     let manager = ManagerProcess::start(&rules, &ns, "rd-removal", &[]);
     established("crontabs.keep.removal.test", Duration::from_secs(40)).await;
     established("crontabs.delete.removal.test", Duration::from_secs(40)).await;
@@ -415,4 +418,181 @@ async fn hand_edits_to_a_managed_crd_are_corrected() {
         generation_after >= generation_before.map(|g| g + 2),
         "{generation_before:?} → {generation_after:?}"
     );
+}
+
+/// The rule for `crontabs.<group>` with `deletionPolicy: Delete`, named TPR-style (`cron-tab.<group>`).
+fn delete_policy_rule_in(group: &str) -> String {
+    crontab_rule_in(group).replace(
+        "  scope: Namespaced\n",
+        "  scope: Namespaced\n  deletionPolicy: Delete\n",
+    )
+}
+
+async fn create_crontab(client: &kube::Client, ns: &str, group: &str, name: &str) -> DynamicObject {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, "v1", "CronTab"));
+    let objects: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "CronTab", "metadata": {"name": name},
+        "spec": {"cronSpec": "* * * * *", "image": "x"}
+    }))
+    .unwrap();
+    eventually(Duration::from_secs(20), "create a CronTab", || async {
+        objects.create(&PostParams::default(), &obj).await.ok()
+    })
+    .await
+}
+
+/// Waits until `/readyz?verbose` contains `text` (at most 40 s) and returns the body.
+async fn readyz_containing(manager: &ManagerProcess, text: &str) -> String {
+    eventually_seen(Duration::from_secs(40), &format!("`{text}` in /readyz"), || async {
+        match manager.readyz().await {
+            Some((_, body)) if body.contains(text) => Ok(body),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
+}
+
+/// The CRD's uid while it exists and is not being deleted; panics otherwise, saying what was found.
+async fn live_uid(crds: &Api<CustomResourceDefinition>, name: &str) -> Option<String> {
+    let crd = crds.get_opt(name).await.expect("read the CRD");
+    let crd = crd.unwrap_or_else(|| panic!("CRD {name} was deleted"));
+    assert!(crd.metadata.deletion_timestamp.is_none(), "CRD {name} is being deleted");
+    crd.metadata.uid
+}
+
+#[tokio::test]
+async fn renaming_a_delete_policy_rule_keeps_its_crd_and_objects() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rd-rename").await;
+    let rules = temp_dir("rd-rename");
+    let old = delete_policy_rule_in("rename.test");
+    write(&rules, "crontab.yaml", &old);
+    let manager = ManagerProcess::start(&rules, &ns, "rd-rename", &[]);
+    let crd_uid = established("crontabs.rename.test", Duration::from_secs(40))
+        .await
+        .metadata
+        .uid;
+    let object_uid = create_crontab(&client, &ns, "rename.test", "precious")
+        .await
+        .metadata
+        .uid;
+
+    // Renamed in Git: a CRD-style name for the same CRD, crontabs.rename.test, still with `deletionPolicy: Delete`.
+    let renamed = old
+        .replace("  name: cron-tab.rename.test\n", "  name: crontabs.rename.test\n")
+        .replace(
+            "  scope: Namespaced\n",
+            "  scope: Namespaced\n  names: { kind: CronTab }\n",
+        );
+    write(&rules, "crontab.yaml", &renamed);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    // The old rule's removal runs before the new rule's worker starts: once the new rule has relabelled the CRD,
+    // the removal has been decided.
+    eventually_seen(Duration::from_secs(20), "the new rule's label on the CRD", || async {
+        let crd = crds.get_opt("crontabs.rename.test").await.map_err(|e| e.to_string())?;
+        let label = crd
+            .as_ref()
+            .and_then(|c| c.metadata.labels.as_ref()?.get("ruleplane.dev/rule").cloned());
+        match label.as_deref() {
+            Some("crontabs.rename.test") => Ok(()),
+            _ => Err(format!("CRD exists: {}, rule label {label:?}", crd.is_some())),
+        }
+    })
+    .await;
+    assert_eq!(
+        live_uid(&crds, "crontabs.rename.test").await,
+        crd_uid,
+        "the same CRD, not a new one"
+    );
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("rename.test", "v1", "CronTab"));
+    let objects: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    let kept = objects.get("precious").await.expect("the CronTab survives the rename");
+    assert_eq!(kept.metadata.uid, object_uid);
+    let body = readyz_containing(&manager, "rule crontabs.rename.test (ResourceDefinition): running").await;
+    assert!(!body.contains("cron-tab.rename.test"), "the old rule is gone:\n{body}");
+    let metrics = manager.metrics_text().await.unwrap_or_default();
+    assert!(
+        !metrics.contains("category=\"owned-by-other-rule\""),
+        "the new rule's apply was never refused:\n{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_reload_that_removes_every_rule_is_refused_unless_the_operator_allows_it() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rd-empty").await;
+    let rules = temp_dir("rd-empty");
+    let rule = delete_policy_rule_in("empty.test");
+    write(&rules, "crontab.yaml", &rule);
+    let mut manager = ManagerProcess::start(&rules, &ns, "rd-empty", &[]);
+    let crd_uid = established("crontabs.empty.test", Duration::from_secs(40))
+        .await
+        .metadata
+        .uid;
+    let object_uid = create_crontab(&client, &ns, "empty.test", "precious")
+        .await
+        .metadata
+        .uid;
+    readyz_containing(&manager, "rule cron-tab.empty.test (ResourceDefinition): running").await;
+
+    // The ConfigMap lost its keys: the rules directory is empty.
+    std::fs::remove_file(rules.join("crontab.yaml")).unwrap();
+    let body = readyz_containing(&manager, "rule reload refused").await;
+    let (code, _) = manager.readyz().await.expect("/readyz answers");
+    assert_eq!(code, 200, "still ready: the last good rules keep running\n{body}");
+    assert!(
+        body.contains(
+            "[!] rule reload refused: the new rule set is empty: it removes all 1 rules (deletionPolicy: Delete \
+             would delete CustomResourceDefinition crontabs.empty.test and every object of it)"
+        ),
+        "{body}"
+    );
+    assert!(body.contains("pass --allow-empty-rule-set"), "{body}");
+    assert!(
+        body.contains("rule cron-tab.empty.test (ResourceDefinition): running"),
+        "{body}"
+    );
+    assert_eq!(manager.metric("ruleplane_rule_reload_refused").await, Some(1.0));
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    assert_eq!(live_uid(&crds, "crontabs.empty.test").await, crd_uid);
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("empty.test", "v1", "CronTab"));
+    let objects: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    assert_eq!(
+        objects.get("precious").await.expect("the CronTab is kept").metadata.uid,
+        object_uid
+    );
+
+    // The files come back: the refusal is over.
+    write(&rules, "crontab.yaml", &rule);
+    eventually_seen(Duration::from_secs(20), "the refusal cleared", || async {
+        let refused = manager.metric("ruleplane_rule_reload_refused").await;
+        let body = manager.readyz().await.map(|(_, body)| body).unwrap_or_default();
+        match refused {
+            Some(0.0) if !body.contains("refused") => Ok(()),
+            _ => Err(format!("ruleplane_rule_reload_refused {refused:?}; /readyz:\n{body}")),
+        }
+    })
+    .await;
+    manager.sigterm();
+
+    // The operator opts in. A manager starting on an empty directory accepts it (nothing ran to be lost) and
+    // deletes nothing.
+    std::fs::remove_file(rules.join("crontab.yaml")).unwrap();
+    let allowed = ManagerProcess::start(&rules, &ns, "rd-empty-allowed", &["--allow-empty-rule-set"]);
+    allowed.wait_ready(Duration::from_secs(40)).await;
+    assert_eq!(live_uid(&crds, "crontabs.empty.test").await, crd_uid);
+    write(&rules, "crontab.yaml", &rule);
+    readyz_containing(&allowed, "rule cron-tab.empty.test (ResourceDefinition): running").await;
+    std::fs::remove_file(rules.join("crontab.yaml")).unwrap();
+    eventually_seen(Duration::from_secs(20), "the Delete-policy CRD deleted", || async {
+        match crds.get_opt("crontabs.empty.test").await {
+            Ok(None) => Ok(()),
+            Ok(Some(crd)) if crd.metadata.deletion_timestamp.is_some() => Ok(()),
+            Ok(Some(crd)) => Err(format!("CRD labels {:?}", crd.metadata.labels)),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await;
+    assert_eq!(allowed.metric("ruleplane_rule_reload_refused").await, Some(0.0));
 }

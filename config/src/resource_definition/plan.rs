@@ -12,6 +12,10 @@ pub struct EvolutionPolicy {
     pub adopt: bool,
     pub allow_storage_version_change: bool,
     pub allow_version_removal: bool,
+    /// Rules this rule replaced in a reload while declaring the same CRD (a rename): a CRD labelled with one of
+    /// them is this rule's to apply, not another rule's. Only the supervisor that saw the old rule go knows this;
+    /// a rename it did not see (made while no manager ran) needs `adopt: true`.
+    pub takes_over_from: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +33,9 @@ pub enum CrdRefusal {
         "CustomResourceDefinition {crd} exists and is not managed by ruleplane; set `adopt: true` in the rule to take it over"
     )]
     NotManaged { crd: String },
-    #[error("CustomResourceDefinition {crd} is managed by rule {owner}, not by this rule")]
+    #[error(
+        "CustomResourceDefinition {crd} is managed by rule {owner}, not by this rule; if {owner} was renamed to this rule while no manager saw it, set `adopt: true` in the rule to take it over"
+    )]
     OwnedByOtherRule { crd: String, owner: String },
     #[error(
         "changing the storage version of {crd} from {from} to {to} needs `allowStorageVersionChange: true` (existing objects stay stored as {from} until migrated)"
@@ -71,7 +77,8 @@ pub fn plan_crd(
         if !policy.adopt {
             return Err(CrdRefusal::NotManaged { crd });
         }
-    } else if let Some(owner) = owning_rule(labels).filter(|o| *o != policy.rule)
+    } else if let Some(owner) =
+        owning_rule(labels).filter(|o| *o != policy.rule && !policy.takes_over_from.iter().any(|from| from == o))
         && !policy.adopt
     {
         return Err(CrdRefusal::OwnedByOtherRule {
@@ -187,6 +194,22 @@ status:
                 owner: "other".into()
             }
         );
+    }
+
+    #[test]
+    fn crd_of_a_rule_this_one_replaced_is_taken_over() {
+        let ex = existing(
+            "{ app.kubernetes.io/managed-by: ruleplane, ruleplane.dev/rule: cron-tab.old }",
+            "[{ name: v1, served: true, storage: true }]",
+            "[v1]",
+        );
+        let renamed = EvolutionPolicy {
+            takes_over_from: vec!["cron-tab.old".into()],
+            ..policy()
+        };
+        assert_eq!(plan_crd(&crd(DESIRED_V1), Some(&ex), &renamed), Ok(CrdPlan::Update));
+        let refused = plan_crd(&crd(DESIRED_V1), Some(&ex), &policy()).unwrap_err();
+        assert!(refused.to_string().contains("adopt: true"), "{refused}");
     }
 
     #[test]

@@ -29,10 +29,16 @@ pub fn now() -> String {
         .to_string()
 }
 
-/// Runs the worker for `rule` until `stop` is cancelled.
-pub async fn run(rule: Rule, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
+/// Runs the worker for `rule` until `stop` is cancelled. `takes_over_from`: the rules whose CRD this
+/// ResourceDefinition rule took over in a reload (a rename; empty for other kinds).
+pub async fn run(
+    rule: Rule,
+    takes_over_from: Vec<String>,
+    ctx: WorkerContext,
+    stop: CancellationToken,
+) -> Result<(), WorkerError> {
     match rule {
-        Rule::ResourceDefinition(rd) => resource_definition::run(rd, ctx, stop).await,
+        Rule::ResourceDefinition(rd) => resource_definition::run(rd, takes_over_from, ctx, stop).await,
         Rule::Reconciler(reconciler) => reconciler::run(reconciler, ctx, stop).await,
         Rule::SchedulerPolicy(policy) => scheduler::run(policy, ctx, stop).await,
     }
@@ -41,7 +47,7 @@ pub async fn run(rule: Rule, ctx: WorkerContext, stop: CancellationToken) -> Res
 /// Applies a removed rule's deletion policy (only called on the leader); `remaining` is the new rule set.
 pub async fn on_rule_removed(rule: &Rule, remaining: &[Rule], ctx: &WorkerContext) {
     match rule {
-        Rule::ResourceDefinition(rd) => resource_definition::on_rule_removed(rd, ctx).await,
+        Rule::ResourceDefinition(rd) => resource_definition::on_rule_removed(rd, remaining, ctx).await,
         Rule::Reconciler(reconciler) => {
             let reconcilers: Vec<&ruleplane_config::Reconciler> = remaining
                 .iter()

@@ -168,6 +168,26 @@ where
     }
 }
 
+/// Polls `check` until it returns `Ok` or `timeout` passes; the failure shows what the last attempt saw (its `Err`).
+pub async fn eventually_seen<T, F, Fut>(timeout: std::time::Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let seen = match check().await {
+            Ok(v) => return v,
+            Err(seen) => seen,
+        };
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}; last seen: {seen}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// Writes a rule file by write-then-rename, as editors and the kubelet's ConfigMap writer do, so the manager
 /// never reads half a file.
 pub fn write_rule_file(dir: &Path, file: &str, text: &str) {

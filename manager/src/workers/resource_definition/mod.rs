@@ -8,10 +8,10 @@ use std::time::Duration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionCondition,
 };
-use kube::api::{Api, ApiResource, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
-use ruleplane_config::ResourceDefinitionRule;
+use ruleplane_config::{CrdRemoval, ResourceDefinitionRule, Rule, deletable_by, plan_crd_removal};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -19,7 +19,7 @@ use crate::runner::{Action, Reconcile, ReconcileError, Reconciled, Requeued, Run
 use crate::supervisor::WorkerContext;
 use crate::watch_hub::{Change, KindKey, SharedWatch};
 use crate::workers::WorkerError;
-use ruleplane_config::ownership::{CRD_FIELD_MANAGER, owning_rule};
+use ruleplane_config::ownership::CRD_FIELD_MANAGER;
 use ruleplane_config::{CrdPlan, CrdRefusal, EvolutionPolicy, plan_crd};
 
 const KIND: &str = "ResourceDefinition";
@@ -129,9 +129,10 @@ enum Observed {
     Pending,
 }
 
-pub fn evolution_policy(rule: &ResourceDefinitionRule) -> EvolutionPolicy {
+pub fn evolution_policy(rule: &ResourceDefinitionRule, takes_over_from: Vec<String>) -> EvolutionPolicy {
     EvolutionPolicy {
         rule: rule.name().to_owned(),
+        takes_over_from,
         adopt: rule.adopt(),
         allow_storage_version_change: rule.allow_storage_version_change(),
         allow_version_removal: rule.allow_version_removal(),
@@ -182,7 +183,12 @@ impl Reconcile for CrdReconciler {
     }
 }
 
-pub async fn run(rule: ResourceDefinitionRule, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
+pub async fn run(
+    rule: ResourceDefinitionRule,
+    takes_over_from: Vec<String>,
+    ctx: WorkerContext,
+    stop: CancellationToken,
+) -> Result<(), WorkerError> {
     let desired = ruleplane_config::generate_crd(&rule);
     let crd_name = desired.name_any();
     let watch = ctx.hub.watch(&crd_resource());
@@ -201,7 +207,7 @@ pub async fn run(rule: ResourceDefinitionRule, ctx: WorkerContext, stop: Cancell
     };
     let reconciler = Arc::new(CrdReconciler {
         api: Api::all(ctx.client.clone()),
-        policy: evolution_policy(&rule),
+        policy: evolution_policy(&rule, takes_over_from),
         desired,
         crd_name: crd_name.clone(),
         watch,
@@ -306,18 +312,33 @@ fn truncate(s: &str, max: usize) -> String {
 }
 
 /// A removed rule keeps its CRD (and so every user object of that kind) unless it said `deletionPolicy:
-/// Delete`; even then only a CRD carrying this rule's label is deleted.
-pub async fn on_rule_removed(rule: &ResourceDefinitionRule, ctx: &WorkerContext) {
-    let desired = ruleplane_config::generate_crd(rule);
-    let name = desired.name_any();
-    if !rule.deletes_crd_on_removal() {
-        info!(rule = rule.name(), crd = %name, "rule removed; CustomResourceDefinition kept (deletionPolicy: Retain)");
-        return;
+/// Delete` and no rule of the new set (`remaining`) declares the same CRD; even then only a CRD carrying this
+/// rule's label is deleted, and only as it was read (uid and resourceVersion preconditions), so a CRD relabelled
+/// or replaced in between is left alone.
+pub async fn on_rule_removed(rule: &ResourceDefinitionRule, remaining: &[Rule], ctx: &WorkerContext) {
+    let name = rule.crd_name();
+    match plan_crd_removal(rule, remaining) {
+        CrdRemoval::Retain => {
+            info!(rule = rule.name(), crd = %name, "rule removed; CustomResourceDefinition kept (deletionPolicy: Retain)");
+            return;
+        }
+        CrdRemoval::TakenOver { by } => {
+            info!(rule = rule.name(), crd = %name, by = %by, "rule removed; CustomResourceDefinition kept: rule {by} declares it and takes it over");
+            return;
+        }
+        CrdRemoval::Delete => {}
     }
     let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     match api.get_opt(&name).await {
-        Ok(Some(crd)) if owning_rule(crd.metadata.labels.as_ref()) == Some(rule.name()) => {
-            match api.delete(&name, &DeleteParams::default()).await {
+        Ok(Some(crd)) if deletable_by(crd.metadata.labels.as_ref(), rule.name()) => {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: crd.metadata.uid.clone(),
+                    resource_version: crd.metadata.resource_version.clone(),
+                }),
+                ..DeleteParams::default()
+            };
+            match api.delete(&name, &params).await {
                 Ok(_) => {
                     info!(rule = rule.name(), crd = %name, "rule removed; CustomResourceDefinition deleted (deletionPolicy: Delete)")
                 }
