@@ -32,6 +32,8 @@ pub mod scheduler;
 mod schema;
 mod schema_reference;
 mod template;
+#[cfg(test)]
+mod test_rules;
 mod yaml_tree;
 
 pub use builtin_kinds::{BUILTIN_KINDS, BuiltinKind, builtin_kind};

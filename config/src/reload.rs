@@ -83,19 +83,7 @@ pub fn check_reload<'a>(
 mod tests {
     use super::*;
 
-    fn rules(yaml: &str) -> Vec<Rule> {
-        crate::load_str("rules.yaml", yaml)
-            .expect("valid rules")
-            .rules()
-            .to_vec()
-    }
-
-    fn rd(name: &str, extra: &str) -> String {
-        format!(
-            "apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata: {{ name: {name} }}\n\
-             spec: {{ versions: [ {{ name: v1 }} ]{extra} }}\n---\n"
-        )
-    }
+    use crate::test_rules::{resource_definition as rd, rules};
 
     const POLICY: &str = "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: { name: s }\n\
         spec: { schedulerName: mine }\n---\n";

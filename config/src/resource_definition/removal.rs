@@ -45,19 +45,7 @@ pub fn deletable_by(labels: Option<&std::collections::BTreeMap<String, String>>,
 mod tests {
     use super::*;
 
-    fn rules(yaml: &str) -> Vec<Rule> {
-        crate::load_str("rules.yaml", yaml)
-            .expect("valid rules")
-            .rules()
-            .to_vec()
-    }
-
-    fn rd(name: &str, extra: &str) -> String {
-        format!(
-            "apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata: {{ name: {name} }}\n\
-             spec: {{ versions: [ {{ name: v1 }} ]{extra} }}\n"
-        )
-    }
+    use crate::test_rules::{resource_definition as rd, rules};
 
     fn removed(yaml: &str) -> ResourceDefinitionRule {
         match rules(yaml).remove(0) {
