@@ -69,6 +69,14 @@ pub enum RenderError {
         /// The template error.
         error: TemplateRenderError,
     },
+    /// A lookup's rendered name or namespace is not a Kubernetes name (it becomes part of a request path).
+    #[error("lookup `{lookup}`: {message}")]
+    LookupTarget {
+        /// The lookup's name.
+        lookup: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 /// A YAML problem in rendered output.
@@ -91,6 +99,7 @@ impl RenderError {
             RenderError::Template { error, .. } | RenderError::Lookup { error, .. } => error.category(),
             RenderError::OutputYaml { .. } => "output-yaml",
             RenderError::OutputObject { .. } => "output-object",
+            RenderError::LookupTarget { .. } => "lookup-target",
         }
     }
 }
@@ -211,7 +220,22 @@ pub fn render_lookup_target(lookup: &ResolvedLookup, parent: &Value) -> Result<(
             .and_then(Value::as_str)
             .map(str::to_string),
     };
-    Ok((object_name.trim().to_string(), namespace.map(|n| n.trim().to_string())))
+    let (object_name, namespace) = (object_name.trim().to_string(), namespace.map(|n| n.trim().to_string()));
+    // The name and namespace go into a request's path: data read from the cluster must not steer it elsewhere.
+    let invalid = |what: &str, value: &str| RenderError::LookupTarget {
+        lookup: lookup.name.clone(),
+        message: format!(
+            "rendered {what} `{}` is not a valid Kubernetes name",
+            truncate(value, 64)
+        ),
+    };
+    if !is_object_name(&lookup.spec.api_version, &object_name) {
+        return Err(invalid("name", &object_name));
+    }
+    if let Some(namespace) = namespace.as_deref().filter(|namespace| !is_dns_label(namespace)) {
+        return Err(invalid("namespace", namespace));
+    }
+    Ok((object_name, namespace))
 }
 
 /// Builds the `lookups` map for `parent`: for each lookup, renders its target, asks `fetch` for the object

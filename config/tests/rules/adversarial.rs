@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use ruleplane_config::{Reconciler, Rule, RuleSet, load_paths, render_children};
+use ruleplane_config::{Reconciler, Rule, RuleSet, gather_lookups, load_paths, render_children};
 use serde_json::{Map, Value, json};
 
 fn repo() -> PathBuf {
@@ -306,4 +306,33 @@ fn an_invalid_rendered_name_is_refused_before_any_request() {
     let parent = configmap("tenant-a", "Web_App", json!({ "team": "t", "note": "n", "image": "i" }));
     let error = render_children(rule, &parent, &Map::new()).expect_err("upper case and `_` are not DNS");
     assert!(error.to_string().contains("not a valid Kubernetes name"), "{error}");
+}
+
+#[test]
+fn a_lookup_name_from_data_cannot_steer_the_request_path() {
+    let rules = load("tests/rules/adversarial/lookup-path.yaml");
+    let rule = reconciler(&rules, "by-reference");
+    let parent = |reference: &str, namespace: &str| {
+        configmap(
+            "tenant-a",
+            "web",
+            json!({ "ref": reference, "refNamespace": namespace }),
+        )
+    };
+    let mut asked = Vec::new();
+    let mut fetch = |_: &ruleplane_config::Lookup, name: &str, namespace: Option<&str>| {
+        asked.push(format!("{}/{name}", namespace.unwrap_or_default()));
+        None
+    };
+    gather_lookups(rule, &parent("settings", "tenant-a"), &mut fetch).expect("a valid reference is read");
+    let steering = [
+        ("../../secrets/x", "tenant-a"),
+        ("settings", "tenant-a/../kube-system"),
+        ("a/b", "x"),
+    ];
+    for (reference, namespace) in steering {
+        let error = gather_lookups(rule, &parent(reference, namespace), &mut fetch).expect_err("refused");
+        assert_eq!(error.category(), "lookup-target", "{error}");
+    }
+    assert_eq!(asked, ["tenant-a/settings"], "nothing else was asked for");
 }
