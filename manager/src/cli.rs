@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(
     name = "ruleplane",
-    version,
+    version = crate::build_info::LONG_VERSION,
     about = "CRDs, reconcilers and schedulers for Kubernetes, from YAML rules"
 )]
 pub struct Cli {
@@ -51,6 +51,25 @@ pub enum Command {
     /// Show what these rules would do to the cluster's parents — children created, changed (with a diff),
     /// pruned, status changed — without writing anything (exit 0 no changes, 1 changes, 2 errors, as `kubectl diff`).
     Diff(DiffArgs),
+    /// Print a shell completion script on standard output (bash, zsh, fish, powershell, elvish); see
+    /// docs/quickstart.md for where each shell reads it from.
+    Completion(CompletionArgs),
+    /// Print the version, the git commit it was built from and the Kubernetes version it targets.
+    Version(VersionArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    /// Output format (`json`: `{version, gitCommit, kubernetes}`).
+    #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
 }
 
 #[derive(Debug, Args)]

@@ -1,4 +1,4 @@
-//! Offline commands (validate, render, simulate, test, crds, rbac, schema): pure functions of the rule files, no cluster needed.
+//! Offline commands (validate, render, simulate, test, crds, rbac, schema, completion, version): no cluster needed.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -8,8 +8,8 @@ use ruleplane_config::{Reconciler, RuleSet, SchedulerPolicy};
 use serde_json::Value;
 
 use crate::cli::{
-    ConvertSchedulerConfigArgs, CrdsArgs, OutputFormat, RbacArgs, RbacOutput, RenderArgs, SimulateArgs, TestArgs,
-    TestOutput, ValidateArgs,
+    CompletionArgs, ConvertSchedulerConfigArgs, CrdsArgs, OutputFormat, RbacArgs, RbacOutput, RenderArgs, SimulateArgs,
+    TestArgs, TestOutput, ValidateArgs, VersionArgs,
 };
 
 /// Exit code for invalid input (rules, objects); clap already uses 2 for usage errors.
@@ -465,4 +465,23 @@ pub fn test(args: &TestArgs) -> ExitCode {
         (_, 0) => ExitCode::SUCCESS,
         _ => ExitCode::from(INVALID),
     }
+}
+
+/// Prints the completion script for one shell, generated from the same definition the parser uses.
+pub fn completion(args: &CompletionArgs) -> ExitCode {
+    let mut command = <crate::cli::Cli as clap::CommandFactory>::command();
+    clap_complete::generate(args.shell, &mut command, "ruleplane", &mut std::io::stdout());
+    ExitCode::SUCCESS
+}
+
+pub fn version(args: &VersionArgs) -> ExitCode {
+    use crate::build_info::{GIT_COMMIT, KUBERNETES, LONG_VERSION, VERSION};
+    match args.output {
+        OutputFormat::Text => println!("ruleplane {LONG_VERSION}"),
+        OutputFormat::Json => println!(
+            "{}",
+            serde_json::json!({ "version": VERSION, "gitCommit": GIT_COMMIT, "kubernetes": KUBERNETES })
+        ),
+    }
+    ExitCode::SUCCESS
 }

@@ -355,3 +355,48 @@ spec:
     assert_eq!(usage.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn version_names_the_git_commit_and_the_kubernetes_version_targeted() {
+    let kubernetes = std::fs::read_to_string(repo().join("tests/control-plane/K8S_VERSION")).expect("K8S_VERSION");
+    let kubernetes = kubernetes.trim();
+    let out = ruleplane(&["--version"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let line = text(&out.stdout);
+    let prefix = format!("ruleplane {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(
+        line.starts_with(&prefix) && line.ends_with(&format!(", Kubernetes {kubernetes})\n")),
+        "{line}"
+    );
+    assert!(!line.contains("commit unknown"), "built in a git checkout: {line}");
+
+    let json = ruleplane(&["version", "--output", "json"], &[]);
+    assert_eq!(json.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(json["kubernetes"], kubernetes);
+    assert!(
+        line.contains(json["gitCommit"].as_str().expect("gitCommit")),
+        "{json} vs {line}"
+    );
+}
+
+#[test]
+fn completion_scripts_cover_every_subcommand_in_each_shell() {
+    for shell in ["bash", "zsh", "fish", "powershell"] {
+        let out = ruleplane(&["completion", shell], &[]);
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", text(&out.stderr));
+        let script = text(&out.stdout);
+        for word in ["validate", "convert-scheduler-config", "completion", "kube-api-qps"] {
+            assert!(script.contains(word), "{shell} script lacks {word}");
+        }
+    }
+    // The bash script parses (bash is on every machine the tests run on; the others need not be).
+    let file = crate::support::manager::temp_dir("completion").join("ruleplane.bash");
+    std::fs::write(&file, ruleplane(&["completion", "bash"], &[]).stdout).unwrap();
+    let syntax = Command::new("bash").arg("-n").arg(&file).output().expect("bash");
+    assert!(syntax.status.success(), "{}", text(&syntax.stderr));
+
+    let usage = ruleplane(&["completion", "tcsh"], &[]);
+    assert_eq!(usage.status.code(), Some(2));
+}
