@@ -400,3 +400,148 @@ fn completion_scripts_cover_every_subcommand_in_each_shell() {
     let usage = ruleplane(&["completion", "tcsh"], &[]);
     assert_eq!(usage.status.code(), Some(2));
 }
+
+/// A scratch rules repository as the docs' CI examples and pre-commit hooks expect one: `rules/` holding the
+/// examples (rules and their tests) and the committed `rbac-values.yaml`; returns it and a PATH with the built
+/// `ruleplane` first.
+fn rules_repository(name: &str) -> (std::path::PathBuf, std::ffi::OsString) {
+    let dir = crate::support::manager::temp_dir(name);
+    std::fs::create_dir_all(dir.join("rules")).unwrap();
+    for entry in std::fs::read_dir(repo().join("examples")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            std::fs::copy(&path, dir.join("rules").join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let values = ruleplane(&["rbac", "--rules", "examples", "--output", "helm-values"], &[]);
+    assert_eq!(values.status.code(), Some(0), "{}", text(&values.stderr));
+    std::fs::write(dir.join("rbac-values.yaml"), values.stdout).unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_ruleplane"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .unwrap();
+    (dir, path)
+}
+
+/// The shell lines of a CI file: every `run:` (GitHub Actions) and every item of a `script:` (GitLab CI).
+fn ci_shell_lines(node: &serde_json::Value, lines: &mut Vec<String>) {
+    match node {
+        serde_json::Value::Object(map) => {
+            for (key, value) in map {
+                match (key.as_str(), value) {
+                    ("run", serde_json::Value::String(run)) => lines.extend(run.lines().map(str::to_owned)),
+                    ("script", serde_json::Value::Array(items)) => {
+                        lines.extend(items.iter().filter_map(|i| i.as_str()).map(str::to_owned))
+                    }
+                    _ => ci_shell_lines(value, lines),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|i| ci_shell_lines(i, lines)),
+        _ => {}
+    }
+}
+
+/// docs/testing.md's CI examples work as written: each marked block is valid YAML, gets the binary one of the
+/// documented ways, and its `ruleplane` commands succeed on the examples (with the built binary on PATH in place
+/// of the install step, which needs the network).
+#[test]
+fn ci_examples_in_the_docs_run_as_written() {
+    let doc = std::fs::read_to_string(repo().join("docs/testing.md")).expect("docs/testing.md");
+    let marker = "<!-- ci-example:";
+    let blocks: Vec<&str> = doc
+        .match_indices(marker)
+        .map(|(at, _)| {
+            let rest = &doc[at..];
+            let start = rest.find("```yaml\n").expect("a ```yaml block after the marker") + "```yaml\n".len();
+            let len = rest[start..].find("\n```").expect("the block ends");
+            &rest[start..start + len + 1]
+        })
+        .collect();
+    assert_eq!(blocks.len(), 2, "GitHub Actions and GitLab CI");
+    let (dir, path) = rules_repository("ci-examples");
+    for block in blocks {
+        let yaml: serde_json::Value = serde_saphyr::from_str(block).unwrap_or_else(|e| panic!("{e}\n{block}"));
+        let mut lines = Vec::new();
+        ci_shell_lines(&yaml, &mut lines);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("cargo install --locked") || l.contains("sha256sum -c")),
+            "the example must get the binary one of the documented ways:\n{block}"
+        );
+        let commands: Vec<&String> = lines.iter().filter(|l| l.starts_with("ruleplane ")).collect();
+        assert!(commands.len() >= 2, "{block}");
+        for command in commands {
+            let _ = std::fs::remove_file(dir.join("junit.xml"));
+            let out = Command::new("sh")
+                .args(["-c", command])
+                .current_dir(&dir)
+                .env("PATH", &path)
+                .env_remove("RULEPLANE_RULES")
+                .env_remove("RULEPLANE_OUTPUT")
+                .output()
+                .expect("sh");
+            assert!(
+                out.status.success(),
+                "`{command}` failed: {}{}",
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+            if command.contains("> junit.xml") {
+                let junit = std::fs::read_to_string(dir.join("junit.xml")).expect("junit.xml written");
+                assert!(
+                    junit.contains("<testsuites") && junit.contains("failures=\"0\""),
+                    "{junit}"
+                );
+            }
+        }
+    }
+}
+
+/// The repository's .pre-commit-hooks.yaml: each hook, run as pre-commit runs it (entry, then args; no file
+/// names), passes on a rules repository holding the examples.
+#[test]
+fn pre_commit_hooks_run_on_a_rules_repository() {
+    let file = std::fs::read_to_string(repo().join(".pre-commit-hooks.yaml")).expect(".pre-commit-hooks.yaml");
+    let hooks: Vec<serde_json::Value> = serde_saphyr::from_str(&file).expect("a list of hooks");
+    let ids: Vec<&str> = hooks.iter().filter_map(|h| h["id"].as_str()).collect();
+    assert_eq!(ids, ["ruleplane-validate", "ruleplane-test"]);
+    let (dir, path) = rules_repository("pre-commit");
+    for hook in &hooks {
+        assert_eq!(hook["pass_filenames"], false, "{hook}");
+        assert_eq!(hook["language"], "system", "{hook}");
+        let mut words: Vec<String> = hook["entry"]
+            .as_str()
+            .expect("entry")
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        words.extend(
+            hook["args"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str().map(str::to_owned)),
+        );
+        assert_eq!(words[0], "ruleplane");
+        let out = Command::new(&words[0])
+            .args(&words[1..])
+            .current_dir(&dir)
+            .env("PATH", &path)
+            .env_remove("RULEPLANE_RULES")
+            .output()
+            .expect("run the hook");
+        assert!(
+            out.status.success(),
+            "{}: {}{}",
+            hook["id"],
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+}
