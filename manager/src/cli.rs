@@ -175,6 +175,9 @@ pub struct RenderArgs {
     /// Only this Reconciler rule (default: every rule whose `for` matches the object's kind).
     #[arg(long, env = "RULEPLANE_RULE")]
     pub rule: Option<String>,
+    /// Output format: YAML documents, or a JSON array of them.
+    #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = DocumentFormat::Yaml)]
+    pub output: DocumentFormat,
 }
 
 #[derive(Debug, Args)]
@@ -189,8 +192,8 @@ pub struct RbacArgs {
     #[arg(long, env = "RULEPLANE_LEADER_ELECTION_NAMESPACE", default_value = "default")]
     pub leader_election_namespace: String,
     /// `manifests`: a ClusterRole and Role; `helm-values`: the chart's `rbac.customResourceDefinitions` and
-    /// `rbac.extraRules` for these rules.
-    #[arg(long, value_enum, default_value_t = RbacOutput::Manifests)]
+    /// `rbac.extraRules` for these rules; `json`: the ClusterRole and Role as a JSON array.
+    #[arg(long, short, value_enum, default_value_t = RbacOutput::Manifests)]
     pub output: RbacOutput,
 }
 
@@ -198,6 +201,7 @@ pub struct RbacArgs {
 pub enum RbacOutput {
     Manifests,
     HelmValues,
+    Json,
 }
 
 #[derive(Debug, Args)]
@@ -235,6 +239,9 @@ pub struct ConvertSchedulerConfigArgs {
     /// Give a profile's scheduler another name, `OLD=NEW` (a policy cannot be called `default-scheduler`).
     #[arg(long = "rename", value_parser = parse_rename)]
     pub renames: Vec<(String, String)>,
+    /// Output format: YAML with each profile's notes as comments, or a JSON array of `{notes, rule}`.
+    #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = DocumentFormat::Yaml)]
+    pub output: DocumentFormat,
 }
 
 fn parse_rename(s: &str) -> Result<(String, String), String> {
@@ -259,7 +266,7 @@ pub struct TestArgs {
     /// Files or directories: `*.test.yaml` files are tests, every other `*.yaml`/`*.yml` file is a rule file.
     #[arg(required = true, env = "RULEPLANE_TEST_PATHS", value_delimiter = ',')]
     pub paths: Vec<PathBuf>,
-    /// `text` for people, `junit` (JUnit XML on standard output) for CI systems.
+    /// `text` for people, `junit` (JUnit XML on standard output) for CI systems, `json` for tools.
     #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = TestOutput::Text)]
     pub output: TestOutput,
 }
@@ -268,6 +275,14 @@ pub struct TestArgs {
 pub enum TestOutput {
     Text,
     Junit,
+    Json,
+}
+
+/// How commands that print Kubernetes objects or rules print them: YAML documents, or one JSON array of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DocumentFormat {
+    Yaml,
+    Json,
 }
 
 #[derive(Debug, Args)]
@@ -275,6 +290,9 @@ pub struct CrdsArgs {
     /// Rule file or directory.
     #[arg(long, env = "RULEPLANE_RULES")]
     pub rules: PathBuf,
+    /// Output format: YAML documents, or a JSON array of them.
+    #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = DocumentFormat::Yaml)]
+    pub output: DocumentFormat,
 }
 
 #[cfg(test)]

@@ -545,3 +545,76 @@ fn pre_commit_hooks_run_on_a_rules_repository() {
         );
     }
 }
+
+/// Every offline command that prints results takes `--output json` and prints one JSON value (`schema` prints
+/// JSON already; `diff` is tested against a cluster in gitops.rs).
+#[test]
+fn every_offline_command_that_prints_results_takes_output_json() {
+    let object = crate::support::manager::temp_dir("json").join("crontab.yaml");
+    std::fs::write(
+        &object,
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: { name: nightly, namespace: default }\n\
+         spec: { cronSpec: '0 3 * * *', image: backup:2 }\n",
+    )
+    .unwrap();
+    let object = object.to_str().unwrap();
+    let simulate = simulate_args(&["-o", "json"]);
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["validate", "-o", "json", "examples"],
+        vec!["test", "-o", "json", "examples"],
+        vec!["render", "-o", "json", "--rules", "examples", "--object", object],
+        vec!["crds", "-o", "json", "--rules", "examples"],
+        vec!["rbac", "-o", "json", "--rules", "examples"],
+        simulate,
+        vec![
+            "convert-scheduler-config",
+            "-o",
+            "json",
+            "tests/scheduler/kube-scheduler-config.yaml",
+            "--rename",
+            "default-scheduler=my-default",
+        ],
+        vec!["version", "-o", "json"],
+        vec!["schema"],
+    ];
+    let mut outputs = Vec::new();
+    for args in &commands {
+        let out = ruleplane(args, &[]);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
+        let value: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?} prints no JSON ({e}):\n{}", text(&out.stdout)));
+        outputs.push(value);
+    }
+    let [validate, test, render, crds, rbac, _simulate, convert, ..] = outputs.as_slice() else {
+        unreachable!()
+    };
+    // validate: the object docs/rule-language.md describes.
+    for key in ["valid", "rules", "errors", "warnings"] {
+        assert!(validate.get(key).is_some(), "validate lacks {key}: {validate}");
+    }
+    assert_eq!(validate["valid"], true);
+    assert!(validate["rules"][0]["name"].is_string() && validate["rules"][0]["source"].is_string());
+    // test: totals, and every case with where it is and whether it passed.
+    assert_eq!(test["failed"], 0);
+    assert!(test["passed"].as_u64().unwrap_or(0) >= 8, "{test}");
+    let case = &test["suites"][0]["cases"][0];
+    assert!(case["file"].as_str().unwrap_or("").starts_with("examples/") && case["line"].as_u64() >= Some(1));
+    assert_eq!(case["passed"], true);
+    // render, crds, rbac, convert: the documents the YAML output holds, as one array.
+    assert!(
+        render
+            .as_array()
+            .is_some_and(|d| d.iter().any(|d| d["kind"] == "CronJob")),
+        "{render}"
+    );
+    assert_eq!(crds.as_array().map(Vec::len), Some(2), "{crds}");
+    let kinds: Vec<&str> = rbac
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["ClusterRole", "Role"]);
+    assert_eq!(convert[0]["rule"]["kind"], "SchedulerPolicy");
+    assert!(convert[0]["notes"].is_array(), "{convert}");
+}
