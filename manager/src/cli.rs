@@ -259,6 +259,9 @@ pub struct DiffArgs {
     /// Kubeconfig file; defaults to $KUBECONFIG, ~/.kube/config, then in-cluster configuration.
     #[arg(long, env = "RULEPLANE_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// Output format (`json`: `{changes, totals, parents, notServed}`, see docs/testing.md).
+    #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
 }
 
 #[derive(Debug, Args)]
