@@ -68,7 +68,7 @@ pub struct CompletionArgs {
 #[derive(Debug, Args)]
 pub struct VersionArgs {
     /// Output format (`json`: `{version, gitCommit, kubernetes}`).
-    #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = OutputFormat::Text)]
+    #[arg(long, short, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
 }
 
@@ -176,7 +176,7 @@ pub struct RenderArgs {
     #[arg(long, env = "RULEPLANE_RULE")]
     pub rule: Option<String>,
     /// Output format: YAML documents, or a JSON array of them.
-    #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = DocumentFormat::Yaml)]
+    #[arg(long, short, value_enum, default_value_t = DocumentFormat::Yaml)]
     pub output: DocumentFormat,
 }
 
@@ -240,7 +240,7 @@ pub struct ConvertSchedulerConfigArgs {
     #[arg(long = "rename", value_parser = parse_rename)]
     pub renames: Vec<(String, String)>,
     /// Output format: YAML with each profile's notes as comments, or a JSON array of `{notes, rule}`.
-    #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = DocumentFormat::Yaml)]
+    #[arg(long, short, value_enum, default_value_t = DocumentFormat::Yaml)]
     pub output: DocumentFormat,
 }
 
@@ -260,7 +260,7 @@ pub struct DiffArgs {
     #[arg(long, env = "RULEPLANE_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Output format (`json`: `{changes, totals, parents, notServed}`, see docs/testing.md).
-    #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = OutputFormat::Text)]
+    #[arg(long, short, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
 }
 
@@ -282,6 +282,8 @@ pub enum TestOutput {
 }
 
 /// How commands that print Kubernetes objects or rules print them: YAML documents, or one JSON array of them.
+/// Flags of this type (and the `--output` of `diff` and `version`) take no `RULEPLANE_OUTPUT`: that variable is
+/// set for `validate`/`test`/`simulate` in CI jobs, often to `junit` or `text`, which would break these commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DocumentFormat {
     Yaml,
@@ -294,7 +296,7 @@ pub struct CrdsArgs {
     #[arg(long, env = "RULEPLANE_RULES")]
     pub rules: PathBuf,
     /// Output format: YAML documents, or a JSON array of them.
-    #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = DocumentFormat::Yaml)]
+    #[arg(long, short, value_enum, default_value_t = DocumentFormat::Yaml)]
     pub output: DocumentFormat,
 }
 
