@@ -20,10 +20,18 @@ fn main() {
 
     // A build from a tarball has no git: RULEPLANE_GIT_COMMIT can say which commit it is, else "unknown".
     println!("cargo:rerun-if-env-changed=RULEPLANE_GIT_COMMIT");
+    // Only this repository's own commit: sources unpacked inside another repository (vendored) are not its HEAD.
+    let own_repository = git(&repo, &["rev-parse", "--show-toplevel"])
+        .and_then(|top| std::fs::canonicalize(top).ok())
+        .is_some_and(|top| std::fs::canonicalize(&repo).is_ok_and(|repo| repo == top));
     let commit = std::env::var("RULEPLANE_GIT_COMMIT")
         .ok()
         .filter(|s| !s.is_empty())
-        .or_else(|| git(&repo, &["rev-parse", "--short=12", "HEAD"]))
+        .or_else(|| {
+            own_repository
+                .then(|| git(&repo, &["rev-parse", "--short=12", "HEAD"]))
+                .flatten()
+        })
         .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=RULEPLANE_GIT_COMMIT={commit}");
 
