@@ -3,7 +3,7 @@ CACHE_DIR        ?= $(or $(RULEPLANE_CACHE),$(if $(XDG_CACHE_HOME),$(XDG_CACHE_H
 export CARGO_TARGET_DIR ?= $(CACHE_DIR)/target
 CLUSTER          := tests/control-plane/cluster.sh
 
-.PHONY: demo test lint fmt build image bench control-plane cluster-up cluster-down cluster-status
+.PHONY: demo test lint fmt build install check-install image dist bench control-plane cluster-up cluster-down cluster-status
 
 ## demo: bring up the local control plane (building it the first time) and run the manager on examples/
 demo: build cluster-up
@@ -14,6 +14,8 @@ demo: build cluster-up
 test: control-plane
 	cargo test --workspace --all-targets
 	@tests/image/build.sh >/dev/null && tests/image/check.sh
+	@tests/image/dist.sh >/dev/null
+	@$(MAKE) --no-print-directory check-install
 	$(CARGO_TARGET_DIR)/debug/ruleplane test examples/
 
 ## lint: the checks CI enforces (formatting, clippy, and one kube / k8s-openapi version in the tree)
@@ -35,9 +37,25 @@ bench: build
 build:
 	cargo build -p ruleplane
 
+## install: `cargo install --locked --path manager`: ruleplane into ~/.cargo/bin (INSTALL_ROOT=DIR: into DIR/bin)
+INSTALL_ROOT ?=
+install:
+	cargo install --locked --path manager $(if $(INSTALL_ROOT),--root $(INSTALL_ROOT))
+
+## check-install: `make install` into the cache, then the installed binary checks examples/ as the docs show
+check-install:
+	@$(MAKE) --no-print-directory install INSTALL_ROOT=$(CACHE_DIR)/install-check
+	$(CACHE_DIR)/install-check/bin/ruleplane --version
+	$(CACHE_DIR)/install-check/bin/ruleplane validate examples/
+	$(CACHE_DIR)/install-check/bin/ruleplane test examples/ >/dev/null
+
 ## image: the container image (static binary, FROM scratch, user 65532) as an OCI archive in the cache, with buildah
 image:
 	@tests/image/build.sh
+
+## dist: the image's static binary as $(CACHE_DIR)/dist/ruleplane-<version>-<target>.tar.gz and a .sha256 file
+dist:
+	@tests/image/dist.sh
 
 ## control-plane: build kube-apiserver/kube-controller-manager/kube-scheduler/kubectl and fetch etcd into the cache (once per version)
 control-plane:

@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(
     name = "ruleplane",
-    version,
+    version = crate::build_info::LONG_VERSION,
     about = "CRDs, reconcilers and schedulers for Kubernetes, from YAML rules"
 )]
 pub struct Cli {
@@ -51,6 +51,25 @@ pub enum Command {
     /// Show what these rules would do to the cluster's parents — children created, changed (with a diff),
     /// pruned, status changed — without writing anything (exit 0 no changes, 1 changes, 2 errors, as `kubectl diff`).
     Diff(DiffArgs),
+    /// Print a shell completion script on standard output (bash, zsh, fish, powershell, elvish); see
+    /// docs/quickstart.md for where each shell reads it from.
+    Completion(CompletionArgs),
+    /// Print the version, the git commit it was built from and the Kubernetes version it targets.
+    Version(VersionArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    /// Output format (`json`: `{version, gitCommit, kubernetes}`).
+    #[arg(long, short, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -156,6 +175,9 @@ pub struct RenderArgs {
     /// Only this Reconciler rule (default: every rule whose `for` matches the object's kind).
     #[arg(long, env = "RULEPLANE_RULE")]
     pub rule: Option<String>,
+    /// Output format: YAML documents, or a JSON array of them.
+    #[arg(long, short, value_enum, default_value_t = DocumentFormat::Yaml)]
+    pub output: DocumentFormat,
 }
 
 #[derive(Debug, Args)]
@@ -170,8 +192,8 @@ pub struct RbacArgs {
     #[arg(long, env = "RULEPLANE_LEADER_ELECTION_NAMESPACE", default_value = "default")]
     pub leader_election_namespace: String,
     /// `manifests`: a ClusterRole and Role; `helm-values`: the chart's `rbac.customResourceDefinitions` and
-    /// `rbac.extraRules` for these rules.
-    #[arg(long, value_enum, default_value_t = RbacOutput::Manifests)]
+    /// `rbac.extraRules` for these rules; `json`: the ClusterRole and Role as a JSON array.
+    #[arg(long, short, value_enum, default_value_t = RbacOutput::Manifests)]
     pub output: RbacOutput,
 }
 
@@ -179,6 +201,7 @@ pub struct RbacArgs {
 pub enum RbacOutput {
     Manifests,
     HelmValues,
+    Json,
 }
 
 #[derive(Debug, Args)]
@@ -216,6 +239,9 @@ pub struct ConvertSchedulerConfigArgs {
     /// Give a profile's scheduler another name, `OLD=NEW` (a policy cannot be called `default-scheduler`).
     #[arg(long = "rename", value_parser = parse_rename)]
     pub renames: Vec<(String, String)>,
+    /// Output format: YAML with each profile's notes as comments, or a JSON array of `{notes, rule}`.
+    #[arg(long, short, value_enum, default_value_t = DocumentFormat::Yaml)]
+    pub output: DocumentFormat,
 }
 
 fn parse_rename(s: &str) -> Result<(String, String), String> {
@@ -233,6 +259,9 @@ pub struct DiffArgs {
     /// Kubeconfig file; defaults to $KUBECONFIG, ~/.kube/config, then in-cluster configuration.
     #[arg(long, env = "RULEPLANE_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// Output format (`json`: `{changes, totals, parents, notServed}`, see docs/testing.md).
+    #[arg(long, short, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -240,7 +269,7 @@ pub struct TestArgs {
     /// Files or directories: `*.test.yaml` files are tests, every other `*.yaml`/`*.yml` file is a rule file.
     #[arg(required = true, env = "RULEPLANE_TEST_PATHS", value_delimiter = ',')]
     pub paths: Vec<PathBuf>,
-    /// `text` for people, `junit` (JUnit XML on standard output) for CI systems.
+    /// `text` for people, `junit` (JUnit XML on standard output) for CI systems, `json` for tools.
     #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = TestOutput::Text)]
     pub output: TestOutput,
 }
@@ -249,6 +278,16 @@ pub struct TestArgs {
 pub enum TestOutput {
     Text,
     Junit,
+    Json,
+}
+
+/// How commands that print Kubernetes objects or rules print them: YAML documents, or one JSON array of them.
+/// Flags of this type (and the `--output` of `diff` and `version`) take no `RULEPLANE_OUTPUT`: that variable is
+/// set for `validate`/`test`/`simulate` in CI jobs, often to `junit` or `text`, which would break these commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DocumentFormat {
+    Yaml,
+    Json,
 }
 
 #[derive(Debug, Args)]
@@ -256,6 +295,9 @@ pub struct CrdsArgs {
     /// Rule file or directory.
     #[arg(long, env = "RULEPLANE_RULES")]
     pub rules: PathBuf,
+    /// Output format: YAML documents, or a JSON array of them.
+    #[arg(long, short, value_enum, default_value_t = DocumentFormat::Yaml)]
+    pub output: DocumentFormat,
 }
 
 #[cfg(test)]

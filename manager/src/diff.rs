@@ -18,7 +18,7 @@ use ruleplane_config::{
 };
 use serde_json::Value;
 
-use crate::cli::DiffArgs;
+use crate::cli::{DiffArgs, OutputFormat};
 use crate::kube_client::KindDiscovery;
 
 /// `kubectl diff`'s exit codes, which reviewers' scripts already know: 0 no change, 1 changes, 2 errors.
@@ -42,7 +42,12 @@ pub fn main(args: DiffArgs) -> ExitCode {
     };
     match runtime.block_on(diff(&rules, &args)) {
         Ok(report) => {
-            print!("{}", report.text);
+            match args.output {
+                OutputFormat::Text => print!("{}", report.text),
+                OutputFormat::Json => {
+                    println!("{}", serde_json::to_string_pretty(&report.json).unwrap_or_default())
+                }
+            }
             if report.changes == 0 {
                 ExitCode::SUCCESS
             } else {
@@ -56,10 +61,11 @@ pub fn main(args: DiffArgs) -> ExitCode {
     }
 }
 
-/// The report and how many changes it lists.
+/// The report, as text and as JSON (the same facts), and how many parents it lists with changes.
 pub struct DiffReport {
     pub text: String,
     pub changes: usize,
+    pub json: Value,
 }
 
 pub async fn diff(rules: &RuleSet, args: &DiffArgs) -> anyhow::Result<DiffReport> {
@@ -68,6 +74,7 @@ pub async fn diff(rules: &RuleSet, args: &DiffArgs) -> anyhow::Result<DiffReport
     let mut report = DiffReport {
         text: String::new(),
         changes: 0,
+        json: serde_json::json!({ "parents": [], "notServed": [] }),
     };
     let mut totals = Totals::default();
     let discovery = KindDiscovery::new(client.clone());
@@ -79,6 +86,11 @@ pub async fn diff(rules: &RuleSet, args: &DiffArgs) -> anyhow::Result<DiffReport
         "{} parent(s): {} child(ren) to create, {} to change, {} to prune, {} to release, {} unchanged; {} status(es) to change",
         totals.parents, totals.create, totals.change, totals.prune, totals.release, totals.unchanged, totals.status
     );
+    report.json["changes"] = report.changes.into();
+    report.json["totals"] = serde_json::json!({
+        "parents": totals.parents, "create": totals.create, "change": totals.change, "prune": totals.prune,
+        "release": totals.release, "unchanged": totals.unchanged, "status": totals.status,
+    });
     Ok(report)
 }
 
@@ -141,6 +153,12 @@ async fn diff_rule(
     let name = rule.name();
     let Some((parent_resource, parent_caps)) = discover(discovery, &watched.api_version, &watched.kind).await? else {
         let declared = rule.kinds().parent.as_ref().and_then(|kind| kind.declared_by.as_ref());
+        push(
+            &mut report.json["notServed"],
+            serde_json::json!({
+                "rule": name, "apiVersion": watched.api_version, "kind": watched.kind, "declaredBy": declared,
+            }),
+        );
         let _ = writeln!(
             report.text,
             "Reconciler {name}: {} {} is not served yet{}: no parents\n",
@@ -265,10 +283,18 @@ async fn diff_rule(
                     report.text,
                     "Reconciler {name} › {parent_ref}\n  ! render error: {error}\n"
                 );
+                push(
+                    &mut report.json["parents"],
+                    serde_json::json!({ "rule": name, "parent": parent_ref, "error": error.to_string() }),
+                );
             }
             Ok(preview) => {
                 let conflicts = conflicts(client, rule, uid, &preview, &child_resources).await?;
                 write_preview(&mut report.text, name, &parent_ref, &preview, &conflicts);
+                push(
+                    &mut report.json["parents"],
+                    preview_json(name, &parent_ref, &preview, &conflicts),
+                );
                 totals.create += preview.create.len();
                 totals.change += preview.change.len();
                 totals.prune += preview.prune.len();
@@ -386,6 +412,30 @@ fn write_preview(out: &mut String, rule: &str, parent: &str, preview: &ParentPre
         out.push_str(&indent(status, "      "));
     }
     out.push('\n');
+}
+
+fn push(list: &mut Value, item: Value) {
+    if let Some(items) = list.as_array_mut() {
+        items.push(item);
+    }
+}
+
+/// One parent's entry in the JSON report: what the text shows, each child named as `kind namespace/name`.
+fn preview_json(rule: &str, parent: &str, preview: &ParentPreview, conflicts: &[ObjectKey]) -> Value {
+    let keys = |keys: &[ObjectKey]| keys.iter().map(ToString::to_string).collect::<Vec<_>>();
+    serde_json::json!({
+        "rule": rule,
+        "parent": parent,
+        "create": preview.create,
+        "conflicts": keys(conflicts),
+        "change": preview.change.iter().map(|c| serde_json::json!({ "child": c.key.to_string(), "diff": c.diff }))
+            .collect::<Vec<_>>(),
+        "prune": keys(&preview.prune),
+        "release": keys(&preview.release),
+        "waiting": preview.waiting,
+        "unchanged": preview.unchanged,
+        "status": preview.status,
+    })
 }
 
 fn now() -> String {

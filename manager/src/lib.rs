@@ -1,6 +1,7 @@
 //! The Ruleplane manager: CLI, Kubernetes I/O, shared watches, the worker runner, one folder per worker kind,
 //! leader election and the HTTP endpoints. `main.rs` only parses the command line and calls in here.
 
+pub mod build_info;
 pub mod cli;
 pub mod diff;
 pub mod events;

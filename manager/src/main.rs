@@ -33,5 +33,7 @@ fn main() -> ExitCode {
         Command::ConvertSchedulerConfig(args) => offline::convert_scheduler_config(&args),
         Command::Test(args) => offline::test(&args),
         Command::Diff(args) => diff::main(args),
+        Command::Completion(args) => offline::completion(&args),
+        Command::Version(args) => offline::version(&args),
     }
 }

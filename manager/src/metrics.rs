@@ -73,6 +73,14 @@ pub struct PolicyOnlyLabels {
     pub policy: String,
 }
 
+/// What the running binary is (`ruleplane_build_info`), so dashboards can tell replicas' versions apart.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: String,
+    pub git_commit: String,
+    pub kubernetes: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub leader: Gauge,
@@ -101,6 +109,19 @@ pub struct Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("ruleplane");
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: crate::build_info::VERSION.to_owned(),
+                git_commit: crate::build_info::GIT_COMMIT.to_owned(),
+                kubernetes: crate::build_info::KUBERNETES.to_owned(),
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "Always 1; the labels say which version and git commit this is and the Kubernetes version it targets",
+            build_info,
+        );
         let leader = Gauge::default();
         registry.register(
             "leader",
@@ -292,5 +313,32 @@ pub async fn sample_runtime_lag(histogram: Histogram) {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_info_is_one_gauge_labelled_with_the_version_commit_and_kubernetes_version() {
+        let text = Metrics::new().encode();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("ruleplane_build_info{"))
+            .unwrap_or_else(|| panic!("no build_info in\n{text}"));
+        assert!(line.ends_with("} 1"), "{line}");
+        assert!(
+            line.contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))),
+            "{line}"
+        );
+        assert!(line.contains("git_commit=\""), "{line}");
+        let k8s = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/control-plane/K8S_VERSION"
+        ))
+        .expect("K8S_VERSION");
+        assert!(line.contains(&format!("kubernetes=\"{}\"", k8s.trim())), "{line}");
+        assert!(text.contains("# TYPE ruleplane_build_info gauge"), "{text}");
     }
 }

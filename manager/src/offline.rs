@@ -1,4 +1,4 @@
-//! Offline commands (validate, render, simulate, test, crds, rbac, schema): pure functions of the rule files, no cluster needed.
+//! Offline commands (validate, render, simulate, test, crds, rbac, schema, completion, version): no cluster needed.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -8,8 +8,8 @@ use ruleplane_config::{Reconciler, RuleSet, SchedulerPolicy};
 use serde_json::Value;
 
 use crate::cli::{
-    ConvertSchedulerConfigArgs, CrdsArgs, OutputFormat, RbacArgs, RbacOutput, RenderArgs, SimulateArgs, TestArgs,
-    TestOutput, ValidateArgs,
+    CompletionArgs, ConvertSchedulerConfigArgs, CrdsArgs, DocumentFormat, OutputFormat, RbacArgs, RbacOutput,
+    RenderArgs, SimulateArgs, TestArgs, TestOutput, ValidateArgs, VersionArgs,
 };
 
 /// Exit code for invalid input (rules, objects); clap already uses 2 for usage errors.
@@ -137,7 +137,7 @@ pub fn render(args: &RenderArgs) -> ExitCode {
             }
         }
     }
-    print_yaml_documents(&docs)
+    print_documents(&docs, args.output)
 }
 
 pub fn crds(args: &CrdsArgs) -> ExitCode {
@@ -149,7 +149,7 @@ pub fn crds(args: &CrdsArgs) -> ExitCode {
         .resource_definitions()
         .filter_map(|rd| serde_json::to_value(ruleplane_config::generate_crd(rd)).ok())
         .collect();
-    print_yaml_documents(&crds)
+    print_documents(&crds, args.output)
 }
 
 pub fn rbac(args: &RbacArgs) -> ExitCode {
@@ -161,6 +161,10 @@ pub fn rbac(args: &RbacArgs) -> ExitCode {
                 &args.leader_election_namespace,
             )),
             RbacOutput::HelmValues => print_yaml_documents(&[ruleplane_config::helm_values(&rules)]),
+            RbacOutput::Json => print_documents(
+                &ruleplane_config::rbac_manifests(&rules, &args.name, &args.leader_election_namespace),
+                DocumentFormat::Json,
+            ),
         },
         Err(code) => code,
     }
@@ -174,6 +178,26 @@ pub fn schema() -> ExitCode {
         }
         Err(e) => {
             eprintln!("cannot serialise the schema: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_documents(docs: &[Value], format: DocumentFormat) -> ExitCode {
+    match format {
+        DocumentFormat::Yaml => print_yaml_documents(docs),
+        DocumentFormat::Json => print_json(&docs),
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) -> ExitCode {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("cannot print JSON: {e}");
             ExitCode::FAILURE
         }
     }
@@ -401,7 +425,16 @@ pub fn convert_scheduler_config(args: &ConvertSchedulerConfigArgs) -> ExitCode {
         }
         return ExitCode::from(INVALID);
     }
-    print!("{out}");
+    match args.output {
+        DocumentFormat::Yaml => print!("{out}"),
+        DocumentFormat::Json => {
+            let profiles: Vec<Value> = converted
+                .iter()
+                .map(|p| serde_json::json!({ "notes": p.notes, "rule": p.rule }))
+                .collect();
+            return print_json(&profiles);
+        }
+    }
     ExitCode::SUCCESS
 }
 
@@ -460,9 +493,33 @@ pub fn test(args: &TestArgs) -> ExitCode {
     match args.output {
         TestOutput::Text => print!("{}", rule_test::text_report(&outcomes)),
         TestOutput::Junit => print!("{}", rule_test::junit_report(&outcomes)),
+        TestOutput::Json => {
+            if print_json(&rule_test::json_report(&outcomes)) != ExitCode::SUCCESS {
+                return ExitCode::FAILURE;
+            }
+        }
     }
     match rule_test::totals(&outcomes) {
         (_, 0) => ExitCode::SUCCESS,
         _ => ExitCode::from(INVALID),
     }
+}
+
+/// Prints the completion script for one shell, generated from the same definition the parser uses.
+pub fn completion(args: &CompletionArgs) -> ExitCode {
+    let mut command = <crate::cli::Cli as clap::CommandFactory>::command();
+    clap_complete::generate(args.shell, &mut command, "ruleplane", &mut std::io::stdout());
+    ExitCode::SUCCESS
+}
+
+pub fn version(args: &VersionArgs) -> ExitCode {
+    use crate::build_info::{GIT_COMMIT, KUBERNETES, LONG_VERSION, VERSION};
+    match args.output {
+        OutputFormat::Text => println!("ruleplane {LONG_VERSION}"),
+        OutputFormat::Json => println!(
+            "{}",
+            serde_json::json!({ "version": VERSION, "gitCommit": GIT_COMMIT, "kubernetes": KUBERNETES })
+        ),
+    }
+    ExitCode::SUCCESS
 }

@@ -87,6 +87,12 @@ fn lease_namespace(args: &RunArgs) -> String {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
+    info!(
+        version = crate::build_info::VERSION,
+        git_commit = crate::build_info::GIT_COMMIT,
+        kubernetes = crate::build_info::KUBERNETES,
+        "starting ruleplane"
+    );
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::default());
     tokio::spawn(crate::metrics::sample_runtime_lag(metrics.runtime_lag.clone()));

@@ -2,10 +2,12 @@
 # Checks the image archive tests/image/build.sh writes (or the one given as $1): an OCI layout holding one
 # linux/amd64 image; user 65532:65532, entrypoint /ruleplane, the default command, the version label; exactly the
 # binary and the user entries inside (no shell); a static binary owned by root and not writable. Then, from the
-# extracted layer as user 65532 in a read-only chroot (when root), the binary runs: `--version` is the workspace's
-# version, `validate` accepts examples/, and `run` as the chart runs it (in-cluster config, service account token
-# and CA, leader election) becomes ready against a private control plane (tests/control-plane; skipped when it is
-# not built). Prints "image: N passed, M failed" last and exits non-zero on any failure.
+# extracted layer as user 65532 in a read-only chroot (when root), the binary runs: `--version` names the
+# workspace's version and the commit, `validate` accepts examples/, the entrypoint given `validate /rules` and
+# `test /rules` checks examples/ put where a mounted volume would be (the CI step docs/testing.md shows), and `run`
+# as the chart runs it (in-cluster config, service account token and CA, leader election) becomes ready against a
+# private control plane (tests/control-plane; skipped when it is not built). Prints "image: N passed, M failed"
+# last and exits non-zero on any failure.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
@@ -146,10 +148,30 @@ else
   where="(not root: from the host, as $(id -u))"
 fi
 
-expect "--version $where" "ruleplane $want_version" "$(in_image /ruleplane --version 2>&1)"
+# `ruleplane 0.1.0 (commit 1a2b3c4d5e6f, Kubernetes v1.35.4)`: the commit is known (the build had git).
+version_line=$(in_image /ruleplane --version 2>&1)
+case $version_line in
+  "ruleplane $want_version (commit unknown,"*) fail "--version names the commit $where" "$version_line" ;;
+  "ruleplane $want_version (commit "*", Kubernetes $(cat "$root/tests/control-plane/K8S_VERSION"))")
+    ok "--version $where: $version_line" ;;
+  *) fail "--version $where" "want: ruleplane $want_version (commit …, Kubernetes …) | got: $version_line" ;;
+esac
 if out=$(in_image /ruleplane validate /etc/ruleplane/rules 2>&1); then ok "validate examples/ $where"; else
   fail "validate examples/ $where" "$(tail -3 <<<"$out")"
 fi
+
+# The image as a CI step, as docs/testing.md shows it: `podman run -v "$PWD/rules:/rules:ro" IMAGE validate /rules`.
+# Arguments after the image replace CMD and keep ENTRYPOINT, so the command is the entrypoint the config names
+# followed by them; the rules (tests beside them) are where the volume would put them.
+mkdir -p "$rootfs/rules"
+cp "$root"/examples/*.yaml "$rootfs/rules/"
+read -r -a entrypoint < <(python3 -c 'import json, sys; print(" ".join(json.loads(sys.argv[1])))' "$(fact entrypoint)")
+for step in "validate /rules" "test /rules"; do
+  # shellcheck disable=SC2086 # the step is words
+  if out=$(in_image "${entrypoint[@]}" $step 2>&1); then ok "IMAGE $step (examples mounted) $where"; else
+    fail "IMAGE $step (examples mounted) $where" "$(tail -3 <<<"$out")"
+  fi
+done
 
 # `run` the way the chart does, in-cluster: the API server's address from KUBERNETES_SERVICE_HOST/PORT (an IP, no
 # DNS), the service account's token and ca.crt (rustls with that CA; the image has no CA bundle), leader election

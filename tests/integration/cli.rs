@@ -355,3 +355,266 @@ spec:
     assert_eq!(usage.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn version_names_the_git_commit_and_the_kubernetes_version_targeted() {
+    let kubernetes = std::fs::read_to_string(repo().join("tests/control-plane/K8S_VERSION")).expect("K8S_VERSION");
+    let kubernetes = kubernetes.trim();
+    let out = ruleplane(&["--version"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let line = text(&out.stdout);
+    let prefix = format!("ruleplane {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(
+        line.starts_with(&prefix) && line.ends_with(&format!(", Kubernetes {kubernetes})\n")),
+        "{line}"
+    );
+    assert!(!line.contains("commit unknown"), "built in a git checkout: {line}");
+
+    let json = ruleplane(&["version", "--output", "json"], &[]);
+    assert_eq!(json.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(json["kubernetes"], kubernetes);
+    assert!(
+        line.contains(json["gitCommit"].as_str().expect("gitCommit")),
+        "{json} vs {line}"
+    );
+}
+
+#[test]
+fn completion_scripts_cover_every_subcommand_in_each_shell() {
+    for shell in ["bash", "zsh", "fish", "powershell"] {
+        let out = ruleplane(&["completion", shell], &[]);
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", text(&out.stderr));
+        let script = text(&out.stdout);
+        for word in ["validate", "convert-scheduler-config", "completion", "kube-api-qps"] {
+            assert!(script.contains(word), "{shell} script lacks {word}");
+        }
+    }
+    // The bash script parses (bash is on every machine the tests run on; the others need not be).
+    let file = crate::support::manager::temp_dir("completion").join("ruleplane.bash");
+    std::fs::write(&file, ruleplane(&["completion", "bash"], &[]).stdout).unwrap();
+    let syntax = Command::new("bash").arg("-n").arg(&file).output().expect("bash");
+    assert!(syntax.status.success(), "{}", text(&syntax.stderr));
+
+    let usage = ruleplane(&["completion", "tcsh"], &[]);
+    assert_eq!(usage.status.code(), Some(2));
+}
+
+/// A scratch rules repository as the docs' CI examples and pre-commit hooks expect one: `rules/` holding the
+/// examples (rules and their tests) and the committed `rbac-values.yaml`; returns it and a PATH with the built
+/// `ruleplane` first.
+fn rules_repository(name: &str) -> (std::path::PathBuf, std::ffi::OsString) {
+    let dir = crate::support::manager::temp_dir(name);
+    std::fs::create_dir_all(dir.join("rules")).unwrap();
+    for entry in std::fs::read_dir(repo().join("examples")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            std::fs::copy(&path, dir.join("rules").join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let values = ruleplane(&["rbac", "--rules", "examples", "--output", "helm-values"], &[]);
+    assert_eq!(values.status.code(), Some(0), "{}", text(&values.stderr));
+    std::fs::write(dir.join("rbac-values.yaml"), values.stdout).unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_ruleplane"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .unwrap();
+    (dir, path)
+}
+
+/// The shell lines of a CI file: every `run:` (GitHub Actions) and every item of a `script:` (GitLab CI).
+fn ci_shell_lines(node: &serde_json::Value, lines: &mut Vec<String>) {
+    match node {
+        serde_json::Value::Object(map) => {
+            for (key, value) in map {
+                match (key.as_str(), value) {
+                    ("run", serde_json::Value::String(run)) => lines.extend(run.lines().map(str::to_owned)),
+                    ("script", serde_json::Value::Array(items)) => {
+                        lines.extend(items.iter().filter_map(|i| i.as_str()).map(str::to_owned))
+                    }
+                    _ => ci_shell_lines(value, lines),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|i| ci_shell_lines(i, lines)),
+        _ => {}
+    }
+}
+
+/// docs/testing.md's CI examples work as written: each marked block is valid YAML, gets the binary one of the
+/// documented ways, and its `ruleplane` commands succeed on the examples (with the built binary on PATH in place
+/// of the install step, which needs the network).
+#[test]
+fn ci_examples_in_the_docs_run_as_written() {
+    let doc = std::fs::read_to_string(repo().join("docs/testing.md")).expect("docs/testing.md");
+    let marker = "<!-- ci-example:";
+    let blocks: Vec<&str> = doc
+        .match_indices(marker)
+        .map(|(at, _)| {
+            let rest = &doc[at..];
+            let start = rest.find("```yaml\n").expect("a ```yaml block after the marker") + "```yaml\n".len();
+            let len = rest[start..].find("\n```").expect("the block ends");
+            &rest[start..start + len + 1]
+        })
+        .collect();
+    assert_eq!(blocks.len(), 2, "GitHub Actions and GitLab CI");
+    let (dir, path) = rules_repository("ci-examples");
+    for block in blocks {
+        let yaml: serde_json::Value = serde_saphyr::from_str(block).unwrap_or_else(|e| panic!("{e}\n{block}"));
+        let mut lines = Vec::new();
+        ci_shell_lines(&yaml, &mut lines);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("cargo install --locked") || l.contains("sha256sum -c")),
+            "the example must get the binary one of the documented ways:\n{block}"
+        );
+        let commands: Vec<&String> = lines.iter().filter(|l| l.starts_with("ruleplane ")).collect();
+        assert!(commands.len() >= 2, "{block}");
+        for command in commands {
+            let _ = std::fs::remove_file(dir.join("junit.xml"));
+            let out = Command::new("sh")
+                .args(["-c", command])
+                .current_dir(&dir)
+                .env("PATH", &path)
+                .env_remove("RULEPLANE_RULES")
+                .env_remove("RULEPLANE_OUTPUT")
+                .output()
+                .expect("sh");
+            assert!(
+                out.status.success(),
+                "`{command}` failed: {}{}",
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+            if command.contains("> junit.xml") {
+                let junit = std::fs::read_to_string(dir.join("junit.xml")).expect("junit.xml written");
+                assert!(
+                    junit.contains("<testsuites") && junit.contains("failures=\"0\""),
+                    "{junit}"
+                );
+            }
+        }
+    }
+}
+
+/// The repository's .pre-commit-hooks.yaml: each hook, run as pre-commit runs it (entry, then args; no file
+/// names), passes on a rules repository holding the examples.
+#[test]
+fn pre_commit_hooks_run_on_a_rules_repository() {
+    let file = std::fs::read_to_string(repo().join(".pre-commit-hooks.yaml")).expect(".pre-commit-hooks.yaml");
+    let hooks: Vec<serde_json::Value> = serde_saphyr::from_str(&file).expect("a list of hooks");
+    let ids: Vec<&str> = hooks.iter().filter_map(|h| h["id"].as_str()).collect();
+    assert_eq!(ids, ["ruleplane-validate", "ruleplane-test"]);
+    let (dir, path) = rules_repository("pre-commit");
+    for hook in &hooks {
+        assert_eq!(hook["pass_filenames"], false, "{hook}");
+        assert_eq!(hook["language"], "system", "{hook}");
+        let mut words: Vec<String> = hook["entry"]
+            .as_str()
+            .expect("entry")
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        words.extend(
+            hook["args"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str().map(str::to_owned)),
+        );
+        assert_eq!(words[0], "ruleplane");
+        let out = Command::new(&words[0])
+            .args(&words[1..])
+            .current_dir(&dir)
+            .env("PATH", &path)
+            .env_remove("RULEPLANE_RULES")
+            .output()
+            .expect("run the hook");
+        assert!(
+            out.status.success(),
+            "{}: {}{}",
+            hook["id"],
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+}
+
+/// Every offline command that prints results takes `--output json` and prints one JSON value (`schema` prints
+/// JSON already; `diff` is tested against a cluster in gitops.rs).
+#[test]
+fn every_offline_command_that_prints_results_takes_output_json() {
+    let object = crate::support::manager::temp_dir("json").join("crontab.yaml");
+    std::fs::write(
+        &object,
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: { name: nightly, namespace: default }\n\
+         spec: { cronSpec: '0 3 * * *', image: backup:2 }\n",
+    )
+    .unwrap();
+    let object = object.to_str().unwrap();
+    let simulate = simulate_args(&["-o", "json"]);
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["validate", "-o", "json", "examples"],
+        vec!["test", "-o", "json", "examples"],
+        vec!["render", "-o", "json", "--rules", "examples", "--object", object],
+        vec!["crds", "-o", "json", "--rules", "examples"],
+        vec!["rbac", "-o", "json", "--rules", "examples"],
+        simulate,
+        vec![
+            "convert-scheduler-config",
+            "-o",
+            "json",
+            "tests/scheduler/kube-scheduler-config.yaml",
+            "--rename",
+            "default-scheduler=my-default",
+        ],
+        vec!["version", "-o", "json"],
+        vec!["schema"],
+    ];
+    let mut outputs = Vec::new();
+    for args in &commands {
+        let out = ruleplane(args, &[]);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
+        let value: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?} prints no JSON ({e}):\n{}", text(&out.stdout)));
+        outputs.push(value);
+    }
+    let [validate, test, render, crds, rbac, _simulate, convert, ..] = outputs.as_slice() else {
+        unreachable!()
+    };
+    // validate: the object docs/rule-language.md describes.
+    for key in ["valid", "rules", "errors", "warnings"] {
+        assert!(validate.get(key).is_some(), "validate lacks {key}: {validate}");
+    }
+    assert_eq!(validate["valid"], true);
+    assert!(validate["rules"][0]["name"].is_string() && validate["rules"][0]["source"].is_string());
+    // test: totals, and every case with where it is and whether it passed.
+    assert_eq!(test["failed"], 0);
+    assert!(test["passed"].as_u64().unwrap_or(0) >= 8, "{test}");
+    let case = &test["suites"][0]["cases"][0];
+    assert!(case["file"].as_str().unwrap_or("").starts_with("examples/") && case["line"].as_u64() >= Some(1));
+    assert_eq!(case["passed"], true);
+    // render, crds, rbac, convert: the documents the YAML output holds, as one array.
+    assert!(
+        render
+            .as_array()
+            .is_some_and(|d| d.iter().any(|d| d["kind"] == "CronJob")),
+        "{render}"
+    );
+    assert_eq!(crds.as_array().map(Vec::len), Some(2), "{crds}");
+    let kinds: Vec<&str> = rbac
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["ClusterRole", "Role"]);
+    assert_eq!(convert[0]["rule"]["kind"], "SchedulerPolicy");
+    assert!(convert[0]["notes"].is_array(), "{convert}");
+}

@@ -77,6 +77,21 @@ fn ruleplane_diff(rules: &Path) -> (Option<i32>, String) {
     )
 }
 
+/// `ruleplane diff -o json`: the exit code and the report.
+fn ruleplane_diff_json(rules: &Path) -> (Option<i32>, serde_json::Value) {
+    let out: Output = Command::new(env!("CARGO_BIN_EXE_ruleplane"))
+        .args(["diff", "--output", "json", "--rules"])
+        .arg(rules)
+        .arg("--kubeconfig")
+        .arg(&control_plane().kubeconfig)
+        .env_remove("RULEPLANE_RULES")
+        .output()
+        .expect("run ruleplane diff");
+    let report =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code(), report)
+}
+
 #[tokio::test]
 async fn diff_shows_creates_changes_prunes_and_conflicts_without_writing() {
     let client = admin_client().await;
@@ -158,6 +173,31 @@ async fn diff_shows_creates_changes_prunes_and_conflicts_without_writing() {
         "unchanged fields are context, not changes:\n{out}"
     );
     assert!(out.contains(&format!("  - prune ConfigMap {ns}/web-extra\n")), "{out}");
+    // The same facts as JSON, with the same exit code.
+    let (code, report) = ruleplane_diff_json(&v2);
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["changes"], 1, "{report}");
+    let entry = &report["parents"][0];
+    assert_eq!(entry["parent"], format!("ConfigMap {ns}/web"), "{report}");
+    assert_eq!(
+        entry["change"][0]["child"],
+        format!("ConfigMap {ns}/web-copy"),
+        "{report}"
+    );
+    assert!(
+        entry["change"][0]["diff"]
+            .as_str()
+            .unwrap_or("")
+            .contains("+  greeting: hello-v2"),
+        "{report}"
+    );
+    assert_eq!(entry["prune"], json!([format!("ConfigMap {ns}/web-extra")]), "{report}");
+    assert_eq!(
+        entry["conflicts"],
+        json!([format!("ConfigMap {ns}/web-added")]),
+        "{report}"
+    );
+    assert_eq!(report["totals"]["prune"], 1, "{report}");
     assert!(out.contains(&format!("  + create ConfigMap {ns}/web-added\n")), "{out}");
     assert!(
         out.contains(&format!(

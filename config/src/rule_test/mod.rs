@@ -7,7 +7,7 @@ mod run;
 mod types;
 
 pub use load::{CaseCheck, RULE_TEST_KIND, ResolvedCase, RuleTestSuite, is_test_file, load_tests, test_files};
-pub use report::{junit_report, text_report, totals};
+pub use report::{json_report, junit_report, text_report, totals};
 pub use run::{CaseOutcome, SuiteOutcome, run_suite};
 pub use types::{Expectation, ExpectedPlacement, RuleTestDocument, RuleTestSpec, TestCase};
 

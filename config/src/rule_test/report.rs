@@ -1,4 +1,4 @@
-//! Reports of a test run: text for people, JUnit XML for CI systems.
+//! Reports of a test run: text for people, JUnit XML for CI systems, JSON for tools.
 
 use std::fmt::Write;
 
@@ -95,6 +95,39 @@ fn escape(text: &str) -> String {
         }
     }
     out
+}
+
+/// JSON: `{passed, failed, suites: [{name, rule, file, line, cases: [{name, file, line, column, passed,
+/// failures}]}]}`, the same facts as the text report.
+pub fn json_report(suites: &[SuiteOutcome]) -> serde_json::Value {
+    let (passed, failed) = totals(suites);
+    let suites: Vec<serde_json::Value> = suites
+        .iter()
+        .map(|suite| {
+            let cases: Vec<serde_json::Value> = suite
+                .cases
+                .iter()
+                .map(|case| {
+                    serde_json::json!({
+                        "name": case.name,
+                        "file": case.source.file,
+                        "line": case.source.line,
+                        "column": case.source.column,
+                        "passed": case.passed(),
+                        "failures": case.failures,
+                    })
+                })
+                .collect();
+            serde_json::json!({
+                "name": suite.name,
+                "rule": suite.rule,
+                "file": suite.source.file,
+                "line": suite.source.line,
+                "cases": cases,
+            })
+        })
+        .collect();
+    serde_json::json!({ "passed": passed, "failed": failed, "suites": suites })
 }
 
 #[cfg(test)]
