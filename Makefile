@@ -15,7 +15,8 @@ test: control-plane
 	cargo test --workspace --all-targets
 	@tests/image/build.sh >/dev/null && tests/image/check.sh
 	@tests/image/dist.sh >/dev/null
-	@$(MAKE) --no-print-directory check-install
+	@# A debug install here reuses the test build; a release one would add a cold release build to every CI run.
+	@$(MAKE) --no-print-directory check-install INSTALL_FLAGS=--debug
 	$(CARGO_TARGET_DIR)/debug/ruleplane test examples/
 
 ## lint: the checks CI enforces (formatting, clippy, and one kube / k8s-openapi version in the tree)
@@ -39,12 +40,13 @@ build:
 
 ## install: `cargo install --locked --path manager`: ruleplane into ~/.cargo/bin (INSTALL_ROOT=DIR: into DIR/bin)
 INSTALL_ROOT ?=
+INSTALL_FLAGS ?=
 install:
-	cargo install --locked --path manager $(if $(INSTALL_ROOT),--root $(INSTALL_ROOT))
+	cargo install --locked --path manager $(INSTALL_FLAGS) $(if $(INSTALL_ROOT),--root $(INSTALL_ROOT))
 
 ## check-install: `make install` into the cache, then the installed binary checks examples/ as the docs show
 check-install:
-	@$(MAKE) --no-print-directory install INSTALL_ROOT=$(CACHE_DIR)/install-check
+	@$(MAKE) --no-print-directory install INSTALL_ROOT=$(CACHE_DIR)/install-check INSTALL_FLAGS="$(INSTALL_FLAGS)"
 	$(CACHE_DIR)/install-check/bin/ruleplane --version
 	$(CACHE_DIR)/install-check/bin/ruleplane validate examples/
 	$(CACHE_DIR)/install-check/bin/ruleplane test examples/ >/dev/null
