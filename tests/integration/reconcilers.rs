@@ -1431,7 +1431,6 @@ spec:
     );
 }
 
-/// Whether a ConfigMap carries the cleanup finalizer (`None`: it does not exist).
 /// A built-in parent that exists before the manager starts arrives in the watch's first list, whose items carry no
 /// apiVersion/kind: its child still gets the owner reference at once, the parent no finalizer, and the child one
 /// write (it used to get the finalizer, a child without an owner, then two more applies to mend both).
@@ -1551,6 +1550,7 @@ spec:
     );
 }
 
+/// Whether a ConfigMap carries `rule`'s cleanup finalizer (`None`: it does not exist).
 async fn has_cleanup_finalizer(
     configmaps: &Api<k8s_openapi::api::core::v1::ConfigMap>,
     name: &str,
