@@ -782,10 +782,7 @@ impl HelperDef for NodeHelper {
             .to_string();
         let mut args = Vec::with_capacity(params.len());
         for param in params.iter().skip(1) {
-            if param.is_value_missing() {
-                return Err(RenderErrorReason::MissingVariable(param.relative_path().cloned()).into());
-            }
-            args.push(param.value().clone());
+            args.push(required(param)?.clone());
         }
         let failed = |message: String| RenderErrorReason::Other(format!("{name}: {message}"));
         let (indent, value) = match (name.as_str(), args.as_slice()) {
@@ -830,6 +827,14 @@ impl HelperDef for NodeHelper {
     }
 }
 
+/// A helper argument's value; a missing one fails the render as strict mode does for `{{missing}}`.
+fn required<'a>(param: &'a handlebars::PathAndJson<'_>) -> Result<&'a Value, handlebars::RenderError> {
+    if param.is_value_missing() {
+        return Err(RenderErrorReason::MissingVariable(param.relative_path().cloned()).into());
+    }
+    Ok(param.value())
+}
+
 /// [`TICK_HELPER`]: fails the render once its time budget is spent; runs at every `#each` iteration.
 #[derive(Clone, Copy)]
 struct TickHelper;
@@ -866,10 +871,7 @@ impl HelperDef for RawHelper {
         let Some(param) = helper.param(0) else {
             return Err(RenderErrorReason::ParamNotFoundForIndex("raw value", 0).into());
         };
-        if param.is_value_missing() {
-            return Err(RenderErrorReason::MissingVariable(param.relative_path().cloned()).into());
-        }
-        let text = match param.value() {
+        let text = match required(param)? {
             Value::String(text) => text.clone(),
             Value::Null => String::new(),
             other => other.to_string(),
