@@ -21,6 +21,7 @@ pub mod load;
 mod naming;
 pub mod object_diff;
 pub mod ownership;
+pub mod provenance;
 mod rbac;
 pub mod reconciler;
 pub mod redaction;

@@ -80,7 +80,8 @@ fn resource_definition_permissions(crd: &str, deletes: bool) -> Vec<Permission> 
     out
 }
 
-/// What the manager needs whatever the rules: its leader Lease (watched by standbys), Events, and the
+/// What the manager needs whatever the rules: its leader Lease (watched by standbys) and child signing key (read,
+/// or created once: a create cannot be limited to one name), both in its own namespace; Events; and the
 /// SelfSubjectAccessReviews of the permission check itself.
 pub fn manager_permissions(lease_namespace: &str) -> Vec<Permission> {
     let mut out = permissions(
@@ -88,6 +89,15 @@ pub fn manager_permissions(lease_namespace: &str) -> Vec<Permission> {
         "coordination.k8s.io",
         "leases",
         Some(lease_namespace),
+    );
+    out.extend(permissions(&["create"], "", "secrets", Some(lease_namespace)));
+    out.extend(
+        named_permissions(&["get"], "", "secrets", crate::provenance::SIGNING_KEY_SECRET)
+            .into_iter()
+            .map(|p| Permission {
+                namespace: Some(lease_namespace.to_owned()),
+                ..p
+            }),
     );
     out.extend(permissions(&["create", "patch"], "events.k8s.io", "events", None));
     out.extend(permissions(
@@ -331,10 +341,16 @@ mod tests {
         );
         assert_eq!(out[1]["kind"], "Role");
         assert_eq!(out[1]["metadata"]["namespace"], "ops");
-        assert_eq!(out[1]["rules"][0]["resources"][0], "leases");
+        // The Lease, and the child signing key: created once by whichever replica finds none, read by name only.
         assert_eq!(
-            out[1]["rules"][0]["verbs"],
-            json!(["create", "get", "list", "patch", "update", "watch"])
+            out[1]["rules"],
+            json!([
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+                {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["ruleplane-child-signing-key"],
+                 "verbs": ["get"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                 "verbs": ["create", "get", "list", "patch", "update", "watch"]},
+            ])
         );
     }
 

@@ -12,6 +12,7 @@ use kube::discovery::{ApiCapabilities, Scope};
 use kube::{Client, ResourceExt};
 use ruleplane_config::object_diff::yaml;
 use ruleplane_config::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_UID_LABEL, RULE_LABEL};
+use ruleplane_config::provenance::{ChildSigner, SIGNING_KEY_SECRET};
 use ruleplane_config::{
     ObjectKey, ParentPreview, Reconciler, RuleSet, Scopes, builtin_kind, find_lookup_object, gather_lookups,
     preview_parent, render_lookup_target,
@@ -78,8 +79,25 @@ pub async fn diff(rules: &RuleSet, args: &DiffArgs) -> anyhow::Result<DiffReport
     };
     let mut totals = Totals::default();
     let discovery = KindDiscovery::new(client.clone());
+    // The manager's key tells its children from look-alikes; without it, labels decide (and the report says so).
+    let unchecked = |why: String| {
+        format!("note: child signatures not checked ({why}): every object with a rule's labels counts as its child\n\n")
+    };
+    let (signer, note) = match crate::child_signing::read_key(&client, &args.manager_namespace).await {
+        Ok(Some(key)) => (ChildSigner::Key(std::sync::Arc::new(key)), None),
+        Ok(None) => (
+            ChildSigner::Unsigned,
+            Some(unchecked(format!(
+                "no Secret {}/{SIGNING_KEY_SECRET}; see --manager-namespace",
+                args.manager_namespace
+            ))),
+        ),
+        Err(error) => (ChildSigner::Unsigned, Some(unchecked(error.to_string()))),
+    };
+    report.json["signaturesChecked"] = note.is_none().into();
+    report.text.push_str(note.as_deref().unwrap_or_default());
     for rule in rules.reconcilers() {
-        diff_rule(&client, &discovery, rule, &mut report, &mut totals).await?;
+        diff_rule(&client, &discovery, rule, &signer, &mut report, &mut totals).await?;
     }
     let _ = writeln!(
         report.text,
@@ -146,6 +164,7 @@ async fn diff_rule(
     client: &Client,
     discovery: &KindDiscovery,
     rule: &Reconciler,
+    signer: &ChildSigner,
     report: &mut DiffReport,
     totals: &mut Totals,
 ) -> anyhow::Result<()> {
@@ -275,7 +294,7 @@ async fn diff_rule(
         let preview = gather_lookups(rule, parent, |lookup, object_name, namespace| {
             find_lookup_object(&available, lookup, object_name, namespace)
         })
-        .and_then(|lookups| preview_parent(rule, parent, &lookups, &observed, &scopes, &now()));
+        .and_then(|lookups| preview_parent(rule, parent, &lookups, &observed, &scopes, signer, &now()));
         match preview {
             Err(error) => {
                 report.changes += 1;
@@ -289,7 +308,7 @@ async fn diff_rule(
                 );
             }
             Ok(preview) => {
-                let conflicts = conflicts(client, rule, uid, &preview, &child_resources).await?;
+                let conflicts = conflicts(client, rule, uid, signer, &preview, &child_resources).await?;
                 write_preview(&mut report.text, name, &parent_ref, &preview, &conflicts);
                 push(
                     &mut report.json["parents"],
@@ -316,6 +335,7 @@ async fn conflicts(
     client: &Client,
     rule: &Reconciler,
     uid: &str,
+    signer: &ChildSigner,
     preview: &ParentPreview,
     resources: &HashMap<(String, String), ApiResource>,
 ) -> anyhow::Result<Vec<ObjectKey>> {
@@ -333,8 +353,10 @@ async fn conflicts(
             .await
             .with_context(|| format!("checking {key}"))?;
         if let Some(existing) = existing {
-            let labels = existing.metadata.labels.unwrap_or_default();
-            if !ruleplane_config::ownership::is_child_of(&labels, rule.name(), uid) {
+            let labels = existing.metadata.labels.clone().unwrap_or_default();
+            let ours = ruleplane_config::ownership::is_child_of(&labels, rule.name(), uid)
+                && crate::child_signing::proves_child(signer, &key.api_version, &key.kind, &existing.metadata);
+            if !ours {
                 found.push(key);
             }
         }

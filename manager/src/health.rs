@@ -34,6 +34,8 @@ struct Inner {
     /// not replace the running rule set.
     reload_refused: Option<String>,
     caches_synced: bool,
+    /// Whether the child signing key was read (or made); why not, if it was not.
+    signing_key: Option<Result<(), String>>,
     leadership: Option<Leadership>,
     rules: BTreeMap<String, RuleHealth>,
     /// Per rule (or `manager`), RBAC permissions this identity lacks.
@@ -72,6 +74,10 @@ impl Health {
         self.write().reload_refused = refusal;
     }
 
+    pub fn set_signing_key(&self, state: Result<(), String>) {
+        self.write().signing_key = Some(state);
+    }
+
     pub fn set_caches_synced(&self, synced: bool) {
         self.write().caches_synced = synced;
     }
@@ -101,7 +107,7 @@ impl Health {
         self.write().rules.remove(name);
     }
 
-    /// Ready = rules loaded, caches synced, leadership known. A failed or refused reload or a degraded rule is
+    /// Ready = rules loaded, caches synced, the child signing key read, leadership known. A failed or refused reload or a degraded rule is
     /// listed in the verbose output but does not make the replica unready: the last good rules keep running, and
     /// an unready manager would only hold up the rollout that may carry the fix.
     pub fn readiness(&self, verbose: bool) -> Readiness {
@@ -109,6 +115,14 @@ impl Health {
         let checks = [
             ("rules-loaded", inner.rules_loaded, String::new()),
             ("caches-synced", inner.caches_synced, String::new()),
+            (
+                "signing-key",
+                matches!(inner.signing_key, Some(Ok(()))),
+                match &inner.signing_key {
+                    Some(Err(why)) => format!(" ({why})"),
+                    _ => String::new(),
+                },
+            ),
             (
                 "leadership-known",
                 inner.leadership.as_ref().is_some_and(|l| *l != Leadership::Unknown),

@@ -2,6 +2,7 @@
 //! leader election and the HTTP endpoints. `main.rs` only parses the command line and calls in here.
 
 pub mod build_info;
+pub mod child_signing;
 pub mod cli;
 pub mod diff;
 pub mod events;

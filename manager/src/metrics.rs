@@ -52,6 +52,7 @@ pub struct WatchLabels {
 pub struct WatchMetrics {
     pub resyncs: Family<KindLabels, Counter>,
     pub objects: Family<WatchLabels, Gauge>,
+    pub unproven: Family<KindLabels, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -214,6 +215,12 @@ impl Metrics {
             "watch_objects",
             "Objects in a shared watch's cache (content `metadata`: identities only)",
             watches.objects.clone(),
+        );
+        registry.register(
+            "watch_unproven_objects",
+            "Events of objects with Ruleplane's child labels whose signature does not prove them Ruleplane's: neither \
+             cached nor passed on",
+            watches.unproven.clone(),
         );
         let scheduling_attempts = Family::<PolicyLabels, Counter>::default();
         registry.register(

@@ -141,6 +141,19 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         metrics.events.clone(),
     );
     let lane = events.clone();
+    // Before any watch or worker: children are signed with it, and child watches keep only what it proves.
+    let manager_namespace = lease_namespace(&args);
+    let root = args.rules.clone();
+    let first_print = rules_watch::fingerprint(&root);
+    let initial = ruleplane_config::load_paths(std::slice::from_ref(&root));
+    // Said before waiting for the signing key: a replica that may not read it must still say what it lacks.
+    if let Ok(rules) = &initial {
+        spawn_permission_report(&client, &health, rules, &manager_namespace);
+    }
+    let signer = tokio::select! {
+        signer = crate::child_signing::wait_for_signer(&client, &manager_namespace, &health) => signer,
+        () = shutdown_signal() => return Ok(()),
+    };
     let hub = WatchHub::new(client.clone(), metrics.watches.clone());
     // POD_NAME comes from the downward API (the Helm chart sets it); the Pod lives in the Lease's namespace.
     let self_ref = std::env::var("POD_NAME")
@@ -156,6 +169,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let ctx = WorkerContext {
         identity: identity.clone(),
         scheduling: Default::default(),
+        signer,
         self_ref,
         client: client.clone(),
         hub: hub.clone(),
@@ -170,20 +184,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     // Initial load. Invalid rules do not stop the process: it stays unready, shows the errors in /readyz and
     // picks up the fixed files, which is what a ConfigMap rollout needs.
-    let root = args.rules.clone();
-    let first_print = rules_watch::fingerprint(&root);
     let mut reloads = rules_watch::spawn(root.clone(), args.reload_interval, first_print);
-    let initial = ruleplane_config::load_paths(std::slice::from_ref(&root));
-    apply_load(
-        &mut supervisor,
-        &health,
-        &metrics,
-        initial,
-        &root,
-        &client,
-        &lease_namespace(&args),
-    )
-    .await;
+    apply_load(&mut supervisor, &health, &metrics, initial, &root, None).await;
 
     // Standbys watch too, so their caches are warm at takeover.
     let crd_watch = hub.watch(&crd_resource());
@@ -227,7 +229,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
                 supervisor.set_leading(state.is_leading()).await;
             }
             Some(loaded) = reloads.recv() => {
-                apply_load(&mut supervisor, &health, &metrics, loaded, &root, &client, &lease_namespace(&args)).await;
+                let report = (&client, manager_namespace.as_str());
+                apply_load(&mut supervisor, &health, &metrics, loaded, &root, Some(report)).await;
             }
         }
     }
@@ -249,8 +252,8 @@ async fn apply_load(
     metrics: &Metrics,
     loaded: Result<ruleplane_config::RuleSet, ruleplane_config::Diagnostics>,
     root: &std::path::Path,
-    client: &kube::Client,
-    lease_namespace: &str,
+    // Where to check the new rule set's permissions (`None`: checked already).
+    permission_report: Option<(&kube::Client, &str)>,
 ) {
     match loaded {
         Ok(rules) => {
@@ -285,16 +288,9 @@ async fn apply_load(
             metrics.reload_refused.set(0);
             health.set_reload_refused(None);
             health.set_rules_loaded();
-            // Off the main loop: leadership changes and reloads must not wait for the apiserver's answers.
-            let (client, health, set, ns) = (
-                client.clone(),
-                health.clone(),
-                rules.clone(),
-                lease_namespace.to_owned(),
-            );
-            tokio::spawn(async move {
-                health.set_missing_permissions(permissions::report_missing(&client, &set, &ns).await);
-            });
+            if let Some((client, namespace)) = permission_report {
+                spawn_permission_report(client, health, &rules, namespace);
+            }
         }
         Err(diagnostics) => {
             let count = diagnostics.len();
@@ -312,6 +308,20 @@ async fn apply_load(
             health.set_reload_refused(None);
         }
     }
+}
+
+/// Checks the permissions `rules` need and shows what is missing in `/readyz`, off the main loop: leadership
+/// changes and reloads must not wait for the apiserver's answers.
+fn spawn_permission_report(
+    client: &kube::Client,
+    health: &Arc<Health>,
+    rules: &ruleplane_config::RuleSet,
+    namespace: &str,
+) {
+    let (client, health, rules, namespace) = (client.clone(), health.clone(), rules.clone(), namespace.to_owned());
+    tokio::spawn(async move {
+        health.set_missing_permissions(permissions::report_missing(&client, &rules, &namespace).await);
+    });
 }
 
 /// Resolves on SIGTERM (what Kubernetes sends) or Ctrl-C.

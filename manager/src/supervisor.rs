@@ -39,6 +39,8 @@ pub struct WorkerContext {
     pub identity: String,
     /// The one scheduling cache, made by the first SchedulerPolicy worker and kept across leadership changes.
     pub scheduling: Arc<std::sync::OnceLock<Arc<workers::scheduler::ClusterCache>>>,
+    /// Signs the children Reconcilers apply and proves observed ones ours (`crate::child_signing`).
+    pub signer: ruleplane_config::provenance::ChildSigner,
 }
 
 struct RunningWorker {
@@ -333,6 +335,7 @@ mod tests {
         WorkerContext {
             identity: "test".into(),
             scheduling: Default::default(),
+            signer: ruleplane_config::provenance::ChildSigner::Unsigned,
             hub: WatchHub::new(client.clone(), Default::default()),
             discovery: Arc::new(crate::kube_client::KindDiscovery::new(client.clone())),
             recorder: Recorder::new(

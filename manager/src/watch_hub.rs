@@ -76,6 +76,11 @@ impl Change {
     }
 }
 
+/// Which objects a watch keeps: the others are neither cached nor passed on (their events only counted). A child
+/// watch admits only objects whose signature proves them Ruleplane's, so labelled objects anyone can create cost
+/// no memory and wake no worker.
+pub type Admission = Arc<dyn Fn(&DynamicObject) -> bool + Send + Sync>;
+
 /// How many notifications a subscriber may fall behind before it is told to resync.
 const CHANNEL_CAPACITY: usize = 1024;
 
@@ -95,15 +100,41 @@ pub struct SharedWatch {
     synced: watch::Sender<bool>,
     resyncs: Counter,
     objects: Gauge,
+    /// What this watch keeps (everything when `None`).
+    admission: Option<Admission>,
+    unproven: Counter,
 }
 
 impl SharedWatch {
     /// A watch with an empty cache, fed by [`SharedWatch::apply`], reporting to `metrics`.
     pub fn new(resource: ApiResource, metrics: &WatchMetrics) -> Arc<Self> {
-        Self::selected(resource.clone(), KindKey::of(&resource), metrics, Storage::Compact)
+        Self::selected(
+            resource.clone(),
+            KindKey::of(&resource),
+            metrics,
+            Storage::Compact,
+            None,
+        )
     }
 
-    fn selected(resource: ApiResource, key: KindKey, metrics: &WatchMetrics, storage: Storage) -> Arc<Self> {
+    /// [`SharedWatch::new`] that keeps only what `admission` admits.
+    pub fn admitting(resource: ApiResource, metrics: &WatchMetrics, admission: Admission) -> Arc<Self> {
+        Self::selected(
+            resource.clone(),
+            KindKey::of(&resource),
+            metrics,
+            Storage::Compact,
+            Some(admission),
+        )
+    }
+
+    fn selected(
+        resource: ApiResource,
+        key: KindKey,
+        metrics: &WatchMetrics,
+        storage: Storage,
+        admission: Option<Admission>,
+    ) -> Arc<Self> {
         let labels = WatchLabels {
             api_version: key.api_version.clone(),
             kind: key.kind.clone(),
@@ -116,6 +147,8 @@ impl SharedWatch {
             key,
             resyncs: metrics.resyncs.get_or_create(&KindLabels::of(&resource)).clone(),
             objects: metrics.objects.get_or_create(&labels).clone(),
+            unproven: metrics.unproven.get_or_create(&KindLabels::of(&resource)).clone(),
+            admission,
             resource,
             changes: broadcast::channel(CHANNEL_CAPACITY).0,
             routes: Mutex::default(),
@@ -142,6 +175,9 @@ impl SharedWatch {
         match event {
             Event::Apply(o) => {
                 let o = object(o);
+                if !self.admits(&o) {
+                    return self.refuse(&o);
+                }
                 self.store.upsert(&o);
                 self.count_objects();
                 self.route(&o, || Change::Applied(o.clone()));
@@ -149,13 +185,23 @@ impl SharedWatch {
             }
             Event::Delete(o) => {
                 let o = object(o);
+                if !self.admits(&o) {
+                    return self.refuse(&o);
+                }
                 self.store.remove(&o);
                 self.count_objects();
                 self.route(&o, || Change::Deleted(o.clone()));
                 let _ = self.changes.send(Change::Deleted(o));
             }
             Event::Init => self.store.begin_relist(),
-            Event::InitApply(o) => self.store.relisted(&object(o)),
+            Event::InitApply(o) => {
+                let o = object(o);
+                if self.admits(&o) {
+                    self.store.relisted(&o);
+                } else {
+                    self.unproven.inc();
+                }
+            }
             Event::InitDone => {
                 self.store.end_relist();
                 self.count_objects();
@@ -172,6 +218,27 @@ impl SharedWatch {
                 let _ = self.changes.send(Change::Resync);
                 self.synced.send_replace(true);
             }
+        }
+    }
+
+    fn admits(&self, object: &DynamicObject) -> bool {
+        self.admission.as_ref().is_none_or(|admits| admits(object))
+    }
+
+    /// An event of an object this watch does not keep. If an admitted version of it is cached (one of our
+    /// children whose identity someone changed), it is gone as far as readers can tell: removed, and its last
+    /// admitted state announced as deleted.
+    fn refuse(&self, object: &DynamicObject) {
+        self.unproven.inc();
+        let Some(name) = object.metadata.name.as_deref() else {
+            return;
+        };
+        let namespace = object.metadata.namespace.as_deref();
+        if let Some(cached) = self.store.get(namespace, name) {
+            self.store.remove(&cached);
+            self.count_objects();
+            self.route(&cached, || Change::Deleted(cached.clone()));
+            let _ = self.changes.send(Change::Deleted(cached));
         }
     }
 
@@ -670,13 +737,23 @@ impl WatchHub {
 
     /// The shared watch of the objects of a kind that match a label selector, its cache also finding them by the
     /// values of two labels ([`ObjectCache::labelled`]): the one index of a watch many rules read.
+    /// It keeps only what `admission` admits: every caller of one kind and selector must pass the same
+    /// admission (the Reconciler's child watches all pass the process's one signer).
     pub fn watch_indexed(
         &self,
         resource: &ApiResource,
         label_selector: Option<&str>,
         indexed_by: [&'static str; 2],
+        admission: Admission,
     ) -> Arc<SharedWatch> {
-        self.watch_keyed(resource, label_selector, None, Some(indexed_by), Storage::Compact)
+        self.watch_keyed(
+            resource,
+            label_selector,
+            None,
+            Some(indexed_by),
+            Storage::Compact,
+            Some(admission),
+        )
     }
 
     /// The shared watch of a kind restricted by a label and a field selector (e.g. pods not yet terminated:
@@ -699,7 +776,7 @@ impl WatchHub {
         field_selector: Option<&str>,
         storage: Storage,
     ) -> Arc<SharedWatch> {
-        self.watch_keyed(resource, label_selector, field_selector, None, storage)
+        self.watch_keyed(resource, label_selector, field_selector, None, storage, None)
     }
 
     fn watch_keyed(
@@ -709,12 +786,13 @@ impl WatchHub {
         field_selector: Option<&str>,
         indexed_by: Option<[&'static str; 2]>,
         storage: Storage,
+        admission: Option<Admission>,
     ) -> Arc<SharedWatch> {
         let mut key = KindKey::of(resource);
         key.label_selector = label_selector.map(str::to_owned);
         key.field_selector = field_selector.map(str::to_owned);
         key.indexed_by = indexed_by;
-        self.shared_or_started(key, resource, storage, |shared| {
+        self.shared_or_started(key, resource, storage, admission, |shared| {
             let mut config = watcher::Config::default();
             if let Some(selector) = label_selector {
                 config = config.labels(selector);
@@ -735,7 +813,7 @@ impl WatchHub {
     pub fn watch_metadata(&self, resource: &ApiResource) -> Arc<SharedWatch> {
         let mut key = KindKey::of(resource);
         key.metadata_only = true;
-        self.shared_or_started(key, resource, Storage::Compact, |shared| {
+        self.shared_or_started(key, resource, Storage::Compact, None, |shared| {
             let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
             let resource = resource.clone();
             let identities = watcher::watcher(api, watcher::Config::default())
@@ -750,13 +828,14 @@ impl WatchHub {
         key: KindKey,
         resource: &ApiResource,
         storage: Storage,
+        admission: Option<Admission>,
         start: impl FnOnce(Arc<SharedWatch>),
     ) -> Arc<SharedWatch> {
         let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = watches.get(&key) {
             return w.clone();
         }
-        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.metrics, storage);
+        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.metrics, storage, admission);
         start(shared.clone());
         watches.insert(key, shared.clone());
         shared
@@ -859,6 +938,44 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_admitting_watch_neither_caches_nor_announces_what_it_does_not_admit() {
+        let metrics = WatchMetrics::default();
+        let admission: Admission = Arc::new(|o: &DynamicObject| o.labels().get("proof").is_some_and(|v| v == "ok"));
+        let watch = SharedWatch::admitting(config_maps(), &metrics, admission);
+        let mut subscription = watch.subscribe();
+        let proven = |name: &str, data: &str| {
+            let mut o = object(name, data);
+            o.metadata.labels = Some([("proof".to_owned(), "ok".to_owned())].into());
+            o
+        };
+        watch.apply(Event::Init);
+        watch.apply(Event::InitApply(object("forged-at-list", "x")));
+        watch.apply(Event::InitApply(proven("ours", "1")));
+        watch.apply(Event::InitDone);
+        assert!(matches!(subscription.recv().await, Some(Change::Resync)));
+        assert_eq!(
+            names(&watch),
+            BTreeSet::from(["ours".to_owned()]),
+            "only the proven object is cached"
+        );
+        watch.apply(Event::Apply(object("forged", "x")));
+        watch.apply(Event::Delete(object("forged", "x")));
+        // An object of ours whose proof is gone (its labels edited): gone for readers, announced with its last
+        // proven state.
+        watch.apply(Event::Apply(object("ours", "edited")));
+        match subscription.recv().await {
+            Some(Change::Deleted(o)) => {
+                assert_eq!(o.name_any(), "ours");
+                assert_eq!(o.data["data"]["value"], "1", "the last admitted state");
+            }
+            other => panic!("expected the unproven version to read as a deletion, got {other:?}"),
+        }
+        assert!(names(&watch).is_empty());
+        let unproven = metrics.unproven.get_or_create(&KindLabels::of(&config_maps())).get();
+        assert_eq!(unproven, 4, "every refused event is counted");
+    }
+
+    #[tokio::test]
     async fn notifications_say_applied_or_deleted_and_carry_the_object_without_managed_fields() {
         let watch = SharedWatch::new(config_maps(), &WatchMetrics::default());
         let mut subscription = watch.subscribe();
@@ -935,7 +1052,7 @@ mod tests {
     fn an_indexed_cache_finds_objects_by_two_label_values_through_changes_deletions_and_relists() {
         let mut key = KindKey::of(&config_maps());
         key.indexed_by = Some(["rule", "parent"]);
-        let watch = SharedWatch::selected(config_maps(), key, &WatchMetrics::default(), Storage::Compact);
+        let watch = SharedWatch::selected(config_maps(), key, &WatchMetrics::default(), Storage::Compact, None);
         let labelled = |rule: &str, name: &str, parent: Option<&str>| {
             let mut object = object(name, "x");
             let mut labels = std::collections::BTreeMap::from([("rule".to_owned(), rule.to_owned())]);
@@ -998,7 +1115,7 @@ mod tests {
         use futures::FutureExt;
         let mut key = KindKey::of(&config_maps());
         key.indexed_by = Some(["rule", "parent"]);
-        let watch = SharedWatch::selected(config_maps(), key, &WatchMetrics::default(), Storage::Compact);
+        let watch = SharedWatch::selected(config_maps(), key, &WatchMetrics::default(), Storage::Compact, None);
         let with_rule = |name: &str, rule: Option<&str>| {
             let mut object = object(name, "x");
             object.metadata.labels = rule.map(|rule| std::collections::BTreeMap::from([("rule".into(), rule.into())]));

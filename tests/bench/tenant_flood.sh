@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A hostile tenant floods its namespace with ConfigMaps carrying Ruleplane's child labels and one real parent's UID,
-# annotated as children of a parent that does not exist (issue 23). Prints the manager's RSS before and after, what
-# its shared child watch holds, whether any forged object was deleted and whether the real child is intact.
+# annotated as children of that very parent, in its namespace, with a child id the rule has: everything but the
+# signature (issue 23). Prints the manager's RSS before and after, what its shared child watch holds and refused,
+# whether any forged object was deleted and whether the real child is intact.
 # Figures only, no pass/fail on memory.
 # Usage: tests/bench/tenant_flood.sh [OBJECTS] [BYTES]   (defaults 10000 1024: data bytes per forged object)
 #   RULEPLANE_BIN: the binary (default the release build, else the debug build).
@@ -44,7 +45,7 @@ for i in range(objects):
         "name": f"forged-{i}", "namespace": ns,
         "labels": {"app.kubernetes.io/managed-by": "ruleplane", "ruleplane.dev/rule": "team-card",
                    "ruleplane.dev/parent-uid": uid, "ruleplane.dev/child-id": "card"},
-        "annotations": {"ruleplane.dev/parent": f"{ns}/ghost"}}, "data": {"filler": payload}}))
+        "annotations": {"ruleplane.dev/parent": f"{ns}/real"}}, "data": {"filler": payload}}))
 PY
 started=$(now)
 split -l 1000 "$work/flood.yaml" "$work/flood-part-"
@@ -55,7 +56,8 @@ kubectl -n "$ns" label configmap real touched=yes >/dev/null
 sleep 10
 after=$(rss "$manager")
 watched=$(curl -fs "http://127.0.0.1:$metrics/metrics" | awk '/^ruleplane_watch_objects\{/ && /managed-by/ && /content="objects"/ {s += $NF} END {print s + 0}')
+refused=$(curl -fs "http://127.0.0.1:$metrics/metrics" | awk '/^ruleplane_watch_unproven_objects_total\{/ && /ConfigMap/ {s += $NF} END {print s + 0}')
 left=$(kubectl -n "$ns" get configmaps -l ruleplane.dev/rule=team-card -o name | grep -c forged- || true)
 card=$(kubectl -n "$ns" get configmap real-card -o jsonpath='{.data.team}')
-echo "RSS after the flood: $after MiB (+$(awk "BEGIN{printf \"%.1f\", $after - $before}") MiB); child watch holds $watched objects"
+echo "RSS after the flood: $after MiB (+$(awk "BEGIN{printf \"%.1f\", $after - $before}") MiB); child watch holds $watched objects, refused $refused events of unsigned look-alikes"
 echo "forged objects still there: $left of $objects; the real card says team=$card"

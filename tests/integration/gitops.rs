@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
+use ruleplane_config::ownership::{
+    CHILD_ID_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL,
+};
 use serde_json::json;
 
 use crate::support::manager::{ManagerProcess, temp_dir};
@@ -57,9 +60,10 @@ const ADDED: &str = r#"    - id: added
         data: { b: "2" }
 "#;
 
-fn ruleplane_diff(rules: &Path) -> (Option<i32>, String) {
+/// `ruleplane diff` with the manager's namespace (where its child signing key is), the exit code and the report.
+fn ruleplane_diff(rules: &Path, manager_namespace: &str) -> (Option<i32>, String) {
     let out: Output = Command::new(env!("CARGO_BIN_EXE_ruleplane"))
-        .args(["diff", "--rules"])
+        .args(["diff", "--manager-namespace", manager_namespace, "--rules"])
         .arg(rules)
         .arg("--kubeconfig")
         .arg(&control_plane().kubeconfig)
@@ -78,9 +82,16 @@ fn ruleplane_diff(rules: &Path) -> (Option<i32>, String) {
 }
 
 /// `ruleplane diff -o json`: the exit code and the report.
-fn ruleplane_diff_json(rules: &Path) -> (Option<i32>, serde_json::Value) {
+fn ruleplane_diff_json(rules: &Path, manager_namespace: &str) -> (Option<i32>, serde_json::Value) {
     let out: Output = Command::new(env!("CARGO_BIN_EXE_ruleplane"))
-        .args(["diff", "--output", "json", "--rules"])
+        .args([
+            "diff",
+            "--output",
+            "json",
+            "--manager-namespace",
+            manager_namespace,
+            "--rules",
+        ])
         .arg(rules)
         .arg("--kubeconfig")
         .arg(&control_plane().kubeconfig)
@@ -110,7 +121,7 @@ async fn diff_shows_creates_changes_prunes_and_conflicts_without_writing() {
     let v1 = temp_dir("diff-v1");
     write_rule_file(&v1, "rule.yaml", &rule(&ns, &format!("{COPY_V1}{EXTRA}")));
     // Before the manager ever ran: everything is to be created.
-    let (code, out) = ruleplane_diff(&v1);
+    let (code, out) = ruleplane_diff(&v1, &ns);
     assert_eq!(code, Some(1), "{out}");
     assert!(
         out.contains(&format!("Reconciler diff-{ns} › ConfigMap {ns}/web\n")),
@@ -136,11 +147,45 @@ async fn diff_shows_creates_changes_prunes_and_conflicts_without_writing() {
     manager.sigterm();
 
     // The rule set the cluster runs: nothing to do.
-    let (code, out) = ruleplane_diff(&v1);
+    let (code, out) = ruleplane_diff(&v1, &ns);
     assert_eq!(code, Some(0), "{out}");
     assert!(
         out.contains(&format!(
             "Reconciler diff-{ns} › ConfigMap {ns}/web: no changes (2 child(ren) unchanged)"
+        )),
+        "{out}"
+    );
+
+    // A look-alike of a child, with every label and the annotation but no signature: the manager would leave it
+    // alone, and so does diff when it can read the signing key (in the manager's namespace, here `ns`).
+    let uid = configmaps.get("web").await.expect("parent").metadata.uid.expect("uid");
+    let lookalike: ConfigMap = serde_json::from_value(json!({"metadata": {
+        "name": "web-lookalike",
+        "labels": { MANAGED_BY_LABEL: MANAGED_BY_VALUE, RULE_LABEL: format!("diff-{ns}"), PARENT_UID_LABEL: uid,
+                    CHILD_ID_LABEL: "copy" },
+        "annotations": { PARENT_ANNOTATION: format!("{ns}/web") }}}))
+    .unwrap();
+    configmaps
+        .create(&PostParams::default(), &lookalike)
+        .await
+        .expect("look-alike ConfigMap");
+    let (code, out) = ruleplane_diff(&v1, &ns);
+    assert_eq!(code, Some(0), "the unsigned look-alike is not a child: {out}");
+    assert!(!out.contains("signatures not checked"), "{out}");
+    // Without the key diff can only go by labels, and says so: the look-alike reads as a child to prune.
+    let elsewhere = format!("{ns}-no-manager");
+    let (code, report) = ruleplane_diff_json(&v1, &elsewhere);
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["signaturesChecked"], false, "{report}");
+    assert_eq!(
+        report["parents"][0]["prune"],
+        json!([format!("ConfigMap {ns}/web-lookalike")]),
+        "{report}"
+    );
+    let (_, out) = ruleplane_diff(&v1, &elsewhere);
+    assert!(
+        out.starts_with(&format!(
+            "note: child signatures not checked (no Secret {elsewhere}/ruleplane-child-signing-key"
         )),
         "{out}"
     );
@@ -160,7 +205,7 @@ async fn diff_shows_creates_changes_prunes_and_conflicts_without_writing() {
         .await;
     let v2 = temp_dir("diff-v2");
     write_rule_file(&v2, "rule.yaml", &rule(&ns, &format!("{COPY_V2}{ADDED}")));
-    let (code, out) = ruleplane_diff(&v2);
+    let (code, out) = ruleplane_diff(&v2, &ns);
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains(&format!("  ~ change ConfigMap {ns}/web-copy\n")), "{out}");
     assert!(out.contains("      --- live\n      +++ rendered\n"), "{out}");
@@ -174,8 +219,9 @@ async fn diff_shows_creates_changes_prunes_and_conflicts_without_writing() {
     );
     assert!(out.contains(&format!("  - prune ConfigMap {ns}/web-extra\n")), "{out}");
     // The same facts as JSON, with the same exit code.
-    let (code, report) = ruleplane_diff_json(&v2);
+    let (code, report) = ruleplane_diff_json(&v2, &ns);
     assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["signaturesChecked"], true, "{report}");
     assert_eq!(report["changes"], 1, "{report}");
     let entry = &report["parents"][0];
     assert_eq!(entry["parent"], format!("ConfigMap {ns}/web"), "{report}");
@@ -231,7 +277,7 @@ async fn diff_shows_creates_changes_prunes_and_conflicts_without_writing() {
         "rule.yaml",
         "apiVersion: ruleplane.dev/v1alpha1\nkind: Reconciler\nmetadata: { name: x }\nspec: { for: {} }\n",
     );
-    let (code, out) = ruleplane_diff(&broken);
+    let (code, out) = ruleplane_diff(&broken, &ns);
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("rule.yaml:4:"), "{out}");
 }

@@ -1,15 +1,16 @@
 //! A hostile tenant on the real plane: parent data that tries to move a child, objects forged with Ruleplane's
-//! labels, and finalizers left behind by a rule whose selector narrowed while no manager ran (issue 23).
+//! labels (even in the parent's own namespace: only the signature tells them apart), and finalizers left behind by a rule whose selector narrowed while no manager ran (issue 23).
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use ruleplane_config::ownership::{
     CHILD_ID_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL,
     cleanup_finalizer,
 };
+use ruleplane_config::provenance::{SIGNATURE_ANNOTATION, SIGNING_KEY_SECRET};
 use serde_json::json;
 
 use crate::support::manager::{ManagerProcess, temp_dir};
@@ -92,6 +93,11 @@ spec:
     here.create(&PostParams::default(), &other_parent)
         .await
         .expect("forge with another parent's annotation");
+    // The hardest copy: the parent's own namespace, its annotation, a child id the rule has, every label: only the
+    // signature tells it from a child, and it has none.
+    here.create(&PostParams::default(), &forged(&ns, "forged-here", "copy"))
+        .await
+        .expect("forge in the parent's own namespace");
     for round in 0..3 {
         let change = Patch::Merge(json!({"data": {"team": format!("round-{round}")}}));
         here.patch("web", &PatchParams::default(), &change)
@@ -110,6 +116,49 @@ spec:
     assert!(
         here.get_opt("forged-annotation").await.expect("get").is_some(),
         "nor one that names another parent"
+    );
+    assert!(
+        here.get_opt("forged-here").await.expect("get").is_some(),
+        "nor an unsigned copy of a child in the parent's own namespace"
+    );
+    let copy = here.get("web-copy").await.expect("the child");
+    let signature = copy
+        .annotations()
+        .get(SIGNATURE_ANNOTATION)
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        signature.starts_with("v1."),
+        "the child is signed: {:?}",
+        copy.annotations()
+    );
+    // The key the manager made lives in its own namespace (here the test namespace, where its Lease is).
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let key = secrets.get(SIGNING_KEY_SECRET).await.expect("the signing key Secret");
+    assert_eq!(key.immutable, Some(true));
+    // A copy of the real child's signature onto another name in the same place proves nothing either.
+    let mut copied = forged(&ns, "forged-signed", "copy");
+    copied
+        .annotations_mut()
+        .insert(SIGNATURE_ANNOTATION.to_owned(), signature);
+    here.create(&PostParams::default(), &copied)
+        .await
+        .expect("forge with a copied signature");
+    here.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"team": "last"}})),
+    )
+    .await
+    .expect("update the parent");
+    eventually(Duration::from_secs(20), "the child follows the parent", || async {
+        let copy = here.get_opt("web-copy").await.ok().flatten()?;
+        (copy.data?.get("team")? == "last").then_some(())
+    })
+    .await;
+    assert!(
+        here.get_opt("forged-signed").await.expect("get").is_some(),
+        "a signature copied to another name does not make it a child"
     );
 }
 

@@ -16,6 +16,7 @@ use super::resolved::Reconciler;
 use crate::ownership::{
     APPLIED_ANNOTATION, CHILD_ID_LABEL, PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, is_retained,
 };
+use crate::provenance::{ChildSigner, SIGNATURE_ANNOTATION};
 use crate::scheduler::engine::quantity;
 
 /// What identifies a child object in the cluster.
@@ -109,7 +110,13 @@ pub fn plan_children(rendered: Vec<Value>, observed: &[Value], unrendered: impl 
     let mut plan = ChildPlan::default();
     let mut desired_keys = Vec::with_capacity(rendered.len());
     for mut child in rendered {
+        // The signature is left out: it says who wrote the child, not what the rule renders, and `diff` without
+        // the key must see the same fingerprint as the worker.
+        let signature = take_annotation(&mut child, SIGNATURE_ANNOTATION);
         let fingerprint = fingerprint(&child);
+        if let Some(signature) = signature {
+            set_annotation(&mut child, SIGNATURE_ANNOTATION, &signature);
+        }
         set_annotation(&mut child, APPLIED_ANNOTATION, &fingerprint);
         let Some(key) = ObjectKey::of(&child) else {
             continue;
@@ -153,6 +160,17 @@ pub fn fingerprint(object: &Value) -> String {
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
+fn take_annotation(object: &mut Value, key: &str) -> Option<String> {
+    let annotations = object.pointer_mut("/metadata/annotations")?.as_object_mut()?;
+    let taken = annotations.remove(key)?.as_str().map(str::to_owned);
+    if annotations.is_empty()
+        && let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        metadata.remove("annotations");
+    }
+    taken
+}
+
 fn set_annotation(object: &mut Value, key: &str, value: &str) {
     let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
@@ -179,8 +197,15 @@ pub fn parent_reference(parent: &Value, parent_namespaced: bool) -> String {
 /// object someone else labelled so (labels are easy to copy: a parent's UID is visible to whoever reads it). It
 /// must also name the parent in its annotation and stand where its child can be written: the parent's namespace
 /// (a Namespace parent: that namespace), no namespace (a cluster-scoped object), or anywhere for a child id whose
-/// namespace the rule sets itself. Anything else is neither read, pruned nor released.
-pub fn is_own_child(rule: &Reconciler, parent: &Value, parent_namespaced: bool, observed: &Value) -> bool {
+/// namespace the rule sets itself. And its signature must check out (`signer`: see [`crate::provenance`]), which
+/// no copy of labels and annotations can forge. Anything else is neither read, pruned nor released.
+pub fn is_own_child(
+    rule: &Reconciler,
+    parent: &Value,
+    parent_namespaced: bool,
+    observed: &Value,
+    signer: &ChildSigner,
+) -> bool {
     let text = |value: &Value, pointer: &str| value.pointer(pointer).and_then(Value::as_str).map(str::to_string);
     let labelled = text(observed, &format!("/metadata/labels/{}", RULE_LABEL.replace('/', "~1"))).as_deref()
         == Some(rule.metadata.name.as_str())
@@ -204,14 +229,20 @@ pub fn is_own_child(rule: &Reconciler, parent: &Value, parent_namespaced: bool, 
                 || (!parent_namespaced && text(parent, "/metadata/name").as_ref() == Some(&namespace))
         }
     };
-    labelled && annotated && placed
+    labelled && annotated && placed && signer.provenance_of(observed).is_proven()
 }
 
 /// Marks a rendered child as its parent's: the `ruleplane.dev/parent` annotation always, and a controller owner
 /// reference where Kubernetes allows one — any child of a cluster-scoped parent, or a namespaced child in the
 /// parent's own namespace. Other children (cross-namespace, cluster-scoped under a namespaced parent) are
-/// tracked by their labels and annotation only.
-pub fn attach_parent(child: &mut Value, parent: &Value, parent_namespaced: bool, child_namespaced: bool) {
+/// tracked by their labels and annotation only. Last, `signer` signs the child's identity.
+pub fn attach_parent(
+    child: &mut Value,
+    parent: &Value,
+    parent_namespaced: bool,
+    child_namespaced: bool,
+    signer: &ChildSigner,
+) {
     let text = |value: &Value, pointer: &str| value.pointer(pointer).and_then(Value::as_str).map(str::to_string);
     let parent_namespace = text(parent, "/metadata/namespace");
     let parent_name = text(parent, "/metadata/name").unwrap_or_default();
@@ -232,6 +263,7 @@ pub fn attach_parent(child: &mut Value, parent: &Value, parent_namespaced: bool,
             serde_json::json!([{ "apiVersion": api_version, "kind": kind, "name": parent_name, "uid": uid, "controller": true }]),
         );
     }
+    signer.sign(child);
 }
 
 /// Whether every field of `desired` is in `observed` with an equal value (quantities compared by value).

@@ -10,6 +10,7 @@ use super::render::{RenderError, render_children_observing};
 use super::resolved::Reconciler;
 use crate::object_diff::{project, unified_diff, yaml};
 use crate::ownership::APPLIED_ANNOTATION;
+use crate::provenance::ChildSigner;
 
 /// The changes one parent would get.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -70,12 +71,13 @@ pub fn preview_parent(
     lookups: &Map<String, Value>,
     observed: &[Value],
     scopes: &Scopes,
+    signer: &ChildSigner,
     now: &str,
 ) -> Result<ParentPreview, RenderError> {
     // What the worker would take for this parent's children: the same identity check.
     let observed: Vec<Value> = observed
         .iter()
-        .filter(|child| is_own_child(rule, parent, scopes.parent_namespaced, child))
+        .filter(|child| is_own_child(rule, parent, scopes.parent_namespaced, child, signer))
         .cloned()
         .collect();
     let observed = observed.as_slice();
@@ -91,7 +93,7 @@ pub fn preview_parent(
                 child["apiVersion"].as_str().unwrap_or_default(),
                 child["kind"].as_str().unwrap_or_default(),
             );
-            attach_parent(&mut child, parent, scopes.parent_namespaced, namespaced);
+            attach_parent(&mut child, parent, scopes.parent_namespaced, namespaced, signer);
             child
         })
         .collect();
@@ -209,7 +211,16 @@ spec:
             child_namespaced: &|_, _| true,
             status: None,
         };
-        preview_parent(rule, parent, &Map::new(), observed, &scopes, "2026-01-01T00:00:00Z").expect("renders")
+        preview_parent(
+            rule,
+            parent,
+            &Map::new(),
+            observed,
+            &scopes,
+            &ChildSigner::Unsigned,
+            "2026-01-01T00:00:00Z",
+        )
+        .expect("renders")
     }
 
     /// What the apiserver returns for an applied child: what was sent, plus defaults and normalised values.

@@ -343,7 +343,13 @@ fn children_render_after_the_children_they_read_once_those_are_ready() {
         .unwrap();
     assert_eq!(debug["metadata"]["annotations"]["ruleplane.dev/retain"], "true");
     let mut attached = debug.clone();
-    ruleplane_config::attach_parent(&mut attached, &debug_parent, true, true);
+    ruleplane_config::attach_parent(
+        &mut attached,
+        &debug_parent,
+        true,
+        true,
+        &ruleplane_config::provenance::ChildSigner::Unsigned,
+    );
     assert!(
         attached["metadata"].get("ownerReferences").is_none(),
         "a retained child outlives its parent"

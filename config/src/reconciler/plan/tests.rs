@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::provenance::{SIGNATURE_ANNOTATION, SigningKey};
 
 fn yaml(text: &str) -> Value {
     serde_saphyr::from_str(text).expect("fixture parses")
@@ -200,19 +201,19 @@ fn owner_references_only_where_kubernetes_allows_them() {
     let parent = json!({ "apiVersion": "stable.example.com/v1", "kind": "CronTab",
                          "metadata": { "name": "nightly", "namespace": "team-a", "uid": "u-9" } });
     let mut same = json!({ "apiVersion": "batch/v1", "kind": "CronJob", "metadata": { "name": "nightly", "namespace": "team-a" } });
-    attach_parent(&mut same, &parent, true, true);
+    attach_parent(&mut same, &parent, true, true, &ChildSigner::Unsigned);
     assert_eq!(same["metadata"]["ownerReferences"][0]["uid"], "u-9");
     assert_eq!(same["metadata"]["ownerReferences"][0]["controller"], true);
     assert_eq!(same["metadata"]["annotations"][PARENT_ANNOTATION], "team-a/nightly");
     let mut elsewhere =
         json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "x", "namespace": "team-b" } });
-    attach_parent(&mut elsewhere, &parent, true, true);
+    attach_parent(&mut elsewhere, &parent, true, true, &ChildSigner::Unsigned);
     assert!(
         elsewhere["metadata"].get("ownerReferences").is_none(),
         "no cross-namespace owner"
     );
     let mut cluster_child = json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "x" } });
-    attach_parent(&mut cluster_child, &parent, true, false);
+    attach_parent(&mut cluster_child, &parent, true, false, &ChildSigner::Unsigned);
     assert!(
         cluster_child["metadata"].get("ownerReferences").is_none(),
         "no namespaced owner of a cluster-scoped child"
@@ -220,7 +221,7 @@ fn owner_references_only_where_kubernetes_allows_them() {
     let namespace = json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "team-a", "uid": "u-ns" } });
     let mut quota =
         json!({ "apiVersion": "v1", "kind": "ResourceQuota", "metadata": { "name": "q", "namespace": "team-a" } });
-    attach_parent(&mut quota, &namespace, false, true);
+    attach_parent(&mut quota, &namespace, false, true, &ChildSigner::Unsigned);
     assert_eq!(
         quota["metadata"]["ownerReferences"][0]["kind"], "Namespace",
         "a cluster-scoped parent owns anything"
@@ -228,11 +229,8 @@ fn owner_references_only_where_kubernetes_allows_them() {
     assert_eq!(quota["metadata"]["annotations"][PARENT_ANNOTATION], "team-a");
 }
 
-#[test]
-fn only_children_with_the_parents_annotation_in_their_place_are_its_own() {
-    let rules = crate::load_str(
-        "rules.yaml",
-        r#"apiVersion: ruleplane.dev/v1alpha1
+/// A rule with a child in the parent's namespace and one whose namespace the rule sets.
+const MIRROR: &str = r#"apiVersion: ruleplane.dev/v1alpha1
 kind: Reconciler
 metadata: { name: mirror }
 spec:
@@ -249,9 +247,11 @@ spec:
         apiVersion: v1
         kind: ConfigMap
         metadata: { name: "{{metadata.name}}-audit" }
-"#,
-    )
-    .expect("rules load");
+"#;
+
+#[test]
+fn only_children_with_the_parents_annotation_in_their_place_are_its_own() {
+    let rules = crate::load_str("rules.yaml", MIRROR).expect("rules load");
     let Some(crate::Rule::Reconciler(rule)) = rules.get("mirror") else {
         panic!("no rule")
     };
@@ -267,33 +267,92 @@ spec:
         rule,
         &parent,
         true,
-        &child("team-a", "copy", "team-a/web")
+        &child("team-a", "copy", "team-a/web"),
+        &ChildSigner::Unsigned
     ));
     assert!(is_own_child(
         rule,
         &parent,
         true,
-        &child("audit", "elsewhere", "team-a/web")
+        &child("audit", "elsewhere", "team-a/web"),
+        &ChildSigner::Unsigned
     ));
     // Forged in another namespace with the parent's UID copied: not the default child's place.
     assert!(!is_own_child(
         rule,
         &parent,
         true,
-        &child("tenant-b", "copy", "team-a/web")
+        &child("tenant-b", "copy", "team-a/web"),
+        &ChildSigner::Unsigned
     ));
     // The labels alone, pointing at another parent, or an id the rule does not have.
     assert!(!is_own_child(
         rule,
         &parent,
         true,
-        &child("team-a", "copy", "team-a/other")
+        &child("team-a", "copy", "team-a/other"),
+        &ChildSigner::Unsigned
     ));
     // An id the rule dropped: still the parent's child where any child goes (so it is pruned), nowhere else.
     let dropped = |namespace: &str| child(namespace, "dropped", "team-a/web");
-    assert!(is_own_child(rule, &parent, true, &dropped("team-a")));
-    assert!(!is_own_child(rule, &parent, true, &dropped("audit")));
+    assert!(is_own_child(
+        rule,
+        &parent,
+        true,
+        &dropped("team-a"),
+        &ChildSigner::Unsigned
+    ));
+    assert!(!is_own_child(
+        rule,
+        &parent,
+        true,
+        &dropped("audit"),
+        &ChildSigner::Unsigned
+    ));
     let mut unlabelled = child("team-a", "copy", "team-a/web");
     unlabelled["metadata"]["labels"][PARENT_UID_LABEL] = json!("u-2");
-    assert!(!is_own_child(rule, &parent, true, &unlabelled));
+    assert!(!is_own_child(rule, &parent, true, &unlabelled, &ChildSigner::Unsigned));
+}
+
+#[test]
+fn with_a_key_only_signed_or_older_unsigned_children_are_a_parents_own() {
+    let rules = crate::load_str("rules.yaml", MIRROR).expect("rules load");
+    let Some(crate::Rule::Reconciler(rule)) = rules.get("mirror") else {
+        panic!("no rule")
+    };
+    let signer = ChildSigner::Key(std::sync::Arc::new(
+        SigningKey::new(vec![3; 32], Some("2026-06-01T00:00:00Z".into())).unwrap(),
+    ));
+    let parent = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "web", "namespace": "team-a", "uid": "u-1"}});
+    let mut rendered = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "web-copy", "namespace": "team-a",
+        "labels": { RULE_LABEL: "mirror", PARENT_UID_LABEL: "u-1", CHILD_ID_LABEL: "copy" }}});
+    attach_parent(&mut rendered, &parent, true, true, &signer);
+    let mut stored = rendered.clone();
+    stored["metadata"]["creationTimestamp"] = json!("2026-07-01T00:00:00Z");
+    assert!(
+        is_own_child(rule, &parent, true, &stored, &signer),
+        "what we signed is ours"
+    );
+    // The same labels and annotation on an object a tenant made in the parent's own namespace: no signature.
+    let mut forged = stored.clone();
+    forged["metadata"]["name"] = json!("tenant-secret-data");
+    forged["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove(SIGNATURE_ANNOTATION);
+    assert!(!is_own_child(rule, &parent, true, &forged, &signer));
+    // Our signature copied onto another name does not carry over.
+    forged["metadata"]["annotations"][SIGNATURE_ANNOTATION] =
+        stored["metadata"]["annotations"][SIGNATURE_ANNOTATION].clone();
+    assert!(!is_own_child(rule, &parent, true, &forged, &signer));
+    // Written by a version that did not sign, before the key existed: still ours (the next apply signs it).
+    let mut legacy = stored.clone();
+    legacy["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove(SIGNATURE_ANNOTATION);
+    legacy["metadata"]["creationTimestamp"] = json!("2026-05-01T00:00:00Z");
+    assert!(is_own_child(rule, &parent, true, &legacy, &signer));
 }

@@ -122,7 +122,13 @@ pub(super) async fn finalize(
             let api_version = child["apiVersion"].as_str().unwrap_or_default().to_owned();
             let kind = child["kind"].as_str().unwrap_or_default().to_owned();
             let watched = reconciler.child_kind(&api_version, &kind)?;
-            attach_parent(child, parent_value, reconciler.parent.namespaced, watched.namespaced);
+            attach_parent(
+                child,
+                parent_value,
+                reconciler.parent.namespaced,
+                watched.namespaced,
+                &reconciler.ctx.signer,
+            );
         }
         let plan = plan_children(finals, &observed, |_| Unrendered::Keep);
         let mut current: Vec<Value> = observed.clone();

@@ -60,7 +60,15 @@ pub(super) async fn apply_child(
                 // Taken: by this parent (our earlier write, not yet in the cache) or by someone else.
                 let uid = parent.uid().unwrap_or_default();
                 if let Some(existing) = get_metadata_opt(&api, &key.name).await? {
-                    if !ruleplane_config::ownership::is_child_of(existing.labels(), reconciler.rule.name(), &uid) {
+                    let ours =
+                        ruleplane_config::ownership::is_child_of(existing.labels(), reconciler.rule.name(), &uid)
+                            && crate::child_signing::proves_child(
+                                &reconciler.ctx.signer,
+                                &key.api_version,
+                                &key.kind,
+                                &existing.metadata,
+                            );
+                    if !ours {
                         return Err(ReconcilerError::Conflict { child: key.clone() });
                     }
                     ours_before = existing.resource_version();

@@ -204,9 +204,12 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
             resource, namespaced, ..
         } = discover(&ctx.discovery, &rule, &child.api_version, &child.kind).await?;
         // Found by rule and parent UID through the watch's own index, shared by every rule with children of this kind.
-        let watch = ctx
-            .hub
-            .watch_indexed(&resource, Some(CHILD_SELECTOR), [RULE_LABEL, PARENT_UID_LABEL]);
+        let watch = ctx.hub.watch_indexed(
+            &resource,
+            Some(CHILD_SELECTOR),
+            [RULE_LABEL, PARENT_UID_LABEL],
+            crate::child_signing::child_admission(ctx.signer.clone()),
+        );
         children.insert(kind, Watched { watch, namespaced });
     }
     let labels = crate::metrics::Metrics::labels(rule.name(), KIND);
@@ -359,7 +362,7 @@ impl ParentReconciler {
                 .and_then(Value::as_str)
                 .unwrap_or_default(),
         );
-        observed.retain(|child| is_own_child(&self.rule, parent, self.parent.namespaced, child));
+        observed.retain(|child| is_own_child(&self.rule, parent, self.parent.namespaced, child, &self.ctx.signer));
         observed
     }
 
@@ -426,7 +429,13 @@ impl ParentReconciler {
             let api_version = child["apiVersion"].as_str().unwrap_or_default().to_owned();
             let kind = child["kind"].as_str().unwrap_or_default().to_owned();
             let watched = self.child_kind(&api_version, &kind)?;
-            attach_parent(&mut child, parent_value, self.parent.namespaced, watched.namespaced);
+            attach_parent(
+                &mut child,
+                parent_value,
+                self.parent.namespaced,
+                watched.namespaced,
+                &self.ctx.signer,
+            );
             desired.push(child);
         }
         // Children no owner reference can clean up (and finalize children) need the finalizer before they exist.
