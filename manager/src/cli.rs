@@ -262,10 +262,11 @@ pub struct DiffArgs {
     /// Output format (`json`: `{changes, totals, parents, notServed}`, see docs/testing.md).
     #[arg(long, short, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
-    /// Namespace the manager runs in: its child signing key (Secret `ruleplane-child-signing-key`) is read from
-    /// there to tell its children from look-alikes, as the manager does. Unreadable: signatures are not checked,
-    /// and the report says so.
-    #[arg(long, env = "RULEPLANE_MANAGER_NAMESPACE", default_value = "ruleplane")]
+    /// Namespace of the manager's Lease (the Helm release's namespace): its child signing key (Secret
+    /// `ruleplane-child-signing-key`) is read from there to tell its children from look-alikes, as the manager
+    /// does. Unreadable: signatures are not checked, and the report says so. Defaults as `run` does outside a
+    /// cluster.
+    #[arg(long, env = "RULEPLANE_MANAGER_NAMESPACE", default_value = "default")]
     pub manager_namespace: String,
 }
 

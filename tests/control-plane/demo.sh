@@ -127,6 +127,25 @@ echo "   \$ kubectl get configmap sneaky-card -o jsonpath='{.metadata.namespace}
 printf '   %s\n' "$(kubectl get configmap sneaky-card -o jsonpath='{.metadata.namespace} {.data.team}')"
 echo "   \$ kubectl get configmap sneaky-card -n kube-system"
 kubectl get configmap sneaky-card -n kube-system 2>&1 | sed 's/^/   /' || true
+explain "" "Labels can be copied, a signature cannot: the tenant copies the card's labels and annotation onto a"
+explain "ConfigMap of its own. Ruleplane signs what it writes (an HMAC keyed by a Secret in the manager's"
+explain "namespace), so the look-alike is neither read nor pruned when the parent changes:"
+uid=$(kubectl get configmap sneaky -o jsonpath='{.metadata.uid}')
+kubectl delete configmap sneaky-lookalike --ignore-not-found >/dev/null
+cat <<YAML | kubectl apply -f - | sed 's/^/   /'
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: sneaky-lookalike
+  namespace: default
+  labels: { app.kubernetes.io/managed-by: ruleplane, ruleplane.dev/rule: team-card, ruleplane.dev/parent-uid: "$uid", ruleplane.dev/child-id: card }
+  annotations: { ruleplane.dev/parent: default/sneaky }
+YAML
+kubectl label configmap sneaky demo-touched="$(date +%s)" --overwrite >/dev/null
+sleep 2
+echo "   \$ kubectl get configmaps -l ruleplane.dev/rule=team-card -o custom-columns=NAME:.metadata.name,SIGNATURE:'.metadata.annotations.ruleplane\.dev/signature'"
+kubectl get configmaps -l ruleplane.dev/rule=team-card \
+  -o custom-columns=NAME:.metadata.name,SIGNATURE:'.metadata.annotations.ruleplane\.dev/signature' | sed 's/^/   /'
 
 say "7. The SchedulerPolicy rules schedule pods beside kube-scheduler (user story 3)"
 explain "Three nodes (no kubelet runs here: nodes are objects the schedulers read):"
@@ -183,8 +202,8 @@ cp "$root/examples/"*.yaml "$review/"
 rm -f "$review/"*.test.yaml
 # The change under review: CronJobs get a history limit.
 sed -i 's/^          concurrencyPolicy: \(.*\)$/          concurrencyPolicy: \1\n          successfulJobsHistoryLimit: 1/' "$review/crontab.yaml"
-echo "   \$ ruleplane diff --rules changed-rules/    (crontab.yaml: + successfulJobsHistoryLimit: 1)"
-"$target/debug/ruleplane" diff --rules "$review" --kubeconfig "$KUBECONFIG" | sed 's/^/   /' || true
+echo "   \$ ruleplane diff --rules changed-rules/ --manager-namespace default    (crontab.yaml: + successfulJobsHistoryLimit: 1)"
+"$target/debug/ruleplane" diff --rules "$review" --manager-namespace default --kubeconfig "$KUBECONFIG" | sed 's/^/   /' || true
 rm -rf "$review"
 
 say "9. Health and metrics"
