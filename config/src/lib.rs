@@ -20,6 +20,7 @@ mod jsonpath;
 pub mod load;
 mod naming;
 pub mod object_diff;
+pub mod object_schema;
 pub mod ownership;
 pub mod provenance;
 mod rbac;

@@ -8,6 +8,7 @@ mod gitops;
 mod helm_chart;
 mod leader_election;
 mod manager_runtime;
+mod openapi_snapshot;
 mod reconcilers;
 mod resource_definitions;
 mod scheduler_fidelity;

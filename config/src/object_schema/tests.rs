@@ -1,0 +1,144 @@
+//! The schema checks on synthetic objects and on the committed snapshot.
+
+use serde_json::json;
+
+use super::*;
+
+fn problems(object: Value) -> Vec<String> {
+    KindSchemas::default()
+        .check(&object)
+        .expect("a known kind")
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+fn deployment(spec: Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "labels": {"app": "web"}},
+           "spec": spec})
+}
+
+fn pod_template(container: Value) -> Value {
+    json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [container]}})
+}
+
+#[test]
+fn the_snapshot_is_json_and_knows_every_builtin_kind() {
+    let snapshot: Value = serde_json::from_str(BUILTIN_SNAPSHOT).expect("JSON");
+    assert!(
+        snapshot["kubernetesVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("v1."))
+    );
+    for kind in crate::BUILTIN_KINDS {
+        assert!(
+            KindSchemas::default().knows(kind.api_version, kind.kind),
+            "{} {}",
+            kind.api_version,
+            kind.kind
+        );
+    }
+}
+
+#[test]
+fn a_valid_deployment_has_no_problems() {
+    let valid = deployment(json!({
+        "replicas": 3,
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": pod_template(json!({"name": "web", "image": "nginx:1.27", "imagePullPolicy": "IfNotPresent",
+            "ports": [{"containerPort": 80}], "env": [{"name": "A", "value": "1"}],
+            "resources": {"limits": {"cpu": "500m", "memory": 1073741824u64}}}))
+    }));
+    assert_eq!(problems(valid), Vec::<String>::new());
+}
+
+#[test]
+fn unknown_fields_types_required_enums_and_quantities_are_reported_with_their_paths() {
+    let broken = deployment(json!({
+        "replica": 3,
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": pod_template(json!({"image": "nginx", "imagePullPolicy": "Sometimes",
+            "ports": [{"containerPort": "80"}], "env": [{"name": "PORT", "value": 8080}],
+            "resources": {"limits": {"cpu": "lots"}}}))
+    }));
+    assert_eq!(
+        problems(broken),
+        [
+            "spec.replica: field not declared in schema",
+            "spec.template.spec.containers[0].env[0].value: expected a string, got an integer (8080)",
+            "spec.template.spec.containers[0].imagePullPolicy: \"Sometimes\" is not one of \"Always\", \"IfNotPresent\", \"Never\"",
+            "spec.template.spec.containers[0].ports[0].containerPort: expected an integer, got a string (\"80\")",
+            "spec.template.spec.containers[0].resources.limits.cpu: invalid quantity `lots`: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            "spec.template.spec.containers[0].name: required field is missing",
+        ]
+    );
+}
+
+#[test]
+fn integer_formats_bytes_and_nulls() {
+    let too_big = deployment(
+        json!({"replicas": 3_000_000_000u64, "selector": {}, "template": pod_template(json!({"name": "a"}))}),
+    );
+    assert_eq!(
+        problems(too_big),
+        ["spec.replicas: 3000000000 is out of range for int32"]
+    );
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+                        "data": {"ok": "aGk=", "bad": "not base64!"}, "stringData": {"text": "anything"}});
+    assert_eq!(
+        problems(secret),
+        ["data.bad: expected base64-encoded bytes (a Secret's `data`; `stringData` takes text)"]
+    );
+    let nulls = deployment(
+        json!({"replicas": null, "selector": {}, "template": pod_template(json!({"name": "a", "image": null}))}),
+    );
+    assert_eq!(problems(nulls), Vec::<String>::new(), "null leaves a field out");
+}
+
+#[test]
+fn custom_resources_follow_their_crd_schema_and_metadata_is_object_meta() {
+    let mut schemas = KindSchemas::default();
+    schemas.add_custom(
+        "example.com/v1",
+        "Certificate",
+        &json!({"type": "object", "properties": {
+            "spec": {"type": "object", "required": ["secretName"], "properties": {
+                "secretName": {"type": "string", "maxLength": 12, "pattern": "^[a-z-]+$"},
+                "duration": {"type": "string", "x-kubernetes-int-or-string": true},
+                "replicas": {"type": "integer", "minimum": 1, "maximum": 5},
+                "usages": {"type": "array", "maxItems": 1, "items": {"type": "string", "enum": ["server auth", "client auth"]}},
+                "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+            "status": {"type": "object"}}}),
+    );
+    let check = |object: Value| -> Vec<String> {
+        schemas
+            .check(&object)
+            .expect("known")
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    };
+    let certificate = |spec: Value| json!({"apiVersion": "example.com/v1", "kind": "Certificate", "metadata": {"name": "c", "labelz": {}}, "spec": spec});
+    assert_eq!(
+        check(certificate(
+            json!({"secretName": "Not_Valid_And_Long", "duration": 5, "replicas": 9,
+                                 "usages": ["server auth", "signing"], "extra": {"anything": [1]}, "typo": true})
+        )),
+        [
+            "metadata.labelz: field not declared in schema",
+            "spec.replicas: 9 is above the maximum 5",
+            "spec.secretName: may be at most 12 character(s) long, is 18",
+            "spec.secretName: \"Not_Valid_And_Long\" does not match the pattern \"^[a-z-]+$\"",
+            "spec.typo: field not declared in schema",
+            "spec.usages: may have at most 1 item(s), has 2",
+            "spec.usages[1]: \"signing\" is not one of \"server auth\", \"client auth\"",
+        ]
+    );
+    let mut minimal = certificate(json!({}));
+    minimal["metadata"] = json!({"name": "c"});
+    assert_eq!(check(minimal), ["spec.secretName: required field is missing"]);
+    assert!(
+        KindSchemas::default().check(&certificate(json!({}))).is_none(),
+        "unknown kind: no verdict"
+    );
+}
