@@ -133,9 +133,16 @@ pub struct CompiledTemplate {
     compiled: Arc<Template>,
     /// Where the template writes raw `{{{…}}}` output (line, column inside the template).
     raw_outputs: Vec<(usize, usize)>,
+    /// The template as written: offline checks point at its lines.
+    source: Arc<str>,
 }
 
 impl CompiledTemplate {
+    /// The template's text as written in the rule.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
     /// Where the template writes raw `{{{…}}}` output (1-based line and column inside the template): the one
     /// form through which data can shape a document, which `ruleplane validate` warns about.
     pub fn raw_outputs(&self) -> &[(usize, usize)] {
@@ -357,6 +364,7 @@ pub fn compile_template(source: &str) -> Result<CompiledTemplate, Vec<TemplatePr
         Ok(CompiledTemplate {
             compiled: Arc::new(template),
             raw_outputs,
+            source: Arc::from(source),
         })
     } else {
         Err(problems)

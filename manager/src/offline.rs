@@ -16,7 +16,17 @@ use crate::cli::{
 const INVALID: u8 = 1;
 
 pub fn validate(args: &ValidateArgs) -> ExitCode {
-    let result = ruleplane_config::load_paths(&args.paths);
+    // Rules that load are also rendered for a synthetic parent each, their children checked against their kinds'
+    // schemas: a child the apiserver would reject is as invalid as a rule that does not load.
+    let result = ruleplane_config::load_paths(&args.paths).and_then(|rules| {
+        let schemas = ruleplane_config::object_schema::KindSchemas::of_rule_set(&rules);
+        let problems = ruleplane_config::synthetic_parent_diagnostics(&rules, &schemas);
+        if problems.is_empty() {
+            Ok(rules)
+        } else {
+            Err(ruleplane_config::Diagnostics(problems))
+        }
+    });
     match args.output {
         OutputFormat::Json => {
             let report = match &result {
@@ -119,6 +129,8 @@ pub fn render(args: &RenderArgs) -> ExitCode {
         return ExitCode::from(INVALID);
     }
     let mut docs = Vec::new();
+    let schemas = ruleplane_config::object_schema::KindSchemas::of_rule_set(&rules);
+    let mut schema_problems = Vec::new();
     for rule in matching {
         let rendered = ruleplane_config::gather_lookups(rule, &parent, |lookup, name, ns| {
             ruleplane_config::find_lookup_object(&available, lookup, name, ns)
@@ -126,6 +138,7 @@ pub fn render(args: &RenderArgs) -> ExitCode {
         .and_then(|lookups| ruleplane_config::render_children(rule, &parent, &lookups));
         match rendered {
             Ok(rendered) => {
+                schema_problems.extend(ruleplane_config::schema_diagnostics(rule, &rendered.children, &schemas));
                 docs.extend(rendered.children);
                 if !rendered.status.is_empty() {
                     docs.push(serde_json::json!({ "status": rendered.status }));
@@ -137,7 +150,13 @@ pub fn render(args: &RenderArgs) -> ExitCode {
             }
         }
     }
-    print_documents(&docs, args.output)
+    let printed = print_documents(&docs, args.output);
+    // What was rendered is shown either way; a child the apiserver would reject makes the render fail.
+    if !schema_problems.is_empty() {
+        eprintln!("{}", ruleplane_config::Diagnostics(schema_problems));
+        return ExitCode::from(INVALID);
+    }
+    printed
 }
 
 pub fn crds(args: &CrdsArgs) -> ExitCode {

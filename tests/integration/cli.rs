@@ -618,3 +618,77 @@ fn every_offline_command_that_prints_results_takes_output_json() {
     assert_eq!(convert[0]["rule"]["kind"], "SchedulerPolicy");
     assert!(convert[0]["notes"].is_array(), "{convert}");
 }
+
+#[test]
+fn a_child_its_kind_rejects_fails_validate_render_and_test_at_the_template_line() {
+    let dir = std::env::temp_dir().join(format!("ruleplane-cli-schema-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // The CronTab example with two mistakes the apiserver rejects: a misspelt field and a number for a string.
+    let rules = std::fs::read_to_string(repo().join("examples/crontab.yaml"))
+        .unwrap()
+        .replace(
+            "          concurrencyPolicy:",
+            "          sucessfulJobsHistoryLimit: 3\n          concurrencyPolicy:",
+        )
+        .replace("restartPolicy: OnFailure", "restartPolicy: 1");
+    assert_ne!(
+        rules,
+        std::fs::read_to_string(repo().join("examples/crontab.yaml")).unwrap()
+    );
+    std::fs::write(dir.join("crontab.yaml"), &rules).unwrap();
+    let line_of = |needle: &str| rules.lines().position(|l| l.contains(needle)).expect(needle) + 1;
+    let (typo, restart) = (line_of("sucessfulJobsHistoryLimit"), line_of("restartPolicy: 1"));
+    let dir_text = dir.to_str().unwrap();
+    let file = dir.join("crontab.yaml").display().to_string();
+
+    // validate: no test case needed, a synthetic CronTab with every field is rendered.
+    let out = ruleplane(&["validate", dir_text], &[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{file}:{typo}:11: error[schema]: child `job` (batch/v1 CronJob example): spec.sucessfulJobsHistoryLimit: \
+             field not declared in schema"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("{file}:{restart}:")) && stderr.contains("restartPolicy: 1 is not one of"),
+        "{stderr}"
+    );
+    // render: the children are printed, the problems located, exit 1.
+    let parent = std::env::temp_dir().join(format!("ruleplane-cli-schema-{}-crontab.yaml", std::process::id()));
+    std::fs::write(
+        &parent,
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: { name: nightly, namespace: default, uid: u }\n\
+         spec: { cronSpec: \"0 * * * *\", image: busybox }\n",
+    )
+    .unwrap();
+    let out = ruleplane(
+        &["render", "--rules", dir_text, "--object", parent.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("kind: CronJob"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "{file}:{typo}:11: error[schema]: child `job` (batch/v1 CronJob nightly)"
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+    // test: a case that expects nothing of the child still fails on it.
+    std::fs::write(
+        dir.join("crontab.test.yaml"),
+        "apiVersion: ruleplane.dev/v1alpha1\nkind: RuleTest\nmetadata: { name: any }\nspec:\n  rule: crontab-to-cronjob\n  \
+         cases:\n    - name: renders\n      parent:\n        apiVersion: stable.example.com/v1\n        kind: CronTab\n        \
+         metadata: { name: c, namespace: default }\n        spec: { cronSpec: \"0 * * * *\", image: x }\n      \
+         expect: { status: {} }\n",
+    )
+    .unwrap();
+    let out = ruleplane(&["test", dir_text], &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains(&format!("{file}:{typo}:11: error[schema]")), "{stdout}");
+}

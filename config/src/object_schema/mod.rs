@@ -14,6 +14,8 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value, json};
 
+mod synthetic;
+
 /// The compact snapshot of the built-in kinds' schemas.
 const BUILTIN_SNAPSHOT: &str = include_str!("../../schemas/kubernetes.json");
 /// The definition every object's `metadata` is checked against.
@@ -33,7 +35,14 @@ pub struct SchemaProblem {
     pub message: String,
 }
 
+const MISSING_FIELD: &str = "required field is missing";
+
 impl SchemaProblem {
+    /// Whether the problem is a required field that is absent (its path ends in the missing field).
+    pub fn is_missing_field(&self) -> bool {
+        self.message == MISSING_FIELD
+    }
+
     /// The path as text (`spec.containers[0].name`).
     pub fn path_text(&self) -> String {
         let mut out = String::new();
@@ -82,6 +91,21 @@ impl KindSchemas {
     pub fn add_custom(&mut self, api_version: &str, kind: &str, open_api_v3_schema: &Value) {
         self.custom
             .insert(kind_key(api_version, kind), compact(open_api_v3_schema, &mut |_| None));
+    }
+
+    /// The built-in snapshot plus the schema of every served version the rule set's ResourceDefinitions declare
+    /// (a version without a schema accepts any fields, as its CRD does).
+    pub fn of_rule_set(rules: &crate::RuleSet) -> Self {
+        let mut schemas = KindSchemas::default();
+        for definition in rules.resource_definitions() {
+            for version in definition.spec.versions.iter().filter(|v| v.served) {
+                let api_version = format!("{}/{}", definition.names.group, version.name);
+                let open = json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
+                let schema = version.schema.as_ref().map_or(&open, |s| &s.open_api_v3_schema);
+                schemas.add_custom(&api_version, &definition.names.kind, schema);
+            }
+        }
+        schemas
     }
 
     /// Whether a schema is known for this kind.
@@ -419,7 +443,7 @@ impl Checker<'_> {
         for required in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
             let Some(name) = required.as_str() else { continue };
             if fields.get(name).is_none_or(Value::is_null) {
-                self.field(name, |c| c.problem("required field is missing".to_owned()));
+                self.field(name, |c| c.problem(MISSING_FIELD.to_owned()));
             }
         }
     }

@@ -5,6 +5,7 @@ mod plan;
 mod preview;
 mod render;
 mod resolved;
+mod schema_check;
 mod types;
 mod warnings;
 
@@ -19,5 +20,6 @@ pub use render::{
     project_lookup, render_children, render_children_observing, render_finalize_children, render_lookup_target,
 };
 pub use resolved::{Child, DEFAULT_CONCURRENCY, Reconciler, ReconcilerKinds, ResolvedLookup, StatusField};
+pub use schema_check::{schema_diagnostics, synthetic_parent_diagnostics};
 pub use types::{ChildTemplate, FinalizeSpec, Lookup, ReconcilerRule, ReconcilerSpec, WatchedKind};
 pub use warnings::{RuleWarning, reconciler_warnings};

@@ -7,8 +7,10 @@ use super::load::{CaseCheck, ResolvedCase, RuleTestSuite, qualified_pod};
 use super::types::ExpectedPlacement;
 use crate::diagnostics::SourceLocation;
 use crate::object_diff::{is_subset, project, unified_diff, yaml};
+use crate::object_schema::KindSchemas;
 use crate::reconciler::{
     ObjectKey, Reconciler, child_id, desired_status, find_lookup_object, gather_lookups, render_children_observing,
+    schema_diagnostics,
 };
 use crate::rule_set::{Rule, RuleSet};
 use crate::scheduler::SchedulerPolicy;
@@ -51,6 +53,7 @@ impl CaseOutcome {
 /// Runs every case of `suite` against its rule in `rules` (the loader checked that it exists).
 pub fn run_suite(rules: &RuleSet, suite: &RuleTestSuite) -> SuiteOutcome {
     let rule = rules.rules().iter().find(|rule| rule.name() == suite.rule);
+    let schemas = KindSchemas::of_rule_set(rules);
     let cases = suite
         .cases
         .iter()
@@ -58,7 +61,9 @@ pub fn run_suite(rules: &RuleSet, suite: &RuleTestSuite) -> SuiteOutcome {
             name: case.name.clone(),
             source: case.source.clone(),
             failures: match (rule, &case.check) {
-                (Some(Rule::Reconciler(rule)), CaseCheck::Reconciler { .. }) => reconciler_failures(rule, case),
+                (Some(Rule::Reconciler(rule)), CaseCheck::Reconciler { .. }) => {
+                    reconciler_failures(rule, case, &schemas)
+                }
                 (Some(Rule::SchedulerPolicy(policy)), CaseCheck::Scheduler { .. }) => scheduler_failures(policy, case),
                 _ => vec![format!("rule `{}` is not a rule this case can test", suite.rule)],
             },
@@ -72,7 +77,7 @@ pub fn run_suite(rules: &RuleSet, suite: &RuleTestSuite) -> SuiteOutcome {
     }
 }
 
-fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase) -> Vec<String> {
+fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSchemas) -> Vec<String> {
     let CaseCheck::Reconciler {
         parent,
         lookups: available,
@@ -105,7 +110,11 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase) -> Vec<String> {
         }
         (Ok(rendered), None) => rendered,
     };
-    let mut failures = Vec::new();
+    // Whatever the case expects, a child the apiserver would reject fails it.
+    let mut failures: Vec<String> = schema_diagnostics(rule, &rendered.children, schemas)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     if let Some(expected) = children {
         failures.extend(children_failures(expected, &rendered.children, &rendered.waiting));
     }

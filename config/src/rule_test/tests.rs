@@ -37,6 +37,7 @@ spec:
         metadata: { name: {{json metadata.name}} }
         spec:
           replicas: {{default lookups.defaults.replicas 1}}
+          selector: { matchLabels: { app: web } }
           template:
             metadata: { annotations: { service-ip: {{json children.service.spec.clusterIP}} } }
     - id: extra
