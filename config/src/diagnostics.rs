@@ -70,7 +70,7 @@ pub enum DiagnosticCode {
     UnknownPlugin,
     /// The storage version of a ResourceDefinition is missing, ambiguous or not served.
     StorageVersion,
-    /// An OpenAPI schema breaks a rule of structural schemas.
+    /// An OpenAPI schema breaks a rule of structural schemas, or a rendered child breaks its kind's schema.
     Schema,
     /// A JSONPath expression does not compile.
     Jsonpath,
