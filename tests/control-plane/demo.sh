@@ -22,6 +22,14 @@ echo "   \$ ruleplane validate examples/"
 explain "" "examples/*.test.yaml hold test cases (a parent in, children and status out; nodes and pods in, placements out):"
 echo "   \$ ruleplane test examples/"
 (cd "$root" && "$target/debug/ruleplane" test examples/) | sed 's/^/   /'
+explain "" "Rendered children are checked against their kinds' schemas (built-in kinds: the apiserver's own OpenAPI)," \
+  "without a test case: a misspelt CronJob field in a copy of crontab.yaml fails validation at its template line:"
+typo=$(mktemp -d -t ruleplane-typo.XXXXXX)
+sed 's/^          concurrencyPolicy: \(.*\)$/          concurrencyPolicy: \1\n          sucessfulJobsHistoryLimit: 3/' \
+  "$root/examples/crontab.yaml" >"$typo/crontab.yaml"
+echo "   \$ ruleplane validate typo/crontab.yaml"
+(cd "$typo" && "$target/debug/ruleplane" validate crontab.yaml 2>&1) | sed 's/^/   /' || true
+rm -rf "$typo"
 
 log=$(mktemp -t ruleplane-demo.XXXXXX.log)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
