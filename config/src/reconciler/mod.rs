@@ -1,6 +1,7 @@
 //! The Reconciler rule kind: types, checks and rendering (parent + lookups → children + status).
 
 mod checks;
+mod parent_plan;
 mod plan;
 mod preview;
 mod render;
@@ -10,11 +11,12 @@ mod types;
 mod warnings;
 
 pub(crate) use checks::check_reconciler;
+pub use parent_plan::{ParentPlan, Scopes, declared_child_scope, observed_as_written, plan_parent};
 pub use plan::{
     ChildApply, ChildPlan, Condition, ObjectKey, Unrendered, attach_parent, child_id, contains, desired_status,
     fingerprint, is_own_child, next_status, parent_conditions, parent_reference, plan_children, unrendered_fate,
 };
-pub use preview::{ChildChange, ParentPreview, Scopes, preview_parent};
+pub use preview::{ChildChange, ParentPreview, preview_parent};
 pub use render::{
     OutputYamlProblem, RenderError, Rendered, child_ready, compute_status, find_lookup_object, gather_lookups,
     project_lookup, render_children, render_children_observing, render_finalize_children, render_lookup_target,

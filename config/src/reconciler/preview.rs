@@ -3,10 +3,9 @@
 
 use serde_json::{Map, Value};
 
-use super::plan::{
-    ObjectKey, attach_parent, child_id, contains, desired_status, is_own_child, plan_children, unrendered_fate,
-};
-use super::render::{RenderError, render_children_observing};
+use super::parent_plan::{Scopes, plan_parent};
+use super::plan::{ObjectKey, contains, desired_status};
+use super::render::RenderError;
 use super::resolved::Reconciler;
 use crate::object_diff::{project, unified_diff, yaml};
 use crate::ownership::APPLIED_ANNOTATION;
@@ -52,19 +51,9 @@ pub struct ChildChange {
     pub diff: String,
 }
 
-/// How the apiserver serves the parent and the children's kinds, as the worker learns it from discovery.
-pub struct Scopes<'a> {
-    /// Whether parents are namespaced.
-    pub parent_namespaced: bool,
-    /// Whether a child kind (`apiVersion`, `kind`) is namespaced.
-    pub child_namespaced: &'a dyn Fn(&str, &str) -> bool,
-    /// Whether the manager writes the parent's status (custom kinds), and with `observedGeneration` (status
-    /// subresource).
-    pub status: Option<bool>,
-}
-
 /// Renders `rule` for `parent` with its `lookups` (as [`super::gather_lookups`] returns them) and compares the
-/// result with the parent's `observed` children (the objects carrying this rule's and this parent's labels).
+/// result with the parent's `observed` children (the objects carrying this rule's and this parent's labels):
+/// [`plan_parent`], the worker's own decision, told as changes.
 pub fn preview_parent(
     rule: &Reconciler,
     parent: &Value,
@@ -74,59 +63,31 @@ pub fn preview_parent(
     signer: &ChildSigner,
     now: &str,
 ) -> Result<ParentPreview, RenderError> {
-    // What the worker would take for this parent's children: the same identity check.
-    let observed: Vec<Value> = observed
-        .iter()
-        .filter(|child| is_own_child(rule, parent, scopes.parent_namespaced, child, signer))
-        .cloned()
-        .collect();
-    let observed = observed.as_slice();
-    let observed_by_id: Map<String, Value> = observed
-        .iter()
-        .filter_map(|child| Some((child_id(child)?.to_string(), child.clone())))
-        .collect();
-    let mut rendered = render_children_observing(rule, parent, lookups, &observed_by_id)?;
-    let desired: Vec<Value> = std::mem::take(&mut rendered.children)
-        .into_iter()
-        .map(|mut child| {
-            let namespaced = (scopes.child_namespaced)(
-                child["apiVersion"].as_str().unwrap_or_default(),
-                child["kind"].as_str().unwrap_or_default(),
-            );
-            attach_parent(&mut child, parent, scopes.parent_namespaced, namespaced, signer);
-            child
-        })
-        .collect();
-    let plan = plan_children(desired, observed, |child| unrendered_fate(rule, &rendered, child));
+    let plan = plan_parent(rule, parent, lookups, observed, scopes, signer)?;
+    let children_now = plan.children_after();
     let mut preview = ParentPreview {
-        prune: plan.prune,
-        release: plan.release,
-        unchanged: plan.unchanged,
-        waiting: rendered.waiting.clone(),
+        prune: plan.children.prune.clone(),
+        release: plan.children.release.clone(),
+        unchanged: plan.children.unchanged,
+        waiting: plan.waiting.clone(),
         ..ParentPreview::default()
     };
-    // The children as the worker would see them after applying: what exists, else what it would create.
-    let mut children_now = observed_by_id.clone();
-    for apply in plan.apply {
-        if let Some(id) = child_id(&apply.object) {
-            children_now
-                .entry(id.to_string())
-                .or_insert_with(|| apply.object.clone());
-        }
-        match observed.iter().find(|o| ObjectKey::of(o).as_ref() == Some(&apply.key)) {
-            None => preview.create.push(apply.object),
+    for apply in &plan.children.apply {
+        match plan
+            .observed
+            .values()
+            .find(|o| ObjectKey::of(o).as_ref() == Some(&apply.key))
+        {
+            None => preview.create.push(apply.object.clone()),
             Some(live) => {
                 let desired = without_fingerprint(&apply.object);
                 let live = project(&without_fingerprint(live), &desired);
                 preview.change.push(ChildChange {
-                    key: apply.key,
+                    key: apply.key.clone(),
                     diff: unified_diff("live", &yaml(&live), "rendered", &yaml(&desired)),
                 });
             }
         }
-    }
-    for key in preview.prune.iter().chain(&preview.release) {
-        children_now.retain(|_, child| ObjectKey::of(child).as_ref() != Some(key));
     }
     if let Some(with_generation) = scopes.status {
         let new = desired_status(
@@ -134,7 +95,7 @@ pub fn preview_parent(
             parent,
             &children_now,
             lookups,
-            &rendered.excluded,
+            &plan.excluded,
             with_generation,
             now,
         );

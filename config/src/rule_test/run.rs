@@ -1,16 +1,17 @@
 //! Running test cases: the same render and scheduling code as the manager, results compared with the cases'
 //! expectations.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::load::{CaseCheck, ResolvedCase, RuleTestSuite, qualified_pod};
 use super::types::ExpectedPlacement;
 use crate::diagnostics::SourceLocation;
 use crate::object_diff::{is_subset, project, unified_diff, yaml};
 use crate::object_schema::KindSchemas;
+use crate::provenance::ChildSigner;
 use crate::reconciler::{
-    ObjectKey, Reconciler, child_id, desired_status, find_lookup_object, gather_lookups, render_children_observing,
-    schema_diagnostics,
+    ObjectKey, Reconciler, Scopes, declared_child_scope, desired_status, find_lookup_object, gather_lookups,
+    observed_as_written, plan_parent, schema_diagnostics,
 };
 use crate::rule_set::{Rule, RuleSet};
 use crate::scheduler::SchedulerPolicy;
@@ -89,13 +90,21 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
     else {
         return Vec::new();
     };
-    let rendered = gather_lookups(rule, parent, |lookup, name, namespace| {
+    // The worker's own decision: observed children marked as the worker marks what it writes, scopes as the rule
+    // set declares them, nothing signed (offline objects come from the rule author).
+    let child_scope = declared_child_scope(rule);
+    let scopes = Scopes::declared(rule, &child_scope);
+    let observed: Vec<Value> = observed
+        .iter()
+        .map(|(id, object)| observed_as_written(rule, parent, scopes.parent_namespaced, id, object))
+        .collect();
+    let planned = gather_lookups(rule, parent, |lookup, name, namespace| {
         find_lookup_object(available, lookup, name, namespace)
     })
     .and_then(|lookups| {
-        render_children_observing(rule, parent, &lookups, observed).map(|rendered| (rendered, lookups))
+        plan_parent(rule, parent, &lookups, &observed, &scopes, &ChildSigner::Unsigned).map(|plan| (plan, lookups))
     });
-    let (rendered, lookups) = match (rendered, error) {
+    let (plan, lookups) = match (planned, error) {
         (Err(failure), Some(expected)) if failure.to_string().contains(expected.as_str()) => return Vec::new(),
         (Err(failure), Some(expected)) => {
             return vec![format!(
@@ -108,28 +117,21 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
                 "expected a render error containing {expected:?}; rendering succeeded"
             )];
         }
-        (Ok(rendered), None) => rendered,
+        (Ok(planned), None) => planned,
     };
     // Whatever the case expects, a child the apiserver would reject fails it.
-    let mut failures: Vec<String> = schema_diagnostics(rule, &rendered.children, schemas)
+    let mut failures: Vec<String> = schema_diagnostics(rule, &plan.desired, schemas)
         .iter()
         .map(ToString::to_string)
         .collect();
     if let Some(expected) = children {
-        failures.extend(children_failures(expected, &rendered.children, &rendered.waiting));
+        failures.extend(children_failures(expected, &plan.desired, &plan.waiting));
     }
     if let Some(expected) = status {
-        // The children as the manager would see them after applying: observed where the case says, else as
-        // rendered (without what the apiserver would add).
-        let mut now: Map<String, Value> = observed.clone();
-        for child in &rendered.children {
-            if let Some(id) = child_id(child) {
-                now.entry(id.to_string()).or_insert_with(|| child.clone());
-            }
-        }
+        let now = plan.children_after();
         // Offline there is no discovery: a parent that gives `metadata.generation` is reported as with a status
         // subresource (`observedGeneration`).
-        let actual = desired_status(rule, parent, &now, &lookups, &rendered.excluded, true, TEST_TIME);
+        let actual = desired_status(rule, parent, &now, &lookups, &plan.excluded, true, TEST_TIME);
         if !is_subset(expected, &actual) {
             failures.push(format!(
                 "status differs:\n{}",

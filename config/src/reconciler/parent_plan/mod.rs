@@ -1,0 +1,188 @@
+//! One pure decision per parent — what the worker writes, what `ruleplane diff` shows and `ruleplane test`
+//! checks: the same function, so the offline tools cannot disagree with the cluster.
+
+use serde_json::{Map, Value};
+
+use super::plan::{
+    ChildPlan, ObjectKey, attach_parent, child_id, is_own_child, parent_reference, plan_children, unrendered_fate,
+};
+use super::render::{RenderError, render_children_observing};
+use super::resolved::Reconciler;
+use crate::ownership::{
+    CHILD_ID_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, is_retained,
+};
+use crate::provenance::ChildSigner;
+
+/// How the apiserver serves the parent and the children's kinds, as the worker learns it from discovery (and the
+/// offline tools from the rule set: [`Scopes::declared`]).
+pub struct Scopes<'a> {
+    /// Whether parents are namespaced.
+    pub parent_namespaced: bool,
+    /// Whether a child kind (`apiVersion`, `kind`) is namespaced.
+    pub child_namespaced: &'a dyn Fn(&str, &str) -> bool,
+    /// Whether the manager writes the parent's status (custom kinds), and with `observedGeneration` (status
+    /// subresource).
+    pub status: Option<bool>,
+}
+
+impl Scopes<'_> {
+    /// The scopes the rule set says (built-in and declared kinds), for the offline tools; a kind it does not know
+    /// counts as namespaced, as most are. `child_namespaced` is built by [`declared_child_scope`].
+    pub fn declared<'a>(rule: &Reconciler, child_namespaced: &'a dyn Fn(&str, &str) -> bool) -> Scopes<'a> {
+        let parent = rule.kinds.parent.as_ref();
+        Scopes {
+            parent_namespaced: parent.is_none_or(|kind| kind.namespaced),
+            child_namespaced,
+            status: parent
+                .filter(|kind| kind.declared_by.is_some())
+                .map(|kind| kind.status_subresource),
+        }
+    }
+}
+
+/// Whether a child kind of `rule` is namespaced, as the rule set declares it (unknown kinds: namespaced).
+pub fn declared_child_scope(rule: &Reconciler) -> impl Fn(&str, &str) -> bool + '_ {
+    move |api_version: &str, kind: &str| {
+        rule.kinds
+            .children
+            .iter()
+            .find(|known| known.api_version == api_version && known.kind == kind)
+            .is_none_or(|known| known.namespaced)
+    }
+}
+
+/// Everything one reconcile of one parent decides before writing.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ParentPlan {
+    /// Every rendered child, attached to the parent (labels, annotation, owner reference, signature), in
+    /// dependency order: what the cluster should hold.
+    pub desired: Vec<Value>,
+    /// What differs from the observed children: to apply, prune, release.
+    pub children: ChildPlan,
+    /// The parent needs its cleanup finalizer before any child is written: the rule has `finalize` children, or
+    /// a child no owner reference can clean up (another namespace, cluster-scoped under a namespaced parent) that
+    /// is not retained.
+    pub needs_finalizer: bool,
+    /// Children not rendered yet: they read a child that does not exist or is not ready.
+    pub waiting: Vec<String>,
+    /// Children whose `includeWhen` selected nothing: they must not exist.
+    pub excluded: Vec<String>,
+    /// The observed objects that passed the identity check: this parent's children as they are, by id.
+    pub observed: Map<String, Value>,
+}
+
+impl ParentPlan {
+    /// The children by id as they will be once the plan is carried out without a write failing: observed ones,
+    /// else what is created; pruned and released ones gone. (The worker uses what the apiserver answered instead.)
+    pub fn children_after(&self) -> Map<String, Value> {
+        let mut now = self.observed.clone();
+        for apply in &self.children.apply {
+            if let Some(id) = child_id(&apply.object) {
+                now.entry(id.to_string()).or_insert_with(|| apply.object.clone());
+            }
+        }
+        let gone: Vec<&ObjectKey> = self.children.prune.iter().chain(&self.children.release).collect();
+        now.retain(|_, child| ObjectKey::of(child).is_none_or(|key| !gone.contains(&&key)));
+        now
+    }
+}
+
+/// An observed child as a `ruleplane test` case gives it (by id, as it exists) marked the way the worker marks what
+/// it writes — the rule's and the parent's labels, the child id, the parent annotation — so the plan reads it as
+/// the parent's own child. Offline objects come from the rule author, not from the cluster: they are not signed.
+pub fn observed_as_written(
+    rule: &Reconciler,
+    parent: &Value,
+    parent_namespaced: bool,
+    id: &str,
+    object: &Value,
+) -> Value {
+    let mut object = object.clone();
+    let uid = parent.pointer("/metadata/uid").and_then(Value::as_str);
+    let Some(metadata) = object
+        .as_object_mut()
+        .map(|fields| fields.entry("metadata").or_insert_with(|| Value::Object(Map::new())))
+        .and_then(Value::as_object_mut)
+    else {
+        return object;
+    };
+    // A case may leave the namespace out: the child stands where children stand, in its parent's namespace.
+    if parent_namespaced
+        && !metadata.contains_key("namespace")
+        && let Some(namespace) = parent.pointer("/metadata/namespace")
+    {
+        metadata.insert("namespace".into(), namespace.clone());
+    }
+    let labels = metadata.entry("labels").or_insert_with(|| Value::Object(Map::new()));
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY_VALUE.into());
+        labels.insert(RULE_LABEL.into(), rule.name().into());
+        // A case's parent may have no uid; the identity check compares the label with it as it is.
+        if let Some(uid) = uid {
+            labels.insert(PARENT_UID_LABEL.into(), uid.into());
+        }
+        labels.insert(CHILD_ID_LABEL.into(), id.into());
+    }
+    let annotations = metadata
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(annotations) = annotations.as_object_mut() {
+        annotations.insert(
+            PARENT_ANNOTATION.into(),
+            parent_reference(parent, parent_namespaced).into(),
+        );
+    }
+    object
+}
+
+/// Renders `rule` for `parent` with its `lookups` (as [`super::gather_lookups`] returns them), keeps of the
+/// `observed` objects (found by the rule's and the parent's labels) those that are really this parent's
+/// children, and decides what to write.
+pub fn plan_parent(
+    rule: &Reconciler,
+    parent: &Value,
+    lookups: &Map<String, Value>,
+    observed: &[Value],
+    scopes: &Scopes,
+    signer: &ChildSigner,
+) -> Result<ParentPlan, RenderError> {
+    let observed: Vec<Value> = observed
+        .iter()
+        .filter(|child| is_own_child(rule, parent, scopes.parent_namespaced, child, signer))
+        .cloned()
+        .collect();
+    let observed_by_id: Map<String, Value> = observed
+        .iter()
+        .filter_map(|child| Some((child_id(child)?.to_string(), child.clone())))
+        .collect();
+    let mut rendered = render_children_observing(rule, parent, lookups, &observed_by_id)?;
+    let desired: Vec<Value> = std::mem::take(&mut rendered.children)
+        .into_iter()
+        .map(|mut child| {
+            let namespaced = (scopes.child_namespaced)(
+                child["apiVersion"].as_str().unwrap_or_default(),
+                child["kind"].as_str().unwrap_or_default(),
+            );
+            attach_parent(&mut child, parent, scopes.parent_namespaced, namespaced, signer);
+            child
+        })
+        .collect();
+    let needs_finalizer = !rule.finalize_children().is_empty()
+        || desired
+            .iter()
+            .any(|child| child.pointer("/metadata/ownerReferences").is_none() && !is_retained(child));
+    let children = plan_children(desired.clone(), &observed, |child| {
+        unrendered_fate(rule, &rendered, child)
+    });
+    Ok(ParentPlan {
+        desired,
+        children,
+        needs_finalizer,
+        waiting: rendered.waiting,
+        excluded: rendered.excluded,
+        observed: observed_by_id,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,206 @@
+//! `plan_parent` on synthetic objects: create, no-op, change, prune, release, wait, look-alikes, finalizer.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::ownership::{APPLIED_ANNOTATION, PARENT_ANNOTATION};
+
+const RULES: &str = r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: shop }
+spec:
+  for: { apiVersion: v1, kind: ConfigMap }
+  children:
+    - id: settings
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-settings" }
+        data: { size: "{{data.size}}" }
+      readyWhen: "{.metadata.uid}"
+    - id: endpoint
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-endpoint" }
+        data: { uid: "{{children.settings.metadata.uid}}" }
+    - id: debug
+      includeWhen: "{.data.debug}"
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-debug" }
+    - id: audit
+      retain: true
+      includeWhen: "{.data.audit}"
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-audit" }
+"#;
+
+fn rule() -> Reconciler {
+    let rules = crate::load_str("rules.yaml", RULES).expect("rules load");
+    match rules.get("shop") {
+        Some(crate::Rule::Reconciler(rule)) => rule.clone(),
+        _ => panic!("no rule"),
+    }
+}
+
+fn parent(data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": "web", "namespace": "team-a", "uid": "u-1"}, "data": data})
+}
+
+fn plan(rule: &Reconciler, parent: &Value, observed: &[Value]) -> ParentPlan {
+    let namespaced = |_: &str, _: &str| true;
+    let scopes = Scopes {
+        parent_namespaced: true,
+        child_namespaced: &namespaced,
+        status: None,
+    };
+    plan_parent(rule, parent, &Map::new(), observed, &scopes, &ChildSigner::Unsigned).expect("plans")
+}
+
+/// What the apiserver holds after applying `object`: it plus a uid.
+fn stored(object: &Value) -> Value {
+    let mut object = object.clone();
+    object["metadata"]["uid"] = json!(format!("uid-of-{}", object["metadata"]["name"].as_str().unwrap()));
+    object
+}
+
+fn names(values: &[ObjectKey]) -> Vec<&str> {
+    values.iter().map(|key| key.name.as_str()).collect()
+}
+
+#[test]
+fn a_new_parent_creates_what_is_ready_to_render_and_waits_for_the_rest() {
+    let rule = rule();
+    let plan = plan(&rule, &parent(json!({"size": "3"})), &[]);
+    assert_eq!(
+        plan.desired.len(),
+        1,
+        "endpoint waits for settings to exist and be ready"
+    );
+    assert_eq!(plan.waiting, ["endpoint"]);
+    assert_eq!(plan.excluded, ["debug", "audit"]);
+    let apply = &plan.children.apply[0];
+    assert!(apply.created);
+    assert_eq!(apply.key.name, "web-settings");
+    assert_eq!(apply.key.namespace.as_deref(), Some("team-a"));
+    assert_eq!(apply.object["metadata"]["annotations"][PARENT_ANNOTATION], "team-a/web");
+    assert!(apply.object["metadata"]["annotations"][APPLIED_ANNOTATION].is_string());
+    assert_eq!(apply.object["metadata"]["ownerReferences"][0]["uid"], "u-1");
+    assert!(
+        !plan.needs_finalizer,
+        "an owner reference cleans up a same-namespace child"
+    );
+    assert_eq!(plan.children_after().keys().collect::<Vec<_>>(), ["settings"]);
+}
+
+#[test]
+fn what_exists_as_rendered_is_left_alone_and_a_change_is_applied() {
+    let rule = rule();
+    let first = plan(&rule, &parent(json!({"size": "3"})), &[]);
+    let settings = stored(&first.children.apply[0].object);
+    let second = plan(&rule, &parent(json!({"size": "3"})), std::slice::from_ref(&settings));
+    assert_eq!(
+        second.waiting,
+        Vec::<String>::new(),
+        "settings exists and is ready: endpoint renders"
+    );
+    assert_eq!(second.children.apply.len(), 1);
+    assert_eq!(second.children.apply[0].key.name, "web-endpoint");
+    assert_eq!(second.children.apply[0].object["data"]["uid"], "uid-of-web-settings");
+    assert_eq!(second.children.unchanged, 1);
+    let resized = plan(&rule, &parent(json!({"size": "4"})), std::slice::from_ref(&settings));
+    let changed: Vec<_> = resized.children.apply.iter().filter(|a| !a.created).collect();
+    assert_eq!(changed.len(), 1);
+    assert_eq!(changed[0].object["data"]["size"], "4");
+}
+
+#[test]
+fn a_child_no_longer_included_is_pruned_and_a_retained_one_released() {
+    let rule = rule();
+    let all = plan(
+        &rule,
+        &parent(json!({"size": "3", "debug": "yes", "audit": "yes"})),
+        &[],
+    );
+    let observed: Vec<Value> = all.children.apply.iter().map(|a| stored(&a.object)).collect();
+    assert_eq!(observed.len(), 3, "settings, debug, audit (endpoint waits)");
+    let fewer = plan(&rule, &parent(json!({"size": "3"})), &observed);
+    assert_eq!(names(&fewer.children.prune), ["web-debug"]);
+    assert_eq!(names(&fewer.children.release), ["web-audit"]);
+    let after = fewer.children_after();
+    assert!(after.contains_key("settings") && after.contains_key("endpoint"));
+    assert!(!after.contains_key("debug") && !after.contains_key("audit"));
+}
+
+#[test]
+fn a_child_waiting_for_another_is_kept_and_look_alikes_are_ignored() {
+    let rule = rule();
+    let all = plan(&rule, &parent(json!({"size": "3"})), &[]);
+    let settings = stored(&all.children.apply[0].object);
+    let with_endpoint = plan(&rule, &parent(json!({"size": "3"})), std::slice::from_ref(&settings));
+    let endpoint = stored(&with_endpoint.children.apply[0].object);
+    // settings is gone (deleted by hand): endpoint waits again, and is neither pruned nor re-applied.
+    let waiting = plan(&rule, &parent(json!({"size": "3"})), std::slice::from_ref(&endpoint));
+    assert_eq!(waiting.waiting, ["endpoint"]);
+    assert!(waiting.children.prune.is_empty());
+    assert_eq!(
+        names(&waiting.children.apply.iter().map(|a| a.key.clone()).collect::<Vec<_>>()),
+        ["web-settings"]
+    );
+    // An object with the labels but naming another parent is not this parent's: never pruned, never read.
+    let mut look_alike = stored(&endpoint);
+    look_alike["metadata"]["name"] = json!("someone-elses");
+    look_alike["metadata"]["annotations"][PARENT_ANNOTATION] = json!("team-a/other");
+    let plan = plan(&rule, &parent(json!({"size": "3"})), &[settings, look_alike]);
+    assert!(plan.children.prune.is_empty());
+    assert!(!plan.observed.values().any(|o| o["metadata"]["name"] == "someone-elses"));
+}
+
+#[test]
+fn a_child_outside_the_parents_namespace_needs_the_finalizer() {
+    let rules = crate::load_str(
+        "rules.yaml",
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: mirror }
+spec:
+  for: { apiVersion: v1, kind: ConfigMap }
+  children:
+    - id: elsewhere
+      namespace: audit
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-audit" }
+"#,
+    )
+    .expect("rules load");
+    let Some(crate::Rule::Reconciler(rule)) = rules.get("mirror") else {
+        panic!("no rule")
+    };
+    let plan = plan(rule, &parent(json!({})), &[]);
+    assert_eq!(plan.children.apply[0].key.namespace.as_deref(), Some("audit"));
+    assert!(
+        plan.children.apply[0].object["metadata"]
+            .get("ownerReferences")
+            .is_none()
+    );
+    assert!(plan.needs_finalizer);
+}
+
+#[test]
+fn observed_children_of_a_test_case_read_as_the_parents_own() {
+    let rule = rule();
+    let parent = parent(json!({"size": "3"}));
+    let given = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "web-settings", "namespace": "team-a", "uid": "s-1"}});
+    let marked = observed_as_written(&rule, &parent, true, "settings", &given);
+    let plan = plan(&rule, &parent, &[marked]);
+    assert_eq!(plan.observed["settings"]["metadata"]["uid"], "s-1");
+    assert_eq!(plan.waiting, Vec::<String>::new(), "endpoint reads it");
+}
