@@ -11,7 +11,9 @@ mod types;
 mod warnings;
 
 pub(crate) use checks::check_reconciler;
-pub use parent_plan::{ParentPlan, Scopes, declared_child_scope, observed_as_written, plan_parent};
+pub use parent_plan::{
+    DeletionPlan, ParentPlan, Removal, Scopes, declared_child_scope, observed_as_written, plan_deletion, plan_parent,
+};
 pub use plan::{
     ChildApply, ChildPlan, Condition, ObjectKey, Unrendered, attach_parent, child_id, contains, desired_status,
     fingerprint, is_own_child, next_status, parent_conditions, parent_reference, plan_children, unrendered_fate,

@@ -3,6 +3,10 @@
 
 use serde_json::{Map, Value};
 
+mod deletion;
+
+pub use deletion::{DeletionPlan, Removal, plan_deletion};
+
 use super::plan::{
     ChildPlan, ObjectKey, attach_parent, child_id, is_own_child, parent_reference, plan_children, unrendered_fate,
 };
@@ -146,11 +150,7 @@ pub fn plan_parent(
     scopes: &Scopes,
     signer: &ChildSigner,
 ) -> Result<ParentPlan, RenderError> {
-    let observed: Vec<Value> = observed
-        .iter()
-        .filter(|child| is_own_child(rule, parent, scopes.parent_namespaced, child, signer))
-        .cloned()
-        .collect();
+    let observed = own_children(rule, parent, observed, scopes, signer);
     let observed_by_id: Map<String, Value> = observed
         .iter()
         .filter_map(|child| Some((child_id(child)?.to_string(), child.clone())))
@@ -182,6 +182,21 @@ pub fn plan_parent(
         excluded: rendered.excluded,
         observed: observed_by_id,
     })
+}
+
+/// Of the objects found by the rule's and the parent's labels, those that pass the identity check.
+fn own_children(
+    rule: &Reconciler,
+    parent: &Value,
+    observed: &[Value],
+    scopes: &Scopes,
+    signer: &ChildSigner,
+) -> Vec<Value> {
+    observed
+        .iter()
+        .filter(|child| is_own_child(rule, parent, scopes.parent_namespaced, child, signer))
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]

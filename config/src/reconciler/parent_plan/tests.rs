@@ -204,3 +204,89 @@ fn observed_children_of_a_test_case_read_as_the_parents_own() {
     assert_eq!(plan.observed["settings"]["metadata"]["uid"], "s-1");
     assert_eq!(plan.waiting, Vec::<String>::new(), "endpoint reads it");
 }
+
+const WITH_FINALIZE: &str = r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: shop }
+spec:
+  for: { apiVersion: v1, kind: ConfigMap }
+  children:
+    - id: settings
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-settings" }
+    - id: endpoint
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-endpoint" }
+        data: { uid: "{{children.settings.metadata.uid}}" }
+    - id: audit
+      retain: true
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-audit" }
+  finalize:
+    children:
+      - id: backup
+        template: |
+          apiVersion: v1
+          kind: ConfigMap
+          metadata: { name: "{{metadata.name}}-backup" }
+        readyWhen: "{.data.done}"
+"#;
+
+#[test]
+fn a_deletion_applies_finalize_children_then_removes_the_others_in_reverse_dependency_order() {
+    let rules = crate::load_str("rules.yaml", WITH_FINALIZE).expect("rules load");
+    let Some(crate::Rule::Reconciler(rule)) = rules.get("shop") else {
+        panic!("no rule")
+    };
+    let parent = parent(json!({}));
+    // What the parent's life left: settings, endpoint and audit, plus a look-alike naming another parent.
+    let first = plan(rule, &parent, &[]);
+    assert!(first.needs_finalizer, "a rule with finalize children always needs it");
+    let settings = stored(&first.children.apply[0].object);
+    let rest = plan(rule, &parent, std::slice::from_ref(&settings));
+    let mut observed: Vec<Value> = vec![settings];
+    observed.extend(rest.children.apply.iter().map(|a| stored(&a.object)));
+    let mut look_alike = observed[0].clone();
+    look_alike["metadata"]["name"] = json!("not-mine");
+    look_alike["metadata"]["annotations"][PARENT_ANNOTATION] = json!("team-a/other");
+    observed.push(look_alike);
+    let namespaced = |_: &str, _: &str| true;
+    let scopes = Scopes {
+        parent_namespaced: true,
+        child_namespaced: &namespaced,
+        status: None,
+    };
+    let deletion =
+        plan_deletion(rule, &parent, &Map::new(), &observed, &scopes, &ChildSigner::Unsigned).expect("plans");
+    assert_eq!(deletion.finalize.apply.len(), 1);
+    assert_eq!(deletion.finalize.apply[0].key.name, "web-backup");
+    assert!(
+        deletion.finalize.prune.is_empty(),
+        "a deletion prunes nothing through the finalize plan"
+    );
+    let removals: Vec<(&str, Removal)> = deletion.removals.iter().map(|(k, r)| (k.name.as_str(), *r)).collect();
+    assert_eq!(
+        removals,
+        [
+            ("web-audit", Removal::Release),
+            ("web-endpoint", Removal::Delete),
+            ("web-settings", Removal::Delete),
+        ],
+        "the reader before what it reads; the retained one released; the look-alike untouched"
+    );
+    // The backup is awaited until its readyWhen holds.
+    let applied = stored(&deletion.finalize.apply[0].object);
+    assert_eq!(
+        deletion.pending_finalize(rule, std::slice::from_ref(&applied)),
+        ["backup"]
+    );
+    let mut done = applied;
+    done["data"] = json!({"done": "yes"});
+    assert!(deletion.pending_finalize(rule, &[done]).is_empty());
+}
