@@ -6,12 +6,12 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
-use ruleplane_config::ownership::{LEGACY_CLEANUP_FINALIZER, cleanup_finalizer, is_retained};
-use ruleplane_config::{ObjectKey, Reconciler, Unrendered, attach_parent, plan_children, render_finalize_children};
+use ruleplane_config::ownership::{LEGACY_CLEANUP_FINALIZER, cleanup_finalizer};
+use ruleplane_config::{Reconciler, Removal, Scopes, plan_deletion};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
-use super::{ParentKey, ParentReconciler, ReconcilerError, Served, child_id, discover, io, selected_by};
+use super::{ParentKey, ParentReconciler, ReconcilerError, Served, discover, io, selected_by};
 use crate::runner::Action;
 use crate::supervisor::WorkerContext;
 
@@ -26,15 +26,6 @@ pub(super) fn has_finalizer(parent: &DynamicObject, finalizer: &str) -> bool {
         .finalizers()
         .iter()
         .any(|f| f == finalizer || f == LEGACY_CLEANUP_FINALIZER)
-}
-
-/// Whether a parent needs the cleanup finalizer: the rule has `finalize` children, or a child that no owner
-/// reference can clean up (another namespace, cluster-scoped under a namespaced parent) and is not retained.
-pub(super) fn needs_finalizer(rule: &Reconciler, desired: &[Value]) -> bool {
-    !rule.finalize_children().is_empty()
-        || desired
-            .iter()
-            .any(|child| child.pointer("/metadata/ownerReferences").is_none() && !is_retained(child))
 }
 
 /// Adds `add` and removes `remove` from the parent's finalizers with a JSON Patch, never server-side apply: an
@@ -113,83 +104,59 @@ pub(super) async fn finalize(
     parent_value: &Value,
 ) -> Result<Action, ReconcilerError> {
     let rule = &reconciler.rule;
-    let observed = reconciler.observed_children(parent_value);
-    // 1. finalize children: applied (only where they differ), then awaited
-    if !rule.finalize_children().is_empty() {
-        let lookups = reconciler.lookups_for(key, parent_value).await?;
-        let mut finals = crate::runner::cpu_step(|| render_finalize_children(rule, parent_value, &lookups))?;
-        for child in &mut finals {
-            let api_version = child["apiVersion"].as_str().unwrap_or_default().to_owned();
-            let kind = child["kind"].as_str().unwrap_or_default().to_owned();
-            let watched = reconciler.child_kind(&api_version, &kind)?;
-            attach_parent(
-                child,
-                parent_value,
-                reconciler.parent.namespaced,
-                watched.namespaced,
-                &reconciler.ctx.signer,
-            );
-        }
-        let plan = plan_children(finals, &observed, |_| Unrendered::Keep);
-        let mut current: Vec<Value> = observed.clone();
-        for apply in &plan.apply {
-            let watched = reconciler.child_kind(&apply.key.api_version, &apply.key.kind)?;
-            reconciler.writes.forget(&reconciler.child_object(watched, &apply.key));
-            current.push(io::apply_child(reconciler, watched, apply, parent).await?.object);
-        }
-        let pending: Vec<&str> = rule
-            .finalize_children()
-            .iter()
-            .filter(|child| {
-                !current
-                    .iter()
-                    .rev()
-                    .find(|o| child_id(o).as_deref() == Some(child.id.as_str()))
-                    .is_some_and(|o| child.is_ready(o))
-            })
-            .map(|child| child.id.as_str())
-            .collect();
-        if !pending.is_empty() {
-            let waited = deleting_for(parent);
-            if waited < FINALIZE_TIMEOUT {
-                return Ok(Action::RequeueAfter(FINALIZE_POLL));
-            }
-            let note = format!(
-                "finalize children not ready after {}s, deleting anyway: {}",
-                waited.as_secs(),
-                pending.join(", ")
-            );
-            warn!(rule = rule.name(), parent = ?key, "{note}");
-            io::publish(reconciler, parent, EventType::Warning, "FinalizeTimeout", note).await;
-        }
-    }
-    // 2. children, the ones read by others last (reverse dependency order); retained ones are released.
-    // Finalize children stay: they are owned by the parent, so their record (a backup Job's logs) lasts until the
-    // garbage collector takes them with it.
-    let order: Vec<&str> = rule.children_in_order().rev().map(|c| c.id.as_str()).collect();
-    let rank = |child: &Value| {
-        let id = child_id(child);
-        order
-            .iter()
-            .position(|o| Some(*o) == id.as_deref())
-            .unwrap_or(order.len())
+    let uid = parent.uid().unwrap_or_default();
+    let labelled = reconciler.labelled_children(&uid);
+    let lookups = if rule.finalize_children().is_empty() {
+        serde_json::Map::new()
+    } else {
+        reconciler.lookups_for(key, parent_value).await?
     };
-    let finalize_ids: Vec<&str> = rule.finalize_children().iter().map(|c| c.id.as_str()).collect();
-    let mut doomed: Vec<Value> = observed
-        .into_iter()
-        .filter(|child| !child_id(child).is_some_and(|id| finalize_ids.contains(&id.as_str())))
-        .collect();
-    doomed.sort_by_key(|child| rank(child));
-    for child in &doomed {
-        let Some(child_key) = ObjectKey::of(child) else {
-            continue;
+    // decide: the one deletion plan (scopes as discovery told them, held only for the plan: not `Sync`)
+    let plan = {
+        let child_namespaced = |api_version: &str, kind: &str| {
+            reconciler
+                .children
+                .get(&(api_version.to_owned(), kind.to_owned()))
+                .is_none_or(|watched| watched.namespaced)
         };
-        let watched = reconciler.child_kind(&child_key.api_version, &child_key.kind)?;
-        if is_retained(child) {
-            io::remove_child(reconciler, watched, &child_key, parent, io::Removal::Release).await?;
-        } else {
-            io::remove_child(reconciler, watched, &child_key, parent, io::Removal::Delete).await?;
+        let scopes = Scopes {
+            parent_namespaced: reconciler.parent.namespaced,
+            child_namespaced: &child_namespaced,
+            status: None,
+        };
+        crate::runner::cpu_step(|| {
+            plan_deletion(rule, parent_value, &lookups, &labelled, &scopes, &reconciler.ctx.signer)
+        })?
+    };
+    // 1. finalize children: applied (only where they differ), then awaited
+    let mut applied = Vec::with_capacity(plan.finalize.apply.len());
+    for apply in &plan.finalize.apply {
+        let watched = reconciler.child_kind(&apply.key.api_version, &apply.key.kind)?;
+        reconciler.writes.forget(&reconciler.child_object(watched, &apply.key));
+        applied.push(io::apply_child(reconciler, watched, apply, parent).await?.object);
+    }
+    let pending = plan.pending_finalize(rule, &applied);
+    if !pending.is_empty() {
+        let waited = deleting_for(parent);
+        if waited < FINALIZE_TIMEOUT {
+            return Ok(Action::RequeueAfter(FINALIZE_POLL));
         }
+        let note = format!(
+            "finalize children not ready after {}s, deleting anyway: {}",
+            waited.as_secs(),
+            pending.join(", ")
+        );
+        warn!(rule = rule.name(), parent = ?key, "{note}");
+        io::publish(reconciler, parent, EventType::Warning, "FinalizeTimeout", note).await;
+    }
+    // 2. the other children, the ones read by others last; retained ones are released
+    for (child_key, removal) in &plan.removals {
+        let watched = reconciler.child_kind(&child_key.api_version, &child_key.kind)?;
+        let removal = match removal {
+            Removal::Delete => io::Removal::Delete,
+            Removal::Release => io::Removal::Release,
+        };
+        io::remove_child(reconciler, watched, child_key, parent, removal).await?;
     }
     // 3. the finalizer goes: the apiserver completes the deletion
     let api = finalizer_api(&reconciler.ctx, &reconciler.parent.watch.resource, parent);

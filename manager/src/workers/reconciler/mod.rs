@@ -18,8 +18,8 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::Scope;
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
 use ruleplane_config::{
-    ObjectKey, Reconciler, RenderError, attach_parent, builtin_kind, compute_status, is_own_child, next_status,
-    parent_conditions, plan_children, render_children_observing, unrendered_fate,
+    ObjectKey, ParentPlan, Reconciler, RenderError, Scopes, builtin_kind, compute_status, is_own_child, next_status,
+    parent_conditions, plan_parent,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -416,37 +416,41 @@ impl ParentReconciler {
     ) -> Result<Converged, ReconcilerError> {
         // fetch: lookups from the caches, remembering what this parent read
         let lookups = self.lookups_for(key, parent_value).await?;
-        // decide: render (children that read others see them as observed), attach to the parent, compare
-        let observed = self.observed_children(parent_value);
-        let observed_by_id: Map<String, Value> = observed
-            .iter()
-            .filter_map(|c| Some((child_id(c)?, c.clone())))
-            .collect();
-        let mut rendered =
-            crate::runner::cpu_step(|| render_children_observing(&self.rule, parent_value, &lookups, &observed_by_id))?;
-        let mut desired = Vec::with_capacity(rendered.children.len());
-        for mut child in std::mem::take(&mut rendered.children) {
-            let api_version = child["apiVersion"].as_str().unwrap_or_default().to_owned();
-            let kind = child["kind"].as_str().unwrap_or_default().to_owned();
-            let watched = self.child_kind(&api_version, &kind)?;
-            attach_parent(
-                &mut child,
-                parent_value,
-                self.parent.namespaced,
-                watched.namespaced,
-                &self.ctx.signer,
-            );
-            desired.push(child);
-        }
+        // decide: the one plan (identity check, render, attach, compare) that `diff` and `test` run too
+        let uid = parent_value
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let labelled = self.labelled_children(uid);
+        // Scopes as discovery told them (held only for the plan: a `dyn Fn` is not `Sync`, the awaits below need that).
+        let ParentPlan {
+            children: plan,
+            needs_finalizer,
+            waiting,
+            excluded,
+            observed: observed_by_id,
+            ..
+        } = {
+            let child_namespaced = |api_version: &str, kind: &str| {
+                self.children
+                    .get(&(api_version.to_owned(), kind.to_owned()))
+                    .is_none_or(|watched| watched.namespaced)
+            };
+            let scopes = Scopes {
+                parent_namespaced: self.parent.namespaced,
+                child_namespaced: &child_namespaced,
+                status: None,
+            };
+            crate::runner::cpu_step(|| {
+                plan_parent(&self.rule, parent_value, &lookups, &labelled, &scopes, &self.ctx.signer)
+            })?
+        };
         // Children no owner reference can clean up (and finalize children) need the finalizer before they exist.
-        if cleanup::needs_finalizer(&self.rule, &desired) {
+        if needs_finalizer {
             cleanup::ensure_finalizer(self, parent).await?;
         }
-        let plan = plan_children(desired, &observed, |child| {
-            unrendered_fate(&self.rule, &rendered, child)
-        });
         // apply: only what differs; a converged parent costs no request here
-        let mut now = observed_by_id;
+        let mut now = observed_by_id.clone();
         // One child's conflict or rejection does not hold back the others, nor pruning; the first error is
         // reported after all were tried.
         let mut first_error = None;
@@ -455,10 +459,10 @@ impl ParentReconciler {
         // another is only rendered once that one exists and is ready), and a parent's latency is then one
         // round trip instead of one per child.
         // With children waiting for one of these, the echo is what renders them next: keep it.
-        let echoes_carry_nothing = rendered.waiting.is_empty();
+        let echoes_carry_nothing = waiting.is_empty();
         let version_of = |key: &ObjectKey| {
-            observed
-                .iter()
+            observed_by_id
+                .values()
                 .find(|child| ObjectKey::of(child).as_ref() == Some(key))
                 .and_then(|child| child.pointer("/metadata/resourceVersion"))
                 .and_then(Value::as_str)
@@ -520,7 +524,7 @@ impl ParentReconciler {
             None => Ok(Converged {
                 children: now,
                 lookups,
-                excluded: rendered.excluded,
+                excluded,
             }),
         }
     }
