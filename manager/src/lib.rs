@@ -4,6 +4,7 @@
 pub mod build_info;
 pub mod child_signing;
 pub mod cli;
+pub mod context;
 pub mod diff;
 pub mod events;
 pub mod health;

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::cli::RunArgs;
+use crate::context::WorkerContext;
 use crate::health::Health;
 use crate::http::{self, Endpoints};
 use crate::kube_client;
@@ -18,7 +19,7 @@ use crate::leader::{self, LeaderConfig, Leadership};
 use crate::metrics::{Metrics, ResultLabels};
 use crate::permissions;
 use crate::rules_watch;
-use crate::supervisor::{Supervisor, WorkerContext};
+use crate::supervisor::Supervisor;
 use crate::watch_hub::WatchHub;
 use crate::workers::resource_definition::crd_resource;
 
@@ -168,7 +169,6 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         });
     let ctx = WorkerContext {
         identity: identity.clone(),
-        scheduling: Default::default(),
         signer,
         self_ref,
         client: client.clone(),

@@ -2,46 +2,19 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::Client;
-use kube::runtime::events::Recorder;
 use ruleplane_config::{CrdRemoval, ReloadRefusal, Rule, RuleSet, check_reload, plan_crd_removal};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, error, info, info_span, warn};
 
-use crate::health::{Health, WorkerState};
+use crate::context::{WorkerContext, WorkerError};
+use crate::health::WorkerState;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
-use crate::watch_hub::WatchHub;
 use crate::workers;
-
-/// Everything a worker needs from the process; cheap to clone.
-#[derive(Clone)]
-pub struct WorkerContext {
-    pub client: Client,
-    pub hub: Arc<WatchHub>,
-    /// What the apiserver serves, asked once per group/version however many workers start together.
-    pub discovery: Arc<crate::kube_client::KindDiscovery>,
-    pub metrics: Arc<Metrics>,
-    pub health: Arc<Health>,
-    /// Warnings (series-aggregated by kube-runtime).
-    pub recorder: Recorder,
-    /// Normal Events, sent behind the work they report.
-    pub events: crate::events::EventLane,
-    /// The manager's own Pod, for Events that have no better object to hang on (None outside a Pod).
-    pub self_ref: Option<ObjectReference>,
-    /// This replica's identity (the Events' reporting instance).
-    pub identity: String,
-    /// The one scheduling cache, made by the first SchedulerPolicy worker and kept across leadership changes.
-    pub scheduling: Arc<std::sync::OnceLock<Arc<workers::scheduler::ClusterCache>>>,
-    /// Signs the children Reconcilers apply and proves observed ones ours (`crate::child_signing`).
-    pub signer: ruleplane_config::provenance::ChildSigner,
-}
 
 struct RunningWorker {
     rule: Rule,
@@ -68,6 +41,9 @@ pub struct Supervisor {
     /// CRD (a rename): their worker may apply over a CRD labelled with those rules' names. Kept on standbys too,
     /// so a replica taking over knows; dropped with the rule.
     takeovers: BTreeMap<String, Vec<String>>,
+    /// The one scheduling cache every SchedulerPolicy worker shares, made by the first and kept across
+    /// leadership changes so a new leader starts warm.
+    scheduling: workers::scheduler::SchedulingCache,
 }
 
 /// How long a stopping worker may take to finish its current step before it is aborted.
@@ -84,6 +60,7 @@ impl Supervisor {
             leadership,
             allow_empty_rule_set,
             takeovers: BTreeMap::new(),
+            scheduling: Default::default(),
         }
     }
 
@@ -207,7 +184,8 @@ impl Supervisor {
         let stop = CancellationToken::new();
         let name = rule.name().to_owned();
         let takes_over_from = self.takeovers.get(&name).cloned().unwrap_or_default();
-        let worker = move |rule, ctx, stop| workers::run(rule, takes_over_from.clone(), ctx, stop);
+        let scheduling = self.scheduling.clone();
+        let worker = move |rule, ctx, stop| workers::run(rule, takes_over_from.clone(), scheduling.clone(), ctx, stop);
         let task = tokio::spawn(supervise(
             rule.clone(),
             self.ctx.clone(),
@@ -255,7 +233,7 @@ async fn supervise<W, F>(
     worker: W,
 ) where
     W: Fn(Rule, WorkerContext, CancellationToken) -> F,
-    F: Future<Output = Result<(), workers::WorkerError>> + Send + 'static,
+    F: Future<Output = Result<(), WorkerError>> + Send + 'static,
 {
     let name = rule.name().to_owned();
     let kind = rule.kind().as_str();
@@ -281,7 +259,7 @@ async fn supervise<W, F>(
             Ok(Ok(())) => return,
             // A kind declared by a ResourceDefinition of the same rule set is served a moment after its CRD
             // is created: the first attempts of its workers meet a 404, which is no fault.
-            Ok(Err(e)) => (e.to_string(), matches!(e, crate::workers::WorkerError::Discovery(_))),
+            Ok(Err(e)) => (e.to_string(), matches!(e, WorkerError::Discovery(_))),
             Err(join) if join.is_panic() => ("worker panicked".to_owned(), false),
             Err(_) => return,
         };
@@ -326,7 +304,14 @@ mod tests {
     use kube::runtime::events::Reporter;
 
     use super::*;
-    use crate::workers::WorkerError;
+    use kube::Client;
+    use kube::runtime::events::Recorder;
+
+    use std::sync::Arc;
+
+    use crate::health::Health;
+    use crate::metrics::Metrics;
+    use crate::watch_hub::WatchHub;
 
     /// A context whose client points nowhere: the workers under test never call the API.
     fn offline_context() -> WorkerContext {
@@ -334,7 +319,6 @@ mod tests {
         let client = Client::try_from(config).expect("client");
         WorkerContext {
             identity: "test".into(),
-            scheduling: Default::default(),
             signer: ruleplane_config::provenance::ChildSigner::Unsigned,
             hub: WatchHub::new(client.clone(), Default::default()),
             discovery: Arc::new(crate::kube_client::KindDiscovery::new(client.clone())),

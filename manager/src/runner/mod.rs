@@ -23,10 +23,10 @@ use tracing::{info, warn};
 
 pub use queue::WorkQueue;
 
+use crate::context::WorkerError;
 use crate::health::{Health, WorkerState};
 use crate::metrics::{Metrics, RuleErrorLabels};
 use crate::watch_hub::{Change, KindKey, Subscription};
-use crate::workers::WorkerError;
 
 /// What to do with a key after a successful reconcile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,20 +7,7 @@ pub mod scheduler;
 use ruleplane_config::Rule;
 use tokio_util::sync::CancellationToken;
 
-use crate::supervisor::WorkerContext;
-
-/// A worker failure the supervisor restarts from; errors a worker can live with are handled inside it.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkerError {
-    #[error("watch for {0} ended")]
-    WatchEnded(String),
-    #[error("a reconcile of rule {0} panicked")]
-    ReconcilePanicked(String),
-    #[error("kind not served by the apiserver (yet?): {0}")]
-    Discovery(String),
-    #[error("rule {rule} cannot run: {reason}")]
-    Unrunnable { rule: String, reason: String },
-}
+use crate::context::{WorkerContext, WorkerError};
 
 /// The current time as Kubernetes writes it in conditions (RFC 3339, seconds).
 pub fn now() -> String {
@@ -30,17 +17,19 @@ pub fn now() -> String {
 }
 
 /// Runs the worker for `rule` until `stop` is cancelled. `takes_over_from`: the rules whose CRD this
-/// ResourceDefinition rule took over in a reload (a rename; empty for other kinds).
+/// ResourceDefinition rule took over in a reload (a rename; empty for other kinds); `scheduling`: the cache every
+/// SchedulerPolicy worker shares.
 pub async fn run(
     rule: Rule,
     takes_over_from: Vec<String>,
+    scheduling: scheduler::SchedulingCache,
     ctx: WorkerContext,
     stop: CancellationToken,
 ) -> Result<(), WorkerError> {
     match rule {
         Rule::ResourceDefinition(rd) => resource_definition::run(rd, takes_over_from, ctx, stop).await,
         Rule::Reconciler(reconciler) => reconciler::run(reconciler, ctx, stop).await,
-        Rule::SchedulerPolicy(policy) => scheduler::run(policy, ctx, stop).await,
+        Rule::SchedulerPolicy(policy) => scheduler::run(policy, scheduling, ctx, stop).await,
     }
 }
 

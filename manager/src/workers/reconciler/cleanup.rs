@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use tracing::{info, warn};
 
 use super::{ParentKey, ParentReconciler, ReconcilerError, Served, discover, io, selected_by};
+use crate::context::WorkerContext;
 use crate::runner::Action;
-use crate::supervisor::WorkerContext;
 
 /// How long `finalize` children may take to become ready before the deletion goes ahead without them.
 pub(super) const FINALIZE_TIMEOUT: Duration = Duration::from_secs(300);

@@ -17,9 +17,9 @@ use ruleplane_config::{Lookup, Reconciler, gather_lookups};
 use serde_json::{Map, Value};
 
 use super::{ParentKey, ReconcilerError, Served, discover};
+use crate::context::WorkerError;
 use crate::kube_client::KindDiscovery;
 use crate::watch_hub::{Change, KindKey, SharedWatch, WatchHub, strip_managed_fields};
-use crate::workers::WorkerError;
 
 /// A looked-up object: the watch that sees it, its namespace and name.
 pub(super) type LookedUp = (KindKey, Option<String>, String);

@@ -25,11 +25,11 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use crate::context::WorkerContext;
+use crate::context::WorkerError;
 use crate::kube_client::KindDiscovery;
 use crate::runner::{Action, Reconcile, ReconcileError, Reconciled, Requeue, Runner};
-use crate::supervisor::WorkerContext;
 use crate::watch_hub::{Change, KindKey, SharedWatch};
-use crate::workers::WorkerError;
 use crate::workers::resource_definition::{DeclaredKind, served_as_declared};
 use writes::{EventNews, OwnWrites, WatchedObject};
 

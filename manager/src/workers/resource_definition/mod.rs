@@ -15,10 +15,10 @@ use ruleplane_config::{CrdRemoval, ResourceDefinitionRule, Rule, deletable_by, p
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::context::WorkerContext;
+use crate::context::WorkerError;
 use crate::runner::{Action, Reconcile, ReconcileError, Reconciled, Requeued, Runner};
-use crate::supervisor::WorkerContext;
 use crate::watch_hub::{Change, KindKey, SharedWatch};
-use crate::workers::WorkerError;
 use ruleplane_config::ownership::CRD_FIELD_MANAGER;
 use ruleplane_config::{CrdPlan, CrdRefusal, EvolutionPolicy, plan_crd};
 

@@ -21,12 +21,12 @@ use tracing::{debug, warn};
 pub use cache::ClusterCache;
 use cache::LIVE_PODS;
 
+use crate::context::WorkerContext;
+use crate::context::WorkerError;
 use crate::health::WorkerState;
 use crate::metrics::{PolicyLabels, PolicyOnlyLabels};
 use crate::runner::{Action, Backoff, Reconcile, ReconcileError, Reconciled, Requeued, Runner};
-use crate::supervisor::WorkerContext;
 use crate::watch_hub::{Change, KindKey};
-use crate::workers::WorkerError;
 
 const KIND: &str = "SchedulerPolicy";
 /// Bindings in flight per policy: the next pods are decided while these are sent (kube-scheduler binds
@@ -140,34 +140,41 @@ fn pods_resource() -> ApiResource {
     ApiResource::erase::<Pod>(&())
 }
 
-/// The manager's one scheduling cache (created by the first SchedulerPolicy worker, kept across leadership
-/// changes so a new leader starts warm).
-fn shared_cache(ctx: &WorkerContext) -> Arc<ClusterCache> {
-    ctx.scheduling
-        .get_or_init(|| {
-            use crate::watch_hub::Storage;
-            use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-            use k8s_openapi::api::core::v1::{Namespace, Node, ReplicationController, Service};
-            // Every decision and cache rebuild reads these: kept parsed.
-            let nodes = ctx
-                .hub
-                .watch_stored(&ApiResource::erase::<Node>(&()), None, None, Storage::Parsed);
-            let pods = ctx
-                .hub
-                .watch_stored(&pods_resource(), None, Some(LIVE_PODS), Storage::Parsed);
-            let context = cache::Context {
-                namespaces: ctx.hub.watch(&ApiResource::erase::<Namespace>(&())),
-                services: ctx.hub.watch(&ApiResource::erase::<Service>(&())),
-                replication_controllers: ctx.hub.watch(&ApiResource::erase::<ReplicationController>(&())),
-                replica_sets: ctx.hub.watch(&ApiResource::erase::<ReplicaSet>(&())),
-                stateful_sets: ctx.hub.watch(&ApiResource::erase::<StatefulSet>(&())),
-            };
-            ClusterCache::new(nodes, pods, context)
-        })
-        .clone()
+/// The slot of the manager's one scheduling cache: the supervisor holds it, the first SchedulerPolicy worker fills
+/// it, every other shares it (and a new leader finds it warm).
+pub type SchedulingCache = Arc<std::sync::OnceLock<Arc<ClusterCache>>>;
+
+/// The shared scheduling cache, made now if no worker made it before.
+fn shared_cache(slot: &SchedulingCache, ctx: &WorkerContext) -> Arc<ClusterCache> {
+    slot.get_or_init(|| {
+        use crate::watch_hub::Storage;
+        use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+        use k8s_openapi::api::core::v1::{Namespace, Node, ReplicationController, Service};
+        // Every decision and cache rebuild reads these: kept parsed.
+        let nodes = ctx
+            .hub
+            .watch_stored(&ApiResource::erase::<Node>(&()), None, None, Storage::Parsed);
+        let pods = ctx
+            .hub
+            .watch_stored(&pods_resource(), None, Some(LIVE_PODS), Storage::Parsed);
+        let context = cache::Context {
+            namespaces: ctx.hub.watch(&ApiResource::erase::<Namespace>(&())),
+            services: ctx.hub.watch(&ApiResource::erase::<Service>(&())),
+            replication_controllers: ctx.hub.watch(&ApiResource::erase::<ReplicationController>(&())),
+            replica_sets: ctx.hub.watch(&ApiResource::erase::<ReplicaSet>(&())),
+            stateful_sets: ctx.hub.watch(&ApiResource::erase::<StatefulSet>(&())),
+        };
+        ClusterCache::new(nodes, pods, context)
+    })
+    .clone()
 }
 
-pub async fn run(policy: SchedulerPolicy, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
+pub async fn run(
+    policy: SchedulerPolicy,
+    scheduling: SchedulingCache,
+    ctx: WorkerContext,
+    stop: CancellationToken,
+) -> Result<(), WorkerError> {
     let name = policy.metadata.name.clone();
     let mut engine = policy.engine(seed()).map_err(|error| WorkerError::Unrunnable {
         rule: name.clone(),
@@ -175,7 +182,7 @@ pub async fn run(policy: SchedulerPolicy, ctx: WorkerContext, stop: Cancellation
     })?;
     // The worker binds; nobody reads per-plugin scores (Events carry the verdict, not the breakdown).
     engine.set_score_breakdown(false);
-    let cache = shared_cache(&ctx);
+    let cache = shared_cache(&scheduling, &ctx);
     let subscriptions = vec![cache.nodes.subscribe(), cache.pods.subscribe()];
     tokio::select! {
         _ = stop.cancelled() => return Ok(()),

@@ -1,0 +1,46 @@
+//! What every worker gets from the process (clients, shared watches, metrics, health, Events, the child signer)
+//! and the failure it gives back to be restarted from: below the runner, the supervisor and the workers alike.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::runtime::events::Recorder;
+
+use crate::health::Health;
+use crate::metrics::Metrics;
+use crate::watch_hub::WatchHub;
+
+/// Everything a worker needs from the process; cheap to clone.
+#[derive(Clone)]
+pub struct WorkerContext {
+    pub client: Client,
+    pub hub: Arc<WatchHub>,
+    /// What the apiserver serves, asked once per group/version however many workers start together.
+    pub discovery: Arc<crate::kube_client::KindDiscovery>,
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<Health>,
+    /// Warnings (series-aggregated by kube-runtime).
+    pub recorder: Recorder,
+    /// Normal Events, sent behind the work they report.
+    pub events: crate::events::EventLane,
+    /// The manager's own Pod, for Events that have no better object to hang on (None outside a Pod).
+    pub self_ref: Option<ObjectReference>,
+    /// This replica's identity (the Events' reporting instance).
+    pub identity: String,
+    /// Signs the children Reconcilers apply and proves observed ones ours (`crate::child_signing`).
+    pub signer: ruleplane_config::provenance::ChildSigner,
+}
+
+/// A worker failure the supervisor restarts from; errors a worker can live with are handled inside it.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("watch for {0} ended")]
+    WatchEnded(String),
+    #[error("a reconcile of rule {0} panicked")]
+    ReconcilePanicked(String),
+    #[error("kind not served by the apiserver (yet?): {0}")]
+    Discovery(String),
+    #[error("rule {rule} cannot run: {reason}")]
+    Unrunnable { rule: String, reason: String },
+}
