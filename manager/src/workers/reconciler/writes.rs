@@ -210,14 +210,9 @@ mod tests {
 
     fn config_map(name: &str) -> WatchedObject {
         (
-            KindKey {
-                api_version: "v1".into(),
-                kind: "ConfigMap".into(),
-                label_selector: None,
-                field_selector: None,
-                metadata_only: false,
-                indexed_by: None,
-            },
+            KindKey::of(&kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
+                &(),
+            )),
             Some("ns".into()),
             name.into(),
         )
