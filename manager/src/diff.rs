@@ -171,7 +171,7 @@ async fn diff_rule(
     let watched = &rule.spec.watched;
     let name = rule.name();
     let Some((parent_resource, parent_caps)) = discover(discovery, &watched.api_version, &watched.kind).await? else {
-        let declared = rule.kinds().parent.as_ref().and_then(|kind| kind.declared_by.as_ref());
+        let declared = rule.kinds().parent.as_ref().and_then(|kind| kind.declared_by());
         push(
             &mut report.json["notServed"],
             serde_json::json!({

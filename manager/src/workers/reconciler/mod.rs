@@ -166,7 +166,7 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
                 "{} {} (rule `{}`): {reason}",
                 kind.api_version,
                 kind.kind,
-                kind.declared_by.as_deref().unwrap_or_default()
+                kind.declared_by().unwrap_or_default()
             )));
         }
     }
