@@ -80,6 +80,20 @@ impl KindDiscovery {
     }
 }
 
+/// A kind another tool installs as discovery describes it, for [`ruleplane_config::Reconciler::with_installed_kinds`].
+pub fn installed_kind(resource: &ApiResource, caps: &ApiCapabilities) -> ruleplane_config::KindInfo {
+    ruleplane_config::KindInfo {
+        api_version: resource.api_version.clone(),
+        kind: resource.kind.clone(),
+        plural: resource.plural.clone(),
+        namespaced: caps.scope == kube::discovery::Scope::Namespaced,
+        origin: ruleplane_config::KindOrigin::Installed {
+            source: "the apiserver's discovery".to_owned(),
+        },
+        status_subresource: caps.subresources.iter().any(|(sub, _)| sub.plural == "status"),
+    }
+}
+
 fn missing(api_version: &str, kind: &str) -> kube::Error {
     kube::Error::Discovery(kube::error::DiscoveryError::MissingKind(format!(
         "{api_version} {kind}"

@@ -34,6 +34,34 @@ pub struct LoadOptions {
     pub installed: InstalledKinds,
     /// What a kind that is neither built in, declared by the rule set nor in `installed` means.
     pub unknown_kinds: UnknownKinds,
+    /// Files and directories that are not rule files although they may sit among them: the `--crds` manifests
+    /// (`examples/crds/` beside `examples/`). A CRD document read as a rule is an error (`kind-crd`).
+    pub not_rules: Vec<PathBuf>,
+}
+
+impl LoadOptions {
+    /// What `ruleplane run` loads with: no manifests, every kind the rule set does not know left to the apiserver;
+    /// `not_rules`: CRD manifests among the rules, skipped.
+    pub fn at_run_time(not_rules: Vec<PathBuf>) -> Self {
+        LoadOptions {
+            installed: InstalledKinds::default(),
+            unknown_kinds: UnknownKinds::AtRunTime,
+            not_rules,
+        }
+    }
+
+    /// Whether `file` is under one of the `not_rules` paths (compared as canonical paths, so `./examples/crds`
+    /// and `examples/crds/` are one).
+    pub fn is_rule_file(&self, file: &Path) -> bool {
+        if self.not_rules.is_empty() {
+            return true;
+        }
+        let file = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+        !self.not_rules.iter().any(|excluded| {
+            let excluded = std::fs::canonicalize(excluded).unwrap_or_else(|_| excluded.clone());
+            file.starts_with(excluded)
+        })
+    }
 }
 
 /// How the loader treats a kind it does not know.
@@ -63,7 +91,7 @@ pub fn load_paths_with(paths: &[PathBuf], options: &LoadOptions) -> Result<RuleS
     let mut file_paths = Vec::new();
     for path in paths {
         match rule_files(path) {
-            Ok(found) => file_paths.extend(found),
+            Ok(found) => file_paths.extend(found.into_iter().filter(|file| options.is_rule_file(file))),
             Err(error) => problems.push(io_diagnostic(path, &error)),
         }
     }

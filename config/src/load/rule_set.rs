@@ -234,11 +234,12 @@ fn unknown_kind(
             same_kind.join("` or `")
         ));
     }
+    // Built-in kind names are near misses only in built-in groups: `ClusterIssuer` is no typo of `ClusterRole`.
     let known = definitions
         .iter()
         .map(|d| d.names.kind.as_str())
         .chain(installed.kinds().iter().map(|k| k.kind.as_str()))
-        .chain(BUILTIN_KINDS.iter().map(|k| k.kind));
+        .chain(BUILTIN_KINDS.iter().filter(|_| builtin_group).map(|k| k.kind));
     let suggestion = did_you_mean(kind, known);
     let builtin_api = BUILTIN_KINDS.iter().any(|k| k.api_version == api_version);
     if builtin_api && !suggestion.is_empty() {
