@@ -109,13 +109,10 @@ pub async fn diff(rules: &RuleSet, args: &DiffArgs) -> anyhow::Result<DiffReport
     for rule in rules.reconcilers() {
         // Kinds only the cluster knows, filled in as the worker does (one not served stays unknown and is
         // reported as not served below).
-        let mut served = Vec::new();
-        for kind in &rule.kinds().unresolved {
-            if let Some((resource, caps)) = discover(&discovery, &kind.api_version, &kind.kind).await? {
-                served.push(crate::kube_client::installed_kind(&resource, &caps));
-            }
-        }
-        let rule = rule.with_installed_kinds(&served);
+        let rule = discovery
+            .fill_installed_kinds(rule)
+            .await
+            .with_context(|| format!("discovering the kinds of rule {}", rule.name()))?;
         diff_rule(&client, &discovery, &rule, &signer, &mut report, &mut totals).await?;
     }
     let _ = writeln!(

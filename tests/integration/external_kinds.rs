@@ -206,6 +206,22 @@ async fn rules_on_another_tools_kinds_wait_for_its_crds_then_run_as_parent_child
     assert!(body.contains("rule bucket-certificate (Reconciler): running"), "{body}");
     assert!(body.contains("rule certificate-info (Reconciler): running"), "{body}");
 
+    // `ruleplane diff` learns the kinds from the cluster as the manager does: converged, nothing to change.
+    let diff = Command::new(env!("CARGO_BIN_EXE_ruleplane"))
+        .args(["diff", "--output", "json", "--manager-namespace", &ns, "--rules"])
+        .arg(&rules)
+        .arg("--kubeconfig")
+        .arg(&crate::support::control_plane().kubeconfig)
+        .env_remove("RULEPLANE_RULES")
+        .env_remove("RULEPLANE_CRDS")
+        .output()
+        .expect("run ruleplane diff");
+    let report: Value = serde_json::from_slice(&diff.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", text(&diff.stdout), text(&diff.stderr)));
+    assert_eq!(diff.status.code(), Some(0), "{report}");
+    assert_eq!(report["notServed"], json!([]), "{report}");
+    assert!(report["totals"]["unchanged"].as_u64().unwrap_or(0) >= 3, "{report}");
+
     // Another tool's status is its own; its CRDs are never written.
     let bucket = buckets.get(&bucket_name).await.expect("the Bucket");
     assert!(

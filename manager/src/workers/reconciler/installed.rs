@@ -114,25 +114,10 @@ fn established_crd(crds: &SharedWatch, wanted: &KindRef) -> Option<KindInfo> {
 }
 
 /// The kind as discovery describes it (an aggregated API, or a CRD the watch has not shown yet); `None` when not
-/// served. The group list (`/apis`) is read first: asking for a group/version the apiserver does not serve is a
-/// 404, which the client logs as a warning on every attempt. Other failures (the apiserver unreachable) end the
-/// attempt: the supervisor retries with backoff.
+/// served. Other failures (the apiserver unreachable) end the attempt: the supervisor retries with backoff.
 async fn discovered(ctx: &WorkerContext, kind: &KindRef) -> Result<Option<KindInfo>, WorkerError> {
-    let failed = |error: kube::Error| WorkerError::Discovery(format!("{kind}: {error}"));
-    if let Some((group, version)) = kind.api_version.split_once('/') {
-        let groups = ctx.client.list_api_groups().await.map_err(failed)?;
-        let served = groups
-            .groups
-            .iter()
-            .any(|g| g.name == group && g.versions.iter().any(|v| v.version == version));
-        if !served {
-            return Ok(None);
-        }
-    }
-    match ctx.discovery.kind(&kind.api_version, &kind.kind).await {
-        Ok((resource, caps)) => Ok(Some(crate::kube_client::installed_kind(&resource, &caps))),
-        Err(kube::Error::Discovery(_)) => Ok(None),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
-        Err(error) => Err(failed(error)),
+    match ctx.discovery.served(&kind.api_version, &kind.kind).await {
+        Ok(found) => Ok(found.map(|(resource, caps)| crate::kube_client::installed_kind(&resource, &caps))),
+        Err(error) => Err(WorkerError::Discovery(format!("{kind}: {error}"))),
     }
 }
