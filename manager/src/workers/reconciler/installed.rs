@@ -121,3 +121,72 @@ async fn discovered(ctx: &WorkerContext, kind: &KindRef) -> Result<Option<KindIn
         Err(error) => Err(WorkerError::Discovery(format!("{kind}: {error}"))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::api::DynamicObject;
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    use super::*;
+    use crate::metrics::WatchMetrics;
+
+    fn crd(group: &str, scope: &str, established: bool) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("certificates.{group}")},
+            "spec": {"group": group, "scope": scope, "names": {"kind": "Certificate", "plural": "certificates"},
+                     "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}}},
+                                  {"name": "v2", "served": false, "storage": false}]},
+            "status": {"conditions": [{"type": "Established", "status": if established { "True" } else { "False" }}]},
+        }))
+        .expect("a CRD object")
+    }
+
+    fn wanted(api_version: &str) -> KindRef {
+        KindRef {
+            api_version: api_version.to_owned(),
+            kind: "Certificate".to_owned(),
+        }
+    }
+
+    /// The wait ends on the CRD itself: established and serving the version, with the plural, scope and status
+    /// subresource it declares; anything less keeps the rule waiting.
+    #[test]
+    fn a_kind_is_served_once_its_crd_is_established_and_serves_the_version() {
+        let crds = SharedWatch::new(crd_resource(), &WatchMetrics::default());
+        assert_eq!(
+            established_crd(&crds, &wanted("certs.example.org/v1")),
+            None,
+            "no CRD yet"
+        );
+        crds.apply(Event::Apply(crd("certs.example.org", "Cluster", false)));
+        assert_eq!(
+            established_crd(&crds, &wanted("certs.example.org/v1")),
+            None,
+            "not established"
+        );
+        crds.apply(Event::Apply(crd("certs.example.org", "Cluster", true)));
+        let info = established_crd(&crds, &wanted("certs.example.org/v1")).expect("served");
+        assert_eq!(
+            (info.plural.as_str(), info.namespaced, info.status_subresource),
+            ("certificates", false, true)
+        );
+        assert_eq!(
+            info.origin,
+            KindOrigin::Installed {
+                source: "CustomResourceDefinition certificates.certs.example.org".to_owned()
+            }
+        );
+        assert_eq!(
+            established_crd(&crds, &wanted("certs.example.org/v2")),
+            None,
+            "v2 not served"
+        );
+        assert_eq!(
+            established_crd(&crds, &wanted("other.example.org/v1")),
+            None,
+            "another group"
+        );
+    }
+}
