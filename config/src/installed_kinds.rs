@@ -143,6 +143,8 @@ pub fn load_crd_texts(files: &[(String, String)]) -> Result<InstalledKinds, Diag
                 }
             }
         }
+        // In file order, as the rule loader reports.
+        out.found.sort_by_key(|d| (d.line, d.column));
         problems.append(&mut out.found);
     }
     if problems.is_empty() {
@@ -338,7 +340,7 @@ mod tests {
             .iter()
             .map(|d| format!("{}:{} {}", d.line, d.column, d.code))
             .collect();
-        assert_eq!(found, ["6:10 missing-field", "5:10 value"], "{problems}");
+        assert_eq!(found, ["5:10 value", "6:10 missing-field"], "{problems}");
         let syntax = load_crd_texts(&[("bad.yaml".into(), "kind: [\n".into())]).expect_err("not YAML");
         assert_eq!(syntax.0[0].code, DiagnosticCode::Syntax);
     }
