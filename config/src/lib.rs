@@ -1,8 +1,8 @@
 //! Ruleplane's rule language and every pure decision, organised by rule kind (`resource_definition`,
 //! `reconciler`, `scheduler`) over shared machinery (`load`, diagnostics, YAML tree, templates, JSONPath).
 //!
-//! Everything here is pure (the only I/O is reading rule files in [`load_paths`]), so the offline CLI
-//! commands and the in-cluster workers produce the same results.
+//! Everything here is pure (the only I/O is reading rule files in [`load_paths`] and CRD manifests in
+//! [`load_crd_paths`]), so the offline CLI commands and the in-cluster workers produce the same results.
 //!
 //! ```
 //! let rules = ruleplane_config::load_str(
