@@ -10,14 +10,14 @@ demo: build cluster-up
 	@tests/control-plane/demo.sh
 
 ## test: every test, unit and integration (integration tests start their own real control plane), then the
-## examples' own RuleTests as a user runs them
+## examples' own RuleTests as a user runs them (with the vendored CRDs of the kinds another tool installs)
 test: control-plane
 	cargo test --workspace --all-targets
 	@tests/image/build.sh >/dev/null && tests/image/check.sh
 	@tests/image/dist.sh >/dev/null
 	@# A debug install here reuses the test build; a release one would add a cold release build to every CI run.
 	@$(MAKE) --no-print-directory check-install INSTALL_FLAGS=--debug
-	$(CARGO_TARGET_DIR)/debug/ruleplane test examples/
+	$(CARGO_TARGET_DIR)/debug/ruleplane test examples/ --crds examples/crds
 
 ## lint: the checks CI enforces (formatting, clippy, and one kube / k8s-openapi version in the tree)
 lint:
@@ -48,8 +48,8 @@ install:
 check-install:
 	@$(MAKE) --no-print-directory install INSTALL_ROOT=$(CACHE_DIR)/install-check INSTALL_FLAGS="$(INSTALL_FLAGS)"
 	$(CACHE_DIR)/install-check/bin/ruleplane --version
-	$(CACHE_DIR)/install-check/bin/ruleplane validate examples/
-	$(CACHE_DIR)/install-check/bin/ruleplane test examples/ >/dev/null
+	$(CACHE_DIR)/install-check/bin/ruleplane validate examples/ --crds examples/crds
+	$(CACHE_DIR)/install-check/bin/ruleplane test examples/ --crds examples/crds >/dev/null
 
 ## image: the container image (static binary, FROM scratch, user 65532) as an OCI archive in the cache, with buildah
 image:

@@ -1,8 +1,8 @@
 //! Ruleplane's rule language and every pure decision, organised by rule kind (`resource_definition`,
 //! `reconciler`, `scheduler`) over shared machinery (`load`, diagnostics, YAML tree, templates, JSONPath).
 //!
-//! Everything here is pure (the only I/O is reading rule files in [`load_paths`]), so the offline CLI
-//! commands and the in-cluster workers produce the same results.
+//! Everything here is pure (the only I/O is reading rule files in [`load_paths`] and CRD manifests in
+//! [`load_crd_paths`]), so the offline CLI commands and the in-cluster workers produce the same results.
 //!
 //! ```
 //! let rules = ruleplane_config::load_str(
@@ -16,6 +16,7 @@
 mod builtin_kinds;
 mod common;
 mod diagnostics;
+mod installed_kinds;
 mod jsonpath;
 pub mod load;
 mod naming;
@@ -44,13 +45,14 @@ pub use common::{
     RuleKind, RuleMetadata,
 };
 pub use diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, SourceLocation};
+pub use installed_kinds::{InstalledKind, InstalledKinds, load_crd_paths, load_crd_texts};
 pub use jsonpath::{CompiledPath, JsonPathError, is_truthy};
-pub use load::{load_paths, load_str, rule_files};
-pub use rbac::{Permission, helm_values, manager_permissions, rbac_manifests, rule_permissions};
+pub use load::{LoadOptions, UnknownKinds, load_paths, load_paths_with, load_str, load_str_with, rule_files};
+pub use rbac::{Permission, helm_values, manager_permissions, rbac_manifests, rule_permissions, underived_kinds};
 pub use reconciler::*;
 pub use reload::{ReloadRefusal, check_reload};
 pub use resource_definition::*;
-pub use rule_set::{KindInfo, Rule, RuleSet};
+pub use rule_set::{KindInfo, KindOrigin, Rule, RuleSet};
 pub use scheduler::*;
 pub use schema::rule_language_schema;
 pub use schema_reference::rule_reference_markdown;

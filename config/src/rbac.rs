@@ -109,7 +109,23 @@ pub fn manager_permissions(lease_namespace: &str) -> Vec<Permission> {
     out
 }
 
-/// What one rule's worker needs. Kinds without a worker in this version need nothing yet.
+/// The kinds whose permissions [`rule_permissions`] cannot derive, with the rule reading or writing them: kinds
+/// another tool installs whose CRD manifest was not given (`--crds`), so their plural is unknown.
+pub fn underived_kinds(rules: &RuleSet) -> Vec<(String, crate::KindRef)> {
+    rules
+        .reconcilers()
+        .flat_map(|reconciler| {
+            reconciler
+                .kinds()
+                .unresolved
+                .iter()
+                .map(|kind| (reconciler.name().to_owned(), kind.clone()))
+        })
+        .collect()
+}
+
+/// What one rule's worker needs. Kinds without a worker in this version need nothing yet; kinds it cannot
+/// derive ([`underived_kinds`]) are left out.
 pub fn rule_permissions(rule: &Rule) -> Vec<Permission> {
     match rule {
         Rule::ResourceDefinition(rd) => resource_definition_permissions(&rd.crd_name(), rd.deletes_crd_on_removal()),
@@ -159,7 +175,7 @@ fn reconciler_permissions(reconciler: &Reconciler) -> Vec<Permission> {
             &parent.plural,
             None,
         ));
-        if parent.declared_by.is_some() {
+        if reconciler.writes_status() {
             out.extend(permissions(
                 &["patch"],
                 &group_of(parent),
@@ -184,8 +200,9 @@ fn reconciler_permissions(reconciler: &Reconciler) -> Vec<Permission> {
             None,
         ));
     }
-    // A kind a ResourceDefinition of the rule set declares is waited for on the shared watch of CRDs.
-    if kinds.declared().next().is_some() {
+    // A kind a ResourceDefinition of the rule set declares, or another tool installs, is waited for on the shared
+    // watch of CRDs.
+    if kinds.declared().next().is_some() || kinds.has_installed() {
         out.extend(permissions(&["list", "watch"], CRD_GROUP, CRDS, None));
     }
     out.sort();

@@ -5,6 +5,7 @@ use serde::Serialize;
 use crate::builtin_kinds::builtin_kind;
 use crate::common::RuleKind;
 use crate::diagnostics::SourceLocation;
+use crate::installed_kinds::InstalledKinds;
 use crate::reconciler::Reconciler;
 use crate::resource_definition::{ResourceDefinitionRule, ResourceScope};
 use crate::scheduler::SchedulerPolicy;
@@ -62,11 +63,39 @@ pub struct KindInfo {
     pub plural: String,
     /// Whether objects are namespaced.
     pub namespaced: bool,
-    /// The ResourceDefinition rule declaring it; `None` for built-in kinds.
-    pub declared_by: Option<String>,
+    /// Where its plural and scope come from.
+    pub origin: KindOrigin,
     /// Whether the declaring ResourceDefinition gives this version a status subresource (`false` for built-in
     /// kinds: their status belongs to their own controllers and is never written).
     pub status_subresource: bool,
+}
+
+/// Where the loader (or, at run time, the worker) learned how a kind is served.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "from")]
+pub enum KindOrigin {
+    /// A Kubernetes kind ([`crate::BUILTIN_KINDS`]).
+    BuiltIn,
+    /// Declared by this ResourceDefinition rule of the set.
+    Declared { rule: String },
+    /// Installed by another tool: its CRD manifest (`--crds`, the file and line) offline, the apiserver at run
+    /// time. Ruleplane reads and writes its objects but never its CRD.
+    Installed { source: String },
+}
+
+impl KindInfo {
+    /// The ResourceDefinition rule declaring the kind; `None` for built-in kinds and kinds other tools install.
+    pub fn declared_by(&self) -> Option<&str> {
+        match &self.origin {
+            KindOrigin::Declared { rule } => Some(rule),
+            _ => None,
+        }
+    }
+
+    /// Whether the kind is a built-in Kubernetes kind.
+    pub fn is_builtin(&self) -> bool {
+        self.origin == KindOrigin::BuiltIn
+    }
 }
 
 /// The rules loaded from a set of files, in load order (files sorted by path, documents in file order).
@@ -132,12 +161,21 @@ impl RuleSet {
     /// Resolves `apiVersion`/`kind` to a kind declared by a ResourceDefinition of this set (served version)
     /// or a built-in kind.
     pub fn resolve_kind(&self, api_version: &str, kind: &str) -> Option<KindInfo> {
-        resolve_kind_in(self.resource_definitions(), api_version, kind)
+        resolve_kind_in(
+            self.resource_definitions(),
+            &InstalledKinds::default(),
+            api_version,
+            kind,
+        )
     }
 }
 
+/// The one place that decides how a kind is served, from every source in order: the rule set's
+/// ResourceDefinitions (a rule set's own declaration wins over a vendored CRD of the same name), the built-in
+/// kinds, then the CRDs other tools install (`installed`: from `--crds`). `None`: none of them knows it.
 pub(crate) fn resolve_kind_in<'r>(
     definitions: impl IntoIterator<Item = &'r ResourceDefinitionRule>,
+    installed: &InstalledKinds,
     api_version: &str,
     kind: &str,
 ) -> Option<KindInfo> {
@@ -157,19 +195,23 @@ pub(crate) fn resolve_kind_in<'r>(
                 kind: kind.to_string(),
                 plural: names.plural.clone(),
                 namespaced: definition.spec.scope == ResourceScope::Namespaced,
-                declared_by: Some(definition.metadata.name.clone()),
+                origin: KindOrigin::Declared {
+                    rule: definition.metadata.name.clone(),
+                },
                 status_subresource: version.subresources.as_ref().is_some_and(|s| s.status.is_some()),
             });
         }
     }
-    builtin_kind(api_version, kind).map(|builtin| KindInfo {
-        api_version: builtin.api_version.to_string(),
-        kind: builtin.kind.to_string(),
-        plural: builtin.plural.to_string(),
-        namespaced: builtin.namespaced,
-        declared_by: None,
-        status_subresource: false,
-    })
+    builtin_kind(api_version, kind)
+        .map(|builtin| KindInfo {
+            api_version: builtin.api_version.to_string(),
+            kind: builtin.kind.to_string(),
+            plural: builtin.plural.to_string(),
+            namespaced: builtin.namespaced,
+            origin: KindOrigin::BuiltIn,
+            status_subresource: false,
+        })
+        .or_else(|| installed.resolve(api_version, kind))
 }
 
 #[cfg(test)]
@@ -199,18 +241,19 @@ mod tests {
             (parent.plural.as_str(), parent.namespaced, parent.status_subresource),
             ("crontabs", false, true)
         );
-        assert_eq!(parent.declared_by.as_deref(), Some("cron-tab.example.com"));
+        assert_eq!(parent.declared_by(), Some("cron-tab.example.com"));
         let v2 = resolve_kind_in(
             rules.rules().iter().filter_map(|r| match r {
                 Rule::ResourceDefinition(rd) => Some(rd),
                 _ => None,
             }),
+            &InstalledKinds::default(),
             "example.com/v2",
             "CronTab",
         )
         .expect("served");
         assert!(!v2.status_subresource, "v2 declares no status subresource");
         let child = &reconciler.kinds().children[0];
-        assert_eq!((child.declared_by.as_ref(), child.status_subresource), (None, false));
+        assert_eq!((child.declared_by(), child.status_subresource), (None, false));
     }
 }

@@ -126,6 +126,10 @@ pub struct RunArgs {
     /// Threads running the manager's tasks; 0 = one per CPU the process may use.
     #[arg(long, env = "RULEPLANE_WORKER_THREADS", default_value_t = 0)]
     pub worker_threads: usize,
+    // CRD manifests among the rules (vendored for the offline commands) are skipped, not loaded as rules. The
+    // manager does not take kinds from them: it asks the apiserver how each kind is served.
+    #[command(flatten)]
+    pub installed: InstalledCrds,
 }
 
 /// Parses `500ms`, `2s`, `10m`, `1h` (Kubernetes flag style).
@@ -151,11 +155,24 @@ pub enum OutputFormat {
     Json,
 }
 
+/// CRD manifests of kinds other tools install (`--crds`), for the commands that must know every kind offline.
+/// `ruleplane run` has no such flag: there the apiserver says how a kind is served.
+#[derive(Debug, Args)]
+pub struct InstalledCrds {
+    /// CRD manifests of kinds another tool installs (files or directories of multi-document YAML, e.g. vendored
+    /// from its chart; other documents are skipped): their kinds are known, never written. Repeatable; the
+    /// variable is a path list (`a:b`).
+    #[arg(long = "crds", value_name = "PATH", env = "RULEPLANE_CRDS", value_delimiter = ':')]
+    pub crds: Vec<PathBuf>,
+}
+
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// Rule files or directories.
     #[arg(required = true, env = "RULEPLANE_RULES", value_delimiter = ',')]
     pub paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub installed: InstalledCrds,
     /// Output format.
     #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
@@ -175,6 +192,8 @@ pub struct RenderArgs {
     /// Only this Reconciler rule (default: every rule whose `for` matches the object's kind).
     #[arg(long, env = "RULEPLANE_RULE")]
     pub rule: Option<String>,
+    #[command(flatten)]
+    pub installed: InstalledCrds,
     /// Output format: YAML documents, or a JSON array of them.
     #[arg(long, short, value_enum, default_value_t = DocumentFormat::Yaml)]
     pub output: DocumentFormat,
@@ -195,6 +214,10 @@ pub struct RbacArgs {
     /// `rbac.extraRules` for these rules; `json`: the ClusterRole and Role as a JSON array.
     #[arg(long, short, value_enum, default_value_t = RbacOutput::Manifests)]
     pub output: RbacOutput,
+    // Without the CRD manifest of a kind another tool installs, its permissions cannot be derived: they are
+    // left out, listed on standard error, and the exit code is 1.
+    #[command(flatten)]
+    pub installed: InstalledCrds,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -230,6 +253,9 @@ pub struct SimulateArgs {
     /// Output format (`json` is a stable contract, see docs/scheduler.md).
     #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    // The policy's rule set may hold Reconcilers on kinds other tools install.
+    #[command(flatten)]
+    pub installed: InstalledCrds,
 }
 
 #[derive(Debug, Args)]
@@ -268,6 +294,9 @@ pub struct DiffArgs {
     /// cluster.
     #[arg(long, env = "RULEPLANE_MANAGER_NAMESPACE", default_value = "default")]
     pub manager_namespace: String,
+    // Kinds none of these manifests, the rule set nor the built-ins know are asked of the cluster.
+    #[command(flatten)]
+    pub installed: InstalledCrds,
 }
 
 #[derive(Debug, Args)]
@@ -278,6 +307,8 @@ pub struct TestArgs {
     /// `text` for people, `junit` (JUnit XML on standard output) for CI systems, `json` for tools.
     #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = TestOutput::Text)]
     pub output: TestOutput,
+    #[command(flatten)]
+    pub installed: InstalledCrds,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -301,6 +332,9 @@ pub struct CrdsArgs {
     /// Rule file or directory.
     #[arg(long, env = "RULEPLANE_RULES")]
     pub rules: PathBuf,
+    // Only to load rules that use them: these CRDs are another tool's and are never printed.
+    #[command(flatten)]
+    pub installed: InstalledCrds,
     /// Output format: YAML documents, or a JSON array of them.
     #[arg(long, short, value_enum, default_value_t = DocumentFormat::Yaml)]
     pub output: DocumentFormat,

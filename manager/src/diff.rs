@@ -27,7 +27,17 @@ const CHANGES: u8 = 1;
 const ERROR: u8 = 2;
 
 pub fn main(args: DiffArgs) -> ExitCode {
-    let rules = match ruleplane_config::load_paths(std::slice::from_ref(&args.rules)) {
+    // Kinds neither the rule set, the built-ins nor the `--crds` manifests know are asked of the cluster, as the
+    // manager does.
+    let options =
+        ruleplane_config::load_crd_paths(&args.installed.crds).map(|installed| ruleplane_config::LoadOptions {
+            installed,
+            unknown_kinds: ruleplane_config::UnknownKinds::AtRunTime,
+            not_rules: args.installed.crds.clone(),
+        });
+    let loaded =
+        options.and_then(|options| ruleplane_config::load_paths_with(std::slice::from_ref(&args.rules), &options));
+    let rules = match loaded {
         Ok(rules) => rules,
         Err(diagnostics) => {
             eprintln!("{diagnostics}");
@@ -97,7 +107,13 @@ pub async fn diff(rules: &RuleSet, args: &DiffArgs) -> anyhow::Result<DiffReport
     report.json["signaturesChecked"] = note.is_none().into();
     report.text.push_str(note.as_deref().unwrap_or_default());
     for rule in rules.reconcilers() {
-        diff_rule(&client, &discovery, rule, &signer, &mut report, &mut totals).await?;
+        // Kinds only the cluster knows, filled in as the worker does (one not served stays unknown and is
+        // reported as not served below).
+        let rule = discovery
+            .fill_installed_kinds(rule)
+            .await
+            .with_context(|| format!("discovering the kinds of rule {}", rule.name()))?;
+        diff_rule(&client, &discovery, &rule, &signer, &mut report, &mut totals).await?;
     }
     let _ = writeln!(
         report.text,
@@ -171,7 +187,7 @@ async fn diff_rule(
     let watched = &rule.spec.watched;
     let name = rule.name();
     let Some((parent_resource, parent_caps)) = discover(discovery, &watched.api_version, &watched.kind).await? else {
-        let declared = rule.kinds().parent.as_ref().and_then(|kind| kind.declared_by.as_ref());
+        let declared = rule.kinds().parent.as_ref().and_then(|kind| kind.declared_by());
         push(
             &mut report.json["notServed"],
             serde_json::json!({
@@ -238,7 +254,7 @@ async fn diff_rule(
             .or_else(|| builtin_kind(api_version, kind).map(|k| k.namespaced))
             .unwrap_or(true)
     };
-    let writes_status = builtin_kind(&watched.api_version, &watched.kind).is_none();
+    let writes_status = rule.writes_status();
     let status_subresource = parent_caps.subresources.iter().any(|(sub, _)| sub.plural == "status");
     let scopes = Scopes {
         parent_namespaced: parent_caps.scope == Scope::Namespaced,

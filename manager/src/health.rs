@@ -13,6 +13,8 @@ pub enum WorkerState {
     Running,
     /// Running, but its last attempt failed; retried with backoff.
     Degraded(String),
+    /// Started, waiting for what it needs to be served (a kind another tool installs): says what.
+    Waiting(String),
     /// Loaded and validated, but this version has no worker for the rule's kind.
     Inactive(&'static str),
 }
@@ -157,6 +159,7 @@ impl Health {
                     WorkerState::Standby => "standby".to_owned(),
                     WorkerState::Running => "running".to_owned(),
                     WorkerState::Degraded(msg) => format!("degraded: {msg}"),
+                    WorkerState::Waiting(msg) => format!("waiting: {msg}"),
                     WorkerState::Inactive(why) => format!("inactive: {why}"),
                 };
                 match &rule.detail {

@@ -80,6 +80,63 @@ impl KindDiscovery {
     }
 }
 
+impl KindDiscovery {
+    /// Like [`KindDiscovery::kind`], `None` when the apiserver does not serve the kind (yet). The group list
+    /// (`/apis`) is read first: asking for a group/version the apiserver does not serve is a 404, which the client
+    /// logs as a warning on every attempt (a rule waiting for another tool's CRD asks again and again).
+    pub async fn served(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Option<(ApiResource, ApiCapabilities)>, kube::Error> {
+        if let Some((group, version)) = api_version.split_once('/') {
+            let groups = self.client.list_api_groups().await?;
+            let served = groups
+                .groups
+                .iter()
+                .any(|g| g.name == group && g.versions.iter().any(|v| v.version == version));
+            if !served {
+                return Ok(None);
+            }
+        }
+        match self.kind(api_version, kind).await {
+            Ok(found) => Ok(Some(found)),
+            Err(kube::Error::Discovery(_)) => Ok(None),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// `rule` with the kinds the loader left unresolved filled in from what the apiserver serves now (those it
+    /// does not serve stay unresolved).
+    pub async fn fill_installed_kinds(
+        &self,
+        rule: &ruleplane_config::Reconciler,
+    ) -> Result<ruleplane_config::Reconciler, kube::Error> {
+        let mut served = Vec::new();
+        for kind in &rule.kinds().unresolved {
+            if let Some((resource, caps)) = self.served(&kind.api_version, &kind.kind).await? {
+                served.push(installed_kind(&resource, &caps));
+            }
+        }
+        Ok(rule.with_installed_kinds(&served))
+    }
+}
+
+/// A kind another tool installs as discovery describes it, for [`ruleplane_config::Reconciler::with_installed_kinds`].
+pub fn installed_kind(resource: &ApiResource, caps: &ApiCapabilities) -> ruleplane_config::KindInfo {
+    ruleplane_config::KindInfo {
+        api_version: resource.api_version.clone(),
+        kind: resource.kind.clone(),
+        plural: resource.plural.clone(),
+        namespaced: caps.scope == kube::discovery::Scope::Namespaced,
+        origin: ruleplane_config::KindOrigin::Installed {
+            source: "the apiserver's discovery".to_owned(),
+        },
+        status_subresource: caps.subresources.iter().any(|(sub, _)| sub.plural == "status"),
+    }
+}
+
 fn missing(api_version: &str, kind: &str) -> kube::Error {
     kube::Error::Discovery(kube::error::DiscoveryError::MissingKind(format!(
         "{api_version} {kind}"

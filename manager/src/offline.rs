@@ -4,29 +4,42 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use ruleplane_config::simulate::{self, Simulation};
-use ruleplane_config::{Reconciler, RuleSet, SchedulerPolicy};
+use ruleplane_config::{Diagnostics, LoadOptions, Reconciler, RuleSet, SchedulerPolicy, UnknownKinds};
 use serde_json::Value;
 
 use crate::cli::{
-    CompletionArgs, ConvertSchedulerConfigArgs, CrdsArgs, DocumentFormat, OutputFormat, RbacArgs, RbacOutput,
-    RenderArgs, SimulateArgs, TestArgs, TestOutput, ValidateArgs, VersionArgs,
+    CompletionArgs, ConvertSchedulerConfigArgs, CrdsArgs, DocumentFormat, InstalledCrds, OutputFormat, RbacArgs,
+    RbacOutput, RenderArgs, SimulateArgs, TestArgs, TestOutput, ValidateArgs, VersionArgs,
 };
 
 /// Exit code for invalid input (rules, objects); clap already uses 2 for usage errors.
 const INVALID: u8 = 1;
 
+/// What the offline commands load rules with: the kinds of the `--crds` manifests known, every other unknown
+/// kind an error (`UnknownKinds::Refuse`, whose message names `--crds`).
+pub fn load_options(installed: &InstalledCrds) -> Result<LoadOptions, Diagnostics> {
+    Ok(LoadOptions {
+        installed: ruleplane_config::load_crd_paths(&installed.crds)?,
+        unknown_kinds: UnknownKinds::Refuse,
+        // The manifests may sit among the rules (`examples/crds/`): they are not rules.
+        not_rules: installed.crds.clone(),
+    })
+}
+
 pub fn validate(args: &ValidateArgs) -> ExitCode {
     // Rules that load are also rendered for a synthetic parent each, their children checked against their kinds'
     // schemas: a child the apiserver would reject is as invalid as a rule that does not load.
-    let result = ruleplane_config::load_paths(&args.paths).and_then(|rules| {
-        let schemas = ruleplane_config::object_schema::KindSchemas::of_rule_set(&rules);
-        let problems = ruleplane_config::synthetic_parent_diagnostics(&rules, &schemas);
-        if problems.is_empty() {
-            Ok(rules)
-        } else {
-            Err(ruleplane_config::Diagnostics(problems))
-        }
-    });
+    let result = load_options(&args.installed)
+        .and_then(|options| ruleplane_config::load_paths_with(&args.paths, &options))
+        .and_then(|rules| {
+            let schemas = ruleplane_config::object_schema::KindSchemas::of_rule_set(&rules);
+            let problems = ruleplane_config::synthetic_parent_diagnostics(&rules, &schemas);
+            if problems.is_empty() {
+                Ok(rules)
+            } else {
+                Err(ruleplane_config::Diagnostics(problems))
+            }
+        });
     match args.output {
         OutputFormat::Json => {
             let report = match &result {
@@ -66,11 +79,13 @@ fn read_objects(path: &Path) -> Result<Vec<Value>, String> {
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
-fn load_one(path: &Path) -> Result<RuleSet, ExitCode> {
-    ruleplane_config::load_paths(&[path.to_path_buf()]).map_err(|d| {
-        eprintln!("{d}");
-        ExitCode::from(INVALID)
-    })
+fn load_one(path: &Path, installed: &InstalledCrds) -> Result<RuleSet, ExitCode> {
+    load_options(installed)
+        .and_then(|options| ruleplane_config::load_paths_with(&[path.to_path_buf()], &options))
+        .map_err(|d| {
+            eprintln!("{d}");
+            ExitCode::from(INVALID)
+        })
 }
 
 fn field<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a str> {
@@ -78,7 +93,7 @@ fn field<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a str> {
 }
 
 pub fn render(args: &RenderArgs) -> ExitCode {
-    let rules = match load_one(&args.rules) {
+    let rules = match load_one(&args.rules, &args.installed) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -160,10 +175,11 @@ pub fn render(args: &RenderArgs) -> ExitCode {
 }
 
 pub fn crds(args: &CrdsArgs) -> ExitCode {
-    let rules = match load_one(&args.rules) {
+    let rules = match load_one(&args.rules, &args.installed) {
         Ok(r) => r,
         Err(code) => return code,
     };
+    // Only what the rule set declares: a `--crds` manifest is another tool's, never written by Ruleplane.
     let crds: Vec<Value> = rules
         .resource_definitions()
         .filter_map(|rd| serde_json::to_value(ruleplane_config::generate_crd(rd)).ok())
@@ -171,22 +187,51 @@ pub fn crds(args: &CrdsArgs) -> ExitCode {
     print_documents(&crds, args.output)
 }
 
+/// Prints the permissions the rules need. A kind another tool installs whose manifest was not given
+/// (`--crds`) is accepted as `run` accepts it, but its plural is unknown: its permissions are left out and listed
+/// on standard error, and the exit code is 1 so that a pipeline does not apply an incomplete role unawares.
 pub fn rbac(args: &RbacArgs) -> ExitCode {
-    match load_one(&args.rules) {
-        Ok(rules) => match args.output {
-            RbacOutput::Manifests => print_yaml_documents(&ruleplane_config::rbac_manifests(
-                &rules,
-                &args.name,
-                &args.leader_election_namespace,
-            )),
-            RbacOutput::HelmValues => print_yaml_documents(&[ruleplane_config::helm_values(&rules)]),
-            RbacOutput::Json => print_documents(
-                &ruleplane_config::rbac_manifests(&rules, &args.name, &args.leader_election_namespace),
-                DocumentFormat::Json,
-            ),
+    let options = match ruleplane_config::load_crd_paths(&args.installed.crds) {
+        Ok(installed) => LoadOptions {
+            installed,
+            unknown_kinds: UnknownKinds::AtRunTime,
+            not_rules: args.installed.crds.clone(),
         },
-        Err(code) => code,
+        Err(diagnostics) => {
+            eprintln!("{diagnostics}");
+            return ExitCode::from(INVALID);
+        }
+    };
+    let rules = match ruleplane_config::load_paths_with(std::slice::from_ref(&args.rules), &options) {
+        Ok(rules) => rules,
+        Err(diagnostics) => {
+            eprintln!("{diagnostics}");
+            return ExitCode::from(INVALID);
+        }
+    };
+    let printed = match args.output {
+        RbacOutput::Manifests => print_yaml_documents(&ruleplane_config::rbac_manifests(
+            &rules,
+            &args.name,
+            &args.leader_election_namespace,
+        )),
+        RbacOutput::HelmValues => print_yaml_documents(&[ruleplane_config::helm_values(&rules)]),
+        RbacOutput::Json => print_documents(
+            &ruleplane_config::rbac_manifests(&rules, &args.name, &args.leader_election_namespace),
+            DocumentFormat::Json,
+        ),
+    };
+    let underived = ruleplane_config::underived_kinds(&rules);
+    if underived.is_empty() {
+        return printed;
     }
+    for (rule, kind) in &underived {
+        eprintln!(
+            "rule `{rule}`: cannot derive the permissions for {kind}: no ResourceDefinition declares it, it is not \
+             built in, and no --crds manifest defines it (its plural is unknown); pass its CRD manifest with --crds"
+        );
+    }
+    ExitCode::from(INVALID)
 }
 
 pub fn schema() -> ExitCode {
@@ -247,7 +292,7 @@ fn print_yaml_documents(docs: &[Value]) -> ExitCode {
 const USAGE: u8 = 2;
 
 pub fn simulate(args: &SimulateArgs) -> ExitCode {
-    let rules = match load_one(&args.policy) {
+    let rules = match load_one(&args.policy, &args.installed) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -484,7 +529,10 @@ pub fn test(args: &TestArgs) -> ExitCode {
         eprintln!("no test files (*.test.yaml) found in the paths given");
         return ExitCode::from(INVALID);
     }
-    let rules = match ruleplane_config::load_paths(&rule_files) {
+    let rules = match load_options(&args.installed).and_then(|options| {
+        rule_files.retain(|file| options.is_rule_file(file));
+        ruleplane_config::load_paths_with(&rule_files, &options)
+    }) {
         Ok(rules) => rules,
         Err(diagnostics) => {
             eprintln!("{diagnostics}");

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
 use kube::Client;
 use kube::api::{Api, PostParams};
-use ruleplane_config::{Permission, RuleSet, manager_permissions, rule_permissions};
+use ruleplane_config::{Permission, Rule, RuleSet, manager_permissions, rule_permissions};
 use tracing::{debug, warn};
 
 async fn allowed(client: &Client, p: &Permission) -> Result<bool, kube::Error> {
@@ -32,7 +32,24 @@ async fn allowed(client: &Client, p: &Permission) -> Result<bool, kube::Error> {
 /// Returns, per rule (and `manager` for the process itself), the permissions this identity lacks.
 pub async fn missing(client: &Client, rules: &RuleSet, lease_namespace: &str) -> Vec<(String, Vec<Permission>)> {
     let mut wanted: Vec<(String, Vec<Permission>)> = vec![("manager".to_owned(), manager_permissions(lease_namespace))];
-    wanted.extend(rules.rules().iter().map(|r| (r.name().to_owned(), rule_permissions(r))));
+    // Kinds another tool installs are known only to the apiserver: those it serves now are checked too (one it
+    // does not serve yet is checked by the worker's own requests once it is).
+    let discovery = crate::kube_client::KindDiscovery::new(client.clone());
+    for rule in rules.rules() {
+        let permissions = match rule {
+            Rule::Reconciler(reconciler) if !reconciler.kinds().unresolved.is_empty() => {
+                match discovery.fill_installed_kinds(reconciler).await {
+                    Ok(filled) => rule_permissions(&Rule::Reconciler(filled)),
+                    Err(e) => {
+                        debug!(rule = rule.name(), error = %e, "could not discover the rule's kinds");
+                        rule_permissions(rule)
+                    }
+                }
+            }
+            _ => rule_permissions(rule),
+        };
+        wanted.push((rule.name().to_owned(), permissions));
+    }
     // Many rules need the same permission: ask once per distinct permission, all at once.
     let mut distinct: Vec<&Permission> = wanted.iter().flat_map(|(_, perms)| perms).collect();
     distinct.sort();

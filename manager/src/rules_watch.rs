@@ -5,7 +5,7 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ruleplane_config::{Diagnostics, RuleSet};
+use ruleplane_config::{Diagnostics, LoadOptions, RuleSet};
 use tokio::sync::mpsc;
 
 /// A fingerprint of every rule file's path and bytes, over exactly the files the loader reads
@@ -29,7 +29,12 @@ pub fn fingerprint(root: &Path) -> u64 {
 }
 
 /// Polls `root` and sends a freshly loaded rule set (or its errors) whenever the files change.
-pub fn spawn(root: PathBuf, interval: Duration, mut last: u64) -> mpsc::Receiver<Result<RuleSet, Diagnostics>> {
+pub fn spawn(
+    root: PathBuf,
+    options: LoadOptions,
+    interval: Duration,
+    mut last: u64,
+) -> mpsc::Receiver<Result<RuleSet, Diagnostics>> {
     let (tx, rx) = mpsc::channel(4);
     tokio::spawn(async move {
         loop {
@@ -43,7 +48,10 @@ pub fn spawn(root: PathBuf, interval: Duration, mut last: u64) -> mpsc::Receiver
             }
             last = now;
             let root2 = root.clone();
-            let Ok(loaded) = tokio::task::spawn_blocking(move || ruleplane_config::load_paths(&[root2])).await else {
+            let options = options.clone();
+            let Ok(loaded) =
+                tokio::task::spawn_blocking(move || ruleplane_config::load_paths_with(&[root2], &options)).await
+            else {
                 continue;
             };
             if tx.send(loaded).await.is_err() {

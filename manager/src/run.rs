@@ -146,7 +146,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let manager_namespace = lease_namespace(&args);
     let root = args.rules.clone();
     let first_print = rules_watch::fingerprint(&root);
-    let initial = ruleplane_config::load_paths(std::slice::from_ref(&root));
+    // Kinds another tool installs need no manifest here: the worker asks the apiserver, and waits while it is not
+    // served (the tool may come later).
+    let load_options = ruleplane_config::LoadOptions::at_run_time(args.installed.crds.clone());
+    let initial = ruleplane_config::load_paths_with(std::slice::from_ref(&root), &load_options);
     // Said before waiting for the signing key: a replica that may not read it must still say what it lacks.
     if let Ok(rules) = &initial {
         spawn_permission_report(&client, &health, rules, &manager_namespace);
@@ -184,7 +187,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     // Initial load. Invalid rules do not stop the process: it stays unready, shows the errors in /readyz and
     // picks up the fixed files, which is what a ConfigMap rollout needs.
-    let mut reloads = rules_watch::spawn(root.clone(), args.reload_interval, first_print);
+    let mut reloads = rules_watch::spawn(root.clone(), load_options, args.reload_interval, first_print);
     apply_load(&mut supervisor, &health, &metrics, initial, &root, None).await;
 
     // Standbys watch too, so their caches are warm at takeover.

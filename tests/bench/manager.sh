@@ -14,7 +14,8 @@ rules=${RULES:-$root/examples}
 
 start_manager() { # id namespace -> sets $mpid $mhealth $mmetrics
   mhealth=$(free_port); mmetrics=$(free_port)
-  "$bin" run --rules "$rules" --kubeconfig "$KUBECONFIG" --leader-election-namespace "$2" \
+  # examples/crds/ holds another tool's vendored CRDs, not rules: --crds skips them (any other path: nothing).
+  "$bin" run --rules "$rules" --crds "$root/examples/crds" --kubeconfig "$KUBECONFIG" --leader-election-namespace "$2" \
     --identity "$1" --metrics-bind-address "127.0.0.1:$mmetrics" --health-probe-bind-address "127.0.0.1:$mhealth" \
     >"$work/$1.log" 2>&1 &
   mpid=$!; pids+=("$mpid")

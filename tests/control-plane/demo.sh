@@ -17,11 +17,12 @@ explain "etcd 3.5 + kube-apiserver + kube-controller-manager $(basename "$BIN_DI
 kubectl version 2>/dev/null | sed 's/^/   /'
 
 say "2. Validating and testing the example rules offline (what CI would run)"
-echo "   \$ ruleplane validate examples/"
-"$target/debug/ruleplane" validate "$root/examples" | sed 's/^/   /'
+explain "examples/other-tools/ uses kinds another tool installs; their CRDs are vendored in examples/crds/ (--crds):"
+echo "   \$ ruleplane validate examples/ --crds examples/crds"
+"$target/debug/ruleplane" validate "$root/examples" --crds "$root/examples/crds" | sed 's/^/   /'
 explain "" "examples/*.test.yaml hold test cases (a parent in, children and status out; nodes and pods in, placements out):"
-echo "   \$ ruleplane test examples/"
-(cd "$root" && "$target/debug/ruleplane" test examples/) | sed 's/^/   /'
+echo "   \$ ruleplane test examples/ --crds examples/crds"
+(cd "$root" && "$target/debug/ruleplane" test examples/ --crds examples/crds) | sed 's/^/   /'
 explain "" "Rendered children are checked against their kinds' schemas (built-in kinds: the apiserver's own OpenAPI)," \
   "without a test case: a misspelt CronJob field in a copy of crontab.yaml fails validation at its template line:"
 typo=$(mktemp -d -t ruleplane-typo.XXXXXX)
@@ -31,11 +32,15 @@ echo "   \$ ruleplane validate typo/crontab.yaml"
 (cd "$typo" && "$target/debug/ruleplane" validate crontab.yaml 2>&1) | sed 's/^/   /' || true
 rm -rf "$typo"
 
+# The other tool is not installed yet when the manager starts (an earlier demo's CRDs, and their objects, go).
+kubectl delete -f "$root/examples/crds/" --ignore-not-found --wait=true >/dev/null 2>&1 || true
+
 log=$(mktemp -t ruleplane-demo.XXXXXX.log)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 metrics_port=$(free_port); health_port=$(free_port)
-say "3. Starting the manager: ruleplane run --rules examples/   (log: $log)"
-"$target/debug/ruleplane" run --rules "$root/examples" --kubeconfig "$KUBECONFIG" \
+say "3. Starting the manager: ruleplane run --rules examples/ --crds examples/crds   (log: $log)"
+explain "(--crds here only says examples/crds/ holds no rules: the manager asks the apiserver how kinds are served.)"
+"$target/debug/ruleplane" run --rules "$root/examples" --crds "$root/examples/crds" --kubeconfig "$KUBECONFIG" \
   --metrics-bind-address "127.0.0.1:$metrics_port" --health-probe-bind-address "127.0.0.1:$health_port" \
   --leader-election-namespace default --identity demo >"$log" 2>&1 &
 manager=$!
@@ -154,6 +159,47 @@ sleep 2
 echo "   \$ kubectl get configmaps -l ruleplane.dev/rule=team-card -o custom-columns=NAME:.metadata.name,SIGNATURE:'.metadata.annotations.ruleplane\.dev/signature'"
 kubectl get configmaps -l ruleplane.dev/rule=team-card \
   -o custom-columns=NAME:.metadata.name,SIGNATURE:'.metadata.annotations.ruleplane\.dev/signature' | sed 's/^/   /'
+
+say "6b. Kinds another tool installs: examples/other-tools/service-certificate.yaml"
+explain "Its child (Certificate) and lookup (ClusterIssuer) are kinds of a cert-manager-like tool, declared by no" \
+        "ResourceDefinition. The tool is not installed, so the rule waits and says so:"
+echo "   \$ curl localhost:$health_port/readyz?verbose | grep service-certificate"
+for _ in $(seq 1 40); do
+  curl -fs "http://127.0.0.1:$health_port/readyz?verbose" | grep -q 'service-certificate (Reconciler): waiting' && break
+  sleep 0.25
+done
+curl -fs "http://127.0.0.1:$health_port/readyz?verbose" | grep service-certificate | cut -c1-160 | sed 's/^/   /'
+kubectl delete service web --ignore-not-found >/dev/null
+echo "   \$ kubectl create service clusterip web --tcp=443 && kubectl label service web example.ruleplane.dev/tls=yes"
+kubectl create service clusterip web --tcp=443 | sed 's/^/   /'
+kubectl label service web example.ruleplane.dev/tls=yes | sed 's/^/   /'
+explain "" "Now the tool's installer applies its CRDs (what its chart would do; Ruleplane never writes them):"
+echo "   \$ kubectl apply -f examples/crds/"
+kubectl apply -f "$root/examples/crds/" | sed 's/^/   /'
+kubectl wait --for=condition=Established crd/certificates.certs.example.org crd/clusterissuers.certs.example.org \
+  --timeout=30s >/dev/null
+for _ in $(seq 1 60); do
+  kubectl get certificates.certs.example.org web-tls >/dev/null 2>&1 && break
+  sleep 0.25
+done
+explain "The rule started on its own (the shared watch of CRDs saw them established) and made the Certificate:"
+echo "   \$ kubectl get certificates.certs.example.org web-tls -o jsonpath='{.spec.dnsNames} {.spec.duration}'"
+printf '   %s\n' "$(kubectl get certificates.certs.example.org web-tls -o jsonpath='{.spec.dnsNames} {.spec.duration}')"
+explain "" "The cluster-scoped ClusterIssuer it looks up sets the duration once it exists:"
+cat <<'YAML' | kubectl apply -f - | sed 's/^/   /'
+apiVersion: certs.example.org/v1
+kind: ClusterIssuer
+metadata: { name: default-issuer }
+spec: { duration: 720h }
+YAML
+for _ in $(seq 1 40); do
+  [ "$(kubectl get certificates.certs.example.org web-tls -o jsonpath='{.spec.duration}')" = 720h ] && break
+  sleep 0.25
+done
+printf '   %s\n' "$(kubectl get certificates.certs.example.org web-tls -o jsonpath='{.spec.dnsNames} {.spec.duration}')"
+echo "   \$ kubectl get crd certificates.certs.example.org -L app.kubernetes.io/managed-by"
+kubectl get crd certificates.certs.example.org -L app.kubernetes.io/managed-by | sed 's/^/   /'
+explain "(No managed-by label: the CRD stays the other tool's.)"
 
 say "7. The SchedulerPolicy rules schedule pods beside kube-scheduler (user story 3)"
 explain "Three nodes (no kubelet runs here: nodes are objects the schedulers read):"

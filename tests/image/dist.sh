@@ -61,5 +61,6 @@ listing=$(tar -tzf "$check/$name")
 [ "$listing" = ruleplane ] || { log "the archive holds more than ruleplane: $listing"; exit 1; }
 tar -xzf "$check/$name" -C "$check" ruleplane
 env -i "$check/ruleplane" --version >&2
-env -i "$check/ruleplane" validate "$root/examples" >/dev/null || { log "validate examples/ failed"; exit 1; }
+env -i "$check/ruleplane" validate "$root/examples" --crds "$root/examples/crds" >/dev/null \
+  || { log "validate examples/ failed"; exit 1; }
 echo "$out/$name"

@@ -24,7 +24,7 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn validate_exit_codes_are_0_valid_1_invalid_2_usage() {
-    let ok = ruleplane(&["validate", "examples"], &[]);
+    let ok = ruleplane(&["validate", "examples", "--crds", "examples/crds"], &[]);
     assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
     assert!(text(&ok.stdout).contains("rule(s) valid"));
 
@@ -70,7 +70,14 @@ fn validate_reports_every_error_of_every_file_as_json() {
 
 #[test]
 fn rules_path_can_come_from_the_environment() {
-    let out = ruleplane(&["crds"], &[("RULEPLANE_RULES", "examples")]);
+    // The vendored CRDs of another tool's kinds are knowledge only: never printed (the variable is a path list).
+    let out = ruleplane(
+        &["crds"],
+        &[
+            ("RULEPLANE_RULES", "examples"),
+            ("RULEPLANE_CRDS", "examples/crds:tests/rules/crds"),
+        ],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let docs: Vec<CustomResourceDefinition> = serde_saphyr::from_multiple(&text(&out.stdout)).expect("CRD YAML");
     let names: Vec<&str> = docs.iter().filter_map(|c| c.metadata.name.as_deref()).collect();
@@ -100,6 +107,8 @@ fn render_prints_children_and_status_and_locates_template_errors() {
             "render",
             "--rules",
             "examples",
+            "--crds",
+            "examples/crds",
             "--object",
             parent.to_str().unwrap(),
             "--lookup",
@@ -122,7 +131,15 @@ fn render_prints_children_and_status_and_locates_template_errors() {
     )
     .unwrap();
     let missing = ruleplane(
-        &["render", "--rules", "examples", "--object", parent.to_str().unwrap()],
+        &[
+            "render",
+            "--rules",
+            "examples",
+            "--crds",
+            "examples/crds",
+            "--object",
+            parent.to_str().unwrap(),
+        ],
         &[],
     );
     assert_eq!(missing.status.code(), Some(1));
@@ -207,6 +224,7 @@ fn simulate_text_is_a_table_and_exit_codes_are_0_1_2() {
     // examples/ holds two policies: which one must be said.
     let mut ambiguous = simulate_args(&[]);
     ambiguous[2] = "examples";
+    ambiguous.extend_from_slice(&["--crds", "examples/crds"]);
     let usage = ruleplane(&ambiguous, &[]);
     assert_eq!(usage.status.code(), Some(2));
     assert!(
@@ -258,7 +276,7 @@ fn convert_scheduler_config_writes_loadable_policies_with_notes() {
 
 #[test]
 fn test_command_runs_the_examples_tests() {
-    let out = ruleplane(&["test", "examples"], &[]);
+    let out = ruleplane(&["test", "examples", "--crds", "examples/crds"], &[]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("PASS  examples/crontab.test.yaml:"), "{stdout}");
@@ -267,7 +285,7 @@ fn test_command_runs_the_examples_tests() {
     let passed: usize = last.split(' ').next().unwrap_or("0").parse().unwrap_or(0);
     assert!(passed >= 8 && last.ends_with(" passed, 0 failed"), "{stdout}");
     // The manager never reads test files as rules, so the examples directory still validates and runs.
-    let validate = ruleplane(&["validate", "examples"], &[]);
+    let validate = ruleplane(&["validate", "examples", "--crds", "examples/crds"], &[]);
     assert_eq!(validate.status.code(), Some(0), "{}", text(&validate.stderr));
 }
 
@@ -404,16 +422,37 @@ fn completion_scripts_cover_every_subcommand_in_each_shell() {
 /// A scratch rules repository as the docs' CI examples and pre-commit hooks expect one: `rules/` holding the
 /// examples (rules and their tests) and the committed `rbac-values.yaml`; returns it and a PATH with the built
 /// `ruleplane` first.
+/// A rules repository as docs/testing.md assumes one: the examples' rules in `rules/` (the rule using another
+/// tool's kinds too), that tool's CRDs vendored in `crds/`, and the RBAC values committed as `rbac-values.yaml`.
 fn rules_repository(name: &str) -> (std::path::PathBuf, std::ffi::OsString) {
     let dir = crate::support::manager::temp_dir(name);
-    std::fs::create_dir_all(dir.join("rules")).unwrap();
-    for entry in std::fs::read_dir(repo().join("examples")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            std::fs::copy(&path, dir.join("rules").join(path.file_name().unwrap())).unwrap();
+    for (from, to) in [
+        ("examples", "rules"),
+        ("examples/other-tools", "rules"),
+        ("examples/crds", "crds"),
+    ] {
+        std::fs::create_dir_all(dir.join(to)).unwrap();
+        for entry in std::fs::read_dir(repo().join(from)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                std::fs::copy(&path, dir.join(to).join(path.file_name().unwrap())).unwrap();
+            }
         }
     }
-    let values = ruleplane(&["rbac", "--rules", "examples", "--output", "helm-values"], &[]);
+    let rules = dir.join("rules");
+    let crds = dir.join("crds");
+    let values = ruleplane(
+        &[
+            "rbac",
+            "--rules",
+            rules.to_str().unwrap(),
+            "--crds",
+            crds.to_str().unwrap(),
+            "--output",
+            "helm-values",
+        ],
+        &[],
+    );
     assert_eq!(values.status.code(), Some(0), "{}", text(&values.stderr));
     std::fs::write(dir.join("rbac-values.yaml"), values.stdout).unwrap();
     let bin = Path::new(env!("CARGO_BIN_EXE_ruleplane"))
@@ -529,10 +568,12 @@ fn pre_commit_hooks_run_on_a_rules_repository() {
                 .filter_map(|a| a.as_str().map(str::to_owned)),
         );
         assert_eq!(words[0], "ruleplane");
+        // As docs/testing.md says for vendored CRDs: the hooks' commands read them from RULEPLANE_CRDS.
         let out = Command::new(&words[0])
             .args(&words[1..])
             .current_dir(&dir)
             .env("PATH", &path)
+            .env("RULEPLANE_CRDS", "crds")
             .env_remove("RULEPLANE_RULES")
             .output()
             .expect("run the hook");
@@ -560,11 +601,21 @@ fn every_offline_command_that_prints_results_takes_output_json() {
     let object = object.to_str().unwrap();
     let simulate = simulate_args(&["-o", "json"]);
     let commands: Vec<Vec<&str>> = vec![
-        vec!["validate", "-o", "json", "examples"],
-        vec!["test", "-o", "json", "examples"],
-        vec!["render", "-o", "json", "--rules", "examples", "--object", object],
-        vec!["crds", "-o", "json", "--rules", "examples"],
-        vec!["rbac", "-o", "json", "--rules", "examples"],
+        vec!["validate", "-o", "json", "examples", "--crds", "examples/crds"],
+        vec!["test", "-o", "json", "examples", "--crds", "examples/crds"],
+        vec![
+            "render",
+            "-o",
+            "json",
+            "--rules",
+            "examples",
+            "--crds",
+            "examples/crds",
+            "--object",
+            object,
+        ],
+        vec!["crds", "-o", "json", "--rules", "examples", "--crds", "examples/crds"],
+        vec!["rbac", "-o", "json", "--rules", "examples", "--crds", "examples/crds"],
         simulate,
         vec![
             "convert-scheduler-config",

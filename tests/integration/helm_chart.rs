@@ -504,6 +504,8 @@ async fn rbac_command_prints_roles_the_apiserver_accepts() {
     let out = Command::new(env!("CARGO_BIN_EXE_ruleplane"))
         .args(["rbac", "--rules"])
         .arg(repo_root().join("examples"))
+        .arg("--crds")
+        .arg(repo_root().join("examples/crds"))
         .args(["--name", &format!("{ns}-ruleplane"), "--leader-election-namespace", &ns])
         .output()
         .expect("run ruleplane rbac");

@@ -3,6 +3,7 @@
 mod support;
 
 mod cli;
+mod external_kinds;
 mod foundation;
 mod gitops;
 mod helm_chart;

@@ -20,21 +20,78 @@ pub use files::rule_files;
 pub(crate) use files::yaml_files;
 
 use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics, SourceLocation};
+use crate::installed_kinds::InstalledKinds;
 use crate::reconciler::ReconcilerRule;
 use crate::resource_definition::ResourceDefinitionRule;
 use crate::rule_set::{Rule, RuleSet};
 use crate::scheduler::SchedulerPolicyRule;
 use crate::yaml_tree::{Node, parse_documents};
 
+/// What the loader knows of the cluster beyond the rule set: kinds other tools install.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    /// The kinds of CRD manifests given with `--crds` ([`crate::load_crd_paths`]): known, never written.
+    pub installed: InstalledKinds,
+    /// What a kind that is neither built in, declared by the rule set nor in `installed` means.
+    pub unknown_kinds: UnknownKinds,
+    /// Files and directories that are not rule files although they may sit among them: the `--crds` manifests
+    /// (`examples/crds/` beside `examples/`). A CRD document read as a rule is an error (`kind-crd`).
+    pub not_rules: Vec<PathBuf>,
+}
+
+impl LoadOptions {
+    /// What `ruleplane run` loads with: no manifests, every kind the rule set does not know left to the apiserver;
+    /// `not_rules`: CRD manifests among the rules, skipped.
+    pub fn at_run_time(not_rules: Vec<PathBuf>) -> Self {
+        LoadOptions {
+            installed: InstalledKinds::default(),
+            unknown_kinds: UnknownKinds::AtRunTime,
+            not_rules,
+        }
+    }
+
+    /// Whether `file` is under one of the `not_rules` paths (compared as canonical paths, so `./examples/crds`
+    /// and `examples/crds/` are one).
+    pub fn is_rule_file(&self, file: &Path) -> bool {
+        if self.not_rules.is_empty() {
+            return true;
+        }
+        let file = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+        !self.not_rules.iter().any(|excluded| {
+            let excluded = std::fs::canonicalize(excluded).unwrap_or_else(|_| excluded.clone());
+            file.starts_with(excluded)
+        })
+    }
+}
+
+/// How the loader treats a kind it does not know.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UnknownKinds {
+    /// An error (`unknown-kind`) with a hint naming `--crds`: the offline commands must know every kind to say
+    /// what the cluster gets.
+    #[default]
+    Refuse,
+    /// Accepted and left unresolved ([`crate::ReconcilerKinds::unresolved`]): `ruleplane run` learns how the
+    /// apiserver serves it when the rule's worker starts, and waits while it is not served (another tool may
+    /// install it later). Mistakes the rule set itself shows (a declared kind at a version it does not serve, a
+    /// misspelt built-in kind) are still errors.
+    AtRunTime,
+}
+
 /// Loads rules from files and directories and directories. Directories are searched recursively for `*.yaml`/`*.yml`
 /// files, taken in sorted path order; every file may hold several documents (`---`).
 pub fn load_paths(paths: &[PathBuf]) -> Result<RuleSet, Diagnostics> {
+    load_paths_with(paths, &LoadOptions::default())
+}
+
+/// [`load_paths`] knowing the kinds other tools install, or leaving unknown kinds to run time.
+pub fn load_paths_with(paths: &[PathBuf], options: &LoadOptions) -> Result<RuleSet, Diagnostics> {
     let mut files: Vec<(String, String)> = Vec::new();
     let mut problems: Vec<Diagnostic> = Vec::new();
     let mut file_paths = Vec::new();
     for path in paths {
         match rule_files(path) {
-            Ok(found) => file_paths.extend(found),
+            Ok(found) => file_paths.extend(found.into_iter().filter(|file| options.is_rule_file(file))),
             Err(error) => problems.push(io_diagnostic(path, &error)),
         }
     }
@@ -51,7 +108,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<RuleSet, Diagnostics> {
             Err(error) => problems.push(io_diagnostic(&path, &error)),
         }
     }
-    let loaded = load_files(&files);
+    let loaded = load_files(&files, options);
     match loaded {
         Ok(rules) if problems.is_empty() => Ok(rules),
         Ok(_) => Err(Diagnostics(problems)),
@@ -64,7 +121,12 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<RuleSet, Diagnostics> {
 
 /// Loads rules from one text (e.g. standard input), named `file_name` in diagnostics.
 pub fn load_str(file_name: &str, text: &str) -> Result<RuleSet, Diagnostics> {
-    load_files(&[(file_name.to_string(), text.to_string())])
+    load_str_with(file_name, text, &LoadOptions::default())
+}
+
+/// [`load_str`] with [`LoadOptions`].
+pub fn load_str_with(file_name: &str, text: &str, options: &LoadOptions) -> Result<RuleSet, Diagnostics> {
+    load_files(&[(file_name.to_string(), text.to_string())], options)
 }
 
 fn io_diagnostic(path: &Path, error: &std::io::Error) -> Diagnostic {
@@ -120,7 +182,7 @@ pub(crate) struct LoadedRule {
     pub(crate) file_index: usize,
 }
 
-fn load_files(files: &[(String, String)]) -> Result<RuleSet, Diagnostics> {
+fn load_files(files: &[(String, String)], options: &LoadOptions) -> Result<RuleSet, Diagnostics> {
     let mut all = Vec::new();
     let mut loaded = Vec::new();
     for (file_index, (name, text)) in files.iter().enumerate() {
@@ -143,7 +205,7 @@ fn load_files(files: &[(String, String)]) -> Result<RuleSet, Diagnostics> {
         }
         all.append(&mut out.found);
     }
-    rule_set::check_rule_set(&loaded, files, &mut all);
+    rule_set::check_rule_set(&loaded, files, options, &mut all);
     if all.is_empty() {
         let mut rules = Vec::with_capacity(loaded.len());
         for item in loaded {
@@ -158,7 +220,7 @@ fn load_files(files: &[(String, String)]) -> Result<RuleSet, Diagnostics> {
             }
         }
         if all.is_empty() {
-            rule_set::resolve_reconciler_kinds(&mut rules);
+            rule_set::resolve_reconciler_kinds(&mut rules, &options.installed);
             return Ok(RuleSet { rules });
         }
     }

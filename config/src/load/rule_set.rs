@@ -3,14 +3,21 @@
 use std::collections::BTreeMap;
 
 use super::fields::{embedded_pos, key, path, with};
-use super::{LoadedRule, RuleDocument};
+use super::{LoadOptions, LoadedRule, RuleDocument, UnknownKinds};
 use crate::builtin_kinds::{BUILTIN_KINDS, builtin_kinds_named};
 use crate::diagnostics::{Diagnostic, DiagnosticCode, FileDiagnostics, Pos, SourceLocation, did_you_mean};
+use crate::installed_kinds::InstalledKinds;
 use crate::resource_definition::ResourceDefinitionRule;
 use crate::rule_set::{Rule, resolve_kind_in};
 use crate::yaml_tree::PathStep;
 
-pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], all: &mut Vec<Diagnostic>) {
+pub(crate) fn check_rule_set(
+    loaded: &[LoadedRule],
+    files: &[(String, String)],
+    options: &LoadOptions,
+    all: &mut Vec<Diagnostic>,
+) {
+    let installed = &options.installed;
     let report_at = |all: &mut Vec<Diagnostic>, item: &LoadedRule, at: Pos, code: DiagnosticCode, message: String| {
         let (name, text) = &files[item.file_index];
         let mut out = FileDiagnostics::new(name, text);
@@ -76,7 +83,13 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
             }
             RuleDocument::Reconciler(reconciler) => {
                 let watched = &reconciler.spec.watched;
-                if let Some(message) = unknown_kind(&definitions, &watched.api_version, &watched.kind) {
+                let parent = resolve_kind_in(
+                    definitions.iter().copied(),
+                    installed,
+                    &watched.api_version,
+                    &watched.kind,
+                );
+                if let Some(message) = unknown_kind(&definitions, options, &watched.api_version, &watched.kind) {
                     report(
                         all,
                         item,
@@ -85,10 +98,15 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
                         message,
                     );
                 } else if !reconciler.spec.status.is_empty()
-                    && resolve_kind_in(definitions.iter().copied(), &watched.api_version, &watched.kind)
-                        .is_some_and(|info| info.declared_by.is_none())
+                    && parent.as_ref().is_none_or(|p| p.declared_by().is_none())
                 {
-                    // Built-in kinds' status belongs to their own controllers; writing it would fight them.
+                    // Built-in kinds' status belongs to their own controllers, an installed kind's to the tool that
+                    // installed it; writing it would fight them.
+                    let owner = if parent.as_ref().is_some_and(|p| p.is_builtin()) {
+                        "its Kubernetes controller"
+                    } else {
+                        "the controller of the tool that installs it"
+                    };
                     let at = item.doc.pos_of(&path(&["spec", "status"]));
                     report_at(
                         all,
@@ -97,7 +115,7 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
                         DiagnosticCode::Status,
                         format!(
                             "`status` can only be projected into kinds declared by a ResourceDefinition; the status of \
-                         {} belongs to its Kubernetes controller",
+                         {} belongs to {owner}",
                             watched.kind
                         ),
                     );
@@ -120,7 +138,7 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
                         let Some((api_version, kind)) = child.static_kind() else {
                             continue;
                         };
-                        if let Some(message) = unknown_kind(&definitions, &api_version, &kind) {
+                        if let Some(message) = unknown_kind(&definitions, options, &api_version, &kind) {
                             let list_path = if list == "children" {
                                 path(&["spec", "children"])
                             } else {
@@ -146,7 +164,7 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
                     }
                 }
                 for (name, lookup) in &reconciler.spec.lookups {
-                    if let Some(message) = unknown_kind(&definitions, &lookup.api_version, &lookup.kind) {
+                    if let Some(message) = unknown_kind(&definitions, options, &lookup.api_version, &lookup.kind) {
                         report(
                             all,
                             item,
@@ -161,12 +179,25 @@ pub(crate) fn check_rule_set(loaded: &[LoadedRule], files: &[(String, String)], 
     }
 }
 
-/// `None` when the kind is known; otherwise a message saying what is close.
-fn unknown_kind(definitions: &[&ResourceDefinitionRule], api_version: &str, kind: &str) -> Option<String> {
-    if resolve_kind_in(definitions.iter().copied(), api_version, kind).is_some() {
+/// `None` when the kind is known, or (`UnknownKinds::AtRunTime`) left for the apiserver to tell; otherwise a
+/// message saying what is close.
+fn unknown_kind(
+    definitions: &[&ResourceDefinitionRule],
+    options: &LoadOptions,
+    api_version: &str,
+    kind: &str,
+) -> Option<String> {
+    let installed = &options.installed;
+    if resolve_kind_in(definitions.iter().copied(), installed, api_version, kind).is_some() {
         return None;
     }
-    if let Some(definition) = definitions.iter().find(|d| d.names.kind == kind) {
+    let group = api_version.split_once('/').map_or("", |(group, _)| group);
+    // The rule set's own declaration, or a manifest it was given, names the kind in this group: the version is
+    // wrong, whatever the cluster serves.
+    if let Some(definition) = definitions
+        .iter()
+        .find(|d| d.names.kind == kind && d.names.group == group)
+    {
         let served: Vec<String> = definition
             .spec
             .versions
@@ -180,35 +211,64 @@ fn unknown_kind(definitions: &[&ResourceDefinitionRule], api_version: &str, kind
             served.join(" or ")
         ));
     }
+    if let Some(crd) = installed.named(group, kind) {
+        let served: Vec<String> = crd
+            .served_versions
+            .iter()
+            .map(|(version, _)| format!("{group}/{version}"))
+            .collect();
+        return Some(format!(
+            "kind {kind} (CRD {} at {}) is not served as `{api_version}`; use apiVersion {}",
+            crd.crd_name,
+            crd.source,
+            served.join(" or ")
+        ));
+    }
+    let builtin_group = BUILTIN_KINDS
+        .iter()
+        .any(|k| k.api_version.split_once('/').map_or("", |(g, _)| g) == group);
     let same_kind: Vec<&str> = builtin_kinds_named(kind).map(|k| k.api_version).collect();
-    if !same_kind.is_empty() {
+    if !same_kind.is_empty() && builtin_group {
         return Some(format!(
             "{kind} is served as `{}`, not `{api_version}`",
             same_kind.join("` or `")
         ));
     }
+    // Built-in kind names are near misses only in built-in groups: `ClusterIssuer` is no typo of `ClusterRole`.
     let known = definitions
         .iter()
         .map(|d| d.names.kind.as_str())
-        .chain(BUILTIN_KINDS.iter().map(|k| k.kind));
+        .chain(installed.kinds().iter().map(|k| k.kind.as_str()))
+        .chain(BUILTIN_KINDS.iter().filter(|_| builtin_group).map(|k| k.kind));
     let suggestion = did_you_mean(kind, known);
     let builtin_api = BUILTIN_KINDS.iter().any(|k| k.api_version == api_version);
     if builtin_api && !suggestion.is_empty() {
         // A built-in API version with a near-miss kind is a typo, not a missing declaration.
         return Some(format!("unknown kind `{kind}` (`{api_version}`){suggestion}"));
     }
+    if options.unknown_kinds == UnknownKinds::AtRunTime {
+        // Another tool may install it, now or later: the worker asks the apiserver.
+        return None;
+    }
+    let elsewhere = if same_kind.is_empty() {
+        String::new()
+    } else {
+        format!(" (the built-in {kind} is `{}`)", same_kind.join("` or `"))
+    };
     Some(format!(
-        "unknown kind `{kind}` (`{api_version}`): declare it with a ResourceDefinition in the rule set or use a \
-         built-in kind{}",
+        "unknown kind `{kind}` (`{api_version}`){elsewhere}: declare it with a ResourceDefinition in the rule set, \
+         use a built-in kind{}, or, if another tool installs it, pass its CRD manifest with `--crds PATH` (or \
+         RULEPLANE_CRDS)",
         suggestion
             .replace(", did you mean", " (did you mean")
             .replace('?', "?)")
     ))
 }
 
-/// Fills in how the apiserver serves each kind a Reconciler reads or writes (plural, scope, declaring rule),
-/// once the set is known to be valid: RBAC derivation and the worker use it without resolving again.
-pub(crate) fn resolve_reconciler_kinds(rules: &mut [Rule]) {
+/// Fills in how the apiserver serves each kind a Reconciler reads or writes (plural, scope, where it is known
+/// from), once the set is known to be valid: RBAC derivation and the worker use it without resolving again.
+/// Kinds nothing here knows stay unresolved for the worker (`UnknownKinds::AtRunTime`).
+pub(crate) fn resolve_reconciler_kinds(rules: &mut [Rule], installed: &InstalledKinds) {
     let definitions: Vec<ResourceDefinitionRule> = rules
         .iter()
         .filter_map(|rule| match rule {
@@ -216,28 +276,10 @@ pub(crate) fn resolve_reconciler_kinds(rules: &mut [Rule]) {
             _ => None,
         })
         .collect();
-    let resolve = |api_version: &str, kind: &str| resolve_kind_in(definitions.iter(), api_version, kind);
     for rule in rules {
         if let Rule::Reconciler(reconciler) = rule {
-            let watched = &reconciler.rule.spec.watched;
-            reconciler.kinds.parent = resolve(&watched.api_version, &watched.kind);
-            let children: Vec<_> = reconciler
-                .children
-                .iter()
-                .chain(&reconciler.finalize_children)
-                .filter_map(|child| resolve(&child.api_version, &child.kind))
-                .collect();
-            let lookups: Vec<_> = reconciler
-                .lookups
-                .iter()
-                .filter_map(|lookup| resolve(&lookup.spec.api_version, &lookup.spec.kind))
-                .collect();
-            for lookup in &mut reconciler.lookups {
-                let kind = resolve(&lookup.spec.api_version, &lookup.spec.kind);
-                lookup.namespaced = kind.is_none_or(|kind| kind.namespaced);
-            }
-            reconciler.kinds.children = children;
-            reconciler.kinds.lookups = lookups;
+            reconciler
+                .resolve_kinds(|api_version, kind| resolve_kind_in(definitions.iter(), installed, api_version, kind));
         }
     }
 }

@@ -23,7 +23,7 @@ pub use render::{
     OutputYamlProblem, RenderError, Rendered, child_ready, compute_status, find_lookup_object, gather_lookups,
     project_lookup, render_children, render_children_observing, render_finalize_children, render_lookup_target,
 };
-pub use resolved::{Child, DEFAULT_CONCURRENCY, Reconciler, ReconcilerKinds, ResolvedLookup, StatusField};
+pub use resolved::{Child, DEFAULT_CONCURRENCY, KindRef, Reconciler, ReconcilerKinds, ResolvedLookup, StatusField};
 pub use schema_check::{schema_diagnostics, synthetic_parent_diagnostics};
 pub use types::{ChildTemplate, FinalizeSpec, Lookup, ReconcilerRule, ReconcilerSpec, WatchedKind};
 pub use warnings::{RuleWarning, reconciler_warnings};

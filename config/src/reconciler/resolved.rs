@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::types::{Lookup, ReconcilerRule};
 use crate::diagnostics::SourceLocation;
 use crate::jsonpath::{CompiledPath, is_truthy};
-use crate::rule_set::KindInfo;
+use crate::rule_set::{KindInfo, KindOrigin};
 use crate::template::CompiledTemplate;
 
 /// A loaded Reconciler. Only the loader makes one, after every check passed, so rendering and the worker
@@ -26,26 +26,63 @@ pub struct Reconciler {
 }
 
 /// How the apiserver serves the kinds a Reconciler reads and writes, resolved by the loader from the rule set's
-/// ResourceDefinitions and the built-in kinds.
+/// ResourceDefinitions, the built-in kinds and the CRD manifests given with `--crds`; kinds none of them knows
+/// (`ruleplane run`: another tool installs them) are `unresolved` until the worker asks the apiserver
+/// ([`Reconciler::with_installed_kinds`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReconcilerKinds {
-    /// The parents' kind.
+    /// The parents' kind (`None` while unresolved).
     pub parent: Option<KindInfo>,
-    /// The kinds of `children` and `finalize.children` (each once per child).
+    /// The kinds of `children` and `finalize.children` (each once per child; unresolved ones left out).
     pub children: Vec<KindInfo>,
-    /// The kinds of `lookups`.
+    /// The kinds of `lookups` (unresolved ones left out).
     pub lookups: Vec<KindInfo>,
+    /// The kinds only the apiserver can tell about, each once: `ruleplane run` loads rules whose kinds another
+    /// tool installs (maybe later) without their manifests.
+    pub unresolved: Vec<KindRef>,
+}
+
+/// An `apiVersion`/`kind` pair as a rule spells it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KindRef {
+    /// `group/version`, or `v1`.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+}
+
+impl std::fmt::Display for KindRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.api_version, self.kind)
+    }
 }
 
 impl ReconcilerKinds {
+    /// Every resolved kind (parent, children, lookups; a kind may come more than once).
+    pub fn all(&self) -> impl Iterator<Item = &KindInfo> {
+        self.parent.iter().chain(&self.children).chain(&self.lookups)
+    }
+
     /// The kinds declared by a ResourceDefinition of the rule set (parent, children, lookups; a kind may come
     /// more than once).
     pub fn declared(&self) -> impl Iterator<Item = &KindInfo> {
-        self.parent
-            .iter()
-            .chain(&self.children)
-            .chain(&self.lookups)
-            .filter(|kind| kind.declared_by.is_some())
+        self.all().filter(|kind| kind.declared_by().is_some())
+    }
+
+    /// How `apiVersion`/`kind` is served, if resolved.
+    pub fn find(&self, api_version: &str, kind: &str) -> Option<&KindInfo> {
+        self.all()
+            .find(|info| info.api_version == api_version && info.kind == kind)
+    }
+
+    /// Whether some kind (resolved or not) is neither built in nor declared: another tool installs it, and the
+    /// worker learns how it is served from the apiserver, waiting on the shared watch of CRDs while it is not.
+    pub fn has_installed(&self) -> bool {
+        !self.unresolved.is_empty()
+            || self
+                .all()
+                .any(|kind| matches!(kind.origin, KindOrigin::Installed { .. }))
     }
 }
 
@@ -99,6 +136,75 @@ impl Reconciler {
     /// How the apiserver serves the kinds this rule reads and writes.
     pub fn kinds(&self) -> &ReconcilerKinds {
         &self.kinds
+    }
+
+    /// Whether the parents' status is this rule's to write: only for kinds a ResourceDefinition of the rule set
+    /// declares. A built-in kind's status belongs to its Kubernetes controller, and an installed kind's to the
+    /// tool that installed it (cert-manager writes a Certificate's `Ready` condition).
+    pub fn writes_status(&self) -> bool {
+        self.kinds
+            .parent
+            .as_ref()
+            .is_some_and(|kind| kind.declared_by().is_some())
+    }
+
+    /// Fills in how each kind is served with `resolve` (the loader's one resolution), noting the kinds it does not
+    /// know as unresolved.
+    pub(crate) fn resolve_kinds(&mut self, resolve: impl Fn(&str, &str) -> Option<KindInfo>) {
+        let mut unresolved: Vec<KindRef> = Vec::new();
+        let mut find = |api_version: &str, kind: &str| {
+            let found = resolve(api_version, kind);
+            let wanted = KindRef {
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+            };
+            if found.is_none() && !unresolved.contains(&wanted) {
+                unresolved.push(wanted);
+            }
+            found
+        };
+        let watched = &self.rule.spec.watched;
+        let parent = find(&watched.api_version, &watched.kind);
+        let children: Vec<KindInfo> = self
+            .children
+            .iter()
+            .chain(&self.finalize_children)
+            .filter_map(|child| find(&child.api_version, &child.kind))
+            .collect();
+        let lookups: Vec<KindInfo> = self
+            .lookups
+            .iter()
+            .filter_map(|lookup| find(&lookup.spec.api_version, &lookup.spec.kind))
+            .collect();
+        for lookup in &mut self.lookups {
+            let kind = lookups
+                .iter()
+                .find(|k| k.api_version == lookup.spec.api_version && k.kind == lookup.spec.kind);
+            lookup.namespaced = kind.is_none_or(|kind| kind.namespaced);
+        }
+        self.kinds = ReconcilerKinds {
+            parent,
+            children,
+            lookups,
+            unresolved,
+        };
+    }
+
+    /// This rule with its unresolved kinds filled in from `served`: what the apiserver answered for them when the
+    /// worker started (`KindOrigin::Installed`). Kinds already resolved keep their resolution; what is still not
+    /// in `served` stays unresolved.
+    pub fn with_installed_kinds(&self, served: &[KindInfo]) -> Reconciler {
+        let known = self.kinds.clone();
+        let mut out = self.clone();
+        out.resolve_kinds(|api_version, kind| {
+            known.find(api_version, kind).cloned().or_else(|| {
+                served
+                    .iter()
+                    .find(|info| info.api_version == api_version && info.kind == kind)
+                    .cloned()
+            })
+        });
+        out
     }
 
     /// Whether the rule looks up Secrets: then any value it renders may be secret, and messages show none.

@@ -6,9 +6,17 @@ fn examples_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
+/// With the vendored CRDs of another tool (`--crds examples/crds`), as the docs and `make test` run them.
 #[test]
 fn every_example_loads() {
-    let rules = ruleplane_config::load_paths(&[examples_dir()]).unwrap_or_else(|diagnostics| panic!("{diagnostics}"));
+    let crds = examples_dir().join("crds");
+    let options = ruleplane_config::LoadOptions {
+        installed: ruleplane_config::load_crd_paths(std::slice::from_ref(&crds)).unwrap_or_else(|d| panic!("{d}")),
+        not_rules: vec![crds],
+        ..Default::default()
+    };
+    let rules = ruleplane_config::load_paths_with(&[examples_dir()], &options)
+        .unwrap_or_else(|diagnostics| panic!("{diagnostics}"));
     let names: Vec<&str> = rules.rules().iter().map(|rule| rule.name()).collect();
     assert_eq!(
         names,
@@ -17,10 +25,19 @@ fn every_example_loads() {
             "cron-tab.stable.example.com",
             "crontab-to-cronjob",
             "my-scheduler",
+            "service-certificate",
             "pod2s.samples.ruleplane.dev",
             "pod2-runner",
             "spread",
             "team-card"
         ]
     );
+}
+
+/// Without them, the kinds another tool installs are unknown offline, and the message says how to fix it.
+#[test]
+fn without_the_vendored_crds_the_other_tools_kinds_are_unknown_with_a_hint() {
+    let problems = ruleplane_config::load_paths(&[examples_dir().join("other-tools")]).expect_err("unknown kinds");
+    assert!(problems.iter().all(|d| d.code == "unknown-kind"), "{problems}");
+    assert!(problems.iter().all(|d| d.message.contains("--crds")), "{problems}");
 }

@@ -38,8 +38,17 @@ fn yaml(value: &impl serde::Serialize) -> String {
     serde_saphyr::to_string(value).expect("values serialize as YAML")
 }
 
+/// Loads rules as the offline commands do with `--crds examples/crds` (the vendored CRDs of another tool's
+/// kinds the examples use; never rules, never generated).
 fn load(path: &Path) -> RuleSet {
-    load_paths(&[path.to_path_buf()]).unwrap_or_else(|diagnostics| panic!("{diagnostics}"))
+    let crds = repo().join("examples/crds");
+    let options = ruleplane_config::LoadOptions {
+        installed: ruleplane_config::load_crd_paths(std::slice::from_ref(&crds)).unwrap_or_else(|d| panic!("{d}")),
+        not_rules: vec![crds],
+        ..Default::default()
+    };
+    ruleplane_config::load_paths_with(&[path.to_path_buf()], &options)
+        .unwrap_or_else(|diagnostics| panic!("{diagnostics}"))
 }
 
 #[test]

@@ -38,7 +38,7 @@ impl Scopes<'_> {
             parent_namespaced: parent.is_none_or(|kind| kind.namespaced),
             child_namespaced,
             status: parent
-                .filter(|kind| kind.declared_by.is_some())
+                .filter(|_| rule.writes_status())
                 .map(|kind| kind.status_subresource),
         }
     }

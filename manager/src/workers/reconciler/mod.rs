@@ -2,6 +2,7 @@
 //! server-side apply, pruned, drift-corrected, and the parent's status projected (fetch → decide → apply → report).
 
 mod cleanup;
+mod installed;
 mod io;
 mod lookups;
 mod writes;
@@ -18,7 +19,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::Scope;
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
 use ruleplane_config::{
-    ObjectKey, ParentPlan, Reconciler, RenderError, Scopes, builtin_kind, compute_status, is_own_child, next_status,
+    ObjectKey, ParentPlan, Reconciler, RenderError, Scopes, compute_status, is_own_child, next_status,
     parent_conditions, plan_parent,
 };
 use serde_json::{Map, Value};
@@ -146,6 +147,10 @@ pub struct ParentReconciler {
 const DECLARED_KINDS_WAIT: Duration = Duration::from_secs(30);
 
 pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) -> Result<(), WorkerError> {
+    // Kinds another tool installs: learnt from the apiserver once, waited for while not served.
+    let Some(rule) = installed::with_served_kinds(rule, &ctx, &stop).await? else {
+        return Ok(());
+    };
     let client = ctx.client.clone();
     for kind in rule.kinds().declared() {
         let (group, version) = kind.api_version.split_once('/').unwrap_or(("", &kind.api_version));
@@ -166,7 +171,7 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
                 "{} {} (rule `{}`): {reason}",
                 kind.api_version,
                 kind.kind,
-                kind.declared_by.as_deref().unwrap_or_default()
+                kind.declared_by().unwrap_or_default()
             )));
         }
     }
@@ -238,7 +243,7 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         metrics: ctx.metrics.clone(),
         health: ctx.health.clone(),
     };
-    let writes_status = builtin_kind(&watched.api_version, &watched.kind).is_none();
+    let writes_status = rule.writes_status();
     let (requeue, requeued) = Requeue::channel();
     let reconciler = Arc::new(ParentReconciler {
         finalizer: cleanup_finalizer(rule.name()),
@@ -283,19 +288,17 @@ pub(super) struct Served {
 
 /// How the apiserver serves `apiVersion`/`kind`. A kind a ResourceDefinition of the rule set declares is known
 /// from the declaration (the worker waited for its CRD to be Established at start): asking discovery right
-/// after met a 404 for a moment, as the apiserver's discovery document follows the CRD a little later. Other
-/// kinds are asked of discovery.
+/// after met a 404 for a moment, as the apiserver's discovery document follows the CRD a little later. A kind
+/// another tool installs was resolved at start (`installed::with_served_kinds`). Built-in kinds are asked of
+/// discovery.
 pub(super) async fn discover(
     discovery: &KindDiscovery,
     rule: &Reconciler,
     api_version: &str,
     kind: &str,
 ) -> Result<Served, WorkerError> {
-    let declared = rule
-        .kinds()
-        .declared()
-        .find(|info| info.api_version == api_version && info.kind == kind);
-    if let Some(info) = declared {
+    let known = rule.kinds().find(api_version, kind).filter(|info| !info.is_builtin());
+    if let Some(info) = known {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
         return Ok(Served {

@@ -249,7 +249,10 @@ async fn pass(
 }
 
 /// The CRD's condition of this type, if the apiserver reported it.
-fn condition<'c>(crd: &'c CustomResourceDefinition, type_: &str) -> Option<&'c CustomResourceDefinitionCondition> {
+pub(crate) fn condition<'c>(
+    crd: &'c CustomResourceDefinition,
+    type_: &str,
+) -> Option<&'c CustomResourceDefinitionCondition> {
     let conditions = crd.status.as_ref().and_then(|s| s.conditions.as_ref());
     conditions.into_iter().flatten().find(|c| c.type_ == type_)
 }
