@@ -24,6 +24,10 @@ pub struct InstalledKind {
     pub namespaced: bool,
     /// The served versions, each with whether it has a status subresource.
     pub served_versions: Vec<(String, bool)>,
+    /// The served versions' `openAPIV3Schema`s: what `validate`, `render` and `test` check children of this kind
+    /// against ([`crate::object_schema`]).
+    #[serde(skip)]
+    pub schemas: Vec<(String, serde_json::Value)>,
     /// Where the CRD document starts.
     pub source: SourceLocation,
 }
@@ -222,6 +226,7 @@ fn read_crd(doc: &Node, out: &mut FileDiagnostics) -> Option<InstalledKind> {
         None => false,
     };
     let mut served_versions = Vec::new();
+    let mut schemas = Vec::new();
     match lookup(doc, &["spec", "versions"]) {
         Ok(Node {
             value: NodeValue::Seq(versions),
@@ -254,6 +259,9 @@ fn read_crd(doc: &Node, out: &mut FileDiagnostics) -> Option<InstalledKind> {
                 let status = version.get("subresources").and_then(|s| s.get("status")).is_some();
                 if served {
                     served_versions.push((name.to_owned(), status));
+                    if let Some(schema) = version.get("schema").and_then(|s| s.get("openAPIV3Schema")) {
+                        schemas.push((name.to_owned(), schema.to_json()));
+                    }
                 }
             }
         }
@@ -277,6 +285,7 @@ fn read_crd(doc: &Node, out: &mut FileDiagnostics) -> Option<InstalledKind> {
         plural,
         namespaced,
         served_versions,
+        schemas,
         source: out.location(doc.pos),
     })
 }

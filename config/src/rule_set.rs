@@ -103,9 +103,18 @@ impl KindInfo {
 #[serde(transparent)]
 pub struct RuleSet {
     pub(crate) rules: Vec<Rule>,
+    /// The kinds of the `--crds` manifests the set was loaded with: knowledge (their schemas check children
+    /// offline), never written.
+    #[serde(skip)]
+    pub(crate) installed: InstalledKinds,
 }
 
 impl RuleSet {
+    /// The kinds of the CRD manifests the set was loaded with (`--crds`; none at run time).
+    pub fn installed(&self) -> &InstalledKinds {
+        &self.installed
+    }
+
     /// All rules in load order.
     pub fn rules(&self) -> &[Rule] {
         &self.rules

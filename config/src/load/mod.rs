@@ -221,7 +221,10 @@ fn load_files(files: &[(String, String)], options: &LoadOptions) -> Result<RuleS
         }
         if all.is_empty() {
             rule_set::resolve_reconciler_kinds(&mut rules, &options.installed);
-            return Ok(RuleSet { rules });
+            return Ok(RuleSet {
+                rules,
+                installed: options.installed.clone(),
+            });
         }
     }
     {

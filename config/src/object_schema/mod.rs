@@ -94,7 +94,8 @@ impl KindSchemas {
     }
 
     /// The built-in snapshot plus the schema of every served version the rule set's ResourceDefinitions declare
-    /// (a version without a schema accepts any fields, as its CRD does).
+    /// (a version without a schema accepts any fields, as its CRD does) and of the CRD manifests it was loaded
+    /// with (`--crds`).
     pub fn of_rule_set(rules: &crate::RuleSet) -> Self {
         let mut schemas = KindSchemas::default();
         for definition in rules.resource_definitions() {
@@ -103,6 +104,11 @@ impl KindSchemas {
                 let open = json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
                 let schema = version.schema.as_ref().map_or(&open, |s| &s.open_api_v3_schema);
                 schemas.add_custom(&api_version, &definition.names.kind, schema);
+            }
+        }
+        for installed in rules.installed().kinds() {
+            for (version, schema) in &installed.schemas {
+                schemas.add_custom(&format!("{}/{version}", installed.group), &installed.kind, schema);
             }
         }
         schemas

@@ -142,3 +142,38 @@ fn custom_resources_follow_their_crd_schema_and_metadata_is_object_meta() {
         "unknown kind: no verdict"
     );
 }
+
+#[test]
+fn the_schemas_of_crd_manifests_given_with_crds_check_children_of_their_kinds() {
+    let manifest = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n\
+        metadata: { name: certificates.certs.example.org }\n\
+        spec:\n  group: certs.example.org\n  scope: Namespaced\n  names: { kind: Certificate, plural: certificates }\n  \
+        versions:\n    - name: v1\n      served: true\n      storage: true\n      schema:\n        openAPIV3Schema:\n          \
+        type: object\n          properties:\n            spec:\n              type: object\n              \
+        required: [secretName]\n              properties: { secretName: { type: string } }\n";
+    let installed = crate::load_crd_texts(&[("crds.yaml".into(), manifest.into())]).expect("valid manifest");
+    let rules = "apiVersion: ruleplane.dev/v1alpha1\nkind: Reconciler\nmetadata: { name: tls }\nspec:\n  \
+        for: { apiVersion: v1, kind: Service }\n  children:\n    - id: certificate\n      template: |\n        \
+        apiVersion: certs.example.org/v1\n        kind: Certificate\n        metadata: { name: \"{{metadata.name}}\" }\n        \
+        spec: { secretNam: x }\n";
+    let options = crate::LoadOptions {
+        installed,
+        ..Default::default()
+    };
+    let rules = crate::load_str_with("rules.yaml", rules, &options).unwrap_or_else(|d| panic!("{d}"));
+    let schemas = KindSchemas::of_rule_set(&rules);
+    assert!(schemas.knows("certs.example.org/v1", "Certificate"));
+    let found: Vec<String> = crate::synthetic_parent_diagnostics(&rules, &schemas)
+        .iter()
+        .map(|d| format!("{}:{} {}", d.line, d.column, d.message))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "12:17 child `certificate` (certs.example.org/v1 Certificate example): spec.secretNam: field not declared \
+             in schema (the apiserver would reject this apply)",
+            "12:9 child `certificate` (certs.example.org/v1 Certificate example): spec.secretName: required field is \
+             missing (the apiserver would reject this apply)",
+        ]
+    );
+}
