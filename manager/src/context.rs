@@ -26,8 +26,6 @@ pub struct WorkerContext {
     pub events: crate::events::EventLane,
     /// The manager's own Pod, for Events that have no better object to hang on (None outside a Pod).
     pub self_ref: Option<ObjectReference>,
-    /// This replica's identity (the Events' reporting instance).
-    pub identity: String,
     /// Signs the children Reconcilers apply and proves observed ones ours (`crate::child_signing`).
     pub signer: ruleplane_config::provenance::ChildSigner,
 }

@@ -15,8 +15,6 @@ pub enum WorkerState {
     Degraded(String),
     /// Started, waiting for what it needs to be served (a kind another tool installs): says what.
     Waiting(String),
-    /// Loaded and validated, but this version has no worker for the rule's kind.
-    Inactive(&'static str),
 }
 
 #[derive(Debug, Clone)]
@@ -160,7 +158,6 @@ impl Health {
                     WorkerState::Running => "running".to_owned(),
                     WorkerState::Degraded(msg) => format!("degraded: {msg}"),
                     WorkerState::Waiting(msg) => format!("waiting: {msg}"),
-                    WorkerState::Inactive(why) => format!("inactive: {why}"),
                 };
                 match &rule.detail {
                     Some(detail) => {

@@ -1,23 +1,25 @@
 //! The Ruleplane manager: CLI, Kubernetes I/O, shared watches, the worker runner, one folder per worker kind,
-//! leader election and the HTTP endpoints. `main.rs` only parses the command line and calls in here.
+//! leader election and the HTTP endpoints. `main.rs` only parses the command line and calls in here: the
+//! commands (`cli`, `run`, `diff`, `offline`, `logging`) are the API, with `kube_client` for the integration
+//! tests; every other module is private, so what nothing uses shows as dead code.
 
-pub mod build_info;
-pub mod child_signing;
+mod build_info;
+mod child_signing;
 pub mod cli;
-pub mod context;
+mod context;
 pub mod diff;
-pub mod events;
-pub mod health;
-pub mod http;
+mod events;
+mod health;
+mod http;
 pub mod kube_client;
-pub mod leader;
+mod leader;
 pub mod logging;
-pub mod metrics;
+mod metrics;
 pub mod offline;
-pub mod permissions;
-pub mod rules_watch;
+mod permissions;
+mod rules_watch;
 pub mod run;
-pub mod runner;
-pub mod supervisor;
-pub mod watch_hub;
-pub mod workers;
+mod runner;
+mod supervisor;
+mod watch_hub;
+mod workers;

@@ -171,7 +171,6 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             ..Default::default()
         });
     let ctx = WorkerContext {
-        identity: identity.clone(),
         signer,
         self_ref,
         client: client.clone(),

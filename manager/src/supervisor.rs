@@ -318,7 +318,6 @@ mod tests {
         let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
         let client = Client::try_from(config).expect("client");
         WorkerContext {
-            identity: "test".into(),
             signer: ruleplane_config::provenance::ChildSigner::Unsigned,
             hub: WatchHub::new(client.clone(), Default::default()),
             discovery: Arc::new(crate::kube_client::KindDiscovery::new(client.clone())),

@@ -49,16 +49,6 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         }
     }
 
-    /// Queues `key` to run now.
-    pub fn add(&mut self, key: K) {
-        self.add_ranked(key, Duration::ZERO, 0);
-    }
-
-    /// Queues `key` to run after `delay`, unless it is already due sooner.
-    pub fn add_after(&mut self, key: K, delay: Duration) {
-        self.add_ranked(key, delay, 0);
-    }
-
     /// Queues `key` after `delay` with a rank: among due keys, lower ranks are handed out first (a scheduler's
     /// priority order); equal ranks keep first-in first-out.
     pub fn add_ranked(&mut self, key: K, delay: Duration, rank: i64) {
@@ -117,12 +107,8 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         self.delayed.first().map(|(at, _, _)| *at)
     }
 
-    /// Hands out the next key that is due now (lowest rank first), marking it active.
-    pub fn pop_due(&mut self) -> Option<K> {
-        self.pop_due_waited().map(|(key, _)| key)
-    }
-
-    /// Like [`WorkQueue::pop_due`], with how long the key waited since it was due.
+    /// Hands out the next key that is due now (lowest rank first), marking it active, with how long it waited
+    /// since it was due.
     pub fn pop_due_waited(&mut self) -> Option<(K, Duration)> {
         self.promote();
         let (_, _, key) = self.ready.pop_first()?;
@@ -152,16 +138,24 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     pub fn len(&self) -> usize {
         self.waiting.len()
     }
+}
 
-    /// Keys waiting that are not due yet (backing off or waiting for a resync).
-    pub fn delayed(&self) -> usize {
-        let now = Instant::now();
-        self.waiting.values().filter(|slot| slot.at > now).count()
+/// Shorthands the queue's tests read better with.
+#[cfg(test)]
+impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
+    /// Queues `key` to run now.
+    pub fn add(&mut self, key: K) {
+        self.add_ranked(key, Duration::ZERO, 0);
     }
 
-    /// True when no key waits.
-    pub fn is_empty(&self) -> bool {
-        self.waiting.is_empty()
+    /// Queues `key` to run after `delay`, unless it is already due sooner.
+    pub fn add_after(&mut self, key: K, delay: Duration) {
+        self.add_ranked(key, delay, 0);
+    }
+
+    /// Hands out the next key that is due now (lowest rank first), marking it active.
+    pub fn pop_due(&mut self) -> Option<K> {
+        self.pop_due_waited().map(|(key, _)| key)
     }
 }
 

@@ -103,6 +103,8 @@ impl ObjectCache {
         }
     }
 
+    /// A cache without an index (tests fill one directly).
+    #[cfg(test)]
     pub fn new(storage: Storage) -> Self {
         Self::with_index(storage, None)
     }
@@ -227,10 +229,6 @@ impl ObjectCache {
 
     pub fn len(&self) -> usize {
         self.contents.read().unwrap_or_else(|e| e.into_inner()).objects.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

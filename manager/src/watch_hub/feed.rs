@@ -43,7 +43,9 @@ pub struct SharedWatch {
 }
 
 impl SharedWatch {
-    /// A watch with an empty cache, fed by [`SharedWatch::apply`], reporting to `metrics`.
+    /// A watch with an empty cache, fed by [`SharedWatch::apply`], reporting to `metrics`: tests feed it synthetic
+    /// events (the hub starts real ones with their feed).
+    #[cfg(test)]
     pub fn new(resource: ApiResource, metrics: &WatchMetrics) -> Arc<Self> {
         Self::selected(
             resource.clone(),
@@ -55,6 +57,7 @@ impl SharedWatch {
     }
 
     /// [`SharedWatch::new`] that keeps only what `admission` admits.
+    #[cfg(test)]
     pub fn admitting(resource: ApiResource, metrics: &WatchMetrics, admission: Admission) -> Arc<Self> {
         Self::selected(
             resource.clone(),

@@ -15,7 +15,7 @@ mod feed;
 mod index;
 
 pub(crate) use cache::strip_managed_fields;
-pub use cache::{ObjectCache, Storage, typed};
+pub use cache::{Storage, typed};
 pub use feed::{SharedWatch, Subscription};
 
 use std::collections::HashMap;

@@ -6,6 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 
 use kube::ResourceExt;
 
+use super::cache::ObjectCache;
 use super::feed::CHANNEL_CAPACITY;
 use super::*;
 use crate::metrics::{KindLabels, WatchLabels};

@@ -150,11 +150,6 @@ impl ClusterCache {
         }
     }
 
-    /// Pods assumed and not yet confirmed by the watch (for tests and metrics).
-    pub async fn assumed(&self) -> usize {
-        self.state.lock().await.assumed.len()
-    }
-
     /// Applies every change waiting in the subscriptions; rebuilds when told to resync or after a failure.
     fn sync(&self, state: &mut State) {
         while let Some(Some(change)) = state.node_changes.recv().now_or_never() {
