@@ -42,3 +42,28 @@ pub enum WorkerError {
     #[error("rule {rule} cannot run: {reason}")]
     Unrunnable { rule: String, reason: String },
 }
+
+/// A context whose client points nowhere: for tests of workers that never call the API (their writes go to a
+/// recording, their caches are fed synthetic events).
+#[cfg(test)]
+pub(crate) fn offline_context() -> WorkerContext {
+    let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+    let client = Client::try_from(config).expect("client");
+    WorkerContext {
+        signer: ruleplane_config::provenance::ChildSigner::Unsigned,
+        hub: WatchHub::new(client.clone(), Default::default()),
+        discovery: Arc::new(crate::kube_client::KindDiscovery::new(client.clone())),
+        recorder: Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: "test".into(),
+                instance: None,
+            },
+        ),
+        events: crate::events::EventLane::new(client.clone(), "test", "test", Default::default()),
+        client,
+        metrics: Arc::new(Metrics::new()),
+        health: Arc::new(Health::default()),
+        self_ref: None,
+    }
+}

@@ -299,42 +299,11 @@ impl<T> Drop for AbortOnDrop<T> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    use kube::runtime::events::Reporter;
-
     use super::*;
-    use kube::Client;
-    use kube::runtime::events::Recorder;
-
-    use std::sync::Arc;
-
-    use crate::health::Health;
     use crate::metrics::Metrics;
-    use crate::watch_hub::WatchHub;
-
-    /// A context whose client points nowhere: the workers under test never call the API.
-    fn offline_context() -> WorkerContext {
-        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
-        let client = Client::try_from(config).expect("client");
-        WorkerContext {
-            signer: ruleplane_config::provenance::ChildSigner::Unsigned,
-            hub: WatchHub::new(client.clone(), Default::default()),
-            discovery: Arc::new(crate::kube_client::KindDiscovery::new(client.clone())),
-            recorder: Recorder::new(
-                client.clone(),
-                Reporter {
-                    controller: "test".into(),
-                    instance: None,
-                },
-            ),
-            events: crate::events::EventLane::new(client.clone(), "test", "test", Default::default()),
-            client,
-            metrics: Arc::new(Metrics::new()),
-            health: Arc::new(Health::default()),
-            self_ref: None,
-        }
-    }
 
     fn rule() -> Rule {
         let set = ruleplane_config::load_str(
@@ -348,7 +317,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn failing_and_panicking_workers_are_restarted_with_backoff_and_reported() {
-        let ctx = offline_context();
+        let ctx = crate::context::offline_context();
         let attempts = Arc::new(AtomicU32::new(0));
         let counter = attempts.clone();
         let worker = move |_rule: Rule, _ctx: WorkerContext, stop: CancellationToken| {
@@ -400,7 +369,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_failing_worker_shows_as_degraded_in_readyz() {
-        let ctx = offline_context();
+        let ctx = crate::context::offline_context();
         let worker = |_rule: Rule, _ctx: WorkerContext, _stop: CancellationToken| async {
             Err::<(), _>(WorkerError::WatchEnded("widgets".into()))
         };
@@ -416,7 +385,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn lost_leadership_aborts_a_worker_at_once_whatever_it_is_doing() {
-        let ctx = offline_context();
+        let ctx = crate::context::offline_context();
         let (election, leadership) = watch::channel(Leadership::Leading);
         let finished = Arc::new(AtomicU32::new(0));
         let counter = finished.clone();
@@ -463,7 +432,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_reload_that_empties_the_rule_set_is_refused_and_the_running_set_stays() {
-        let ctx = offline_context();
+        let ctx = crate::context::offline_context();
         let mut supervisor = Supervisor::new(ctx.clone(), not_leading(), false);
         let running = rule_set(&rd("cron-tab.example.com", ", deletionPolicy: Delete"));
         supervisor.apply_rules(&running).await.expect("first set");
@@ -482,7 +451,7 @@ mod tests {
             "{readyz}"
         );
 
-        let mut allowing = Supervisor::new(offline_context(), not_leading(), true);
+        let mut allowing = Supervisor::new(crate::context::offline_context(), not_leading(), true);
         allowing.apply_rules(&running).await.expect("first set");
         allowing
             .apply_rules(&RuleSet::default())
@@ -493,7 +462,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn at_startup_an_empty_rule_set_is_accepted() {
-        let mut supervisor = Supervisor::new(offline_context(), not_leading(), false);
+        let mut supervisor = Supervisor::new(crate::context::offline_context(), not_leading(), false);
         supervisor
             .apply_rules(&RuleSet::default())
             .await
@@ -502,7 +471,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_renamed_resource_definition_takes_its_crd_over_through_every_rename() {
-        let mut supervisor = Supervisor::new(offline_context(), not_leading(), false);
+        let mut supervisor = Supervisor::new(crate::context::offline_context(), not_leading(), false);
         supervisor
             .apply_rules(&rule_set(&rd("cron-tab.example.com", ", deletionPolicy: Delete")))
             .await

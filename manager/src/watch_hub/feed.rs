@@ -57,6 +57,14 @@ impl SharedWatch {
     }
 
     /// [`SharedWatch::new`] that keeps only what `admission` admits.
+    /// [`SharedWatch::new`] whose cache also finds objects by two labels, as the Reconciler's child watches do.
+    #[cfg(test)]
+    pub fn indexed(resource: ApiResource, metrics: &WatchMetrics, indexed_by: [&'static str; 2]) -> Arc<Self> {
+        let mut key = KindKey::of(&resource);
+        key.indexed_by = Some(indexed_by);
+        Self::selected(resource, key, metrics, Storage::Compact, None)
+    }
+
     #[cfg(test)]
     pub fn admitting(resource: ApiResource, metrics: &WatchMetrics, admission: Admission) -> Arc<Self> {
         Self::selected(

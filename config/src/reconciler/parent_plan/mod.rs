@@ -13,7 +13,8 @@ use super::plan::{
 use super::render::{RenderError, render_children_observing};
 use super::resolved::Reconciler;
 use crate::ownership::{
-    CHILD_ID_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, is_retained,
+    CHILD_ID_LABEL, LEGACY_CLEANUP_FINALIZER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_ANNOTATION, PARENT_UID_LABEL,
+    RULE_LABEL, cleanup_finalizer, is_retained,
 };
 use crate::provenance::ChildSigner;
 
@@ -67,6 +68,9 @@ pub struct ParentPlan {
     /// a child no owner reference can clean up (another namespace, cluster-scoped under a namespaced parent) that
     /// is not retained.
     pub needs_finalizer: bool,
+    /// The finalizer is needed and the parent does not carry this rule's own yet (or still carries the legacy
+    /// shared one, which this rule's replaces): the worker adds it before writing any child.
+    pub add_finalizer: bool,
     /// Children not rendered yet: they read a child that does not exist or is not ready.
     pub waiting: Vec<String>,
     /// Children whose `includeWhen` selected nothing: they must not exist.
@@ -171,6 +175,14 @@ pub fn plan_parent(
         || desired
             .iter()
             .any(|child| child.pointer("/metadata/ownerReferences").is_none() && !is_retained(child));
+    let finalizers: Vec<&str> = parent
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|list| list.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let own = cleanup_finalizer(rule.name());
+    let add_finalizer =
+        needs_finalizer && (!finalizers.contains(&own.as_str()) || finalizers.contains(&LEGACY_CLEANUP_FINALIZER));
     let children = plan_children(desired.clone(), &observed, |child| {
         unrendered_fate(rule, &rendered, child)
     });
@@ -178,6 +190,7 @@ pub fn plan_parent(
         desired,
         children,
         needs_finalizer,
+        add_finalizer,
         waiting: rendered.waiting,
         excluded: rendered.excluded,
         observed: observed_by_id,

@@ -191,6 +191,18 @@ spec:
             .is_none()
     );
     assert!(plan.needs_finalizer);
+    assert!(plan.add_finalizer);
+    // Once the parent carries the rule's own finalizer there is nothing to add; the legacy shared one is replaced.
+    let mut finalized = parent(json!({}));
+    finalized["metadata"]["finalizers"] = json!([crate::ownership::cleanup_finalizer("mirror")]);
+    assert!(!plan_for(rule, &finalized).add_finalizer);
+    finalized["metadata"]["finalizers"] =
+        json!([crate::ownership::cleanup_finalizer("mirror"), "ruleplane.dev/cleanup"]);
+    assert!(plan_for(rule, &finalized).add_finalizer);
+}
+
+fn plan_for(rule: &Reconciler, parent: &Value) -> ParentPlan {
+    plan(rule, parent, &[])
 }
 
 #[test]

@@ -7,10 +7,11 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use ruleplane_config::ownership::{LEGACY_CLEANUP_FINALIZER, cleanup_finalizer};
-use ruleplane_config::{Reconciler, Removal, Scopes, plan_deletion};
+use ruleplane_config::{Reconciler, Scopes, plan_deletion};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
+use super::writer::ChildWriter;
 use super::{ParentKey, ParentReconciler, ReconcilerError, Served, discover, io, selected_by};
 use crate::context::WorkerContext;
 use crate::runner::Action;
@@ -77,28 +78,38 @@ fn finalizer_api(ctx: &WorkerContext, resource: &kube::api::ApiResource, parent:
     }
 }
 
-pub(super) async fn ensure_finalizer(
+/// Puts this rule's finalizer on the parent; the shared finalizer of earlier versions goes once this rule's own is
+/// on (a rule on the same kind that has not added its own yet does so on its next pass: every parent is
+/// reconciled when a worker starts). The plan says when (`add_finalizer`).
+pub(super) async fn add_finalizer(
     reconciler: &ParentReconciler,
     parent: &DynamicObject,
 ) -> Result<(), ReconcilerError> {
-    let finalizer = reconciler.finalizer.as_str();
-    let finalizers = parent.finalizers();
-    if finalizers.iter().any(|f| f == finalizer) && !finalizers.iter().any(|f| f == LEGACY_CLEANUP_FINALIZER) {
-        return Ok(());
-    }
     let api = finalizer_api(&reconciler.ctx, &reconciler.parent.watch.resource, parent);
     reconciler
         .writes
         .forget(&reconciler.parent_object(&ParentKey::of(parent)));
-    // The shared finalizer of earlier versions goes once this rule's own is on: a rule on the same kind that has
-    // not added its own yet does so on its next pass (every parent is reconciled when a worker starts).
-    patch_finalizers(&api, parent, Some(finalizer), &[LEGACY_CLEANUP_FINALIZER]).await?;
+    patch_finalizers(&api, parent, Some(&reconciler.finalizer), &[LEGACY_CLEANUP_FINALIZER]).await?;
+    Ok(())
+}
+
+/// Takes this rule's finalizer (and the legacy shared one) off a parent whose cleanup is done.
+pub(super) async fn remove_finalizer(
+    reconciler: &ParentReconciler,
+    parent: &DynamicObject,
+) -> Result<(), ReconcilerError> {
+    let api = finalizer_api(&reconciler.ctx, &reconciler.parent.watch.resource, parent);
+    reconciler
+        .writes
+        .forget(&reconciler.parent_object(&ParentKey::of(parent)));
+    patch_finalizers(&api, parent, None, &[&reconciler.finalizer, LEGACY_CLEANUP_FINALIZER]).await?;
     Ok(())
 }
 
 /// The deletion of a parent that carries our finalizer.
 pub(super) async fn finalize(
     reconciler: &ParentReconciler,
+    writer: &impl ChildWriter,
     key: &ParentKey,
     parent: &DynamicObject,
     parent_value: &Value,
@@ -133,7 +144,7 @@ pub(super) async fn finalize(
     for apply in &plan.finalize.apply {
         let watched = reconciler.child_kind(&apply.key.api_version, &apply.key.kind)?;
         reconciler.writes.forget(&reconciler.child_object(watched, &apply.key));
-        applied.push(io::apply_child(reconciler, watched, apply, parent).await?.object);
+        applied.push(writer.apply(reconciler, watched, apply, parent).await?.object);
     }
     let pending = plan.pending_finalize(rule, &applied);
     if !pending.is_empty() {
@@ -147,23 +158,17 @@ pub(super) async fn finalize(
             pending.join(", ")
         );
         warn!(rule = rule.name(), parent = ?key, "{note}");
-        io::publish(reconciler, parent, EventType::Warning, "FinalizeTimeout", note).await;
+        writer
+            .publish(reconciler, parent, EventType::Warning, "FinalizeTimeout", note)
+            .await;
     }
     // 2. the other children, the ones read by others last; retained ones are released
     for (child_key, removal) in &plan.removals {
         let watched = reconciler.child_kind(&child_key.api_version, &child_key.kind)?;
-        let removal = match removal {
-            Removal::Delete => io::Removal::Delete,
-            Removal::Release => io::Removal::Release,
-        };
-        io::remove_child(reconciler, watched, child_key, parent, removal).await?;
+        writer.remove(reconciler, watched, child_key, parent, *removal).await?;
     }
     // 3. the finalizer goes: the apiserver completes the deletion
-    let api = finalizer_api(&reconciler.ctx, &reconciler.parent.watch.resource, parent);
-    reconciler
-        .writes
-        .forget(&reconciler.parent_object(&ParentKey::of(parent)));
-    patch_finalizers(&api, parent, None, &[&reconciler.finalizer, LEGACY_CLEANUP_FINALIZER]).await?;
+    writer.remove_finalizer(reconciler, parent).await?;
     info!(rule = rule.name(), parent = ?key, "parent cleaned up; finalizer removed");
     Ok(Action::AwaitChange)
 }

@@ -7,7 +7,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RECONCILER_FIELD_MANAGER};
 use ruleplane_config::redaction::shown_message;
-use ruleplane_config::{ChildApply, ObjectKey};
+use ruleplane_config::{ChildApply, ObjectKey, Removal};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -189,16 +189,6 @@ pub(super) async fn announce(
     let list: Vec<String> = children.iter().map(ToString::to_string).collect();
     let note = format!("{} {}", reason.to_lowercase(), list.join(", "));
     publish(reconciler, parent, EventType::Normal, reason, note).await;
-}
-
-/// How a child that is no longer wanted goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Removal {
-    /// Deleted (pruned, or its parent is being deleted).
-    Delete,
-    /// Detached from its parent and left in place: `retain: true`. The parent label, annotation and owner
-    /// reference go, so no garbage collector will take it.
-    Release,
 }
 
 /// Removes a child of this rule and this parent (the plan and the cleanup only pass those, never anything else).

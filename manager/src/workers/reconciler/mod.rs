@@ -2,9 +2,11 @@
 //! server-side apply, pruned, drift-corrected, and the parent's status projected (fetch → decide → apply → report).
 
 mod cleanup;
+mod converge;
 mod installed;
 mod io;
 mod lookups;
+mod writer;
 mod writes;
 
 pub use cleanup::on_rule_removed;
@@ -19,8 +21,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::Scope;
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
 use ruleplane_config::{
-    ObjectKey, ParentPlan, Reconciler, RenderError, Scopes, compute_status, is_own_child, next_status,
-    parent_conditions, plan_parent,
+    ObjectKey, Reconciler, RenderError, compute_status, is_own_child, next_status, parent_conditions,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -410,128 +411,6 @@ impl ParentReconciler {
             })
     }
 
-    /// Fetch → decide → apply for one parent; returns the children as they are after the applies.
-    async fn converge(
-        &self,
-        key: &ParentKey,
-        parent: &DynamicObject,
-        parent_value: &Value,
-    ) -> Result<Converged, ReconcilerError> {
-        // fetch: lookups from the caches, remembering what this parent read
-        let lookups = self.lookups_for(key, parent_value).await?;
-        // decide: the one plan (identity check, render, attach, compare) that `diff` and `test` run too
-        let uid = parent_value
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let labelled = self.labelled_children(uid);
-        // Scopes as discovery told them (held only for the plan: a `dyn Fn` is not `Sync`, the awaits below need that).
-        let ParentPlan {
-            children: plan,
-            needs_finalizer,
-            waiting,
-            excluded,
-            observed: observed_by_id,
-            ..
-        } = {
-            let child_namespaced = |api_version: &str, kind: &str| {
-                self.children
-                    .get(&(api_version.to_owned(), kind.to_owned()))
-                    .is_none_or(|watched| watched.namespaced)
-            };
-            let scopes = Scopes {
-                parent_namespaced: self.parent.namespaced,
-                child_namespaced: &child_namespaced,
-                status: None,
-            };
-            crate::runner::cpu_step(|| {
-                plan_parent(&self.rule, parent_value, &lookups, &labelled, &scopes, &self.ctx.signer)
-            })?
-        };
-        // Children no owner reference can clean up (and finalize children) need the finalizer before they exist.
-        if needs_finalizer {
-            cleanup::ensure_finalizer(self, parent).await?;
-        }
-        // apply: only what differs; a converged parent costs no request here
-        let mut now = observed_by_id.clone();
-        // One child's conflict or rejection does not hold back the others, nor pruning; the first error is
-        // reported after all were tried.
-        let mut first_error = None;
-        let (mut created, mut updated) = (Vec::new(), Vec::new());
-        // A parent's children go out at once: their order within a round does not matter (a child that reads
-        // another is only rendered once that one exists and is ready), and a parent's latency is then one
-        // round trip instead of one per child.
-        // With children waiting for one of these, the echo is what renders them next: keep it.
-        let echoes_carry_nothing = waiting.is_empty();
-        let version_of = |key: &ObjectKey| {
-            observed_by_id
-                .values()
-                .find(|child| ObjectKey::of(child).as_ref() == Some(key))
-                .and_then(|child| child.pointer("/metadata/resourceVersion"))
-                .and_then(Value::as_str)
-        };
-        let applies = futures::future::join_all(plan.apply.iter().map(|apply| async move {
-            let applied = match self.child_kind(&apply.key.api_version, &apply.key.kind) {
-                Ok(watched) => {
-                    let object = self.child_object(watched, &apply.key);
-                    let write = io::apply_child(self, watched, apply, parent);
-                    if echoes_carry_nothing {
-                        let before = version_of(&apply.key);
-                        self.writes.track(key.clone(), object, before, write).await
-                    } else {
-                        self.writes.forget(&object);
-                        write.await
-                    }
-                }
-                Err(error) => Err(error),
-            };
-            (apply, applied)
-        }))
-        .await;
-        if !applies.is_empty()
-            && let Some(latency) = crate::runner::since_due()
-        {
-            self.change_to_applied.observe(latency.as_secs_f64());
-        }
-        for (apply, applied) in applies {
-            match applied {
-                Ok(applied) => {
-                    match applied.change {
-                        io::ChildChange::Created => created.push(apply.key.clone()),
-                        io::ChildChange::Updated => updated.push(apply.key.clone()),
-                        io::ChildChange::Unchanged => {}
-                    }
-                    if let Some(id) = child_id(&applied.object) {
-                        now.insert(id, applied.object);
-                    }
-                }
-                Err(error) => {
-                    first_error.get_or_insert(error);
-                }
-            }
-        }
-        io::announce(self, parent, "Created", &created).await;
-        io::announce(self, parent, "Updated", &updated).await;
-        for key in &plan.prune {
-            let watched = self.child_kind(&key.api_version, &key.kind)?;
-            io::remove_child(self, watched, key, parent, io::Removal::Delete).await?;
-            now.retain(|_, child| ObjectKey::of(child).as_ref() != Some(key));
-        }
-        for key in &plan.release {
-            let watched = self.child_kind(&key.api_version, &key.kind)?;
-            io::remove_child(self, watched, key, parent, io::Removal::Release).await?;
-            now.retain(|_, child| ObjectKey::of(child).as_ref() != Some(key));
-        }
-        match first_error {
-            Some(error) => Err(error),
-            None => Ok(Converged {
-                children: now,
-                lookups,
-                excluded,
-            }),
-        }
-    }
-
     /// The lookups of one parent; remembers what it read, so changes there reach it.
     async fn lookups_for(&self, key: &ParentKey, parent_value: &Value) -> Result<Map<String, Value>, ReconcilerError> {
         self.lookups.read(&self.rule, key, parent_value).await
@@ -715,11 +594,11 @@ impl Reconcile for ParentReconciler {
             message: e.to_string(),
         })?;
         if deleting {
-            return cleanup::finalize(self, key, &parent, &parent_value)
+            return cleanup::finalize(self, &writer::ApiWriter, key, &parent, &parent_value)
                 .await
                 .map(Into::into);
         }
-        match self.converge(key, &parent, &parent_value).await {
+        match self.converge(&writer::ApiWriter, key, &parent, &parent_value).await {
             Ok(Converged {
                 children,
                 lookups,
@@ -755,3 +634,6 @@ impl Reconcile for ParentReconciler {
         io::warn_parent(self, key, error).await;
     }
 }
+
+#[cfg(test)]
+mod tests;

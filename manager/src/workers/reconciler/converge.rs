@@ -1,0 +1,135 @@
+//! One reconcile of a live parent: fetch (caches, lookups) → the plan (`plan_parent`, as `diff` and `test` run
+//! it) → its writes through a [`ChildWriter`] → the children as they now are, for the status report.
+
+use kube::api::DynamicObject;
+use ruleplane_config::{ObjectKey, ParentPlan, Removal, Scopes, child_id, plan_parent};
+use serde_json::Value;
+
+use super::io::ChildChange;
+use super::writer::ChildWriter;
+use super::{Converged, ParentKey, ParentReconciler, ReconcilerError};
+
+impl ParentReconciler {
+    /// Fetch → decide → apply for one parent; returns the children as they are after the applies.
+    pub(super) async fn converge(
+        &self,
+        writer: &impl ChildWriter,
+        key: &ParentKey,
+        parent: &DynamicObject,
+        parent_value: &Value,
+    ) -> Result<Converged, ReconcilerError> {
+        // fetch: lookups from the caches, remembering what this parent read; the labelled children
+        let lookups = self.lookups_for(key, parent_value).await?;
+        let uid = parent_value
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let labelled = self.labelled_children(uid);
+        // decide: the one plan (identity check, render, attach, compare) that `diff` and `test` run too. Scopes
+        // as discovery told them, held only for the plan (a `dyn Fn` is not `Sync`; the writes below await).
+        let ParentPlan {
+            children: plan,
+            add_finalizer,
+            waiting,
+            excluded,
+            observed: observed_by_id,
+            ..
+        } = {
+            let child_namespaced = |api_version: &str, kind: &str| {
+                self.children
+                    .get(&(api_version.to_owned(), kind.to_owned()))
+                    .is_none_or(|watched| watched.namespaced)
+            };
+            let scopes = Scopes {
+                parent_namespaced: self.parent.namespaced,
+                child_namespaced: &child_namespaced,
+                status: None,
+            };
+            crate::runner::cpu_step(|| {
+                plan_parent(&self.rule, parent_value, &lookups, &labelled, &scopes, &self.ctx.signer)
+            })?
+        };
+        // Children no owner reference can clean up (and finalize children) need the finalizer before they exist.
+        if add_finalizer {
+            writer.add_finalizer(self, parent).await?;
+        }
+        // apply: only what differs; a converged parent costs no request here
+        let mut now = observed_by_id.clone();
+        // One child's conflict or rejection does not hold back the others, nor pruning; the first error is
+        // reported after all were tried.
+        let mut first_error = None;
+        let (mut created, mut updated) = (Vec::new(), Vec::new());
+        // A parent's children go out at once: their order within a round does not matter (a child that reads
+        // another is only rendered once that one exists and is ready), and a parent's latency is then one
+        // round trip instead of one per child.
+        // With children waiting for one of these, the echo is what renders them next: keep it.
+        let echoes_carry_nothing = waiting.is_empty();
+        let version_of = |key: &ObjectKey| {
+            observed_by_id
+                .values()
+                .find(|child| ObjectKey::of(child).as_ref() == Some(key))
+                .and_then(|child| child.pointer("/metadata/resourceVersion"))
+                .and_then(Value::as_str)
+        };
+        let applies = futures::future::join_all(plan.apply.iter().map(|apply| async move {
+            let applied = match self.child_kind(&apply.key.api_version, &apply.key.kind) {
+                Ok(watched) => {
+                    let object = self.child_object(watched, &apply.key);
+                    let write = writer.apply(self, watched, apply, parent);
+                    if echoes_carry_nothing {
+                        let before = version_of(&apply.key);
+                        self.writes.track(key.clone(), object, before, write).await
+                    } else {
+                        self.writes.forget(&object);
+                        write.await
+                    }
+                }
+                Err(error) => Err(error),
+            };
+            (apply, applied)
+        }))
+        .await;
+        if !applies.is_empty()
+            && let Some(latency) = crate::runner::since_due()
+        {
+            self.change_to_applied.observe(latency.as_secs_f64());
+        }
+        for (apply, applied) in applies {
+            match applied {
+                Ok(applied) => {
+                    match applied.change {
+                        ChildChange::Created => created.push(apply.key.clone()),
+                        ChildChange::Updated => updated.push(apply.key.clone()),
+                        ChildChange::Unchanged => {}
+                    }
+                    if let Some(id) = child_id(&applied.object) {
+                        now.insert(id.to_owned(), applied.object);
+                    }
+                }
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        writer.announce(self, parent, "Created", &created).await;
+        writer.announce(self, parent, "Updated", &updated).await;
+        let removals = plan
+            .prune
+            .iter()
+            .map(|key| (key, Removal::Delete))
+            .chain(plan.release.iter().map(|key| (key, Removal::Release)));
+        for (key, removal) in removals {
+            let watched = self.child_kind(&key.api_version, &key.kind)?;
+            writer.remove(self, watched, key, parent, removal).await?;
+            now.retain(|_, child| ObjectKey::of(child).as_ref() != Some(key));
+        }
+        match first_error {
+            Some(error) => Err(error),
+            None => Ok(Converged {
+                children: now,
+                lookups,
+                excluded,
+            }),
+        }
+    }
+}

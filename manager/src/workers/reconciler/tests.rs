@@ -1,0 +1,298 @@
+//! The Reconciler worker without a cluster: caches fed synthetic objects, writes made to a recording, so a
+//! reconcile and a deletion are checked write by write.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::events::EventType;
+use kube::runtime::watcher::Event;
+use ruleplane_config::ownership::{PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
+use ruleplane_config::{ChildApply, ObjectKey, Reconciler, Removal};
+use serde_json::{Value, json};
+
+use super::io::{AppliedChild, ChildChange};
+use super::writer::ChildWriter;
+use super::writes::OwnWrites;
+use super::{ParentKey, ParentReconciler, ReconcilerError, Watched, cleanup, lookups};
+use crate::runner::{Action, Requeue};
+use crate::watch_hub::SharedWatch;
+
+const RULES: &str = r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: shop }
+spec:
+  for: { apiVersion: v1, kind: ConfigMap }
+  children:
+    - id: settings
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-settings" }
+        data: { size: "{{data.size}}" }
+    - id: debug
+      includeWhen: "{.data.debug}"
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-debug" }
+    - id: audit
+      retain: true
+      includeWhen: "{.data.audit}"
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-audit" }
+    - id: mirror
+      namespace: audit
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-mirror" }
+"#;
+
+/// The writes a worker asked for, in order, and the objects its applies "stored".
+#[derive(Default)]
+struct Recording {
+    writes: Mutex<Vec<String>>,
+    stored: Mutex<Vec<Value>>,
+}
+
+impl Recording {
+    fn take(&self) -> Vec<String> {
+        let mut writes = std::mem::take(&mut *self.writes.lock().unwrap());
+        // Applies go out together: their order within a round is not the worker's promise.
+        writes.sort();
+        writes
+    }
+
+    fn note(&self, write: String) {
+        self.writes.lock().unwrap().push(write);
+    }
+}
+
+impl ChildWriter for Recording {
+    async fn add_finalizer(&self, _: &ParentReconciler, _: &DynamicObject) -> Result<(), ReconcilerError> {
+        self.note("add finalizer".into());
+        Ok(())
+    }
+
+    async fn remove_finalizer(&self, _: &ParentReconciler, _: &DynamicObject) -> Result<(), ReconcilerError> {
+        self.note("remove finalizer".into());
+        Ok(())
+    }
+
+    async fn apply(
+        &self,
+        _: &ParentReconciler,
+        _: &Watched,
+        apply: &ChildApply,
+        _: &DynamicObject,
+    ) -> Result<AppliedChild, ReconcilerError> {
+        let verb = if apply.created { "create" } else { "update" };
+        self.note(format!("{verb} {}", apply.key));
+        let mut object = apply.object.clone();
+        object["metadata"]["uid"] = json!(format!("uid-{}", apply.key.name));
+        object["metadata"]["resourceVersion"] = json!("2");
+        self.stored.lock().unwrap().push(object.clone());
+        let change = if apply.created {
+            ChildChange::Created
+        } else {
+            ChildChange::Updated
+        };
+        Ok(AppliedChild { object, change })
+    }
+
+    async fn remove(
+        &self,
+        _: &ParentReconciler,
+        _: &Watched,
+        key: &ObjectKey,
+        _: &DynamicObject,
+        removal: Removal,
+    ) -> Result<(), ReconcilerError> {
+        let verb = match removal {
+            Removal::Delete => "delete",
+            Removal::Release => "release",
+        };
+        self.note(format!("{verb} {key}"));
+        Ok(())
+    }
+
+    async fn announce(&self, _: &ParentReconciler, _: &DynamicObject, reason: &str, children: &[ObjectKey]) {
+        if !children.is_empty() {
+            self.note(format!("event {reason} ({})", children.len()));
+        }
+    }
+
+    async fn publish(&self, _: &ParentReconciler, _: &DynamicObject, _: EventType, reason: &str, _: String) {
+        self.note(format!("event {reason}"));
+    }
+}
+
+fn config_maps() -> ApiResource {
+    ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&())
+}
+
+/// A worker for the rule above with empty caches, as `run` builds it minus the watches' feeds.
+async fn worker() -> ParentReconciler {
+    let rules = ruleplane_config::load_str("rules.yaml", RULES).expect("rules load");
+    let Some(ruleplane_config::Rule::Reconciler(rule)) = rules.get("shop") else {
+        panic!("no rule")
+    };
+    let rule: Reconciler = rule.clone();
+    let ctx = crate::context::offline_context();
+    let metrics = Default::default();
+    let parent = Watched {
+        watch: SharedWatch::new(config_maps(), &metrics),
+        namespaced: true,
+    };
+    let children = BTreeMap::from([(
+        ("v1".to_owned(), "ConfigMap".to_owned()),
+        Watched {
+            watch: SharedWatch::indexed(config_maps(), &metrics, [RULE_LABEL, PARENT_UID_LABEL]),
+            namespaced: true,
+        },
+    )]);
+    let lookups = lookups::Lookups::start(&rule, &ctx.client, &ctx.discovery, &ctx.hub, Default::default())
+        .await
+        .expect("a rule without lookups needs no discovery");
+    let (requeue, _) = Requeue::channel();
+    let change_to_applied = ctx
+        .metrics
+        .change_to_applied
+        .get_or_create(&crate::metrics::Metrics::labels(rule.name(), super::KIND))
+        .clone();
+    ParentReconciler {
+        finalizer: cleanup_finalizer(rule.name()),
+        rule,
+        change_to_applied,
+        ctx,
+        parent,
+        children,
+        lookups,
+        writes_status: false,
+        status_subresource: false,
+        writes: OwnWrites::new(requeue),
+        left_selection: Mutex::new(HashSet::new()),
+    }
+}
+
+fn parent(data: Value, finalized: bool) -> (DynamicObject, Value) {
+    let mut value = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": "web", "namespace": "team-a", "uid": "u-1", "resourceVersion": "7"},
+                           "data": data});
+    if finalized {
+        value["metadata"]["finalizers"] = json!([cleanup_finalizer("shop")]);
+    }
+    (serde_json::from_value(value.clone()).expect("object"), value)
+}
+
+/// The stored children arrive in the child watch, as their watch events would bring them.
+fn echo(worker: &ParentReconciler, recording: &Recording) {
+    let watch = &worker.children[&("v1".to_owned(), "ConfigMap".to_owned())].watch;
+    for object in recording.stored.lock().unwrap().drain(..) {
+        watch.apply(Event::Apply(serde_json::from_value(object).expect("object")));
+    }
+}
+
+fn key() -> ParentKey {
+    ParentKey {
+        namespace: Some("team-a".into()),
+        name: "web".into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_writes_what_the_plan_says_and_nothing_once_converged() {
+    let worker = worker().await;
+    let recording = Recording::default();
+    // A new parent: the finalizer first (the mirror child is in another namespace), then its children.
+    let (object, value) = parent(json!({"size": "3"}), false);
+    let converged = worker
+        .converge(&recording, &key(), &object, &value)
+        .await
+        .expect("converges");
+    assert_eq!(
+        recording.take(),
+        [
+            "add finalizer",
+            "create ConfigMap audit/web-mirror",
+            "create ConfigMap team-a/web-settings",
+            "event Created (2)",
+        ]
+    );
+    assert_eq!(converged.excluded, ["debug", "audit"]);
+    assert_eq!(converged.children["settings"]["metadata"]["uid"], "uid-web-settings");
+    echo(&worker, &recording);
+    // Converged: no request at all.
+    let (object, value) = parent(json!({"size": "3"}), true);
+    worker
+        .converge(&recording, &key(), &object, &value)
+        .await
+        .expect("converges");
+    assert_eq!(recording.take(), Vec::<String>::new());
+    // A change of the parent updates the child that renders it; an included child is created.
+    let (object, value) = parent(json!({"size": "4", "debug": "yes", "audit": "yes"}), true);
+    worker
+        .converge(&recording, &key(), &object, &value)
+        .await
+        .expect("converges");
+    assert_eq!(
+        recording.take(),
+        [
+            "create ConfigMap team-a/web-audit",
+            "create ConfigMap team-a/web-debug",
+            "event Created (2)",
+            "event Updated (1)",
+            "update ConfigMap team-a/web-settings",
+        ]
+    );
+    echo(&worker, &recording);
+    // No longer included: the plain child is deleted, the retained one released.
+    let (object, value) = parent(json!({"size": "4"}), true);
+    worker
+        .converge(&recording, &key(), &object, &value)
+        .await
+        .expect("converges");
+    assert_eq!(
+        recording.take(),
+        [
+            "delete ConfigMap team-a/web-debug",
+            "release ConfigMap team-a/web-audit"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_removes_children_then_the_finalizer() {
+    let worker = worker().await;
+    let recording = Recording::default();
+    let (object, value) = parent(json!({"size": "3", "audit": "yes"}), true);
+    worker
+        .converge(&recording, &key(), &object, &value)
+        .await
+        .expect("converges");
+    echo(&worker, &recording);
+    recording.take();
+    let action = cleanup::finalize(&worker, &recording, &key(), &object, &value)
+        .await
+        .expect("finalizes");
+    assert!(matches!(action, Action::AwaitChange));
+    let writes = std::mem::take(&mut *recording.writes.lock().unwrap());
+    assert_eq!(
+        writes.last().map(String::as_str),
+        Some("remove finalizer"),
+        "{writes:?}"
+    );
+    let mut removals = writes[..writes.len() - 1].to_vec();
+    removals.sort();
+    assert_eq!(
+        removals,
+        [
+            "delete ConfigMap audit/web-mirror",
+            "delete ConfigMap team-a/web-settings",
+            "release ConfigMap team-a/web-audit",
+        ]
+    );
+}
