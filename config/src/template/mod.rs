@@ -28,7 +28,7 @@ pub const MAX_RENDER_TIME: Duration = Duration::from_secs(1);
 
 /// Handlebars' own helpers that rule templates may call (`log` is unregistered).
 const BUILTIN_HELPERS: &[&str] = &[
-    "if", "unless", "each", "with", "lookup", "raw", "eq", "ne", "gt", "gte", "lt", "lte", "and", "or", "not", "len",
+    "if", "unless", "each", "with", "lookup", "raw", "eq", "ne", "gt", "gte", "lt", "lte", "and", "or", "not",
 ];
 
 /// Deepest nesting of blocks and subexpressions a template may have: far beyond any real template, well inside
@@ -40,7 +40,7 @@ pub const MAX_TEMPLATE_BYTES: usize = 256 * 1024;
 
 /// Helpers whose output is one whole YAML value (JSON text, YAML text, a quoted string). Called outermost in a
 /// `{{…}}` of a structured render, they insert that value as one node, typed, wherever the placeholder stands.
-const NODE_HELPERS: &[&str] = &["json", "yaml", "quote"];
+const NODE_HELPERS: &[&str] = &["json", "yaml", "quote", "toJson", "toYaml"];
 
 /// The internal helper a node helper's outermost call is rewritten to (not callable from rule templates: the
 /// sandbox check rejects its name before the rewrite).
@@ -500,7 +500,7 @@ fn node_call(helper: &handlebars::template::HelperTemplate) -> Option<handlebars
         }
         ("indent", [width, Parameter::Subexpression(inner)]) => match inner.as_element() {
             TemplateElement::Expression(inner)
-                if matches!(&inner.name, Parameter::Name(name) if name == "yaml" || name == "json")
+                if matches!(&inner.name, Parameter::Name(name) if ["yaml", "json", "toYaml", "toJson"].contains(&name.as_str()))
                     && inner.hash.is_empty()
                     && inner.params.len() == 1 =>
             {
@@ -546,14 +546,34 @@ fn check_element(element: &TemplateElement, at: (usize, usize), problems: &mut V
         | TemplateElement::HtmlExpression(helper)
         | TemplateElement::HelperBlock(helper) => {
             let is_call = helper.block || !helper.params.is_empty() || !helper.hash.is_empty();
+            // A name written alone (`{{min}}`) parses as a path; Handlebars still calls a helper of that name.
+            let pure = match &helper.name {
+                Parameter::Name(name) => PureHelper::ALL.iter().find(|h| h.name == name.as_str()),
+                Parameter::Path(handlebars::Path::Relative((_, raw))) => PureHelper::ALL.iter().find(|h| h.name == raw),
+                _ => None,
+            };
             if is_call && let Parameter::Name(name) = &helper.name {
                 check_helper_name(name, &mut problem);
                 // Arity is known statically: report it at load, not at the first render in the cluster.
-                if let Some(pure) = PureHelper::ALL.iter().find(|h| h.name == name.as_str())
-                    && let Some(message) = pure.arity_problem(helper.params.len())
-                {
+                if let Some(message) = pure.and_then(|pure| pure.arity_problem(helper.params.len())) {
                     problem(message);
                 }
+                if helper.block
+                    && let Some(pure) = pure
+                {
+                    problem(format!(
+                        "`{{{{#{name}}}}}` is not a block helper; call it as `{{{{{name} …}}}}` or in a subexpression",
+                        name = pure.name
+                    ));
+                }
+            } else if let Some(pure) = pure {
+                // Handlebars calls a helper whose name is written alone, even where a field of that name was meant
+                // (`{{#each spec.ranges}}{{min}}{{/each}}`): say so at load instead of failing at the first render.
+                problem(format!(
+                    "`{{{{{name}}}}}` calls the helper `{name}` with no arguments; to read a field named `{name}`, \
+                     write `{{{{this.{name}}}}}`",
+                    name = pure.name
+                ));
             }
             for parameter in helper.params.iter().chain(helper.hash.values()) {
                 if let Parameter::Subexpression(sub) = parameter {
@@ -811,8 +831,8 @@ impl HelperDef for NodeHelper {
                 .unwrap_or_default()
                 .to_string(),
             (None, None) => match name.as_str() {
-                "json" => helper_json(&[value]),
-                "yaml" => helper_yaml(&[value]),
+                "json" | "toJson" => helper_json(&[value]),
+                "yaml" | "toYaml" => helper_yaml(&[value]),
                 _ => helper_quote(&[value]),
             }
             .map_err(failed)?
