@@ -620,3 +620,39 @@ fn a_helper_name_alone_is_caught_at_load() {
             .contains("not a block helper")
     );
 }
+
+/// The examples of the helper table in docs/rule-language.md, with literal arguments, give what it says.
+#[test]
+fn documented_examples_render_as_documented() {
+    let data = json!({"metadata": {"name": "web"}});
+    for (source, expected) in [
+        ("{{add 1 2 3}}", "6"),
+        ("{{add 1 0.5}}", "1.5"),
+        ("{{div 7 2}} {{div 7.0 2}}", "3 3.5"),
+        ("{{mod 7 3}} {{mod -7 3}}", "1 -1"),
+        ("{{len \"héllo\"}}", "5"),
+        ("{{#each (split \"a,b\" \",\")}}<{{this}}>{{/each}}", "<a><b>"),
+        ("{{replace \"a.b.c\" \".\" \"-\"}}", "a-b-c"),
+        ("{{trim \"  a b \\n\"}}", "a b"),
+        (
+            "{{substr \"kubernetes\" 0 4}} {{substr \"kubernetes\" 4}}",
+            "kube rnetes",
+        ),
+        ("{{title \"hello wide-world\"}}", "Hello Wide-World"),
+        ("{{format \"%s-%03d\" metadata.name 7}}", "web-007"),
+        (
+            "{{parseInt \"42\"}} {{parseInt \"ff\" 16}} {{parseFloat \"2.5\"}}",
+            "42 255 2.5",
+        ),
+        ("{{sha1 \"abc\"}}", "a9993e364706816aba3e25717850c26c9cd0d89d"),
+        ("{{fnv64a \"a\"}}", "af63dc4c8601ec8c"),
+        ("{{b64enc \"é\"}}", "w6k="),
+        ("{{cidrSubnet \"10.0.0.0/16\" 8 2}}", "10.0.2.0/24"),
+        (
+            "{{cidrSubnet \"fd00:fd12:3456:7890::/56\" 16 162}}",
+            "fd00:fd12:3456:7800:a200::/72",
+        ),
+    ] {
+        assert_eq!(render(source, data.clone()).as_deref(), Ok(expected), "{source}");
+    }
+}
