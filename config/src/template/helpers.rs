@@ -13,64 +13,23 @@ use super::MAX_RENDERED_BYTES;
 use crate::jsonpath::CompiledPath;
 
 /// Helpers available in templates (besides Handlebars' built-ins `if`, `unless`, `each`, `with`, `lookup`,
-/// `eq`, `ne`, `gt`, `gte`, `lt`, `lte`, `and`, `or`, `not`). The names of [`PureHelper::ALL`], in its order.
+/// `eq`, `ne`, `gt`, `gte`, `lt`, `lte`, `and`, `or`, `not`), in the order of the helper table.
+#[rustfmt::skip]
 pub const HELPERS: &[&str] = &[
-    "json",
-    "yaml",
-    "default",
-    "jsonpath",
-    "b64enc",
-    "b64dec",
-    "sha256",
-    "lower",
-    "upper",
-    "trunc",
-    "quote",
-    "indent",
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "mod",
-    "min",
-    "max",
-    "len",
-    "split",
-    "join",
-    "replace",
-    "trim",
-    "substr",
-    "hasPrefix",
-    "hasSuffix",
-    "contains",
-    "title",
-    "format",
-    "toString",
-    "parseInt",
-    "parseFloat",
-    "first",
-    "last",
-    "index",
-    "keys",
-    "values",
-    "sort",
-    "uniq",
-    "slice",
-    "merge",
-    "dig",
-    "sha1",
-    "fnv64a",
-    "toJson",
-    "fromJson",
-    "toYaml",
+    "json", "yaml", "default", "jsonpath", "b64enc", "b64dec", "sha256", "lower", "upper", "trunc", "quote", "indent",
+    "add", "sub", "mul", "div", "mod", "min", "max",
+    "len", "split", "join", "replace", "trim", "substr", "hasPrefix", "hasSuffix", "contains", "title", "format",
+    "toString", "parseInt", "parseFloat",
+    "first", "last", "index", "keys", "values", "sort", "uniq", "slice", "merge", "dig",
+    "sha1", "fnv64a", "toJson", "fromJson", "toYaml",
     "cidrSubnet",
 ];
 
 /// Most arguments a variadic helper (`add`, `min`, `format`, `merge`, …) takes: far beyond any real call.
 const MAX_VARIADIC: usize = 16;
 
-/// Widest field and longest precision `format` writes: a width is a count the template (or data) chooses, so it
-/// is capped like `indent`'s.
+/// Widest field and longest precision `format` writes, and widest `indent`: a width is a count the template (or
+/// data) chooses, so it is capped.
 pub(super) const MAX_WIDTH: usize = 256;
 
 /// A helper that is a pure function of its arguments.
@@ -333,8 +292,8 @@ pub(super) fn helper_indent(args: &[Value]) -> Result<Value, String> {
     let width = args[0]
         .as_u64()
         .ok_or("the first argument must be the number of spaces")?;
-    if width > 256 {
-        return Err("indent width must be at most 256".to_string());
+    if width > MAX_WIDTH as u64 {
+        return Err(format!("indent width must be at most {MAX_WIDTH}"));
     }
     let pad = " ".repeat(usize::try_from(width).unwrap_or(0));
     let text = text_of(&args[1])?;

@@ -656,3 +656,18 @@ fn documented_examples_render_as_documented() {
         assert_eq!(render(source, data.clone()).as_deref(), Ok(expected), "{source}");
     }
 }
+
+/// `first`, `last` and `index` are helpers; `#each`'s `@first`, `@last`, `@index` and paths such as
+/// `../first` or `this.index` still read data.
+#[test]
+fn helper_names_leave_loop_variables_and_paths_alone() {
+    let data = json!({"l": [{"first": "a", "index": 1}, {"first": "b", "index": 2}], "first": "top"});
+    assert_eq!(
+        render(
+            "{{#each l}}{{#if @first}}F{{/if}}{{#if @last}}L{{/if}}{{@index}}{{this.first}}{{this.index}}{{../first}};{{/each}}",
+            data
+        )
+        .unwrap(),
+        "F0a1top;L1b2top;"
+    );
+}
