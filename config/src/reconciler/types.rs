@@ -119,8 +119,11 @@ pub struct ChildTemplate {
     #[schemars(regex(pattern = crate::common::IDENTIFIER_PATTERN))]
     pub id: String,
     /// Handlebars template producing one Kubernetes object as YAML (apiVersion, kind and metadata.name
-    /// required). Strict: a missing field is an error. Helpers: json, yaml, default, jsonpath, b64enc,
-    /// b64dec, sha256, lower, upper, trunc, quote, indent.
+    /// required). Strict: a missing field is an error. Helpers (docs/rule-language.md#templates): json, yaml,
+    /// default, jsonpath, b64enc, b64dec, sha256, lower, upper, trunc, quote, indent; add, sub, mul, div, mod,
+    /// min, max; len, split, join, replace, trim, substr, hasPrefix, hasSuffix, contains, title, format,
+    /// toString, parseInt, parseFloat; first, last, index, keys, values, sort, uniq, slice, merge, dig; sha1,
+    /// fnv64a, toJson, fromJson, toYaml; cidrSubnet.
     pub template: String,
     /// JSONPath over the child; the child is ready when it yields a value that is not `false`, `null` or
     /// empty. Without it a child is ready once applied. Children that read this one (`children.<id>` in their

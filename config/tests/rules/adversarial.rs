@@ -223,6 +223,15 @@ fn no_payload_changes_the_structure_of_the_adversarial_rules() {
     assert_structure_holds(rule, &parent, &Map::new());
 }
 
+/// Helpers compute new text from the payloads (newlines, `: `, quotes, brackets); it still fills in scalars.
+#[test]
+fn no_payload_changes_the_structure_through_helpers() {
+    let rules = load("tests/rules/adversarial/helpers.yaml");
+    let rule = reconciler(&rules, "helper-values");
+    let parent = configmap("tenant-a", "web", json!({ "team": "t-a", "note": "n,m" }));
+    assert_structure_holds(rule, &parent, &Map::new());
+}
+
 #[test]
 fn no_payload_changes_the_structure_of_any_example_or_valid_rule() {
     let fixtures: Vec<(&str, Value)> = vec![

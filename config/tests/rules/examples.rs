@@ -25,6 +25,7 @@ fn every_example_loads() {
             "cron-tab.stable.example.com",
             "crontab-to-cronjob",
             "my-scheduler",
+            "network-plan",
             "service-certificate",
             "pod2s.samples.ruleplane.dev",
             "pod2-runner",

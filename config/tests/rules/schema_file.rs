@@ -50,3 +50,25 @@ fn every_diagnostic_code_is_documented() {
         .collect();
     assert!(missing.is_empty(), "docs/rule-language.md lacks the codes {missing:?}");
 }
+
+/// Every template helper has a row in the reference's helper table and is named in the schema's description of
+/// a template (what editors show).
+#[test]
+fn every_template_helper_is_documented() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/rule-language.md");
+    let reference = std::fs::read_to_string(&path).expect("docs/rule-language.md");
+    let schema = serde_json::to_string(&ruleplane_config::rule_language_schema())
+        .expect("serializes")
+        .replace("\\n", " ");
+    let words: std::collections::HashSet<&str> = schema.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+    for helper in ruleplane_config::HELPERS {
+        assert!(
+            reference.contains(&format!("| `{helper}`")) || reference.contains(&format!("/ `{helper}` |")),
+            "docs/rule-language.md has no row for the helper `{helper}`"
+        );
+        assert!(
+            words.contains(helper),
+            "the template description does not name `{helper}`"
+        );
+    }
+}
