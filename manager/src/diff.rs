@@ -14,7 +14,7 @@ use ruleplane_config::object_diff::yaml;
 use ruleplane_config::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_UID_LABEL, RULE_LABEL};
 use ruleplane_config::provenance::{ChildSigner, SIGNING_KEY_SECRET};
 use ruleplane_config::{
-    ObjectKey, ParentPreview, Reconciler, RuleSet, Scopes, builtin_kind, find_lookup_object, gather_lookups,
+    KindRef, ObjectKey, ParentPreview, Reconciler, RuleSet, Scopes, builtin_kind, find_lookup_object, gather_lookups,
     preview_parent, render_lookup_target,
 };
 use serde_json::Value;
@@ -217,11 +217,14 @@ async fn diff_rule(
     });
     let parents = typed_values(selected.collect(), &parent_resource);
     // This rule's children of every kind it renders, by parent UID: one list request per kind.
-    let mut scopes: HashMap<(String, String), bool> = HashMap::new();
+    let mut scopes: HashMap<KindRef, bool> = HashMap::new();
     let mut children_by_parent: HashMap<String, Vec<Value>> = HashMap::new();
-    let mut child_resources: HashMap<(String, String), ApiResource> = HashMap::new();
+    let mut child_resources: HashMap<KindRef, ApiResource> = HashMap::new();
     for child in rule.children() {
-        let kind = (child.api_version.clone(), child.kind.clone());
+        let kind = KindRef {
+            api_version: child.api_version.clone(),
+            kind: child.kind.clone(),
+        };
         if scopes.contains_key(&kind) {
             continue;
         }
@@ -249,7 +252,10 @@ async fn diff_rule(
     }
     let child_namespaced = |api_version: &str, kind: &str| {
         scopes
-            .get(&(api_version.to_string(), kind.to_string()))
+            .get(&KindRef {
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+            })
             .copied()
             .or_else(|| builtin_kind(api_version, kind).map(|k| k.namespaced))
             .unwrap_or(true)
@@ -262,18 +268,22 @@ async fn diff_rule(
         status: writes_status.then_some(status_subresource),
     };
     // Each lookup kind discovered once, each lookup target read once per run.
-    let mut lookup_resources: HashMap<(String, String), Option<ApiResource>> = HashMap::new();
+    let mut lookup_resources: HashMap<KindRef, Option<ApiResource>> = HashMap::new();
     for lookup in rule.lookups() {
-        let kind = (lookup.spec.api_version.clone(), lookup.spec.kind.clone());
+        let kind = KindRef {
+            api_version: lookup.spec.api_version.clone(),
+            kind: lookup.spec.kind.clone(),
+        };
         if let std::collections::hash_map::Entry::Vacant(entry) = lookup_resources.entry(kind) {
-            let (api_version, kind) = entry.key();
+            let KindRef { api_version, kind } = entry.key();
             let found = discover(discovery, api_version, kind)
                 .await?
                 .map(|(resource, _)| resource);
             entry.insert(found);
         }
     }
-    let mut lookup_cache: HashMap<(String, String, Option<String>, String), Option<Value>> = HashMap::new();
+    // A looked-up object by kind, namespace and name: read once however many parents read it.
+    let mut lookup_cache: HashMap<(KindRef, Option<String>, String), Option<Value>> = HashMap::new();
     for parent in &parents {
         totals.parents += 1;
         let uid = parent
@@ -286,14 +296,13 @@ async fn diff_rule(
             let Ok((object_name, namespace)) = render_lookup_target(lookup, parent) else {
                 continue; // the render below reports the same error
             };
-            let key = (
-                lookup.spec.api_version.clone(),
-                lookup.spec.kind.clone(),
-                namespace.clone(),
-                object_name.clone(),
-            );
+            let kind = KindRef {
+                api_version: lookup.spec.api_version.clone(),
+                kind: lookup.spec.kind.clone(),
+            };
+            let key = (kind.clone(), namespace.clone(), object_name.clone());
             if !lookup_cache.contains_key(&key) {
-                let resource = &lookup_resources[&(key.0.clone(), key.1.clone())];
+                let resource = &lookup_resources[&kind];
                 let found = match resource {
                     Some(resource) => api(client, resource, namespace.as_deref())
                         .get_opt(&object_name)
@@ -353,7 +362,7 @@ async fn conflicts(
     uid: &str,
     signer: &ChildSigner,
     preview: &ParentPreview,
-    resources: &HashMap<(String, String), ApiResource>,
+    resources: &HashMap<KindRef, ApiResource>,
 ) -> anyhow::Result<Vec<ObjectKey>> {
     let mut found = Vec::new();
     if rule.spec.adopt {
@@ -361,7 +370,11 @@ async fn conflicts(
     }
     for child in &preview.create {
         let Some(key) = ObjectKey::of(child) else { continue };
-        let Some(resource) = resources.get(&(key.api_version.clone(), key.kind.clone())) else {
+        let kind = KindRef {
+            api_version: key.api_version.clone(),
+            kind: key.kind.clone(),
+        };
+        let Some(resource) = resources.get(&kind) else {
             continue;
         };
         let existing = api(client, resource, key.namespace.as_deref())

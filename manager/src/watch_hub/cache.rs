@@ -9,6 +9,7 @@ use kube::api::DynamicObject;
 use kube::ResourceExt;
 use tracing::warn;
 
+use super::ObjectName;
 use super::index::LabelIndex;
 
 /// How a watch's cache keeps its objects.
@@ -96,10 +97,16 @@ impl ObjectCache {
     }
 
     /// The namespace and name a cache key stands for (neither may contain a `/`).
-    fn split_key(key: &str) -> (Option<String>, String) {
+    fn split_key(key: &str) -> ObjectName {
         match key.split_once('/') {
-            Some((namespace, name)) => (Some(namespace.to_owned()), name.to_owned()),
-            None => (None, key.to_owned()),
+            Some((namespace, name)) => ObjectName {
+                namespace: Some(namespace.to_owned()),
+                name: name.to_owned(),
+            },
+            None => ObjectName {
+                namespace: None,
+                name: key.to_owned(),
+            },
         }
     }
 
@@ -177,7 +184,7 @@ impl ObjectCache {
 
     /// The namespaces and names of the cached objects whose two index labels have these values (none if this
     /// cache keeps no index).
-    pub fn labelled(&self, values: [&str; 2]) -> Vec<(Option<String>, String)> {
+    pub fn labelled(&self, values: [&str; 2]) -> Vec<ObjectName> {
         let contents = self.contents.read().unwrap_or_else(|e| e.into_inner());
         let Some(index) = contents.index.as_ref() else {
             return Vec::new();

@@ -24,11 +24,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
 use tracing::{debug, warn};
 
 use crate::metrics::WatchMetrics;
@@ -60,6 +60,44 @@ impl KindKey {
             metadata_only: false,
             indexed_by: None,
             storage: Storage::Compact,
+        }
+    }
+}
+
+/// Where an object stands: its namespace (`None` for a cluster-scoped kind) and its name — a parent, a cached
+/// object's place.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ObjectName {
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectName {
+    /// Where `object` stands.
+    pub fn of(object: &DynamicObject) -> Self {
+        ObjectName {
+            namespace: object.namespace(),
+            name: object.name_any(),
+        }
+    }
+}
+
+/// One object of one shared watch: the identity the Reconciler's own-writes bookkeeping and lookup readers share.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct WatchedObject {
+    /// The watch it is cached in.
+    pub watch: KindKey,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl WatchedObject {
+    /// `object` as cached by the watch `watch`.
+    pub fn of(watch: &KindKey, object: &DynamicObject) -> Self {
+        WatchedObject {
+            watch: watch.clone(),
+            namespace: object.namespace(),
+            name: object.name_any(),
         }
     }
 }

@@ -184,9 +184,9 @@ fn an_indexed_cache_finds_objects_by_two_label_values_through_changes_deletions_
             .store
             .labelled([rule, parent])
             .into_iter()
-            .map(|(namespace, name)| {
-                assert_eq!(namespace.as_deref(), Some("default"));
-                name
+            .map(|place| {
+                assert_eq!(place.namespace.as_deref(), Some("default"));
+                place.name
             })
             .collect();
         names.sort();

@@ -126,8 +126,7 @@ pub(super) async fn finalize(
     let plan = {
         let child_namespaced = |api_version: &str, kind: &str| {
             reconciler
-                .children
-                .get(&(api_version.to_owned(), kind.to_owned()))
+                .child_watch(api_version, kind)
                 .is_none_or(|watched| watched.namespaced)
         };
         let scopes = Scopes {

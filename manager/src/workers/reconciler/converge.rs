@@ -36,8 +36,7 @@ impl ParentReconciler {
             ..
         } = {
             let child_namespaced = |api_version: &str, kind: &str| {
-                self.children
-                    .get(&(api_version.to_owned(), kind.to_owned()))
+                self.child_watch(api_version, kind)
                     .is_none_or(|watched| watched.namespaced)
             };
             let scopes = Scopes {

@@ -13,23 +13,24 @@ use std::sync::{Arc, Mutex};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::{Client, ResourceExt};
 use prometheus_client::metrics::gauge::Gauge;
-use ruleplane_config::{Lookup, Reconciler, gather_lookups};
+use ruleplane_config::{KindRef, Lookup, Reconciler, gather_lookups};
 use serde_json::{Map, Value};
 
 use super::{ParentKey, ReconcilerError, Served, discover};
 use crate::context::WorkerError;
 use crate::kube_client::KindDiscovery;
-use crate::watch_hub::{Change, KindKey, SharedWatch, WatchHub, strip_managed_fields};
+use crate::watch_hub::{Change, KindKey, SharedWatch, WatchHub, WatchedObject, strip_managed_fields};
 
-/// A looked-up object: the watch that sees it, its namespace and name.
-pub(super) type LookedUp = (KindKey, Option<String>, String);
-
-/// The watch a lookup reads: `apiVersion`, `kind`, and its name when that is fixed (not a template).
-type LookupWatchKey = (String, String, Option<String>);
+/// The watch a lookup reads: its kind, and its name when that is fixed (not a template).
+type LookupWatchKey = (KindRef, Option<String>);
 
 fn lookup_watch_key(lookup: &Lookup) -> LookupWatchKey {
     let literal = (!lookup.name.contains("{{")).then(|| lookup.name.clone());
-    (lookup.api_version.clone(), lookup.kind.clone(), literal)
+    let kind = KindRef {
+        api_version: lookup.api_version.clone(),
+        kind: lookup.kind.clone(),
+    };
+    (kind, literal)
 }
 
 /// One lookup kind's watch, and where its objects' content comes from.
@@ -70,9 +71,9 @@ struct Fetched {
 #[derive(Default)]
 struct Readers {
     /// Which parents read each object.
-    of_object: HashMap<LookedUp, HashSet<ParentKey>>,
+    of_object: HashMap<WatchedObject, HashSet<ParentKey>>,
     /// What each parent read at its last reconcile.
-    of_parent: HashMap<ParentKey, Vec<LookedUp>>,
+    of_parent: HashMap<ParentKey, Vec<WatchedObject>>,
 }
 
 /// One Reconciler rule's lookups.
@@ -80,7 +81,7 @@ pub(super) struct Lookups {
     watches: HashMap<LookupWatchKey, LookupWatch>,
     readers: Mutex<Readers>,
     /// Content of objects read through identity-only watches, only while some parent reads them.
-    fetched: Mutex<HashMap<LookedUp, Fetched>>,
+    fetched: Mutex<HashMap<WatchedObject, Fetched>>,
     /// How many objects `fetched` holds (`ruleplane_lookup_contents`).
     kept: Gauge,
 }
@@ -100,7 +101,7 @@ impl Lookups {
             if watches.contains_key(&key) {
                 continue;
             }
-            let (api_version, kind, literal_name) = &key;
+            let (KindRef { api_version, kind }, literal_name) = &key;
             let Served {
                 resource, namespaced, ..
             } = discover(discovery, rule, api_version, kind).await?;
@@ -146,7 +147,11 @@ impl Lookups {
         let mut missing = Vec::new();
         let lookups = gather_lookups(rule, parent, |lookup, name, namespace| {
             let watched = self.watches.get(&lookup_watch_key(lookup))?;
-            let read = (watched.watch.key.clone(), namespace.map(str::to_owned), name.to_owned());
+            let read = WatchedObject {
+                watch: watched.watch.key.clone(),
+                namespace: namespace.map(str::to_owned),
+                name: name.to_owned(),
+            };
             reads.push(read.clone());
             let Some(fetch) = &watched.fetch else {
                 return watched.watch.get_value(namespace, name);
@@ -172,9 +177,9 @@ impl Lookups {
         }
         // What this reconcile fetched, held here too: another parent that stops reading an object may drop it
         // from the shared map before this parent is recorded as its reader.
-        let mut just_read: HashMap<LookedUp, Option<Arc<Value>>> = HashMap::new();
+        let mut just_read: HashMap<WatchedObject, Option<Arc<Value>>> = HashMap::new();
         for (read, fetch) in missing {
-            let (_, namespace, name) = &read;
+            let WatchedObject { namespace, name, .. } = &read;
             match fetch.get(namespace.as_deref(), name).await? {
                 Some(object) => {
                     let resource_version = object
@@ -208,7 +213,11 @@ impl Lookups {
             if watched.fetch.is_none() {
                 return watched.watch.get_value(namespace, name);
             }
-            let read = (watched.watch.key.clone(), namespace.map(str::to_owned), name.to_owned());
+            let read = WatchedObject {
+                watch: watched.watch.key.clone(),
+                namespace: namespace.map(str::to_owned),
+                name: name.to_owned(),
+            };
             match just_read.get(&read) {
                 Some(object) => object.as_deref().cloned(),
                 None => fetched.get(&read).map(|content| (*content.object).clone()),
@@ -220,14 +229,14 @@ impl Lookups {
     }
 
     /// Records what `key` read now, forgetting what it read before and no longer does.
-    fn remember(&self, key: &ParentKey, reads: Vec<LookedUp>) {
+    fn remember(&self, key: &ParentKey, reads: Vec<WatchedObject>) {
         let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
         let before = readers.of_parent.remove(key).unwrap_or_default();
         for read in &reads {
             readers.of_object.entry(read.clone()).or_default().insert(key.clone());
         }
-        let now: HashSet<&LookedUp> = reads.iter().collect();
-        let unread: Vec<LookedUp> = before.into_iter().filter(|read| !now.contains(read)).collect();
+        let now: HashSet<&WatchedObject> = reads.iter().collect();
+        let unread: Vec<WatchedObject> = before.into_iter().filter(|read| !now.contains(read)).collect();
         if !reads.is_empty() {
             readers.of_parent.insert(key.clone(), reads);
         }
@@ -241,7 +250,7 @@ impl Lookups {
         self.stop_reading(&mut readers, key, reads);
     }
 
-    fn stop_reading(&self, readers: &mut Readers, key: &ParentKey, reads: Vec<LookedUp>) {
+    fn stop_reading(&self, readers: &mut Readers, key: &ParentKey, reads: Vec<WatchedObject>) {
         for read in reads {
             let Some(parents) = readers.of_object.get_mut(&read) else {
                 continue;
@@ -261,7 +270,7 @@ impl Lookups {
         let Some(object) = change.object() else {
             return Vec::new();
         };
-        let read = (kind.clone(), object.namespace(), object.name_any());
+        let read = WatchedObject::of(kind, object);
         if matches!(change, Change::Deleted(_)) {
             self.keep(|fetched| {
                 fetched.remove(&read);
@@ -276,7 +285,7 @@ impl Lookups {
     }
 
     /// Changes what is kept, and says how much that is.
-    fn keep(&self, change: impl FnOnce(&mut HashMap<LookedUp, Fetched>)) {
+    fn keep(&self, change: impl FnOnce(&mut HashMap<WatchedObject, Fetched>)) {
         let mut fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
         change(&mut fetched);
         self.kept.set(i64::try_from(fetched.len()).unwrap_or(i64::MAX));

@@ -21,7 +21,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::Scope;
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
 use ruleplane_config::{
-    ObjectKey, Reconciler, RenderError, compute_status, is_own_child, next_status, parent_conditions,
+    KindRef, ObjectKey, Reconciler, RenderError, compute_status, is_own_child, next_status, parent_conditions,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -31,30 +31,17 @@ use crate::context::WorkerContext;
 use crate::context::WorkerError;
 use crate::kube_client::KindDiscovery;
 use crate::runner::{Action, Reconcile, ReconcileError, Reconciled, Requeue, Runner};
-use crate::watch_hub::{Change, KindKey, SharedWatch};
+use crate::watch_hub::{Change, KindKey, ObjectName, SharedWatch, WatchedObject};
 use crate::workers::resource_definition::{DeclaredKind, served_as_declared};
-use writes::{EventNews, OwnWrites, WatchedObject};
+use writes::{EventNews, OwnWrites};
 
 const KIND: &str = "Reconciler";
 /// Children are watched only where Ruleplane's label is: the rest of the cluster's objects of those kinds
 /// are never cached.
 const CHILD_SELECTOR: &str = "app.kubernetes.io/managed-by=ruleplane";
 
-/// A parent object: namespace (for namespaced kinds) and name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ParentKey {
-    pub namespace: Option<String>,
-    pub name: String,
-}
-
-impl ParentKey {
-    fn of(object: &DynamicObject) -> ParentKey {
-        ParentKey {
-            namespace: object.namespace(),
-            name: object.name_any(),
-        }
-    }
-}
+/// A parent: where it stands (the runner's key).
+pub type ParentKey = ObjectName;
 
 /// A watched kind with what discovery says about it.
 struct Watched {
@@ -123,7 +110,7 @@ pub struct ParentReconciler {
     ctx: WorkerContext,
     parent: Watched,
     /// Child watches by `apiVersion`/`kind` of the templates.
-    children: BTreeMap<(String, String), Watched>,
+    children: BTreeMap<KindRef, Watched>,
     /// What the templates read from other objects, and who read what.
     lookups: lookups::Lookups,
     /// Whether the parent's status is ours to write (kinds declared by ResourceDefinitions, not built-ins).
@@ -202,7 +189,10 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
     };
     let mut children = BTreeMap::new();
     for child in rule.children().iter().chain(rule.finalize_children()) {
-        let kind = (child.api_version.clone(), child.kind.clone());
+        let kind = KindRef {
+            api_version: child.api_version.clone(),
+            kind: child.kind.clone(),
+        };
         if children.contains_key(&kind) {
             continue;
         }
@@ -374,11 +364,15 @@ impl ParentReconciler {
         let mut seen = HashSet::new();
         let mut observed = Vec::new();
         for watched in self.children.values() {
-            for (namespace, name) in watched.watch.store.labelled([self.rule.name(), uid]) {
-                let object = (watched.watch.key.clone(), namespace, name);
+            for place in watched.watch.store.labelled([self.rule.name(), uid]) {
+                let object = WatchedObject {
+                    watch: watched.watch.key.clone(),
+                    namespace: place.namespace,
+                    name: place.name,
+                };
                 let value = match self.writes.written(&object) {
                     Some(written) => Some((*written).clone()),
-                    None => watched.watch.get_value(object.1.as_deref(), &object.2),
+                    None => watched.watch.get_value(object.namespace.as_deref(), &object.name),
                 };
                 let Some(value) = value else { continue };
                 seen.insert(object);
@@ -386,8 +380,8 @@ impl ParentReconciler {
             }
         }
         let child_kinds: HashSet<&KindKey> = self.children.values().map(|w| &w.watch.key).collect();
-        let created = self.writes.written_where(|(kind, _, _), object| {
-            child_kinds.contains(kind)
+        let created = self.writes.written_where(|written, object| {
+            child_kinds.contains(&written.watch)
                 && object.pointer("/metadata/labels").is_some_and(|labels| {
                     labels[RULE_LABEL].as_str() == Some(self.rule.name())
                         && labels[PARENT_UID_LABEL].as_str() == Some(uid)
@@ -402,9 +396,16 @@ impl ParentReconciler {
         observed
     }
 
+    /// The watch of a child kind, if the rule has children of that kind.
+    fn child_watch(&self, api_version: &str, kind: &str) -> Option<&Watched> {
+        self.children.get(&KindRef {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+        })
+    }
+
     fn child_kind(&self, api_version: &str, kind: &str) -> Result<&Watched, ReconcilerError> {
-        self.children
-            .get(&(api_version.to_owned(), kind.to_owned()))
+        self.child_watch(api_version, kind)
             .ok_or_else(|| ReconcilerError::UnknownChildKind {
                 api_version: api_version.to_owned(),
                 kind: kind.to_owned(),
@@ -418,13 +419,21 @@ impl ParentReconciler {
 
     /// The parent object `key` as this worker's writes to it are concerned.
     fn parent_object(&self, key: &ParentKey) -> WatchedObject {
-        (self.parent.watch.key.clone(), key.namespace.clone(), key.name.clone())
+        WatchedObject {
+            watch: self.parent.watch.key.clone(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+        }
     }
 
     /// A child object as this worker's writes to it are concerned.
     fn child_object(&self, watched: &Watched, key: &ObjectKey) -> WatchedObject {
         let namespace = key.namespace.clone().filter(|_| watched.namespaced);
-        (watched.watch.key.clone(), namespace, key.name.clone())
+        WatchedObject {
+            watch: watched.watch.key.clone(),
+            namespace,
+            name: key.name.clone(),
+        }
     }
 
     /// The parent's status (projected fields, observedGeneration, conditions) to write, if it changed.
@@ -509,10 +518,7 @@ impl Reconcile for ParentReconciler {
             Change::Applied(object) => object.resource_version(),
             _ => None,
         };
-        let news = self.writes.event(
-            &(kind.clone(), object.namespace(), object.name_any()),
-            version.as_deref(),
-        ) == EventNews::News;
+        let news = self.writes.event(&WatchedObject::of(kind, object), version.as_deref()) == EventNews::News;
         let mut keys = BTreeSet::new();
         if news && *kind == self.parent.watch.key && self.selects(&object.metadata) {
             keys.insert(ParentKey::of(object));

@@ -8,7 +8,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
 use kube::runtime::watcher::Event;
 use ruleplane_config::ownership::{PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
-use ruleplane_config::{ChildApply, ObjectKey, Reconciler, Removal};
+use ruleplane_config::{ChildApply, KindRef, ObjectKey, Reconciler, Removal};
 use serde_json::{Value, json};
 
 use super::io::{AppliedChild, ChildChange};
@@ -148,7 +148,10 @@ async fn worker() -> ParentReconciler {
         namespaced: true,
     };
     let children = BTreeMap::from([(
-        ("v1".to_owned(), "ConfigMap".to_owned()),
+        KindRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        },
         Watched {
             watch: SharedWatch::indexed(config_maps(), &metrics, [RULE_LABEL, PARENT_UID_LABEL]),
             namespaced: true,
@@ -190,7 +193,7 @@ fn parent(data: Value, finalized: bool) -> (DynamicObject, Value) {
 
 /// The stored children arrive in the child watch, as their watch events would bring them.
 fn echo(worker: &ParentReconciler, recording: &Recording) {
-    let watch = &worker.children[&("v1".to_owned(), "ConfigMap".to_owned())].watch;
+    let watch = &worker.child_watch("v1", "ConfigMap").expect("watched").watch;
     for object in recording.stored.lock().unwrap().drain(..) {
         watch.apply(Event::Apply(serde_json::from_value(object).expect("object")));
     }

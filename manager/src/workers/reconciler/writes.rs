@@ -7,10 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::Value;
 
 use crate::runner::Requeue;
-use crate::watch_hub::KindKey;
-
-/// A watched object: its watch, namespace and name.
-pub(super) type WatchedObject = (KindKey, Option<String>, String);
+use crate::watch_hub::{KindKey, WatchedObject};
 
 enum OwnWrite<K> {
     /// Sent, not answered yet, by a reconcile of `parent`. Watch events for the object that arrive meanwhile are
@@ -157,8 +154,8 @@ impl<K> OwnWrites<K> {
     /// The watch of `kind` listed again: its cache is the truth for every object of the kind (the relist
     /// queues every parent; a write in flight is not trusted when answered).
     pub fn resynced(&self, kind: &KindKey) {
-        self.lock().retain(|(written_kind, _, _), write| match write {
-            _ if written_kind != kind => true,
+        self.lock().retain(|written, write| match write {
+            _ if written.watch != *kind => true,
             OwnWrite::InFlight { seen, .. } => {
                 seen.push(None);
                 true
@@ -209,13 +206,13 @@ mod tests {
     use serde_json::json;
 
     fn config_map(name: &str) -> WatchedObject {
-        (
-            KindKey::of(&kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
+        WatchedObject {
+            watch: KindKey::of(&kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
                 &(),
             )),
-            Some("ns".into()),
-            name.into(),
-        )
+            namespace: Some("ns".into()),
+            name: name.into(),
+        }
     }
 
     fn stored(version: &str) -> Value {
@@ -319,7 +316,7 @@ mod tests {
         writes.started("parent", a.clone());
         writes.answered(&a, &stored("8"), Some("7"));
         writes.started("parent", b.clone());
-        writes.resynced(&a.0);
+        writes.resynced(&a.watch);
         assert!(writes.written(&a).is_none(), "a relist drops what writes said");
         writes.answered(&b, &stored("9"), None);
         assert!(
