@@ -14,8 +14,8 @@ use ruleplane_config::object_diff::yaml;
 use ruleplane_config::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_UID_LABEL, RULE_LABEL};
 use ruleplane_config::provenance::{ChildSigner, SIGNING_KEY_SECRET};
 use ruleplane_config::{
-    KindRef, ObjectKey, ParentPreview, Reconciler, RuleSet, Scopes, builtin_kind, find_lookup_object, gather_lookups,
-    preview_parent, render_lookup_target,
+    KindRef, ObjectKey, ParentPreview, PlanInput, Reconciler, RuleSet, Scopes, builtin_kind, find_lookup_object,
+    gather_lookups, preview_parent, render_lookup_target,
 };
 use serde_json::Value;
 
@@ -319,7 +319,17 @@ async fn diff_rule(
         let preview = gather_lookups(rule, parent, |lookup, object_name, namespace| {
             find_lookup_object(&available, lookup, object_name, namespace)
         })
-        .and_then(|lookups| preview_parent(rule, parent, &lookups, &observed, &scopes, signer, &now()));
+        .and_then(|lookups| {
+            let input = PlanInput {
+                rule,
+                parent,
+                lookups: &lookups,
+                observed: &observed,
+                scopes: &scopes,
+                signer,
+            };
+            preview_parent(&input, &now())
+        });
         match preview {
             Err(error) => {
                 report.changes += 1;

@@ -12,7 +12,8 @@ mod warnings;
 
 pub(crate) use checks::check_reconciler;
 pub use parent_plan::{
-    DeletionPlan, ParentPlan, Removal, Scopes, declared_child_scope, observed_as_written, plan_deletion, plan_parent,
+    DeletionPlan, ParentPlan, PlanInput, Removal, Scopes, declared_child_scope, observed_as_written, plan_deletion,
+    plan_parent,
 };
 pub use plan::{
     ChildApply, ChildPlan, Condition, ObjectKey, Unrendered, attach_parent, child_id, contains, desired_status,

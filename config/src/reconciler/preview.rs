@@ -1,15 +1,13 @@
 //! What a Reconciler would do to one parent, without doing it (`ruleplane diff`): the worker's own render and
 //! plan, turned into created / changed (with a diff) / pruned children and the status change.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::parent_plan::{Scopes, plan_parent};
+use super::parent_plan::{PlanInput, plan_parent};
 use super::plan::{ObjectKey, contains, desired_status};
 use super::render::RenderError;
-use super::resolved::Reconciler;
 use crate::object_diff::{project, unified_diff, yaml};
 use crate::ownership::APPLIED_ANNOTATION;
-use crate::provenance::ChildSigner;
 
 /// The changes one parent would get.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -54,16 +52,15 @@ pub struct ChildChange {
 /// Renders `rule` for `parent` with its `lookups` (as [`super::gather_lookups`] returns them) and compares the
 /// result with the parent's `observed` children (the objects carrying this rule's and this parent's labels):
 /// [`plan_parent`], the worker's own decision, told as changes.
-pub fn preview_parent(
-    rule: &Reconciler,
-    parent: &Value,
-    lookups: &Map<String, Value>,
-    observed: &[Value],
-    scopes: &Scopes,
-    signer: &ChildSigner,
-    now: &str,
-) -> Result<ParentPreview, RenderError> {
-    let plan = plan_parent(rule, parent, lookups, observed, scopes, signer)?;
+pub fn preview_parent(input: &PlanInput, now: &str) -> Result<ParentPreview, RenderError> {
+    let PlanInput {
+        rule,
+        parent,
+        lookups,
+        scopes,
+        ..
+    } = *input;
+    let plan = plan_parent(input)?;
     let children_now = plan.children_after();
     let mut preview = ParentPreview {
         prune: plan.children.prune.clone(),
@@ -135,9 +132,11 @@ fn without_times(status: &Value) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Map, json};
 
     use super::*;
+    use crate::provenance::ChildSigner;
+    use crate::reconciler::{Reconciler, Scopes};
     use crate::rule_set::Rule;
 
     const RULE: &str = r#"apiVersion: ruleplane.dev/v1alpha1
@@ -172,16 +171,15 @@ spec:
             child_namespaced: &|_, _| true,
             status: None,
         };
-        preview_parent(
+        let input = PlanInput {
             rule,
             parent,
-            &Map::new(),
+            lookups: &Map::new(),
             observed,
-            &scopes,
-            &ChildSigner::Unsigned,
-            "2026-01-01T00:00:00Z",
-        )
-        .expect("renders")
+            scopes: &scopes,
+            signer: &ChildSigner::Unsigned,
+        };
+        preview_parent(&input, "2026-01-01T00:00:00Z").expect("renders")
     }
 
     /// What the apiserver returns for an applied child: what was sent, plus defaults and normalised values.

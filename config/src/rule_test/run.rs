@@ -10,7 +10,7 @@ use crate::object_diff::{is_subset, project, unified_diff, yaml};
 use crate::object_schema::KindSchemas;
 use crate::provenance::ChildSigner;
 use crate::reconciler::{
-    ObjectKey, Reconciler, Scopes, declared_child_scope, desired_status, find_lookup_object, gather_lookups,
+    ObjectKey, PlanInput, Reconciler, Scopes, declared_child_scope, desired_status, find_lookup_object, gather_lookups,
     observed_as_written, plan_parent, schema_diagnostics,
 };
 use crate::rule_set::{Rule, RuleSet};
@@ -102,7 +102,15 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
         find_lookup_object(available, lookup, name, namespace)
     })
     .and_then(|lookups| {
-        plan_parent(rule, parent, &lookups, &observed, &scopes, &ChildSigner::Unsigned).map(|plan| (plan, lookups))
+        let input = PlanInput {
+            rule,
+            parent,
+            lookups: &lookups,
+            observed: &observed,
+            scopes: &scopes,
+            signer: &ChildSigner::Unsigned,
+        };
+        plan_parent(&input).map(|plan| (plan, lookups))
     });
     let (plan, lookups) = match (planned, error) {
         (Err(failure), Some(expected)) if failure.to_string().contains(expected.as_str()) => return Vec::new(),

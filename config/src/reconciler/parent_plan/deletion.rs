@@ -3,10 +3,9 @@
 
 use serde_json::{Map, Value};
 
-use super::{Scopes, own_children};
+use super::PlanInput;
 use crate::ownership::is_retained;
-use crate::provenance::ChildSigner;
-use crate::reconciler::plan::{ChildPlan, ObjectKey, Unrendered, attach_parent, child_id, plan_children};
+use crate::reconciler::plan::{ChildPlan, ObjectKey, Unrendered, child_id, plan_children};
 use crate::reconciler::render::{RenderError, render_finalize_children};
 use crate::reconciler::resolved::Reconciler;
 
@@ -51,28 +50,17 @@ impl DeletionPlan {
     }
 }
 
-/// Plans the deletion of `parent` (it carries the rule's finalizer) from its `observed` objects (found by the
-/// rule's and the parent's labels; only those that pass the identity check count).
-pub fn plan_deletion(
-    rule: &Reconciler,
-    parent: &Value,
-    lookups: &Map<String, Value>,
-    observed: &[Value],
-    scopes: &Scopes,
-    signer: &ChildSigner,
-) -> Result<DeletionPlan, RenderError> {
-    let observed = own_children(rule, parent, observed, scopes, signer);
+/// Plans the deletion of the parent (it carries the rule's finalizer).
+pub fn plan_deletion(input: &PlanInput) -> Result<DeletionPlan, RenderError> {
+    let PlanInput {
+        rule, parent, lookups, ..
+    } = *input;
+    let observed = input.own_children();
     let finalize = if rule.finalize_children().is_empty() {
         ChildPlan::default()
     } else {
         let mut finals = render_finalize_children(rule, parent, lookups)?;
-        for child in &mut finals {
-            let namespaced = (scopes.child_namespaced)(
-                child["apiVersion"].as_str().unwrap_or_default(),
-                child["kind"].as_str().unwrap_or_default(),
-            );
-            attach_parent(child, parent, scopes.parent_namespaced, namespaced, signer);
-        }
+        input.attach(&mut finals);
         plan_children(finals, &observed, |_| Unrendered::Keep)
     };
     let order: Vec<&str> = rule.children_in_order().rev().map(|c| c.id.as_str()).collect();

@@ -56,6 +56,54 @@ pub fn declared_child_scope(rule: &Reconciler) -> impl Fn(&str, &str) -> bool + 
     }
 }
 
+/// What one parent's plan is decided from: the rule, the parent as observed, its lookups (as
+/// [`super::gather_lookups`] returns them), the objects found by the rule's and the parent's labels (only those
+/// that pass the identity check count), how the kinds are served, and the key children are signed and proven with.
+pub struct PlanInput<'a> {
+    pub rule: &'a Reconciler,
+    pub parent: &'a Value,
+    pub lookups: &'a Map<String, Value>,
+    pub observed: &'a [Value],
+    pub scopes: &'a Scopes<'a>,
+    pub signer: &'a ChildSigner,
+}
+
+impl PlanInput<'_> {
+    /// Of the observed objects, those that pass the identity check.
+    fn own_children(&self) -> Vec<Value> {
+        self.observed
+            .iter()
+            .filter(|child| {
+                is_own_child(
+                    self.rule,
+                    self.parent,
+                    self.scopes.parent_namespaced,
+                    child,
+                    self.signer,
+                )
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Marks rendered children as the parent's (labels, annotation, owner reference where allowed, signature).
+    fn attach(&self, children: &mut [Value]) {
+        for child in children {
+            let namespaced = (self.scopes.child_namespaced)(
+                child["apiVersion"].as_str().unwrap_or_default(),
+                child["kind"].as_str().unwrap_or_default(),
+            );
+            attach_parent(
+                child,
+                self.parent,
+                self.scopes.parent_namespaced,
+                namespaced,
+                self.signer,
+            );
+        }
+    }
+}
+
 /// Everything one reconcile of one parent decides before writing.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ParentPlan {
@@ -143,34 +191,20 @@ pub fn observed_as_written(
     object
 }
 
-/// Renders `rule` for `parent` with its `lookups` (as [`super::gather_lookups`] returns them), keeps of the
-/// `observed` objects (found by the rule's and the parent's labels) those that are really this parent's
-/// children, and decides what to write.
-pub fn plan_parent(
-    rule: &Reconciler,
-    parent: &Value,
-    lookups: &Map<String, Value>,
-    observed: &[Value],
-    scopes: &Scopes,
-    signer: &ChildSigner,
-) -> Result<ParentPlan, RenderError> {
-    let observed = own_children(rule, parent, observed, scopes, signer);
+/// Renders the rule for the parent, keeps of the observed objects those that are really the parent's children,
+/// and decides what to write.
+pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
+    let PlanInput {
+        rule, parent, lookups, ..
+    } = *input;
+    let observed = input.own_children();
     let observed_by_id: Map<String, Value> = observed
         .iter()
         .filter_map(|child| Some((child_id(child)?.to_string(), child.clone())))
         .collect();
     let mut rendered = render_children_observing(rule, parent, lookups, &observed_by_id)?;
-    let desired: Vec<Value> = std::mem::take(&mut rendered.children)
-        .into_iter()
-        .map(|mut child| {
-            let namespaced = (scopes.child_namespaced)(
-                child["apiVersion"].as_str().unwrap_or_default(),
-                child["kind"].as_str().unwrap_or_default(),
-            );
-            attach_parent(&mut child, parent, scopes.parent_namespaced, namespaced, signer);
-            child
-        })
-        .collect();
+    let mut desired = std::mem::take(&mut rendered.children);
+    input.attach(&mut desired);
     let needs_finalizer = !rule.finalize_children().is_empty()
         || desired
             .iter()
@@ -195,21 +229,6 @@ pub fn plan_parent(
         excluded: rendered.excluded,
         observed: observed_by_id,
     })
-}
-
-/// Of the objects found by the rule's and the parent's labels, those that pass the identity check.
-fn own_children(
-    rule: &Reconciler,
-    parent: &Value,
-    observed: &[Value],
-    scopes: &Scopes,
-    signer: &ChildSigner,
-) -> Vec<Value> {
-    observed
-        .iter()
-        .filter(|child| is_own_child(rule, parent, scopes.parent_namespaced, child, signer))
-        .cloned()
-        .collect()
 }
 
 #[cfg(test)]

@@ -59,7 +59,15 @@ fn plan(rule: &Reconciler, parent: &Value, observed: &[Value]) -> ParentPlan {
         child_namespaced: &namespaced,
         status: None,
     };
-    plan_parent(rule, parent, &Map::new(), observed, &scopes, &ChildSigner::Unsigned).expect("plans")
+    let input = PlanInput {
+        rule,
+        parent,
+        lookups: &Map::new(),
+        observed,
+        scopes: &scopes,
+        signer: &ChildSigner::Unsigned,
+    };
+    plan_parent(&input).expect("plans")
 }
 
 /// What the apiserver holds after applying `object`: it plus a uid.
@@ -274,8 +282,15 @@ fn a_deletion_applies_finalize_children_then_removes_the_others_in_reverse_depen
         child_namespaced: &namespaced,
         status: None,
     };
-    let deletion =
-        plan_deletion(rule, &parent, &Map::new(), &observed, &scopes, &ChildSigner::Unsigned).expect("plans");
+    let input = PlanInput {
+        rule,
+        parent: &parent,
+        lookups: &Map::new(),
+        observed: &observed,
+        scopes: &scopes,
+        signer: &ChildSigner::Unsigned,
+    };
+    let deletion = plan_deletion(&input).expect("plans");
     assert_eq!(deletion.finalize.apply.len(), 1);
     assert_eq!(deletion.finalize.apply[0].key.name, "web-backup");
     assert!(

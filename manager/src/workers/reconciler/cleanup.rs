@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use ruleplane_config::ownership::{LEGACY_CLEANUP_FINALIZER, cleanup_finalizer};
-use ruleplane_config::{Reconciler, Scopes, plan_deletion};
+use ruleplane_config::{PlanInput, Reconciler, plan_deletion};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -78,31 +78,25 @@ fn finalizer_api(ctx: &WorkerContext, resource: &kube::api::ApiResource, parent:
     }
 }
 
-/// Puts this rule's finalizer on the parent; the shared finalizer of earlier versions goes once this rule's own is
-/// on (a rule on the same kind that has not added its own yet does so on its next pass: every parent is
-/// reconciled when a worker starts). The plan says when (`add_finalizer`).
-pub(super) async fn add_finalizer(
+/// Puts this rule's finalizer on the parent (`add`), or takes it off; either way the shared finalizer of earlier
+/// versions goes (a rule on the same kind that has not added its own yet does so on its next pass: every parent
+/// is reconciled when a worker starts). The plans say when.
+pub(super) async fn change_finalizer(
     reconciler: &ParentReconciler,
     parent: &DynamicObject,
+    add: bool,
 ) -> Result<(), ReconcilerError> {
     let api = finalizer_api(&reconciler.ctx, &reconciler.parent.watch.resource, parent);
     reconciler
         .writes
         .forget(&reconciler.parent_object(&ParentKey::of(parent)));
-    patch_finalizers(&api, parent, Some(&reconciler.finalizer), &[LEGACY_CLEANUP_FINALIZER]).await?;
-    Ok(())
-}
-
-/// Takes this rule's finalizer (and the legacy shared one) off a parent whose cleanup is done.
-pub(super) async fn remove_finalizer(
-    reconciler: &ParentReconciler,
-    parent: &DynamicObject,
-) -> Result<(), ReconcilerError> {
-    let api = finalizer_api(&reconciler.ctx, &reconciler.parent.watch.resource, parent);
-    reconciler
-        .writes
-        .forget(&reconciler.parent_object(&ParentKey::of(parent)));
-    patch_finalizers(&api, parent, None, &[&reconciler.finalizer, LEGACY_CLEANUP_FINALIZER]).await?;
+    let own = reconciler.finalizer.as_str();
+    let (added, removed) = if add {
+        (Some(own), vec![LEGACY_CLEANUP_FINALIZER])
+    } else {
+        (None, vec![own, LEGACY_CLEANUP_FINALIZER])
+    };
+    patch_finalizers(&api, parent, added, &removed).await?;
     Ok(())
 }
 
@@ -122,22 +116,18 @@ pub(super) async fn finalize(
     } else {
         reconciler.lookups_for(key, parent_value).await?
     };
-    // decide: the one deletion plan (scopes as discovery told them, held only for the plan: not `Sync`)
-    let plan = {
-        let child_namespaced = |api_version: &str, kind: &str| {
-            reconciler
-                .child_watch(api_version, kind)
-                .is_none_or(|watched| watched.namespaced)
+    // decide: the one deletion plan
+    let plan = reconciler.with_scopes(|scopes| {
+        let input = PlanInput {
+            rule,
+            parent: parent_value,
+            lookups: &lookups,
+            observed: &labelled,
+            scopes,
+            signer: &reconciler.ctx.signer,
         };
-        let scopes = Scopes {
-            parent_namespaced: reconciler.parent.namespaced,
-            child_namespaced: &child_namespaced,
-            status: None,
-        };
-        crate::runner::cpu_step(|| {
-            plan_deletion(rule, parent_value, &lookups, &labelled, &scopes, &reconciler.ctx.signer)
-        })?
-    };
+        crate::runner::cpu_step(|| plan_deletion(&input))
+    })?;
     // 1. finalize children: applied (only where they differ), then awaited
     let mut applied = Vec::with_capacity(plan.finalize.apply.len());
     for apply in &plan.finalize.apply {

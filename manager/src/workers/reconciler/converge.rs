@@ -2,7 +2,7 @@
 //! it) → its writes through a [`ChildWriter`] → the children as they now are, for the status report.
 
 use kube::api::DynamicObject;
-use ruleplane_config::{ObjectKey, ParentPlan, Removal, Scopes, child_id, plan_parent};
+use ruleplane_config::{ObjectKey, ParentPlan, PlanInput, Removal, child_id, plan_parent};
 use serde_json::Value;
 
 use super::io::ChildChange;
@@ -25,8 +25,7 @@ impl ParentReconciler {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let labelled = self.labelled_children(uid);
-        // decide: the one plan (identity check, render, attach, compare) that `diff` and `test` run too. Scopes
-        // as discovery told them, held only for the plan (a `dyn Fn` is not `Sync`; the writes below await).
+        // decide: the one plan (identity check, render, attach, compare) that `diff` and `test` run too
         let ParentPlan {
             children: plan,
             add_finalizer,
@@ -34,20 +33,17 @@ impl ParentReconciler {
             excluded,
             observed: observed_by_id,
             ..
-        } = {
-            let child_namespaced = |api_version: &str, kind: &str| {
-                self.child_watch(api_version, kind)
-                    .is_none_or(|watched| watched.namespaced)
+        } = self.with_scopes(|scopes| {
+            let input = PlanInput {
+                rule: &self.rule,
+                parent: parent_value,
+                lookups: &lookups,
+                observed: &labelled,
+                scopes,
+                signer: &self.ctx.signer,
             };
-            let scopes = Scopes {
-                parent_namespaced: self.parent.namespaced,
-                child_namespaced: &child_namespaced,
-                status: None,
-            };
-            crate::runner::cpu_step(|| {
-                plan_parent(&self.rule, parent_value, &lookups, &labelled, &scopes, &self.ctx.signer)
-            })?
-        };
+            crate::runner::cpu_step(|| plan_parent(&input))
+        })?;
         // Children no owner reference can clean up (and finalize children) need the finalizer before they exist.
         if add_finalizer {
             writer.add_finalizer(self, parent).await?;

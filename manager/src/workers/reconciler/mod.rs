@@ -21,7 +21,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::Scope;
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
 use ruleplane_config::{
-    KindRef, ObjectKey, Reconciler, RenderError, compute_status, is_own_child, next_status, parent_conditions,
+    KindRef, ObjectKey, Reconciler, RenderError, Scopes, compute_status, is_own_child, next_status, parent_conditions,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -401,6 +401,20 @@ impl ParentReconciler {
         self.children.get(&KindRef {
             api_version: api_version.to_owned(),
             kind: kind.to_owned(),
+        })
+    }
+
+    /// Runs `decide` with the scopes of this rule's kinds as discovery told them (built for the call: a `dyn Fn`
+    /// is not `Sync`, and the writes that follow a decision await).
+    fn with_scopes<T>(&self, decide: impl FnOnce(&Scopes) -> T) -> T {
+        let child_namespaced = |api_version: &str, kind: &str| {
+            self.child_watch(api_version, kind)
+                .is_none_or(|watched| watched.namespaced)
+        };
+        decide(&Scopes {
+            parent_namespaced: self.parent.namespaced,
+            child_namespaced: &child_namespaced,
+            status: None,
         })
     }
 
