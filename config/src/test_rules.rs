@@ -17,3 +17,20 @@ pub(crate) fn resource_definition(name: &str, extra: &str) -> String {
          spec: {{ versions: [ {{ name: v1 }} ]{extra} }}\n---\n"
     )
 }
+
+/// A Reconciler rule document named `name` on ConfigMaps, its `children:` list given as YAML items indented by
+/// four spaces (six header lines: fixtures that count template lines can rely on that).
+pub(crate) fn config_map_reconciler(name: &str, children: &str) -> String {
+    format!(
+        "apiVersion: ruleplane.dev/v1alpha1\nkind: Reconciler\nmetadata: {{ name: {name} }}\nspec:\n  \
+         for: {{ apiVersion: v1, kind: ConfigMap }}\n  children:\n{children}"
+    )
+}
+
+/// The Reconciler named `name` in `yaml` (panics on an invalid test fixture).
+pub(crate) fn reconciler(yaml: &str, name: &str) -> crate::Reconciler {
+    match crate::load_str("rules.yaml", yaml).expect("valid rules").get(name) {
+        Some(Rule::Reconciler(rule)) => rule.clone(),
+        _ => panic!("no Reconciler `{name}` in the fixture"),
+    }
+}

@@ -137,27 +137,18 @@ mod tests {
     use super::*;
     use crate::provenance::ChildSigner;
     use crate::reconciler::{Reconciler, Scopes};
-    use crate::rule_set::Rule;
 
-    const RULE: &str = r#"apiVersion: ruleplane.dev/v1alpha1
-kind: Reconciler
-metadata: { name: web }
-spec:
-  for: { apiVersion: v1, kind: ConfigMap }
-  children:
-    - id: copy
+    fn rule() -> String {
+        crate::test_rules::config_map_reconciler(
+            "web",
+            r#"    - id: copy
       template: |
         apiVersion: v1
         kind: ConfigMap
         metadata: { name: "{{metadata.name}}-copy" }
         data: { greeting: {{json data.greeting}}, size: 1Gi }
-"#;
-
-    fn rule(text: &str) -> Reconciler {
-        match crate::load_str("rule.yaml", text).expect("rule loads").rules()[0].clone() {
-            Rule::Reconciler(rule) => rule,
-            _ => unreachable!(),
-        }
+"#,
+        )
     }
 
     fn parent(greeting: &str) -> Value {
@@ -191,7 +182,7 @@ spec:
 
     #[test]
     fn a_new_parent_creates_and_a_converged_one_changes_nothing() {
-        let rule = rule(RULE);
+        let rule = crate::test_rules::reconciler(&rule(), "web");
         let first = preview(&rule, &parent("hi"), &[]);
         assert_eq!(first.create.len(), 1);
         assert_eq!(first.create[0]["metadata"]["name"], "web-copy");
@@ -204,7 +195,7 @@ spec:
 
     #[test]
     fn a_changed_parent_shows_a_diff_of_the_fields_the_rule_sets() {
-        let rule = rule(RULE);
+        let rule = crate::test_rules::reconciler(&rule(), "web");
         let live: Vec<Value> = preview(&rule, &parent("hi"), &[])
             .create
             .into_iter()
@@ -224,7 +215,7 @@ spec:
 
     #[test]
     fn a_child_no_longer_rendered_is_pruned_and_hand_edits_show_as_changes() {
-        let rule = rule(RULE);
+        let rule = crate::test_rules::reconciler(&rule(), "web");
         let mut live: Vec<Value> = preview(&rule, &parent("hi"), &[])
             .create
             .into_iter()

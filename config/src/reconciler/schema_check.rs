@@ -133,13 +133,10 @@ mod tests {
 
     use super::*;
 
-    const RULES: &str = r#"apiVersion: ruleplane.dev/v1alpha1
-kind: Reconciler
-metadata: { name: web }
-spec:
-  for: { apiVersion: v1, kind: ConfigMap }
-  children:
-    - id: deployment
+    fn rules() -> String {
+        crate::test_rules::config_map_reconciler(
+            "web",
+            r#"    - id: deployment
       template: |
         apiVersion: apps/v1
         kind: Deployment
@@ -154,14 +151,13 @@ spec:
                 - image: nginx
                   env:
                     - { name: PORT, value: 8080 }
-"#;
+"#,
+        )
+    }
 
     #[test]
     fn problems_point_at_the_template_lines_that_wrote_them() {
-        let rules = crate::load_str("rules.yaml", RULES).expect("loads");
-        let Some(crate::Rule::Reconciler(rule)) = rules.get("web") else {
-            panic!("no rule")
-        };
+        let rule = &crate::test_rules::reconciler(&rules(), "web");
         let parent = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shop", "namespace": "a", "uid": "u"}});
         let rendered = crate::render_children(rule, &parent, &serde_json::Map::new()).expect("renders");
         let diagnostics = schema_diagnostics(rule, &rendered.children, &KindSchemas::default());

@@ -5,13 +5,10 @@ use serde_json::{Value, json};
 use super::*;
 use crate::ownership::{APPLIED_ANNOTATION, PARENT_ANNOTATION};
 
-const RULES: &str = r#"apiVersion: ruleplane.dev/v1alpha1
-kind: Reconciler
-metadata: { name: shop }
-spec:
-  for: { apiVersion: v1, kind: ConfigMap }
-  children:
-    - id: settings
+fn rules() -> String {
+    crate::test_rules::config_map_reconciler(
+        "shop",
+        r#"    - id: settings
       template: |
         apiVersion: v1
         kind: ConfigMap
@@ -37,14 +34,12 @@ spec:
         apiVersion: v1
         kind: ConfigMap
         metadata: { name: "{{metadata.name}}-audit" }
-"#;
+"#,
+    )
+}
 
 fn rule() -> Reconciler {
-    let rules = crate::load_str("rules.yaml", RULES).expect("rules load");
-    match rules.get("shop") {
-        Some(crate::Rule::Reconciler(rule)) => rule.clone(),
-        _ => panic!("no rule"),
-    }
+    crate::test_rules::reconciler(&rules(), "shop")
 }
 
 fn parent(data: Value) -> Value {
@@ -171,26 +166,12 @@ fn a_child_waiting_for_another_is_kept_and_look_alikes_are_ignored() {
 
 #[test]
 fn a_child_outside_the_parents_namespace_needs_the_finalizer() {
-    let rules = crate::load_str(
-        "rules.yaml",
-        r#"apiVersion: ruleplane.dev/v1alpha1
-kind: Reconciler
-metadata: { name: mirror }
-spec:
-  for: { apiVersion: v1, kind: ConfigMap }
-  children:
-    - id: elsewhere
-      namespace: audit
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: { name: "{{metadata.name}}-audit" }
-"#,
-    )
-    .expect("rules load");
-    let Some(crate::Rule::Reconciler(rule)) = rules.get("mirror") else {
-        panic!("no rule")
-    };
+    let rules = crate::test_rules::config_map_reconciler(
+        "mirror",
+        "    - id: elsewhere\n      namespace: audit\n      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        \
+         metadata: { name: \"{{metadata.name}}-audit\" }\n",
+    );
+    let rule = &crate::test_rules::reconciler(&rules, "mirror");
     let plan = plan(rule, &parent(json!({})), &[]);
     assert_eq!(plan.children.apply[0].key.namespace.as_deref(), Some("audit"));
     assert!(
@@ -225,13 +206,10 @@ fn observed_children_of_a_test_case_read_as_the_parents_own() {
     assert_eq!(plan.waiting, Vec::<String>::new(), "endpoint reads it");
 }
 
-const WITH_FINALIZE: &str = r#"apiVersion: ruleplane.dev/v1alpha1
-kind: Reconciler
-metadata: { name: shop }
-spec:
-  for: { apiVersion: v1, kind: ConfigMap }
-  children:
-    - id: settings
+fn with_finalize() -> String {
+    crate::test_rules::config_map_reconciler(
+        "shop",
+        r#"    - id: settings
       template: |
         apiVersion: v1
         kind: ConfigMap
@@ -256,14 +234,13 @@ spec:
           kind: ConfigMap
           metadata: { name: "{{metadata.name}}-backup" }
         readyWhen: "{.data.done}"
-"#;
+"#,
+    )
+}
 
 #[test]
 fn a_deletion_applies_finalize_children_then_removes_the_others_in_reverse_dependency_order() {
-    let rules = crate::load_str("rules.yaml", WITH_FINALIZE).expect("rules load");
-    let Some(crate::Rule::Reconciler(rule)) = rules.get("shop") else {
-        panic!("no rule")
-    };
+    let rule = &crate::test_rules::reconciler(&with_finalize(), "shop");
     let parent = parent(json!({}));
     // What the parent's life left: settings, endpoint and audit, plus a look-alike naming another parent.
     let first = plan(rule, &parent, &[]);

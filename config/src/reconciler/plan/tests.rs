@@ -230,13 +230,10 @@ fn owner_references_only_where_kubernetes_allows_them() {
 }
 
 /// A rule with a child in the parent's namespace and one whose namespace the rule sets.
-const MIRROR: &str = r#"apiVersion: ruleplane.dev/v1alpha1
-kind: Reconciler
-metadata: { name: mirror }
-spec:
-  for: { apiVersion: v1, kind: ConfigMap }
-  children:
-    - id: copy
+fn mirror() -> String {
+    crate::test_rules::config_map_reconciler(
+        "mirror",
+        r#"    - id: copy
       template: |
         apiVersion: v1
         kind: ConfigMap
@@ -247,14 +244,13 @@ spec:
         apiVersion: v1
         kind: ConfigMap
         metadata: { name: "{{metadata.name}}-audit" }
-"#;
+"#,
+    )
+}
 
 #[test]
 fn only_children_with_the_parents_annotation_in_their_place_are_its_own() {
-    let rules = crate::load_str("rules.yaml", MIRROR).expect("rules load");
-    let Some(crate::Rule::Reconciler(rule)) = rules.get("mirror") else {
-        panic!("no rule")
-    };
+    let rule = &crate::test_rules::reconciler(&mirror(), "mirror");
     let parent = json!({"apiVersion": "v1", "kind": "ConfigMap",
                         "metadata": {"name": "web", "namespace": "team-a", "uid": "u-1"}});
     let child = |namespace: &str, id: &str, reference: &str| {
@@ -316,10 +312,7 @@ fn only_children_with_the_parents_annotation_in_their_place_are_its_own() {
 
 #[test]
 fn with_a_key_only_signed_or_older_unsigned_children_are_a_parents_own() {
-    let rules = crate::load_str("rules.yaml", MIRROR).expect("rules load");
-    let Some(crate::Rule::Reconciler(rule)) = rules.get("mirror") else {
-        panic!("no rule")
-    };
+    let rule = &crate::test_rules::reconciler(&mirror(), "mirror");
     let signer = ChildSigner::Key(std::sync::Arc::new(
         SigningKey::new(vec![3; 32], Some("2026-06-01T00:00:00Z".into())).unwrap(),
     ));
