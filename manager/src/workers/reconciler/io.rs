@@ -2,12 +2,12 @@
 //! and the Events that tell the story on the parent.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
-use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RECONCILER_FIELD_MANAGER};
+use ruleplane_config::ownership::RECONCILER_FIELD_MANAGER;
 use ruleplane_config::redaction::shown_message;
-use ruleplane_config::{ChildApply, ObjectKey, Removal};
+use ruleplane_config::{ChildApply, ObjectKey};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -191,43 +191,8 @@ pub(super) async fn announce(
     publish(reconciler, parent, EventType::Normal, reason, note).await;
 }
 
-/// Removes a child of this rule and this parent (the plan and the cleanup only pass those, never anything else).
-pub(super) async fn remove_child(
-    reconciler: &ParentReconciler,
-    watched: &Watched,
-    key: &ObjectKey,
-    parent: &DynamicObject,
-    removal: Removal,
-) -> Result<(), ReconcilerError> {
-    reconciler.writes.forget(&reconciler.child_object(watched, key));
-    let api = api_for(reconciler, watched, key.namespace.as_deref());
-    let (result, reason, note) = match removal {
-        Removal::Delete => (
-            api.delete(&key.name, &DeleteParams::background()).await.map(|_| ()),
-            "Deleted",
-            format!("deleted {key} (no longer rendered)"),
-        ),
-        Removal::Release => {
-            let detach = json!({ "metadata": {
-                "labels": { PARENT_UID_LABEL: null },
-                "annotations": { PARENT_ANNOTATION: null },
-                "ownerReferences": null,
-            } });
-            let released = api
-                .patch(&key.name, &PatchParams::default(), &Patch::Merge(detach))
-                .await;
-            (
-                released.map(|_| ()),
-                "Released",
-                format!("released {key} (retain: true)"),
-            )
-        }
-    };
-    report_done(reconciler, parent, result, reason, note).await
-}
-
 /// Logs and announces (Normal Event) a write to a child; a child already gone is not an error.
-async fn report_done(
+pub(super) async fn report_done(
     reconciler: &ParentReconciler,
     parent: &DynamicObject,
     result: Result<(), kube::Error>,

@@ -52,14 +52,19 @@ struct Watched {
 /// Why a reconcile of one parent failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcilerError {
+    /// The templates fail for this parent (permanent: waits for a change).
     #[error("{0}")]
     Render(#[from] RenderError),
+    /// A child's name is taken by an object this rule did not create for this parent (permanent).
     #[error("{child} exists and was not created by this rule for this parent; set `adopt: true` to take it over")]
     Conflict { child: ObjectKey },
+    /// The apiserver refused an apply: invalid for the kind, or denied by admission (permanent).
     #[error("the apiserver rejected {child}: {message}")]
     Rejected { child: ObjectKey, message: String },
+    /// A rendered child's kind has no watch of this worker (permanent until the rule changes).
     #[error("child kind {api_version} {kind} is not served by the apiserver")]
     UnknownChildKind { api_version: String, kind: String },
+    /// Any other API failure (transient: backs off).
     #[error("Kubernetes API error: {0}")]
     Api(#[from] kube::Error),
 }

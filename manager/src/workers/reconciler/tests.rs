@@ -206,6 +206,16 @@ fn key() -> ParentKey {
     }
 }
 
+/// One reconcile of the parent with `data` (carrying its finalizer or not): the writes it asked for, sorted.
+async fn reconcile(worker: &ParentReconciler, recording: &Recording, data: Value, finalized: bool) -> Vec<String> {
+    let (object, value) = parent(data, finalized);
+    worker
+        .converge(recording, &key(), &object, &value)
+        .await
+        .expect("converges");
+    recording.take()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reconcile_writes_what_the_plan_says_and_nothing_once_converged() {
     let worker = worker().await;
@@ -229,20 +239,14 @@ async fn a_reconcile_writes_what_the_plan_says_and_nothing_once_converged() {
     assert_eq!(converged.children["settings"]["metadata"]["uid"], "uid-web-settings");
     echo(&worker, &recording);
     // Converged: no request at all.
-    let (object, value) = parent(json!({"size": "3"}), true);
-    worker
-        .converge(&recording, &key(), &object, &value)
-        .await
-        .expect("converges");
-    assert_eq!(recording.take(), Vec::<String>::new());
-    // A change of the parent updates the child that renders it; an included child is created.
-    let (object, value) = parent(json!({"size": "4", "debug": "yes", "audit": "yes"}), true);
-    worker
-        .converge(&recording, &key(), &object, &value)
-        .await
-        .expect("converges");
     assert_eq!(
-        recording.take(),
+        reconcile(&worker, &recording, json!({"size": "3"}), true).await,
+        Vec::<String>::new()
+    );
+    // A change of the parent updates the child that renders it; an included child is created.
+    let data = json!({"size": "4", "debug": "yes", "audit": "yes"});
+    assert_eq!(
+        reconcile(&worker, &recording, data, true).await,
         [
             "create ConfigMap team-a/web-audit",
             "create ConfigMap team-a/web-debug",
@@ -253,13 +257,8 @@ async fn a_reconcile_writes_what_the_plan_says_and_nothing_once_converged() {
     );
     echo(&worker, &recording);
     // No longer included: the plain child is deleted, the retained one released.
-    let (object, value) = parent(json!({"size": "4"}), true);
-    worker
-        .converge(&recording, &key(), &object, &value)
-        .await
-        .expect("converges");
     assert_eq!(
-        recording.take(),
+        reconcile(&worker, &recording, json!({"size": "4"}), true).await,
         [
             "delete ConfigMap team-a/web-debug",
             "release ConfigMap team-a/web-audit"
@@ -271,13 +270,9 @@ async fn a_reconcile_writes_what_the_plan_says_and_nothing_once_converged() {
 async fn a_deletion_removes_children_then_the_finalizer() {
     let worker = worker().await;
     let recording = Recording::default();
-    let (object, value) = parent(json!({"size": "3", "audit": "yes"}), true);
-    worker
-        .converge(&recording, &key(), &object, &value)
-        .await
-        .expect("converges");
+    reconcile(&worker, &recording, json!({"size": "3", "audit": "yes"}), true).await;
     echo(&worker, &recording);
-    recording.take();
+    let (object, value) = parent(json!({"size": "3", "audit": "yes"}), true);
     let action = cleanup::finalize(&worker, &recording, &key(), &object, &value)
         .await
         .expect("finalizes");

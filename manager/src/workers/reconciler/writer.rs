@@ -1,9 +1,11 @@
 //! Where a Reconciler's plans are carried out: the apiserver ([`ApiWriter`]), or a recording in the worker's unit
 //! tests. The worker decides nothing here; it hands each write of the plan to its writer.
 
-use kube::api::DynamicObject;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
+use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL};
 use ruleplane_config::{ChildApply, ObjectKey, Removal};
+use serde_json::json;
 
 use super::io::{self, AppliedChild};
 use super::{ParentReconciler, ReconcilerError, Watched, cleanup};
@@ -40,7 +42,7 @@ pub(super) trait ChildWriter: Sync {
         io::apply_child(reconciler, watched, apply, parent).await
     }
 
-    /// Deletes or releases one child of the parent.
+    /// Deletes or releases one child of the parent (the plans only pass the parent's own children).
     async fn remove(
         &self,
         reconciler: &ParentReconciler,
@@ -49,7 +51,31 @@ pub(super) trait ChildWriter: Sync {
         parent: &DynamicObject,
         removal: Removal,
     ) -> Result<(), ReconcilerError> {
-        io::remove_child(reconciler, watched, key, parent, removal).await
+        reconciler.writes.forget(&reconciler.child_object(watched, key));
+        let api = io::api_for(reconciler, watched, key.namespace.as_deref());
+        let (result, reason, note) = match removal {
+            Removal::Delete => (
+                api.delete(&key.name, &DeleteParams::background()).await.map(|_| ()),
+                "Deleted",
+                format!("deleted {key} (no longer rendered)"),
+            ),
+            Removal::Release => {
+                let detach = json!({ "metadata": {
+                    "labels": { PARENT_UID_LABEL: null },
+                    "annotations": { PARENT_ANNOTATION: null },
+                    "ownerReferences": null,
+                } });
+                let released = api
+                    .patch(&key.name, &PatchParams::default(), &Patch::Merge(detach))
+                    .await;
+                (
+                    released.map(|_| ()),
+                    "Released",
+                    format!("released {key} (retain: true)"),
+                )
+            }
+        };
+        io::report_done(reconciler, parent, result, reason, note).await
     }
 
     /// Tells the parent's story: one Event for the children a reconcile created (or updated).
