@@ -318,11 +318,11 @@ fn engine() -> &'static Handlebars<'static> {
         // `log` writes to the process log: a side channel templates have no business with.
         registry.unregister_helper("log");
         for helper in PureHelper::ALL {
-            registry.register_helper(helper.name, Box::new(*helper));
+            registry.register_helper(helper.name, Box::new(Registered(*helper)));
         }
-        registry.register_helper(NODE_HELPER, Box::new(NodeHelper));
+        registry.register_helper(NODE_HELPER, Box::new(Registered(NodeHelper)));
         registry.register_helper(TICK_HELPER, Box::new(TickHelper));
-        registry.register_helper(RAW_HELPER, Box::new(RawHelper));
+        registry.register_helper(RAW_HELPER, Box::new(Registered(RawHelper)));
         registry
     })
 }
@@ -493,12 +493,23 @@ impl Write for BudgetedWriter {
     }
 }
 
-/// [`NODE_HELPER`]: `json`, `yaml`, `quote` (or `indent N (yaml …)`) called outermost. In a structured render it
-/// stands for its value as one node; otherwise it writes the text the named helper writes.
-#[derive(Clone, Copy)]
-struct NodeHelper;
+/// A Ruleplane helper: one value computed from its call. Every one is registered through [`Registered`], so
+/// Handlebars' helper signature is written once.
+trait ValueHelper: Send + Sync {
+    fn value(&self, helper: &Helper<'_>) -> Result<Value, handlebars::RenderError>;
 
-impl HelperDef for NodeHelper {
+    /// Written directly (`{{split x ","}}`, not a subexpression), a list or mapping is refused, naming this helper
+    /// (`None`: any value is written as Handlebars writes values).
+    fn refuses_structures(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// The one `HelperDef` of Ruleplane's helpers: the value as a subexpression's result, or written through the
+/// escape function that keeps the document's structure.
+struct Registered<H>(H);
+
+impl<H: ValueHelper> HelperDef for Registered<H> {
     fn call_inner<'reg: 'rc, 'rc>(
         &self,
         helper: &Helper<'rc>,
@@ -506,6 +517,46 @@ impl HelperDef for NodeHelper {
         _: &'rc Context,
         _: &mut RenderContext<'reg, 'rc>,
     ) -> Result<ScopedJson<'rc>, handlebars::RenderError> {
+        self.0.value(helper).map(ScopedJson::Derived)
+    }
+
+    fn call<'reg: 'rc, 'rc>(
+        &self,
+        helper: &Helper<'rc>,
+        registry: &'reg Handlebars<'reg>,
+        _: &'rc Context,
+        render_context: &mut RenderContext<'reg, 'rc>,
+        out: &mut dyn handlebars::Output,
+    ) -> handlebars::HelperResult {
+        let value = self.0.value(helper)?;
+        if let Some(name) = self.0.refuses_structures()
+            && (value.is_array() || value.is_object())
+        {
+            let what = if value.is_array() { "a list" } else { "a mapping" };
+            return Err(RenderErrorReason::Other(format!(
+                "{name}: returns {what}, which cannot be written as text; use it in a subexpression, \
+                 `{{{{#each ({name} …)}}}}` or `{{{{json ({name} …)}}}}`"
+            ))
+            .into());
+        }
+        let text = handlebars::JsonRender::render(&value);
+        let text = if render_context.is_disable_escape() {
+            text
+        } else {
+            registry.get_escape_fn()(&text)
+        };
+        out.write(&text)
+            .map_err(|error| RenderErrorReason::Other(error.to_string()).into())
+    }
+}
+
+/// [`NODE_HELPER`]: `json`, `yaml`, `quote` (or `indent N (yaml …)`) called outermost. In a structured render it
+/// stands for its value as one node; otherwise it writes the text the named helper writes.
+#[derive(Clone, Copy)]
+struct NodeHelper;
+
+impl ValueHelper for NodeHelper {
+    fn value(&self, helper: &Helper<'_>) -> Result<Value, handlebars::RenderError> {
         let params = helper.params();
         let name = params
             .first()
@@ -555,7 +606,7 @@ impl HelperDef for NodeHelper {
                     .to_string()
             }
         };
-        Ok(ScopedJson::Derived(Value::String(text)))
+        Ok(Value::String(text))
     }
 }
 
@@ -592,14 +643,8 @@ impl HelperDef for TickHelper {
 #[derive(Clone, Copy)]
 struct RawHelper;
 
-impl HelperDef for RawHelper {
-    fn call_inner<'reg: 'rc, 'rc>(
-        &self,
-        helper: &Helper<'rc>,
-        _: &'reg Handlebars<'reg>,
-        _: &'rc Context,
-        _: &mut RenderContext<'reg, 'rc>,
-    ) -> Result<ScopedJson<'rc>, handlebars::RenderError> {
+impl ValueHelper for RawHelper {
+    fn value(&self, helper: &Helper<'_>) -> Result<Value, handlebars::RenderError> {
         let Some(param) = helper.param(0) else {
             return Err(RenderErrorReason::ParamNotFoundForIndex("raw value", 0).into());
         };
@@ -608,9 +653,7 @@ impl HelperDef for RawHelper {
             Value::Null => String::new(),
             other => other.to_string(),
         };
-        Ok(ScopedJson::Derived(Value::String(
-            text.replace([PLACEHOLDER_OPEN, PLACEHOLDER_CLOSE], ""),
-        )))
+        Ok(Value::String(text.replace([PLACEHOLDER_OPEN, PLACEHOLDER_CLOSE], "")))
     }
 }
 

@@ -2,10 +2,7 @@
 //! at load time, its work and output bounded by the size of its input.
 
 use base64::Engine as _;
-use handlebars::{
-    Context, Handlebars, Helper, HelperDef, HelperResult, JsonRender, Output, RenderContext, RenderErrorReason,
-    ScopedJson,
-};
+use handlebars::{Helper, RenderErrorReason};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -158,14 +155,8 @@ impl PureHelper {
     }
 }
 
-impl HelperDef for PureHelper {
-    fn call_inner<'reg: 'rc, 'rc>(
-        &self,
-        helper: &Helper<'rc>,
-        _: &'reg Handlebars<'reg>,
-        _: &'rc Context,
-        _: &mut RenderContext<'reg, 'rc>,
-    ) -> Result<ScopedJson<'rc>, handlebars::RenderError> {
+impl super::ValueHelper for PureHelper {
+    fn value(&self, helper: &Helper<'_>) -> Result<Value, handlebars::RenderError> {
         let params = helper.params();
         if let Some(message) = self.arity_problem(params.len()) {
             return Err(RenderErrorReason::Other(message).into());
@@ -187,39 +178,13 @@ impl HelperDef for PureHelper {
         if value.as_str().is_some_and(|text| text.len() > MAX_RENDERED_BYTES) {
             return Err(failed(too_large()).into());
         }
-        Ok(ScopedJson::Derived(value))
+        Ok(value)
     }
 
-    /// Written directly (`{{split x ","}}`, not a subexpression): a scalar is written as Handlebars writes any
-    /// value, through the escape function that keeps the structure; a list or mapping is an error, since its
-    /// text (`[a, b]`, `[object]`) is never what was meant.
-    fn call<'reg: 'rc, 'rc>(
-        &self,
-        helper: &Helper<'rc>,
-        registry: &'reg Handlebars<'reg>,
-        context: &'rc Context,
-        render_context: &mut RenderContext<'reg, 'rc>,
-        out: &mut dyn Output,
-    ) -> HelperResult {
-        let value = self.call_inner(helper, registry, context, render_context)?;
-        let value = value.as_json();
-        if !self.writes_structures_as_text && (value.is_array() || value.is_object()) {
-            let what = if value.is_array() { "a list" } else { "a mapping" };
-            return Err(RenderErrorReason::Other(format!(
-                "{name}: returns {what}, which cannot be written as text; use it in a subexpression, \
-                 `{{{{#each ({name} …)}}}}` or `{{{{json ({name} …)}}}}`",
-                name = self.name
-            ))
-            .into());
-        }
-        let text = value.render();
-        let text = if render_context.is_disable_escape() {
-            text
-        } else {
-            registry.get_escape_fn()(&text)
-        };
-        out.write(&text)
-            .map_err(|error| RenderErrorReason::Other(error.to_string()).into())
+    /// Lists and mappings are for subexpressions, `#each` and `json`; their text (`[a, b]`, `[object]`) is never
+    /// what was meant (`default` and `jsonpath` keep writing them as before).
+    fn refuses_structures(&self) -> Option<&str> {
+        (!self.writes_structures_as_text).then_some(self.name)
     }
 }
 
