@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics, Pos, SourceLocation};
 use crate::rule_set::{KindInfo, KindOrigin};
-use crate::yaml_tree::{Node, NodeValue, parse_documents};
+use crate::yaml_tree::{Node, NodeValue, each_document};
 
 /// One kind a CRD manifest defines, as the apiserver will serve it once the CRD is installed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -116,41 +116,29 @@ pub fn load_crd_paths(paths: &[PathBuf]) -> Result<InstalledKinds, Diagnostics> 
 /// [`load_crd_paths`] for texts already read: `(file name, text)`.
 pub fn load_crd_texts(files: &[(String, String)]) -> Result<InstalledKinds, Diagnostics> {
     let mut kinds: Vec<InstalledKind> = Vec::new();
-    let mut problems = Vec::new();
-    for (name, text) in files {
-        let mut out = FileDiagnostics::new(name, text);
-        match parse_documents(text) {
-            Err(error) => out.error(error.pos, DiagnosticCode::Syntax, error.message),
-            Ok(documents) => {
-                for doc in &documents {
-                    let Some(kind) = read_crd(doc, &mut out) else {
-                        continue;
-                    };
-                    match kinds.iter().find(|k| k.crd_name == kind.crd_name) {
-                        // The same CRD vendored twice (two charts ship it) is one; two different ones are a mistake.
-                        Some(first)
-                            if (&first.kind, &first.plural, first.namespaced)
-                                != (&kind.kind, &kind.plural, kind.namespaced) =>
-                        {
-                            out.error(
-                                doc.pos,
-                                DiagnosticCode::Duplicate,
-                                format!(
-                                    "CustomResourceDefinition {} is already defined differently at {}",
-                                    kind.crd_name, first.source
-                                ),
-                            );
-                        }
-                        Some(_) => {}
-                        None => kinds.push(kind),
-                    }
-                }
+    // In file order, as the rule loader reports.
+    let problems = each_document(files, |doc, out| {
+        let Some(kind) = read_crd(doc, out) else {
+            return;
+        };
+        match kinds.iter().find(|k| k.crd_name == kind.crd_name) {
+            // The same CRD vendored twice (two charts ship it) is one; two different ones are a mistake.
+            Some(first)
+                if (&first.kind, &first.plural, first.namespaced) != (&kind.kind, &kind.plural, kind.namespaced) =>
+            {
+                out.error(
+                    doc.pos,
+                    DiagnosticCode::Duplicate,
+                    format!(
+                        "CustomResourceDefinition {} is already defined differently at {}",
+                        kind.crd_name, first.source
+                    ),
+                );
             }
+            Some(_) => {}
+            None => kinds.push(kind),
         }
-        // In file order, as the rule loader reports.
-        out.found.sort_by_key(|d| (d.line, d.column));
-        problems.append(&mut out.found);
-    }
+    });
     if problems.is_empty() {
         Ok(InstalledKinds { kinds })
     } else {

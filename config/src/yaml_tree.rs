@@ -353,6 +353,37 @@ pub(crate) fn json_type_name(value: &Value) -> &'static str {
     }
 }
 
+/// Every document of every file (`(name, text)`), visited with the file's diagnostics; a file that is not YAML is
+/// reported as a syntax error. Returns every problem, file by file, each file's in position order.
+pub(crate) fn each_document(
+    files: &[(String, String)],
+    mut visit: impl FnMut(&Node, &mut crate::diagnostics::FileDiagnostics),
+) -> Vec<crate::diagnostics::Diagnostic> {
+    let mut problems = Vec::new();
+    for (name, text) in files {
+        let mut out = crate::diagnostics::FileDiagnostics::new(name, text);
+        match parse_documents(text) {
+            Err(error) => out.error(error.pos, crate::diagnostics::DiagnosticCode::Syntax, error.message),
+            Ok(documents) => documents.iter().for_each(|doc| visit(doc, &mut out)),
+        }
+        out.found.sort_by_key(|d| (d.line, d.column));
+        problems.append(&mut out.found);
+    }
+    problems
+}
+
+/// What kind of value this is, for messages ("got a list"): the one wording of helpers and `simulate`.
+pub(crate) fn value_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
 /// A YAML syntax (or structure) error with its position.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SyntaxError {

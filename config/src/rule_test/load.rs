@@ -15,7 +15,7 @@ use crate::reconciler::ObjectKey;
 use crate::rule_set::{Rule, RuleSet};
 use crate::scheduler::engine::snapshot::pod_ref;
 use crate::schema::{cached_schema, rule_test_schema_ref};
-use crate::yaml_tree::{Node, NodeValue, PathStep, parse_documents};
+use crate::yaml_tree::{Node, NodeValue, PathStep, each_document};
 
 /// The `kind` of test documents.
 pub const RULE_TEST_KIND: &str = "RuleTest";
@@ -103,21 +103,11 @@ pub enum CaseCheck {
 /// problem.
 pub fn load_tests(files: &[(String, String)], rules: &RuleSet) -> Result<Vec<RuleTestSuite>, Diagnostics> {
     let mut suites = Vec::new();
-    let mut problems: Vec<Diagnostic> = Vec::new();
-    for (name, text) in files {
-        let mut out = FileDiagnostics::new(name, text);
-        match parse_documents(text) {
-            Err(error) => out.error(error.pos, DiagnosticCode::Syntax, error.message),
-            Ok(documents) => {
-                for doc in &documents {
-                    if let Some(suite) = load_document(doc, rules, &mut out) {
-                        suites.push(suite);
-                    }
-                }
-            }
+    let mut problems = each_document(files, |doc, out| {
+        if let Some(suite) = load_document(doc, rules, out) {
+            suites.push(suite);
         }
-        problems.append(&mut out.found);
-    }
+    });
     let mut seen = std::collections::BTreeMap::new();
     for suite in &suites {
         if let Some(first) = seen.insert(suite.name.as_str(), &suite.source) {

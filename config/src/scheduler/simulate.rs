@@ -117,12 +117,8 @@ fn is_true(value: &bool) -> bool {
 
 fn type_name(value: &Value) -> &'static str {
     match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
         Value::Object(_) => "an object without a kind",
+        other => crate::yaml_tree::value_kind(other),
     }
 }
 

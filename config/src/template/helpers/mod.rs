@@ -302,14 +302,7 @@ fn within_budget(bytes: usize) -> Result<(), String> {
 
 /// What kind of value this is, for messages ("got a list").
 fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
+    crate::yaml_tree::value_kind(value)
 }
 
 /// `toString`: like [`text_of`], and lists and mappings as compact JSON.
