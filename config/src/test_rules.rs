@@ -34,3 +34,26 @@ pub(crate) fn reconciler(yaml: &str, name: &str) -> crate::Reconciler {
         _ => panic!("no Reconciler `{name}` in the fixture"),
     }
 }
+
+/// Runs `decide` on the plan input of `rule` for `parent` and its `observed` objects as the offline tools see them
+/// in tests: every kind namespaced, no lookup found, nothing signed.
+pub(crate) fn with_plan_input<T>(
+    rule: &crate::Reconciler,
+    parent: &serde_json::Value,
+    observed: &[serde_json::Value],
+    decide: impl FnOnce(&crate::PlanInput) -> T,
+) -> T {
+    let scopes = crate::Scopes {
+        parent_namespaced: true,
+        child_namespaced: &|_, _| true,
+        status: None,
+    };
+    decide(&crate::PlanInput {
+        rule,
+        parent,
+        lookups: &serde_json::Map::new(),
+        observed,
+        scopes: &scopes,
+        signer: &crate::provenance::ChildSigner::Unsigned,
+    })
+}

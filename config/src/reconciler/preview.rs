@@ -132,11 +132,11 @@ fn without_times(status: &Value) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{Map, json};
+    use serde_json::json;
 
     use super::*;
-    use crate::provenance::ChildSigner;
-    use crate::reconciler::{Reconciler, Scopes};
+
+    use crate::reconciler::Reconciler;
 
     fn rule() -> String {
         crate::test_rules::config_map_reconciler(
@@ -157,20 +157,9 @@ mod tests {
     }
 
     fn preview(rule: &Reconciler, parent: &Value, observed: &[Value]) -> ParentPreview {
-        let scopes = Scopes {
-            parent_namespaced: true,
-            child_namespaced: &|_, _| true,
-            status: None,
-        };
-        let input = PlanInput {
-            rule,
-            parent,
-            lookups: &Map::new(),
-            observed,
-            scopes: &scopes,
-            signer: &ChildSigner::Unsigned,
-        };
-        preview_parent(&input, "2026-01-01T00:00:00Z").expect("renders")
+        crate::test_rules::with_plan_input(rule, parent, observed, |input| {
+            preview_parent(input, "2026-01-01T00:00:00Z").expect("renders")
+        })
     }
 
     /// What the apiserver returns for an applied child: what was sent, plus defaults and normalised values.

@@ -48,21 +48,7 @@ fn parent(data: Value) -> Value {
 }
 
 fn plan(rule: &Reconciler, parent: &Value, observed: &[Value]) -> ParentPlan {
-    let namespaced = |_: &str, _: &str| true;
-    let scopes = Scopes {
-        parent_namespaced: true,
-        child_namespaced: &namespaced,
-        status: None,
-    };
-    let input = PlanInput {
-        rule,
-        parent,
-        lookups: &Map::new(),
-        observed,
-        scopes: &scopes,
-        signer: &ChildSigner::Unsigned,
-    };
-    plan_parent(&input).expect("plans")
+    crate::test_rules::with_plan_input(rule, parent, observed, |input| plan_parent(input).expect("plans"))
 }
 
 /// What the apiserver holds after applying `object`: it plus a uid.
@@ -253,21 +239,8 @@ fn a_deletion_applies_finalize_children_then_removes_the_others_in_reverse_depen
     look_alike["metadata"]["name"] = json!("not-mine");
     look_alike["metadata"]["annotations"][PARENT_ANNOTATION] = json!("team-a/other");
     observed.push(look_alike);
-    let namespaced = |_: &str, _: &str| true;
-    let scopes = Scopes {
-        parent_namespaced: true,
-        child_namespaced: &namespaced,
-        status: None,
-    };
-    let input = PlanInput {
-        rule,
-        parent: &parent,
-        lookups: &Map::new(),
-        observed: &observed,
-        scopes: &scopes,
-        signer: &ChildSigner::Unsigned,
-    };
-    let deletion = plan_deletion(&input).expect("plans");
+    let deletion =
+        crate::test_rules::with_plan_input(rule, &parent, &observed, |input| plan_deletion(input).expect("plans"));
     assert_eq!(deletion.finalize.apply.len(), 1);
     assert_eq!(deletion.finalize.apply[0].key.name, "web-backup");
     assert!(
