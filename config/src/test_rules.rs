@@ -57,3 +57,17 @@ pub(crate) fn with_plan_input<T>(
         signer: &crate::provenance::ChildSigner::Unsigned,
     })
 }
+
+/// One `children:` item: a ConfigMap named `<parent>-<suffix>`, with `options` (the item's other fields, each line
+/// indented by six spaces) and `data` (a flow mapping, or empty).
+pub(crate) fn config_map_child(id: &str, suffix: &str, options: &str, data: &str) -> String {
+    let data = if data.is_empty() {
+        String::new()
+    } else {
+        format!("        data: {data}\n")
+    };
+    format!(
+        "    - id: {id}\n{options}      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        \
+         metadata: {{ name: \"{{{{metadata.name}}}}-{suffix}\" }}\n{data}"
+    )
+}

@@ -139,16 +139,8 @@ mod tests {
     use crate::reconciler::Reconciler;
 
     fn rule() -> String {
-        crate::test_rules::config_map_reconciler(
-            "web",
-            r#"    - id: copy
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: { name: "{{metadata.name}}-copy" }
-        data: { greeting: {{json data.greeting}}, size: 1Gi }
-"#,
-        )
+        let data = "{ greeting: {{json data.greeting}}, size: 1Gi }";
+        crate::test_rules::config_map_reconciler("web", &crate::test_rules::config_map_child("copy", "copy", "", data))
     }
 
     fn parent(greeting: &str) -> Value {

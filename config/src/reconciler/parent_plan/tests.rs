@@ -5,38 +5,25 @@ use serde_json::{Value, json};
 use super::*;
 use crate::ownership::{APPLIED_ANNOTATION, PARENT_ANNOTATION};
 
+use crate::test_rules::config_map_child as child;
+
+/// `endpoint` reads `settings` once it is ready; `debug` and `audit` (retained) exist when the parent says so.
 fn rules() -> String {
-    crate::test_rules::config_map_reconciler(
-        "shop",
-        r#"    - id: settings
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: { name: "{{metadata.name}}-settings" }
-        data: { size: "{{data.size}}" }
-      readyWhen: "{.metadata.uid}"
-    - id: endpoint
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: { name: "{{metadata.name}}-endpoint" }
-        data: { uid: "{{children.settings.metadata.uid}}" }
-    - id: debug
-      includeWhen: "{.data.debug}"
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: { name: "{{metadata.name}}-debug" }
-    - id: audit
-      retain: true
-      includeWhen: "{.data.audit}"
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: { name: "{{metadata.name}}-audit" }
-"#,
-    )
+    let children = [
+        child("settings", "settings", "", r#"{ size: "{{data.size}}" }"#) + "      readyWhen: \"{.metadata.uid}\"\n",
+        child("endpoint", "endpoint", "", ENDPOINT_DATA),
+        child("debug", "debug", "      includeWhen: \"{.data.debug}\"\n", ""),
+        child(
+            "audit",
+            "audit",
+            "      retain: true\n      includeWhen: \"{.data.audit}\"\n",
+            "",
+        ),
+    ];
+    crate::test_rules::config_map_reconciler("shop", &children.concat())
 }
+
+const ENDPOINT_DATA: &str = r#"{ uid: "{{children.settings.metadata.uid}}" }"#;
 
 fn rule() -> Reconciler {
     crate::test_rules::reconciler(&rules(), "shop")
@@ -154,8 +141,7 @@ fn a_child_waiting_for_another_is_kept_and_look_alikes_are_ignored() {
 fn a_child_outside_the_parents_namespace_needs_the_finalizer() {
     let rules = crate::test_rules::config_map_reconciler(
         "mirror",
-        "    - id: elsewhere\n      namespace: audit\n      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        \
-         metadata: { name: \"{{metadata.name}}-audit\" }\n",
+        &child("elsewhere", "audit", "      namespace: audit\n", ""),
     );
     let rule = &crate::test_rules::reconciler(&rules, "mirror");
     let plan = plan(rule, &parent(json!({})), &[]);
@@ -193,26 +179,13 @@ fn observed_children_of_a_test_case_read_as_the_parents_own() {
 }
 
 fn with_finalize() -> String {
-    crate::test_rules::config_map_reconciler(
-        "shop",
-        r#"    - id: settings
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: { name: "{{metadata.name}}-settings" }
-    - id: endpoint
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: { name: "{{metadata.name}}-endpoint" }
-        data: { uid: "{{children.settings.metadata.uid}}" }
-    - id: audit
-      retain: true
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: { name: "{{metadata.name}}-audit" }
-  finalize:
+    let children = [
+        child("settings", "settings", "", ""),
+        child("endpoint", "endpoint", "", ENDPOINT_DATA),
+        child("audit", "audit", "      retain: true\n", ""),
+    ];
+    crate::test_rules::config_map_reconciler("shop", &children.concat())
+        + r#"  finalize:
     children:
       - id: backup
         template: |
@@ -220,8 +193,7 @@ fn with_finalize() -> String {
           kind: ConfigMap
           metadata: { name: "{{metadata.name}}-backup" }
         readyWhen: "{.data.done}"
-"#,
-    )
+"#
 }
 
 #[test]

@@ -231,21 +231,9 @@ fn owner_references_only_where_kubernetes_allows_them() {
 
 /// A rule with a child in the parent's namespace and one whose namespace the rule sets.
 fn mirror() -> String {
-    crate::test_rules::config_map_reconciler(
-        "mirror",
-        r#"    - id: copy
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: { name: "{{metadata.name}}-copy" }
-    - id: elsewhere
-      namespace: audit
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: { name: "{{metadata.name}}-audit" }
-"#,
-    )
+    use crate::test_rules::config_map_child as child;
+    let children = child("copy", "copy", "", "") + &child("elsewhere", "audit", "      namespace: audit\n", "");
+    crate::test_rules::config_map_reconciler("mirror", &children)
 }
 
 #[test]
