@@ -400,15 +400,15 @@ mod reconciler_tests {
 
     #[test]
     fn a_reconciler_needs_its_parents_children_and_lookups() {
+        let declared = crate::test_rules::resource_definition("cron-tab.example.com", "");
         let rules = crate::load_str(
             "rules.yaml",
-            "apiVersion: ruleplane.dev/v1alpha1\nkind: ResourceDefinition\nmetadata: { name: cron-tab.example.com }\n\
-             spec: { versions: [ { name: v1 } ] }\n---\n\
-             apiVersion: ruleplane.dev/v1alpha1\nkind: Reconciler\nmetadata: { name: r }\nspec:\n  \
+            &(declared
+                + "apiVersion: ruleplane.dev/v1alpha1\nkind: Reconciler\nmetadata: { name: r }\nspec:\n  \
              for: { apiVersion: example.com/v1, kind: CronTab }\n  \
              lookups: { defaults: { apiVersion: v1, kind: ConfigMap, name: d } }\n  children:\n    \
              - id: job\n      template: |\n        apiVersion: batch/v1\n        kind: CronJob\n        \
-             metadata: { name: x }\n",
+             metadata: { name: x }\n"),
         )
         .unwrap_or_else(|d| panic!("{d}"));
         let granted: Vec<String> = rule_permissions(&rules.rules()[1])

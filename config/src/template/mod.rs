@@ -321,7 +321,7 @@ fn engine() -> &'static Handlebars<'static> {
             registry.register_helper(helper.name, Box::new(Registered(*helper)));
         }
         registry.register_helper(NODE_HELPER, Box::new(Registered(NodeHelper)));
-        registry.register_helper(TICK_HELPER, Box::new(TickHelper));
+        registry.register_helper(TICK_HELPER, Box::new(Registered(TickHelper)));
         registry.register_helper(RAW_HELPER, Box::new(Registered(RawHelper)));
         registry
     })
@@ -622,20 +622,14 @@ fn required<'a>(param: &'a handlebars::PathAndJson<'_>) -> Result<&'a Value, han
 #[derive(Clone, Copy)]
 struct TickHelper;
 
-impl HelperDef for TickHelper {
-    fn call<'reg: 'rc, 'rc>(
-        &self,
-        _: &Helper<'rc>,
-        _: &'reg Handlebars<'reg>,
-        _: &'rc Context,
-        _: &mut RenderContext<'reg, 'rc>,
-        _: &mut dyn handlebars::Output,
-    ) -> handlebars::HelperResult {
+impl ValueHelper for TickHelper {
+    fn value(&self, _: &Helper<'_>) -> Result<Value, handlebars::RenderError> {
         let late = RENDER.with_borrow(|state| state.as_ref().is_some_and(|s| Instant::now() > s.deadline));
         if late {
             return Err(RenderErrorReason::Other("time budget exceeded".to_string()).into());
         }
-        Ok(())
+        // Writes nothing.
+        Ok(Value::String(String::new()))
     }
 }
 

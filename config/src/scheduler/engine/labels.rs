@@ -215,17 +215,17 @@ impl Selector {
                     continue;
                 }
             };
-            let values = expression.values.clone().unwrap_or_default();
-            match Requirement::new(&expression.key, operator, &values, &expression_path) {
-                Ok(requirement) => requirements.push(requirement),
-                Err(mut e) => errors.append(&mut e),
-            }
+            let values = expression.values.as_deref().unwrap_or_default();
+            add_requirement(
+                &mut requirements,
+                &mut errors,
+                &expression.key,
+                operator,
+                values,
+                &expression_path,
+            );
         }
-        if errors.is_empty() {
-            Ok(Selector::All(requirements))
-        } else {
-            Err(errors)
-        }
+        all_of(requirements, errors)
     }
 
     /// Whether `labels` match.
@@ -318,6 +318,30 @@ fn is_empty_term(term: &NodeSelectorTerm) -> bool {
         && term.match_fields.as_deref().unwrap_or_default().is_empty()
 }
 
+/// A requirement of a selector, or why it is not one.
+fn add_requirement(
+    requirements: &mut Vec<Requirement>,
+    errors: &mut Vec<FieldError>,
+    key: &str,
+    operator: Operator,
+    values: &[String],
+    path: &FieldPath,
+) {
+    match Requirement::new(key, operator, values, path) {
+        Ok(requirement) => requirements.push(requirement),
+        Err(mut e) => errors.append(&mut e),
+    }
+}
+
+/// The selector of every requirement, or every error found while reading them.
+fn all_of(requirements: Vec<Requirement>, errors: Vec<FieldError>) -> Result<Selector, Vec<FieldError>> {
+    if errors.is_empty() {
+        Ok(Selector::All(requirements))
+    } else {
+        Err(errors)
+    }
+}
+
 fn label_requirements(expressions: &[NodeSelectorRequirement], path: &FieldPath) -> Result<Selector, Vec<FieldError>> {
     let mut requirements = Vec::new();
     let mut errors = Vec::new();
@@ -339,17 +363,10 @@ fn label_requirements(expressions: &[NodeSelectorRequirement], path: &FieldPath)
                 continue;
             }
         };
-        let values = expression.values.clone().unwrap_or_default();
-        match Requirement::new(&expression.key, operator, &values, &p) {
-            Ok(requirement) => requirements.push(requirement),
-            Err(mut e) => errors.append(&mut e),
-        }
+        let values = expression.values.as_deref().unwrap_or_default();
+        add_requirement(&mut requirements, &mut errors, &expression.key, operator, values, &p);
     }
-    if errors.is_empty() {
-        Ok(Selector::All(requirements))
-    } else {
-        Err(errors)
-    }
+    all_of(requirements, errors)
 }
 
 fn field_requirements(
