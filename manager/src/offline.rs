@@ -147,16 +147,29 @@ pub fn render(args: &RenderArgs) -> ExitCode {
     let schemas = ruleplane_config::object_schema::KindSchemas::of_rule_set(&rules);
     let mut schema_problems = Vec::new();
     for rule in matching {
-        let rendered = ruleplane_config::gather_lookups(rule, &parent, |lookup, name, ns| {
+        // The worker's own plan for this parent with no child existing yet: the children as they would be
+        // applied (labels, parent annotation, owner reference), offline scopes, nothing signed.
+        let child_scope = ruleplane_config::declared_child_scope(rule);
+        let scopes = ruleplane_config::Scopes::declared(rule, &child_scope);
+        let planned = ruleplane_config::gather_lookups(rule, &parent, |lookup, name, ns| {
             ruleplane_config::find_lookup_object(&available, lookup, name, ns)
         })
-        .and_then(|lookups| ruleplane_config::render_children(rule, &parent, &lookups));
-        match rendered {
-            Ok(rendered) => {
-                schema_problems.extend(ruleplane_config::schema_diagnostics(rule, &rendered.children, &schemas));
-                docs.extend(rendered.children);
-                if !rendered.status.is_empty() {
-                    docs.push(serde_json::json!({ "status": rendered.status }));
+        .and_then(|lookups| {
+            ruleplane_config::plan_parent(&ruleplane_config::PlanInput {
+                rule,
+                parent: &parent,
+                lookups: &lookups,
+                observed: &[],
+                scopes: &scopes,
+                signer: &ruleplane_config::provenance::ChildSigner::Unsigned,
+            })
+        });
+        match planned {
+            Ok(plan) => {
+                schema_problems.extend(ruleplane_config::schema_diagnostics(rule, &plan.desired, &schemas));
+                docs.extend(plan.desired);
+                if !plan.projected_status.is_empty() {
+                    docs.push(serde_json::json!({ "status": plan.projected_status }));
                 }
             }
             Err(e) => {

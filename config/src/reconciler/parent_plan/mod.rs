@@ -123,6 +123,9 @@ pub struct ParentPlan {
     pub waiting: Vec<String>,
     /// Children whose `includeWhen` selected nothing: they must not exist.
     pub excluded: Vec<String>,
+    /// The status fields projected from the parent, its lookups and the children as rendered (before any write;
+    /// the worker projects again over what its writes answered).
+    pub projected_status: Map<String, Value>,
     /// The observed objects that passed the identity check: this parent's children as they are, by id.
     pub observed: Map<String, Value>,
 }
@@ -227,6 +230,7 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
         add_finalizer,
         waiting: rendered.waiting,
         excluded: rendered.excluded,
+        projected_status: rendered.status,
         observed: observed_by_id,
     })
 }
