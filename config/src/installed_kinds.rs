@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics, Pos, SourceLocation};
-use crate::rule_set::{KindInfo, KindOrigin};
+use crate::kind_info::{KindInfo, KindOrigin};
 use crate::yaml_tree::{Node, NodeValue, each_document};
 
 /// One kind a CRD manifest defines, as the apiserver will serve it once the CRD is installed.
@@ -87,7 +87,7 @@ pub fn load_crd_paths(paths: &[PathBuf]) -> Result<InstalledKinds, Diagnostics> 
     let mut problems = Vec::new();
     for path in paths {
         let found = if path.is_dir() {
-            crate::load::yaml_files(path)
+            crate::files::yaml_files(path)
         } else {
             Ok(vec![path.clone()])
         };

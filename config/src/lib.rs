@@ -16,8 +16,10 @@
 mod builtin_kinds;
 mod common;
 mod diagnostics;
+mod files;
 mod installed_kinds;
 mod jsonpath;
+mod kind_info;
 pub mod load;
 mod naming;
 pub mod object_diff;

@@ -5,19 +5,17 @@
 
 mod document;
 mod fields;
-mod files;
 mod rule_set;
 pub(crate) mod schema_check;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+pub use crate::files::rule_files;
 pub(crate) use fields::{
     check_api_version_format, check_embedded_template, check_json_path, check_selector, embedded_pos, is_identifier,
     key, path, with,
 };
-pub use files::rule_files;
-pub(crate) use files::yaml_files;
 
 use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics, SourceLocation};
 use crate::installed_kinds::InstalledKinds;

@@ -7,6 +7,8 @@ use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::files::is_test_file;
+
 use super::types::{ExpectedPlacement, RuleTestDocument, TestCase};
 use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics, Pos, SourceLocation, did_you_mean};
 use crate::load::schema_check::SchemaChecker;
@@ -20,13 +22,6 @@ use crate::yaml_tree::{Node, NodeValue, PathStep, each_document};
 /// The `kind` of test documents.
 pub const RULE_TEST_KIND: &str = "RuleTest";
 
-/// Whether a file is a test file (`*.test.yaml` / `*.test.yml`): never loaded as rules, run by `ruleplane test`.
-pub fn is_test_file(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|name| name.to_str())
-        .is_some_and(|name| name.ends_with(".test.yaml") || name.ends_with(".test.yml"))
-}
-
 /// The test files under `root`: the file itself when it is one, or every test file below a directory, sorted.
 pub fn test_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     if !root.is_dir() {
@@ -36,7 +31,7 @@ pub fn test_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
             Vec::new()
         });
     }
-    Ok(crate::load::yaml_files(root)?
+    Ok(crate::files::yaml_files(root)?
         .into_iter()
         .filter(|p| is_test_file(p))
         .collect())

@@ -6,7 +6,8 @@ mod report;
 mod run;
 mod types;
 
-pub use load::{CaseCheck, RULE_TEST_KIND, ResolvedCase, RuleTestSuite, is_test_file, load_tests, test_files};
+pub use crate::files::is_test_file;
+pub use load::{CaseCheck, RULE_TEST_KIND, ResolvedCase, RuleTestSuite, load_tests, test_files};
 pub use report::{json_report, junit_report, text_report, totals};
 pub use run::{CaseOutcome, SuiteOutcome, run_suite};
 pub use types::{Expectation, ExpectedPlacement, RuleTestDocument, RuleTestSpec, TestCase};

@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::events::EventType;
 use ruleplane_config::ownership::{LEGACY_CLEANUP_FINALIZER, cleanup_finalizer};
 use ruleplane_config::{PlanInput, Reconciler, plan_deletion};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tracing::{info, warn};
 
 use super::writer::ChildWriter;
@@ -27,77 +27,6 @@ pub(super) fn has_finalizer(parent: &DynamicObject, finalizer: &str) -> bool {
         .finalizers()
         .iter()
         .any(|f| f == finalizer || f == LEGACY_CLEANUP_FINALIZER)
-}
-
-/// Adds `add` and removes `remove` from the parent's finalizers with a JSON Patch, never server-side apply: an
-/// apply is an upsert, and a parent deleted a moment ago (our cache may still show it) must not be created again.
-/// The `test` of the resourceVersion makes the patch fail rather than clobber a finalizer list another controller
-/// changed meanwhile (it is retried on the fresh object); a parent already gone is fine.
-async fn patch_finalizers(
-    api: &Api<DynamicObject>,
-    parent: &DynamicObject,
-    add: Option<&str>,
-    remove: &[&str],
-) -> Result<(), kube::Error> {
-    let current = parent.finalizers();
-    let mut wanted: Vec<&str> = current
-        .iter()
-        .map(String::as_str)
-        .filter(|f| !remove.contains(f))
-        .collect();
-    if let Some(add) = add
-        && !wanted.contains(&add)
-    {
-        wanted.push(add);
-    }
-    if wanted.len() == current.len() && wanted.iter().zip(current).all(|(a, b)| *a == b.as_str()) {
-        return Ok(());
-    }
-    let operations = json!([
-        { "op": "test", "path": "/metadata/resourceVersion", "value": parent.resource_version() },
-        { "op": "add", "path": "/metadata/finalizers", "value": wanted },
-    ]);
-    let patch: json_patch::Patch = match serde_json::from_value(operations) {
-        Ok(patch) => patch,
-        Err(_) => return Ok(()),
-    };
-    match api
-        .patch(&parent.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(error) => Err(error),
-    }
-}
-
-fn finalizer_api(ctx: &WorkerContext, resource: &kube::api::ApiResource, parent: &DynamicObject) -> Api<DynamicObject> {
-    match parent.namespace() {
-        Some(namespace) => Api::namespaced_with(ctx.client.clone(), &namespace, resource),
-        None => Api::all_with(ctx.client.clone(), resource),
-    }
-}
-
-/// Puts this rule's finalizer on the parent (`add`), or takes it off; either way the shared finalizer of earlier
-/// versions goes (a rule on the same kind that has not added its own yet does so on its next pass: every parent
-/// is reconciled when a worker starts). The plans say when.
-pub(super) async fn change_finalizer(
-    reconciler: &ParentReconciler,
-    parent: &DynamicObject,
-    add: bool,
-) -> Result<(), ReconcilerError> {
-    let api = finalizer_api(&reconciler.ctx, &reconciler.parent.watch.resource, parent);
-    reconciler
-        .writes
-        .forget(&reconciler.parent_object(&ParentKey::of(parent)));
-    let own = reconciler.finalizer.as_str();
-    let (added, removed) = if add {
-        (Some(own), vec![LEGACY_CLEANUP_FINALIZER])
-    } else {
-        (None, vec![own, LEGACY_CLEANUP_FINALIZER])
-    };
-    patch_finalizers(&api, parent, added, &removed).await?;
-    Ok(())
 }
 
 /// The deletion of a parent that carries our finalizer.
@@ -194,7 +123,7 @@ async fn release(
     parent: &DynamicObject,
 ) -> Result<(), kube::Error> {
     let finalizer = reconciler.finalizer.as_str();
-    patch_finalizers(api, parent, None, &[finalizer, LEGACY_CLEANUP_FINALIZER]).await?;
+    io::patch_finalizers(api, parent, None, &[finalizer, LEGACY_CLEANUP_FINALIZER]).await?;
     info!(rule = reconciler.rule.name(), parent = %parent.name_any(), "parent not selected; cleanup finalizer removed, children kept");
     io::publish(
         reconciler,
@@ -278,8 +207,8 @@ pub async fn on_rule_removed(rule: &Reconciler, remaining: &[&Reconciler], ctx: 
         } else {
             &[&finalizer, LEGACY_CLEANUP_FINALIZER]
         };
-        let api = finalizer_api(ctx, &resource, parent);
-        match patch_finalizers(&api, parent, None, remove).await {
+        let api = io::finalizer_api(ctx, &resource, parent);
+        match io::patch_finalizers(&api, parent, None, remove).await {
             Ok(_) => {
                 info!(rule = rule.name(), parent = %parent.name_any(), "rule removed; cleanup finalizer removed, children kept")
             }

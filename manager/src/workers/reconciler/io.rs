@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
-use ruleplane_config::ownership::RECONCILER_FIELD_MANAGER;
+use ruleplane_config::ownership::{LEGACY_CLEANUP_FINALIZER, RECONCILER_FIELD_MANAGER};
 use ruleplane_config::redaction::shown_message;
 use ruleplane_config::{ChildApply, ObjectKey};
 use serde_json::{Value, json};
@@ -13,6 +13,7 @@ use tracing::{info, warn};
 
 use super::writes::StoredAnswer;
 use super::{ParentKey, ParentReconciler, ReconcilerError, Watched};
+use crate::context::WorkerContext;
 use crate::watch_hub::strip_managed_fields;
 
 pub(super) fn api_for(reconciler: &ParentReconciler, watched: &Watched, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -288,3 +289,78 @@ fn truncate(mut text: String, max: usize) -> String {
 }
 
 pub(super) use crate::workers::now;
+
+/// Adds `add` and removes `remove` from the parent's finalizers with a JSON Patch, never server-side apply: an
+/// apply is an upsert, and a parent deleted a moment ago (our cache may still show it) must not be created again.
+/// The `test` of the resourceVersion makes the patch fail rather than clobber a finalizer list another controller
+/// changed meanwhile (it is retried on the fresh object); a parent already gone is fine.
+pub(super) async fn patch_finalizers(
+    api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    add: Option<&str>,
+    remove: &[&str],
+) -> Result<(), kube::Error> {
+    let current = parent.finalizers();
+    let mut wanted: Vec<&str> = current
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !remove.contains(f))
+        .collect();
+    if let Some(add) = add
+        && !wanted.contains(&add)
+    {
+        wanted.push(add);
+    }
+    if wanted.len() == current.len() && wanted.iter().zip(current).all(|(a, b)| *a == b.as_str()) {
+        return Ok(());
+    }
+    let operations = json!([
+        { "op": "test", "path": "/metadata/resourceVersion", "value": parent.resource_version() },
+        { "op": "add", "path": "/metadata/finalizers", "value": wanted },
+    ]);
+    let patch: json_patch::Patch = match serde_json::from_value(operations) {
+        Ok(patch) => patch,
+        Err(_) => return Ok(()),
+    };
+    match api
+        .patch(&parent.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+pub(super) fn finalizer_api(
+    ctx: &WorkerContext,
+    resource: &kube::api::ApiResource,
+    parent: &DynamicObject,
+) -> Api<DynamicObject> {
+    match parent.namespace() {
+        Some(namespace) => Api::namespaced_with(ctx.client.clone(), &namespace, resource),
+        None => Api::all_with(ctx.client.clone(), resource),
+    }
+}
+
+/// Puts this rule's finalizer on the parent (`add`), or takes it off; either way the shared finalizer of earlier
+/// versions goes (a rule on the same kind that has not added its own yet does so on its next pass: every parent
+/// is reconciled when a worker starts). The plans say when.
+pub(super) async fn change_finalizer(
+    reconciler: &ParentReconciler,
+    parent: &DynamicObject,
+    add: bool,
+) -> Result<(), ReconcilerError> {
+    let api = finalizer_api(&reconciler.ctx, &reconciler.parent.watch.resource, parent);
+    reconciler
+        .writes
+        .forget(&reconciler.parent_object(&ParentKey::of(parent)));
+    let own = reconciler.finalizer.as_str();
+    let (added, removed) = if add {
+        (Some(own), vec![LEGACY_CLEANUP_FINALIZER])
+    } else {
+        (None, vec![own, LEGACY_CLEANUP_FINALIZER])
+    };
+    patch_finalizers(&api, parent, added, &removed).await?;
+    Ok(())
+}

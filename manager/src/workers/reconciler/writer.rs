@@ -8,7 +8,7 @@ use ruleplane_config::{ChildApply, ObjectKey, Removal};
 use serde_json::json;
 
 use super::io::{self, AppliedChild};
-use super::{ParentReconciler, ReconcilerError, Watched, cleanup};
+use super::{ParentReconciler, ReconcilerError, Watched};
 
 /// The writes of a Reconciler's plans. Each method's default is the write to the apiserver; a test writer
 /// overrides every one of them.
@@ -19,7 +19,7 @@ pub(super) trait ChildWriter: Sync {
         reconciler: &ParentReconciler,
         parent: &DynamicObject,
     ) -> Result<(), ReconcilerError> {
-        cleanup::change_finalizer(reconciler, parent, true).await
+        io::change_finalizer(reconciler, parent, true).await
     }
 
     /// Takes the rule's finalizer (and the legacy one) off the parent: its deletion completes.
@@ -28,7 +28,7 @@ pub(super) trait ChildWriter: Sync {
         reconciler: &ParentReconciler,
         parent: &DynamicObject,
     ) -> Result<(), ReconcilerError> {
-        cleanup::change_finalizer(reconciler, parent, false).await
+        io::change_finalizer(reconciler, parent, false).await
     }
 
     /// Applies one child; answers the object as stored and what the apply did.

@@ -1,8 +1,7 @@
-//! Finding rule files: the one walker used by loading and by the reload watcher.
+//! Finding YAML files: rule files, test files, CRD manifests — the one walker of loading, tests and the reload
+//! watcher.
 
 use std::path::{Path, PathBuf};
-
-use crate::rule_test::is_test_file;
 
 /// The rule files under `root`: the file itself, or every `*.yaml`/`*.yml` file below a directory, in sorted
 /// path order, except test files (`*.test.yaml`, run by `ruleplane test`), which may sit beside the rules.
@@ -39,4 +38,11 @@ pub(crate) fn yaml_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     }
     found.sort();
     Ok(found)
+}
+
+/// Whether `path` names a test file (`*.test.yaml` / `*.test.yml`): never loaded as rules.
+pub fn is_test_file(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name.ends_with(".test.yaml") || name.ends_with(".test.yml"))
 }
