@@ -160,6 +160,19 @@ echo "   \$ kubectl get configmaps -l ruleplane.dev/rule=team-card -o custom-col
 kubectl get configmaps -l ruleplane.dev/rule=team-card \
   -o custom-columns=NAME:.metadata.name,SIGNATURE:'.metadata.annotations.ruleplane\.dev/signature' | sed 's/^/   /'
 
+explain "" "Template helpers compute values (examples/network-plan.yaml): a /24 per zone with cidrSubnet, zones sorted and" \
+  "deduplicated, replicas shared among them:"
+kubectl delete configmap edge --ignore-not-found >/dev/null
+echo "   \$ kubectl create configmap edge --from-literal=cidr=10.20.0.0/16 --from-literal=zones=b,a,b,c --from-literal=replicas=7"
+kubectl create configmap edge --from-literal=cidr=10.20.0.0/16 --from-literal=zones=b,a,b,c --from-literal=replicas=7 | sed 's/^/   /'
+kubectl label configmap edge example.ruleplane.dev/network-plan=yes >/dev/null
+for _ in $(seq 1 60); do
+  kubectl get configmap edge-plan >/dev/null 2>&1 && break
+  sleep 0.25
+done
+echo "   \$ kubectl get configmap edge-plan -o jsonpath='{.data}'"
+printf '   %s\n' "$(kubectl get configmap edge-plan -o jsonpath='{.data}')"
+
 say "6b. Kinds another tool installs: examples/other-tools/service-certificate.yaml"
 explain "Its child (Certificate) and lookup (ClusterIssuer) are kinds of a cert-manager-like tool, declared by no" \
         "ResourceDefinition. The tool is not installed, so the rule waits and says so:"
