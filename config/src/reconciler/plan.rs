@@ -419,6 +419,22 @@ pub fn record_child(rule: &Reconciler, by_id: &mut Map<String, Value>, object: V
     }
 }
 
+/// Puts each collection's objects in `by_id` (see [`children_by_id`]) in the order `desired` renders them (item
+/// order), those not rendered last: status and templates see a collection in its items' order, not in the order the
+/// cluster lists the objects.
+pub fn order_collections(by_id: &mut Map<String, Value>, desired: &[Value]) {
+    let keys: Vec<Option<ObjectKey>> = desired.iter().map(ObjectKey::of).collect();
+    let position = |object: &Value| {
+        let key = ObjectKey::of(object);
+        keys.iter().position(|k| k.is_some() && *k == key).unwrap_or(usize::MAX)
+    };
+    for child in by_id.values_mut() {
+        if let Value::Array(items) = child {
+            items.sort_by_key(|item| position(item));
+        }
+    }
+}
+
 /// Takes the object with `key` out of `by_id` (see [`children_by_id`]): a child, or a collection's item.
 pub fn forget_child(by_id: &mut Map<String, Value>, key: &ObjectKey) {
     let is_key = |object: &Value| ObjectKey::of(object).as_ref() == Some(key);

@@ -116,6 +116,18 @@ fn reordered_items_change_nothing() {
     let reordered = plan(&rule, &parent(json!({"zones": ["b", "a"]})), &observed);
     assert!(reordered.children.apply.iter().all(|a| a.key.name == "web-summary"));
     assert!(reordered.children.prune.is_empty());
+    let after = reordered.children_after(&rule);
+    let in_order: Vec<&str> = after["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        in_order,
+        ["web-b", "web-a"],
+        "the list follows the items, not the cluster's order"
+    );
 }
 
 #[test]

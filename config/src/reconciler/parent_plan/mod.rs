@@ -8,8 +8,8 @@ mod deletion;
 pub use deletion::{DeletionPlan, Removal, plan_deletion};
 
 use super::plan::{
-    ChildPlan, ObjectKey, attach_parent, children_by_id, each_child, is_own_child, parent_reference, plan_children,
-    unrendered_fate,
+    ChildPlan, ObjectKey, attach_parent, children_by_id, each_child, is_own_child, order_collections, parent_reference,
+    plan_children, unrendered_fate,
 };
 use super::render::{RenderError, render_children_observing};
 use super::resolved::Reconciler;
@@ -147,7 +147,9 @@ impl ParentPlan {
             .chain(created)
             .filter(|child| ObjectKey::of(child).is_none_or(|key| !gone.contains(&&key)))
             .collect();
-        children_by_id(rule, now)
+        let mut now = children_by_id(rule, now);
+        order_collections(&mut now, &self.desired);
+        now
     }
 }
 
@@ -206,7 +208,7 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
         rule, parent, lookups, ..
     } = *input;
     let observed = input.own_children();
-    let observed_by_id = children_by_id(rule, &observed);
+    let mut observed_by_id = children_by_id(rule, &observed);
     let mut rendered = render_children_observing(rule, parent, lookups, &observed_by_id)?;
     let mut desired = std::mem::take(&mut rendered.children);
     input.attach(&mut desired);
@@ -222,6 +224,7 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
     let own = cleanup_finalizer(rule.name());
     let add_finalizer =
         needs_finalizer && (!finalizers.contains(&own.as_str()) || finalizers.contains(&LEGACY_CLEANUP_FINALIZER));
+    order_collections(&mut observed_by_id, &desired);
     let children = plan_children(desired.clone(), &observed, |child| {
         unrendered_fate(rule, &rendered, child)
     });

@@ -3,7 +3,7 @@
 
 use kube::api::DynamicObject;
 use ruleplane_config::{
-    ObjectKey, ParentPlan, PlanInput, Removal, each_child, forget_child, plan_parent, record_child,
+    ObjectKey, ParentPlan, PlanInput, Removal, each_child, forget_child, order_collections, plan_parent, record_child,
 };
 use serde_json::Value;
 
@@ -29,6 +29,7 @@ impl ParentReconciler {
         let labelled = self.labelled_children(uid);
         // decide: the one plan (identity check, render, attach, compare) that `diff` and `test` run too
         let ParentPlan {
+            desired,
             children: plan,
             add_finalizer,
             waiting,
@@ -117,6 +118,8 @@ impl ParentReconciler {
             writer.remove(self, watched, key, parent, removal).await?;
             forget_child(&mut now, key);
         }
+        // Created items join their collection's list at its end: back in item order, as status reads it.
+        order_collections(&mut now, &desired);
         match first_error {
             Some(error) => Err(error),
             None => Ok(Converged {
