@@ -196,8 +196,20 @@ pub fn render_children_observing(
             rendered.children.push(object);
             continue;
         };
+        let items = collection_items(child, collection, &context)?;
+        // The loader refused names of the context every object has; a parent may still have its own top-level
+        // field of that name (a Role's `rules`): hiding it would render from the item instead, silently.
+        if let (Some(bindings), Value::Object(parent_fields)) = (items.first(), parent)
+            && let Some(hidden) = bindings.keys().find(|name| parent_fields.contains_key(*name))
+        {
+            return Err(RenderError::Collection {
+                child: child.id.clone(),
+                location: child.source.clone(),
+                message: format!("the item name `{hidden}` would hide the parent's field `{hidden}`: rename the item"),
+            });
+        }
         let mut objects: Vec<Value> = Vec::new();
-        for bindings in collection_items(child, collection, &context)? {
+        for bindings in items {
             let mut item_context = context.clone();
             if let Value::Object(fields) = &mut item_context {
                 fields.extend(bindings);

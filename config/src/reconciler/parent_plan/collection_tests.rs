@@ -277,3 +277,14 @@ fn malformed_collections_are_load_errors() {
         lonely_cap.message
     );
 }
+
+#[test]
+fn an_item_name_that_would_hide_a_field_of_the_parent_is_a_render_error() {
+    let mut parent = parent(json!({"zones": ["a"]}));
+    parent["zone"] = json!("the parent's own");
+    let error = try_plan(&rule(ZONES), &parent, &[]).unwrap_err();
+    assert!(
+        error.to_string().contains("would hide the parent's field `zone`"),
+        "{error}"
+    );
+}
