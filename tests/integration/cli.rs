@@ -81,7 +81,14 @@ fn rules_path_can_come_from_the_environment() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let docs: Vec<CustomResourceDefinition> = serde_saphyr::from_multiple(&text(&out.stdout)).expect("CRD YAML");
     let names: Vec<&str> = docs.iter().filter_map(|c| c.metadata.name.as_deref()).collect();
-    assert_eq!(names, ["crontabs.stable.example.com", "pod2s.samples.ruleplane.dev"]);
+    assert_eq!(
+        names,
+        [
+            "crontabs.stable.example.com",
+            "pod2s.samples.ruleplane.dev",
+            "webapps.apps.example.org"
+        ]
+    );
 }
 
 #[test]
@@ -658,7 +665,7 @@ fn every_offline_command_that_prints_results_takes_output_json() {
             .is_some_and(|d| d.iter().any(|d| d["kind"] == "CronJob")),
         "{render}"
     );
-    assert_eq!(crds.as_array().map(Vec::len), Some(2), "{crds}");
+    assert_eq!(crds.as_array().map(Vec::len), Some(3), "{crds}");
     let kinds: Vec<&str> = rbac
         .as_array()
         .unwrap()

@@ -1625,3 +1625,94 @@ async fn a_reconciler_on_a_declared_kind_served_otherwise_by_a_foreign_crd_waits
         .await
         .ok();
 }
+
+#[tokio::test]
+async fn a_collection_renders_a_config_map_per_item_and_an_item_removed_is_pruned() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-collection").await;
+    let group = "rc-collection.example.com";
+    let rules = format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: {{ name: shop.{group} }}
+spec:
+  versions: [ {{ name: v1, subresources: {{ status: {{}} }} }} ]
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: shop-zones }}
+spec:
+  for: {{ apiVersion: {group}/v1, kind: Shop }}
+  children:
+    - id: zones
+      forEach:
+        - zone: "{{.spec.zones}}"
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-{{{{zone}}}}" }}
+        data: {{ zone: "{{{{zone}}}}", position: "{{{{zone_index}}}}" }}
+  status:
+    zones: "{{.children.zones[*].metadata.name}}"
+"#
+    );
+    let dir = temp_dir("rc-collection");
+    write(&dir, "rules.yaml", &rules);
+    let manager = ManagerProcess::start(&dir, &ns, "rc-collection", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let shops = api_of(&client, group, "v1", "Shop", "shops", &ns);
+    let shop: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "Shop", "metadata": { "name": "corner" },
+        "spec": { "zones": ["a", "b", "c"] }
+    }))
+    .expect("a Shop");
+    eventually(Duration::from_secs(40), "Shop created", || async {
+        shops.create(&PostParams::default(), &shop).await.ok()
+    })
+    .await;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let names = || async {
+        let list = maps
+            .list(&ListParams::default().labels("ruleplane.dev/rule=shop-zones"))
+            .await
+            .ok()?;
+        let mut names: Vec<String> = list.items.iter().map(|cm| cm.name_any()).collect();
+        names.sort();
+        Some(names)
+    };
+    eventually(Duration::from_secs(30), "a ConfigMap per zone", || async {
+        (names().await? == ["corner-a", "corner-b", "corner-c"]).then_some(())
+    })
+    .await;
+    eventually(Duration::from_secs(30), "the zones in the Shop's status", || async {
+        let shop = shops.get("corner").await.ok()?;
+        (shop.data["status"]["zones"] == json!(["corner-a", "corner-b", "corner-c"])).then_some(())
+    })
+    .await;
+    shops
+        .patch(
+            "corner",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "zones": ["c", "a"] } })),
+        )
+        .await
+        .expect("drop zone b");
+    let now = eventually(Duration::from_secs(30), "zone b pruned", || async {
+        let now = names().await?;
+        (now == ["corner-a", "corner-c"]).then_some(now)
+    })
+    .await;
+    assert_eq!(now, ["corner-a", "corner-c"]);
+    let c = maps.get("corner-c").await.expect("corner-c");
+    assert_eq!(
+        c.data.unwrap_or_default().get("position").map(String::as_str),
+        Some("0"),
+        "reordered: c is first now"
+    );
+    eventually(Duration::from_secs(30), "Ready with the remaining zones", || async {
+        let shop = shops.get("corner").await.ok()?;
+        let ready = condition(&shop, "Ready")?["status"] == "True";
+        (ready && shop.data["status"]["zones"] == json!(["corner-c", "corner-a"])).then_some(())
+    })
+    .await;
+}

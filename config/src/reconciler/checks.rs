@@ -2,9 +2,10 @@
 
 use std::collections::HashMap;
 
-use super::resolved::{Child, Reconciler, ResolvedLookup, StatusField};
-use super::types::{ChildTemplate, ReconcilerRule};
+use super::resolved::{Child, Collection, CollectionItems, Reconciler, ResolvedLookup, StatusField};
+use super::types::{ChildTemplate, DEFAULT_MAX_ITEMS, ReconcilerRule};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics, did_you_mean};
+use crate::jsonpath::CompiledPath;
 use crate::load::{
     check_api_version_format, check_embedded_template, check_json_path, check_selector, embedded_pos, is_identifier,
     key, path, with,
@@ -129,12 +130,22 @@ pub(crate) fn check_reconciler(
                 .namespace
                 .as_ref()
                 .map(|text| check_embedded_template(text, doc, &with(&child_path, &[key("namespace")]), lines, out));
-            if let (Some(template), Some((api_version, kind)), Some(ready_when), Some(include_when), Some(namespace)) = (
+            let in_finalize = list_path.len() > 2;
+            let collection = check_collection(child, in_finalize, doc, &child_path, out);
+            if let (
+                Some(template),
+                Some((api_version, kind)),
+                Some(ready_when),
+                Some(include_when),
+                Some(namespace),
+                Some(collection),
+            ) = (
                 template,
                 static_kind,
                 ready_when.map_or(Some(None), |p| p.map(Some)),
                 include_when.map_or(Some(None), |p| p.map(Some)),
                 namespace.map_or(Some(None), |t| t.map(Some)),
+                collection,
             ) {
                 compiled.push(Child {
                     id: child.id.clone(),
@@ -148,6 +159,7 @@ pub(crate) fn check_reconciler(
                     namespace,
                     ready_when,
                     include_when,
+                    collection,
                 });
             }
         }
@@ -186,6 +198,145 @@ pub(crate) fn check_reconciler(
         kinds: Default::default(),
         render_order,
     })
+}
+
+/// Top-level names of the template context besides the parent's own fields: a collection's binding must not
+/// hide them (nor the fields every Kubernetes object has).
+const CONTEXT_NAMES: &[&str] = &[
+    "apiVersion",
+    "kind",
+    "metadata",
+    "spec",
+    "status",
+    "data",
+    "stringData",
+    "binaryData",
+    "children",
+    "lookups",
+];
+
+/// Whether `name` is a helper or built-in of the templates: `{{name}}` would call it instead of reading the item.
+fn is_helper_name(name: &str) -> bool {
+    const BUILT_INS: &[&str] = &[
+        "if", "unless", "each", "with", "lookup", "eq", "ne", "gt", "gte", "lt", "lte", "and", "or", "not", "this",
+        "else",
+    ];
+    crate::template::HELPERS.contains(&name) || BUILT_INS.contains(&name)
+}
+
+/// Checks `forEach` / `count` / `maxItems` of a child and compiles them: `Some(None)` for a plain child, `None`
+/// when something was reported.
+fn check_collection(
+    child: &ChildTemplate,
+    in_finalize: bool,
+    doc: &Node,
+    child_path: &[PathStep],
+    out: &mut FileDiagnostics,
+) -> Option<Option<Collection>> {
+    let problems_before = out.found.len();
+    let max_items = child.max_items.unwrap_or(DEFAULT_MAX_ITEMS);
+    if !child.is_collection() {
+        if child.max_items.is_some() {
+            out.error(
+                doc.pos_of(&with(child_path, &[key("maxItems")])),
+                DiagnosticCode::Value,
+                format!("child `{}`: `maxItems` needs `forEach` or `count`", child.id),
+            );
+            return None;
+        }
+        return Some(None);
+    }
+    let field = if child.count.is_some() { "count" } else { "forEach" };
+    if in_finalize {
+        out.error(
+            doc.pos_of(&with(child_path, &[key(field)])),
+            DiagnosticCode::Value,
+            format!("finalize child `{}`: `{field}` is only for `spec.children`", child.id),
+        );
+        return None;
+    }
+    if max_items == 0 {
+        out.error(
+            doc.value_pos_of(&with(child_path, &[key("maxItems")])),
+            DiagnosticCode::Range,
+            format!("child `{}`: `maxItems` must be at least 1", child.id),
+        );
+    }
+    let items = if let Some(count) = &child.count {
+        if !child.for_each.is_empty() {
+            out.error(
+                doc.pos_of(&with(child_path, &[key("count")])),
+                DiagnosticCode::Value,
+                format!("child `{}`: `count` and `forEach` exclude each other", child.id),
+            );
+        }
+        check_json_path(count, doc, &with(child_path, &[key("count")]), out).map(CollectionItems::Count)
+    } else {
+        let mut entries: Vec<(String, CompiledPath)> = Vec::new();
+        let mut bound: Vec<String> = Vec::new();
+        for (index, entry) in child.for_each.iter().enumerate() {
+            let entry_path = with(child_path, &[key("forEach"), PathStep::Index(index)]);
+            let mut names = entry.iter();
+            let (Some((name, expression)), None) = (names.next(), names.next()) else {
+                out.error(
+                    doc.pos_of(&entry_path),
+                    DiagnosticCode::Structure,
+                    format!(
+                        "child `{}`: each `forEach` entry is one `name: '<JSONPath>'` (it has {})",
+                        child.id,
+                        entry.len()
+                    ),
+                );
+                continue;
+            };
+            let name_path = with(&entry_path, &[key(name)]);
+            let index_name = format!("{name}_index");
+            let problem = if !is_identifier(name) {
+                Some((
+                    DiagnosticCode::Name,
+                    format!("`{name}` must be letters, digits and `_` (templates refer to it as `{{{{{name}}}}}`)"),
+                ))
+            } else if let Some(taken) = [name.as_str(), index_name.as_str()]
+                .into_iter()
+                .find(|bound_name| CONTEXT_NAMES.contains(bound_name))
+            {
+                Some((
+                    DiagnosticCode::Name,
+                    format!("`{taken}` would hide the template context's `{taken}`: choose another name"),
+                ))
+            } else if is_helper_name(name) {
+                Some((
+                    DiagnosticCode::Name,
+                    format!("`{name}` is a template helper (`{{{{{name} …}}}}`): choose another name"),
+                ))
+            } else {
+                [name.as_str(), index_name.as_str()]
+                    .into_iter()
+                    .find(|bound_name| bound.iter().any(|b| b == bound_name))
+                    .map(|taken| (DiagnosticCode::Duplicate, format!("`{taken}` is bound twice")))
+            };
+            if let Some((code, message)) = problem {
+                out.error(
+                    doc.pos_of(&name_path),
+                    code,
+                    format!("child `{}`: forEach name {message}", child.id),
+                );
+            }
+            bound.push(name.clone());
+            bound.push(index_name);
+            if let Some(path) = check_json_path(expression, doc, &name_path, out) {
+                entries.push((name.clone(), path));
+            }
+        }
+        Some(CollectionItems::ForEach(entries))
+    };
+    if out.found.len() > problems_before {
+        return None;
+    }
+    Some(Some(Collection {
+        items: items?,
+        max_items: usize::try_from(max_items).unwrap_or(usize::MAX),
+    }))
 }
 
 /// The ids a template reads as `children.<id>` (e.g. `{{children.svc.spec.clusterIP}}`), each once.

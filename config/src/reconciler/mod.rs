@@ -16,8 +16,9 @@ pub use parent_plan::{
     plan_parent,
 };
 pub use plan::{
-    ChildApply, ChildPlan, Condition, ObjectKey, Unrendered, attach_parent, child_id, contains, desired_status,
-    fingerprint, is_own_child, next_status, parent_conditions, parent_reference, plan_children, unrendered_fate,
+    ChildApply, ChildPlan, Condition, ObjectKey, Unrendered, attach_parent, child_id, children_by_id, contains,
+    desired_status, each_child, fingerprint, forget_child, is_own_child, next_status, order_collections,
+    parent_conditions, parent_reference, plan_children, record_child, unrendered_fate,
 };
 pub use preview::{ChildChange, ParentPreview, preview_parent};
 pub use render::{

@@ -380,6 +380,80 @@ pub fn child_id(child: &Value) -> Option<&str> {
     child.pointer("/metadata/labels")?.get(CHILD_ID_LABEL)?.as_str()
 }
 
+/// A parent's children by id, as templates (`children.<id>`), `status` and the `Ready` condition read them: a
+/// child's object, or for a collection (`forEach`, `count`) the list of its objects — present, maybe empty, even
+/// when none exists. Objects without a child id of the rule are left out.
+pub fn children_by_id<'a>(rule: &Reconciler, objects: impl IntoIterator<Item = &'a Value>) -> Map<String, Value> {
+    let mut by_id: Map<String, Value> = rule
+        .children()
+        .iter()
+        .filter(|child| child.is_collection())
+        .map(|child| (child.id.clone(), Value::Array(Vec::new())))
+        .collect();
+    for object in objects {
+        record_child(rule, &mut by_id, object.clone());
+    }
+    by_id
+}
+
+/// Puts `object` into `by_id` (see [`children_by_id`]) in place of what was there for it: the child of its id, or
+/// the collection item with its key (else it joins the list).
+pub fn record_child(rule: &Reconciler, by_id: &mut Map<String, Value>, object: Value) {
+    let Some(id) = child_id(&object).map(str::to_owned) else {
+        return;
+    };
+    if !rule.child(&id).is_some_and(|child| child.is_collection()) {
+        by_id.insert(id, object);
+        return;
+    }
+    let list = by_id.entry(id).or_insert_with(|| Value::Array(Vec::new()));
+    if !list.is_array() {
+        *list = Value::Array(Vec::new());
+    }
+    if let Value::Array(items) = list {
+        let key = ObjectKey::of(&object);
+        match items.iter_mut().find(|item| ObjectKey::of(item) == key) {
+            Some(item) => *item = object,
+            None => items.push(object),
+        }
+    }
+}
+
+/// Puts each collection's objects in `by_id` (see [`children_by_id`]) in the order `desired` renders them (item
+/// order), those not rendered last: status and templates see a collection in its items' order, not in the order the
+/// cluster lists the objects.
+pub fn order_collections(by_id: &mut Map<String, Value>, desired: &[Value]) {
+    let keys: Vec<Option<ObjectKey>> = desired.iter().map(ObjectKey::of).collect();
+    let position = |object: &Value| {
+        let key = ObjectKey::of(object);
+        keys.iter().position(|k| k.is_some() && *k == key).unwrap_or(usize::MAX)
+    };
+    for child in by_id.values_mut() {
+        if let Value::Array(items) = child {
+            items.sort_by_key(|item| position(item));
+        }
+    }
+}
+
+/// Takes the object with `key` out of `by_id` (see [`children_by_id`]): a child, or a collection's item.
+pub fn forget_child(by_id: &mut Map<String, Value>, key: &ObjectKey) {
+    let is_key = |object: &Value| ObjectKey::of(object).as_ref() == Some(key);
+    by_id.retain(|_, child| !is_key(child));
+    for child in by_id.values_mut() {
+        if let Value::Array(items) = child {
+            items.retain(|item| !is_key(item));
+        }
+    }
+}
+
+/// The objects of [`children_by_id`] one by one (a collection's items each).
+pub fn each_child(by_id: &Map<String, Value>) -> impl Iterator<Item = &Value> {
+    by_id.values().flat_map(|value| match value {
+        Value::Array(items) => items.iter().collect::<Vec<_>>(),
+        object => vec![object],
+    })
+}
+
 /// The parent's whole status after a reconcile that applied everything, over `children` as they then exist (by
 /// id): projected fields, `observedGeneration` (when `with_generation`: the kind has a status subresource) and the
 /// conditions, stamped `now` — what `ruleplane test` and `ruleplane diff` compare.

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::parent_plan::{PlanInput, plan_parent};
-use super::plan::{ObjectKey, contains, desired_status};
+use super::plan::{ObjectKey, contains, desired_status, each_child};
 use super::render::RenderError;
 use crate::object_diff::{project, unified_diff, yaml};
 use crate::ownership::APPLIED_ANNOTATION;
@@ -61,7 +61,7 @@ pub fn preview_parent(input: &PlanInput, now: &str) -> Result<ParentPreview, Ren
         ..
     } = *input;
     let plan = plan_parent(input)?;
-    let children_now = plan.children_after();
+    let children_now = plan.children_after(rule);
     let mut preview = ParentPreview {
         prune: plan.children.prune.clone(),
         release: plan.children.release.clone(),
@@ -70,11 +70,7 @@ pub fn preview_parent(input: &PlanInput, now: &str) -> Result<ParentPreview, Ren
         ..ParentPreview::default()
     };
     for apply in &plan.children.apply {
-        match plan
-            .observed
-            .values()
-            .find(|o| ObjectKey::of(o).as_ref() == Some(&apply.key))
-        {
+        match each_child(&plan.observed).find(|o| ObjectKey::of(o).as_ref() == Some(&apply.key)) {
             None => preview.create.push(apply.object.clone()),
             Some(live) => {
                 let desired = without_fingerprint(&apply.object);

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::resolved::{Child, Reconciler, ResolvedLookup};
+use super::resolved::{Child, Collection, CollectionItems, Reconciler, ResolvedLookup};
 use super::types::Lookup;
 use crate::diagnostics::SourceLocation;
 use crate::jsonpath::is_truthy;
@@ -61,6 +61,17 @@ pub enum RenderError {
         /// What is wrong.
         message: String,
     },
+    /// A collection child (`forEach`, `count`) cannot be expanded: its path yields no list or number, it has
+    /// more items than `maxItems`, or two of its objects have the same name.
+    #[error("{location}: child `{child}`: {message}")]
+    Collection {
+        /// The child's id.
+        child: String,
+        /// Where the template starts in the rule file.
+        location: SourceLocation,
+        /// What is wrong.
+        message: String,
+    },
     /// A lookup's name or namespace template failed.
     #[error("lookup `{lookup}`: {error}")]
     Lookup {
@@ -99,6 +110,7 @@ impl RenderError {
             RenderError::Template { error, .. } | RenderError::Lookup { error, .. } => error.category(),
             RenderError::OutputYaml { .. } => "output-yaml",
             RenderError::OutputObject { .. } => "output-object",
+            RenderError::Collection { .. } => "collection",
             RenderError::LookupTarget { .. } => "lookup-target",
         }
     }
@@ -132,40 +144,221 @@ pub fn render_children_observing(
         waiting: Vec::new(),
         excluded: Vec::new(),
     };
+    // What each child rendered this round, by id: an object, or the list of a collection's objects.
     let mut by_id = Map::new();
     for child in rule.children_in_order() {
-        if let Some(include_when) = &child.include_when
+        if child.collection.is_none()
+            && let Some(include_when) = &child.include_when
             && !is_truthy(include_when.select_one(&context).as_ref())
         {
             rendered.excluded.push(child.id.clone());
             continue;
         }
-        let ready = |id: &String| {
-            let dependency = rule.child(id);
-            observed
-                .get(id)
-                .is_some_and(|o| dependency.is_some_and(|d| d.is_ready(o)))
+        // What a dependency shows this child once it is ready: the object as observed; for a collection, the
+        // observed objects of the items rendered this round, each ready (none missing).
+        let visible = |id: &String| -> Option<Value> {
+            let dependency = rule.child(id)?;
+            let observed = observed.get(id)?;
+            if !dependency.is_collection() {
+                return dependency.is_ready(observed).then(|| observed.clone());
+            }
+            let observed_items = observed.as_array()?;
+            let items = by_id.get(id)?.as_array()?;
+            items
+                .iter()
+                .map(|item| {
+                    observed_items
+                        .iter()
+                        .find(|o| same_object(o, item))
+                        .filter(|o| dependency.is_ready(o))
+                        .cloned()
+                })
+                .collect::<Option<Vec<Value>>>()
+                .map(Value::Array)
         };
-        if !child.depends_on.iter().all(ready) {
+        let Some(visible) = child
+            .depends_on
+            .iter()
+            .map(|id| Some((id.clone(), visible(id)?)))
+            .collect::<Option<Map<String, Value>>>()
+        else {
             rendered.waiting.push(child.id.clone());
             continue;
-        }
+        };
         if !child.depends_on.is_empty()
             && let Value::Object(fields) = &mut context
         {
-            let visible: Map<String, Value> = child
-                .depends_on
-                .iter()
-                .filter_map(|id| Some((id.clone(), observed.get(id)?.clone())))
-                .collect();
             fields.insert("children".to_string(), Value::Object(visible));
         }
-        let object = render_one(rule, child, &context, parent)?;
-        by_id.insert(child.id.clone(), object.clone());
-        rendered.children.push(object);
+        let Some(collection) = &child.collection else {
+            let object = render_one(rule, child, &context, parent)?;
+            by_id.insert(child.id.clone(), object.clone());
+            rendered.children.push(object);
+            continue;
+        };
+        let items = collection_items(child, collection, &context)?;
+        // The loader refused names of the context every object has; a parent may still have its own top-level
+        // field of that name (a Role's `rules`): hiding it would render from the item instead, silently.
+        if let (Some(bindings), Value::Object(parent_fields)) = (items.first(), parent)
+            && let Some(hidden) = bindings.keys().find(|name| parent_fields.contains_key(*name))
+        {
+            return Err(RenderError::Collection {
+                child: child.id.clone(),
+                location: child.source.clone(),
+                message: format!("the item name `{hidden}` would hide the parent's field `{hidden}`: rename the item"),
+            });
+        }
+        let mut objects: Vec<Value> = Vec::new();
+        for bindings in items {
+            let mut item_context = context.clone();
+            if let Value::Object(fields) = &mut item_context {
+                fields.extend(bindings);
+            }
+            if let Some(include_when) = &child.include_when
+                && !is_truthy(include_when.select_one(&item_context).as_ref())
+            {
+                continue;
+            }
+            objects.push(render_one(rule, child, &item_context, parent)?);
+        }
+        check_distinct_names(child, &objects)?;
+        rendered.children.extend(objects.iter().cloned());
+        by_id.insert(child.id.clone(), Value::Array(objects));
     }
     rendered.status = compute_status(rule, parent, &by_id, lookups);
     Ok(rendered)
+}
+
+/// The items of a collection child for one parent, each as the names it binds (`zone`, `zone_index`; with
+/// `count`, `count_index`), in order: for several `forEach` entries, the cartesian product, first entry outermost.
+fn collection_items(
+    child: &Child,
+    collection: &Collection,
+    context: &Value,
+) -> Result<Vec<Map<String, Value>>, RenderError> {
+    let error = |message: String| RenderError::Collection {
+        child: child.id.clone(),
+        location: child.source.clone(),
+        message,
+    };
+    let too_many = |items: String| {
+        error(format!(
+            "{items} items, more than the {} a collection may render (`maxItems`)",
+            collection.max_items
+        ))
+    };
+    match &collection.items {
+        CollectionItems::Count(path) => {
+            let count = match path.select_one(context) {
+                None | Some(Value::Null) => 0,
+                Some(value) => value.as_u64().ok_or_else(|| {
+                    error(format!(
+                        "`count` ({}) must yield a non-negative integer, not {}",
+                        path.source(),
+                        shorten_value(&value)
+                    ))
+                })?,
+            };
+            if usize::try_from(count).map_or(true, |count| count > collection.max_items) {
+                return Err(too_many(count.to_string()));
+            }
+            Ok((0..count)
+                .map(|index| Map::from_iter([("count_index".to_string(), Value::from(index))]))
+                .collect())
+        }
+        CollectionItems::ForEach(entries) => {
+            let mut lists: Vec<(&String, Vec<Value>)> = Vec::with_capacity(entries.len());
+            let mut total: usize = 1;
+            for (name, path) in entries {
+                let mut found = path.select(context);
+                let list = match found.len() {
+                    0 => Vec::new(),
+                    1 => match found.remove(0) {
+                        Value::Array(items) => items,
+                        Value::Null => Vec::new(),
+                        other => {
+                            return Err(error(format!(
+                                "forEach `{name}` ({}) must yield a list, not {}",
+                                path.source(),
+                                shorten_value(&other)
+                            )));
+                        }
+                    },
+                    _ => found,
+                };
+                total = total.saturating_mul(list.len());
+                lists.push((name, list));
+            }
+            if total > collection.max_items {
+                let sizes: Vec<String> = lists.iter().map(|(_, list)| list.len().to_string()).collect();
+                return Err(too_many(if sizes.len() > 1 {
+                    format!("{} (= {total})", sizes.join(" × "))
+                } else {
+                    total.to_string()
+                }));
+            }
+            let mut items = vec![Map::new()];
+            for (name, list) in lists {
+                items = items
+                    .into_iter()
+                    .flat_map(|bound| {
+                        list.iter().enumerate().map(move |(index, value)| {
+                            let mut bound = bound.clone();
+                            bound.insert(name.clone(), value.clone());
+                            bound.insert(format!("{name}_index"), Value::from(index));
+                            bound
+                        })
+                    })
+                    .collect();
+            }
+            Ok(items)
+        }
+    }
+}
+
+/// A collection's objects must have distinct names (and namespaces): the names that repeat are reported.
+fn check_distinct_names(child: &Child, objects: &[Value]) -> Result<(), RenderError> {
+    let mut repeated: Vec<String> = Vec::new();
+    for (index, object) in objects.iter().enumerate() {
+        if objects[..index].iter().any(|earlier| same_object(earlier, object)) {
+            let name = object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let name = format!("`{}`", truncate(name, 64));
+            if !repeated.contains(&name) {
+                repeated.push(name);
+            }
+        }
+    }
+    if repeated.is_empty() {
+        return Ok(());
+    }
+    Err(RenderError::Collection {
+        child: child.id.clone(),
+        location: child.source.clone(),
+        message: format!(
+            "the collection renders several objects named {}: each item needs its own name (use the item or its \
+             `_index` in `metadata.name`)",
+            repeated.join(", ")
+        ),
+    })
+}
+
+/// Whether two objects are the same in the cluster: apiVersion, kind, namespace and name.
+fn same_object(a: &Value, b: &Value) -> bool {
+    ["/apiVersion", "/kind", "/metadata/namespace", "/metadata/name"]
+        .iter()
+        .all(|pointer| a.pointer(pointer) == b.pointer(pointer))
+}
+
+/// A value in a message, short and without the contents of a collection (it may come from a looked-up Secret).
+fn shorten_value(value: &Value) -> String {
+    match value {
+        Value::Array(_) | Value::Object(_) => format!("a {}", json_type_name(value)),
+        Value::String(_) => "a string".to_string(),
+        other => truncate(&other.to_string(), 32),
+    }
 }
 
 /// Renders the `finalize` children (empty when the rule has none).

@@ -271,15 +271,44 @@ pub struct Child {
     pub(crate) sets_namespace: bool,
     pub(crate) ready_when: Option<CompiledPath>,
     pub(crate) include_when: Option<CompiledPath>,
+    /// `forEach` or `count`: the child is rendered once per item (`None`: once).
+    pub(crate) collection: Option<Collection>,
+}
+
+/// How a collection child finds its items, compiled.
+#[derive(Clone, Debug)]
+pub(crate) struct Collection {
+    pub(crate) items: CollectionItems,
+    /// Past this many objects for one parent, rendering fails.
+    pub(crate) max_items: usize,
+}
+
+/// The source of a collection's items.
+#[derive(Clone, Debug)]
+pub(crate) enum CollectionItems {
+    /// `forEach`: each entry's name and list path; several make the cartesian product, in order.
+    ForEach(Vec<(String, CompiledPath)>),
+    /// `count`: a path yielding the number of copies.
+    Count(CompiledPath),
 }
 
 impl Child {
-    /// Whether an observed child is ready: its `readyWhen` selects a truthy value (no `readyWhen`: it exists).
+    /// Whether an observed child is ready: its `readyWhen` selects a truthy value (no `readyWhen`: it exists). For
+    /// a collection, `observed` is the list of its objects: ready when every one is.
     pub fn is_ready(&self, observed: &Value) -> bool {
-        match &self.ready_when {
+        let one_ready = |object: &Value| match &self.ready_when {
             None => true,
-            Some(path) => is_truthy(path.select_one(observed).as_ref()),
+            Some(path) => is_truthy(path.select_one(object).as_ref()),
+        };
+        match (self.is_collection(), observed) {
+            (true, Value::Array(items)) => items.iter().all(one_ready),
+            _ => one_ready(observed),
         }
+    }
+
+    /// Whether this child is rendered once per item (`forEach`, `count`): `children.<id>` is then a list.
+    pub fn is_collection(&self) -> bool {
+        self.collection.is_some()
     }
 }
 

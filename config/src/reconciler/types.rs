@@ -144,9 +144,34 @@ pub struct ChildTemplate {
     /// template spells out literally; a rendered namespace that is none of these is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// Render this child once per item (a collection): each entry is one `name: '<JSONPath>'` over the template
+    /// context yielding a list (a missing field or `null`: no items). Several entries: one child per combination
+    /// (the cartesian product, first entry outermost). Each item is bound by its name (`{{zone}}`) and its
+    /// position by `<name>_index` (`{{zone_index}}`, from 0). `readyWhen` and `includeWhen` apply per item;
+    /// other children and `status` see `children.<id>` as the list of the collection's objects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub for_each: Vec<BTreeMap<String, String>>,
+    /// Render this child `count` times (a collection), `count` being a JSONPath over the template context yielding
+    /// a non-negative integer (a missing field: none); each copy's position is bound as `{{count_index}}` (from
+    /// 0; `index` names a helper). Not with `forEach`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<String>,
+    /// The most objects a collection (`forEach`, `count`) may render for one parent; more is a render error
+    /// (default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub max_items: Option<u32>,
 }
 
+/// The most objects a collection renders for one parent when its child does not set `maxItems`.
+pub const DEFAULT_MAX_ITEMS: u32 = 1000;
+
 impl ChildTemplate {
+    /// Whether this child is a collection: rendered once per item of `forEach` or `count` times.
+    pub fn is_collection(&self) -> bool {
+        !self.for_each.is_empty() || self.count.is_some()
+    }
+
     /// The child's `apiVersion` and `kind` as spelled literally on the template's top-level lines.
     ///
     /// The loader requires them to be literal so the children's kinds are known before anything is rendered:
@@ -171,6 +196,9 @@ impl PartialEq for ChildTemplate {
             && self.ready_when == other.ready_when
             && self.include_when == other.include_when
             && self.retain == other.retain
+            && self.for_each == other.for_each
+            && self.count == other.count
+            && self.max_items == other.max_items
     }
 }
 

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use crate::files::is_test_file;
 
-use super::types::{ExpectedPlacement, RuleTestDocument, TestCase};
+use super::types::{ExpectedPlacement, ObservedChild, RuleTestDocument, TestCase};
 use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics, Pos, SourceLocation, did_you_mean};
 use crate::load::schema_check::SchemaChecker;
 use crate::load::{key, path};
@@ -347,7 +347,13 @@ fn reconciler_case(
         observed: case
             .observed
             .iter()
-            .map(|(id, o)| (id.clone(), Value::Object(o.clone())))
+            .map(|(id, observed)| {
+                let value = match observed {
+                    ObservedChild::One(object) => Value::Object(object.clone()),
+                    ObservedChild::Many(objects) => objects.iter().cloned().map(Value::Object).collect(),
+                };
+                (id.clone(), value)
+            })
             .collect(),
         children: expect
             .children

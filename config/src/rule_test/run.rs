@@ -96,7 +96,14 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
     let scopes = Scopes::declared(rule, &child_scope);
     let observed: Vec<Value> = observed
         .iter()
-        .map(|(id, object)| observed_as_written(rule, parent, scopes.parent_namespaced, id, object))
+        .flat_map(|(id, observed)| {
+            match observed {
+                Value::Array(objects) => objects.iter().collect::<Vec<_>>(),
+                object => vec![object],
+            }
+            .into_iter()
+            .map(|object| observed_as_written(rule, parent, scopes.parent_namespaced, id, object))
+        })
         .collect();
     let planned = gather_lookups(rule, parent, |lookup, name, namespace| {
         find_lookup_object(available, lookup, name, namespace)
@@ -136,7 +143,7 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
         failures.extend(children_failures(expected, &plan.desired, &plan.waiting));
     }
     if let Some(expected) = status {
-        let now = plan.children_after();
+        let now = plan.children_after(rule);
         // Offline there is no discovery: a parent that gives `metadata.generation` is reported as with a status
         // subresource (`observedGeneration`).
         let actual = desired_status(rule, parent, &now, &lookups, &plan.excluded, true, TEST_TIME);

@@ -55,9 +55,10 @@ pub struct TestCase {
     pub lookups: Vec<Map<String, Value>>,
     /// Reconciler: children as they exist in the cluster, by child id (a Service with its `spec.clusterIP`, a
     /// CronJob with its `status`). `readyWhen`, children that read other children, the projected status and the
-    /// `Ready` condition see these; a child not given here is seen as rendered.
+    /// `Ready` condition see these; a child not given here is seen as rendered. A collection child (`forEach`,
+    /// `count`) is given as the list of its objects.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub observed: BTreeMap<String, Map<String, Value>>,
+    pub observed: BTreeMap<String, ObservedChild>,
     /// SchedulerPolicy: the cluster's nodes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<Map<String, Value>>,
@@ -120,4 +121,14 @@ pub struct ExpectedPlacement {
     /// `0/3 nodes are available: …`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// A child as it exists in a test case: one object, or the objects of a collection child.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ObservedChild {
+    /// A child's object.
+    One(Map<String, Value>),
+    /// A collection child's objects (`forEach`, `count`).
+    Many(Vec<Map<String, Value>>),
 }

@@ -30,7 +30,9 @@ fn every_example_loads() {
             "pod2s.samples.ruleplane.dev",
             "pod2-runner",
             "spread",
-            "team-card"
+            "team-card",
+            "web-app.apps.example.org",
+            "web-ports"
         ]
     );
 }

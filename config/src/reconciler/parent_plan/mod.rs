@@ -8,7 +8,8 @@ mod deletion;
 pub use deletion::{DeletionPlan, Removal, plan_deletion};
 
 use super::plan::{
-    ChildPlan, ObjectKey, attach_parent, child_id, is_own_child, parent_reference, plan_children, unrendered_fate,
+    ChildPlan, ObjectKey, attach_parent, children_by_id, each_child, is_own_child, order_collections, parent_reference,
+    plan_children, unrendered_fate,
 };
 use super::render::{RenderError, render_children_observing};
 use super::resolved::Reconciler;
@@ -133,15 +134,21 @@ pub struct ParentPlan {
 impl ParentPlan {
     /// The children by id as they will be once the plan is carried out without a write failing: observed ones,
     /// else what is created; pruned and released ones gone. (The worker uses what the apiserver answered instead.)
-    pub fn children_after(&self) -> Map<String, Value> {
-        let mut now = self.observed.clone();
-        for apply in &self.children.apply {
-            if let Some(id) = child_id(&apply.object) {
-                now.entry(id.to_string()).or_insert_with(|| apply.object.clone());
-            }
-        }
+    pub fn children_after(&self, rule: &Reconciler) -> Map<String, Value> {
         let gone: Vec<&ObjectKey> = self.children.prune.iter().chain(&self.children.release).collect();
-        now.retain(|_, child| ObjectKey::of(child).is_none_or(|key| !gone.contains(&&key)));
+        let observed: Vec<&Value> = each_child(&self.observed).collect();
+        let created = self.children.apply.iter().map(|apply| &apply.object).filter(|object| {
+            let key = ObjectKey::of(object);
+            !observed.iter().any(|o| ObjectKey::of(o) == key)
+        });
+        let now: Vec<&Value> = observed
+            .iter()
+            .copied()
+            .chain(created)
+            .filter(|child| ObjectKey::of(child).is_none_or(|key| !gone.contains(&&key)))
+            .collect();
+        let mut now = children_by_id(rule, now);
+        order_collections(&mut now, &self.desired);
         now
     }
 }
@@ -201,10 +208,7 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
         rule, parent, lookups, ..
     } = *input;
     let observed = input.own_children();
-    let observed_by_id: Map<String, Value> = observed
-        .iter()
-        .filter_map(|child| Some((child_id(child)?.to_string(), child.clone())))
-        .collect();
+    let mut observed_by_id = children_by_id(rule, &observed);
     let mut rendered = render_children_observing(rule, parent, lookups, &observed_by_id)?;
     let mut desired = std::mem::take(&mut rendered.children);
     input.attach(&mut desired);
@@ -220,6 +224,7 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
     let own = cleanup_finalizer(rule.name());
     let add_finalizer =
         needs_finalizer && (!finalizers.contains(&own.as_str()) || finalizers.contains(&LEGACY_CLEANUP_FINALIZER));
+    order_collections(&mut observed_by_id, &desired);
     let children = plan_children(desired.clone(), &observed, |child| {
         unrendered_fate(rule, &rendered, child)
     });
@@ -235,5 +240,7 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
     })
 }
 
+#[cfg(test)]
+mod collection_tests;
 #[cfg(test)]
 mod tests;

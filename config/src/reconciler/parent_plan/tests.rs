@@ -71,7 +71,7 @@ fn a_new_parent_creates_what_is_ready_to_render_and_waits_for_the_rest() {
         !plan.needs_finalizer,
         "an owner reference cleans up a same-namespace child"
     );
-    assert_eq!(plan.children_after().keys().collect::<Vec<_>>(), ["settings"]);
+    assert_eq!(plan.children_after(&rule).keys().collect::<Vec<_>>(), ["settings"]);
 }
 
 #[test]
@@ -108,7 +108,7 @@ fn a_child_no_longer_included_is_pruned_and_a_retained_one_released() {
     let fewer = plan(&rule, &parent(json!({"size": "3"})), &observed);
     assert_eq!(names(&fewer.children.prune), ["web-debug"]);
     assert_eq!(names(&fewer.children.release), ["web-audit"]);
-    let after = fewer.children_after();
+    let after = fewer.children_after(&rule);
     assert!(after.contains_key("settings") && after.contains_key("endpoint"));
     assert!(!after.contains_key("debug") && !after.contains_key("audit"));
 }

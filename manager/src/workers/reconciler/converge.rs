@@ -2,7 +2,9 @@
 //! it) → its writes through a [`ChildWriter`] → the children as they now are, for the status report.
 
 use kube::api::DynamicObject;
-use ruleplane_config::{ObjectKey, ParentPlan, PlanInput, Removal, child_id, plan_parent};
+use ruleplane_config::{
+    ObjectKey, ParentPlan, PlanInput, Removal, each_child, forget_child, order_collections, plan_parent, record_child,
+};
 use serde_json::Value;
 
 use super::io::ChildChange;
@@ -27,6 +29,7 @@ impl ParentReconciler {
         let labelled = self.labelled_children(uid);
         // decide: the one plan (identity check, render, attach, compare) that `diff` and `test` run too
         let ParentPlan {
+            desired,
             children: plan,
             add_finalizer,
             waiting,
@@ -60,8 +63,7 @@ impl ParentReconciler {
         // With children waiting for one of these, the echo is what renders them next: keep it.
         let echoes_carry_nothing = waiting.is_empty();
         let version_of = |key: &ObjectKey| {
-            observed_by_id
-                .values()
+            each_child(&observed_by_id)
                 .find(|child| ObjectKey::of(child).as_ref() == Some(key))
                 .and_then(|child| child.pointer("/metadata/resourceVersion"))
                 .and_then(Value::as_str)
@@ -97,9 +99,7 @@ impl ParentReconciler {
                         ChildChange::Updated => updated.push(apply.key.clone()),
                         ChildChange::Unchanged => {}
                     }
-                    if let Some(id) = child_id(&applied.object) {
-                        now.insert(id.to_owned(), applied.object);
-                    }
+                    record_child(&self.rule, &mut now, applied.object);
                 }
                 Err(error) => {
                     first_error.get_or_insert(error);
@@ -116,8 +116,10 @@ impl ParentReconciler {
         for (key, removal) in removals {
             let watched = self.child_kind(&key.api_version, &key.kind)?;
             writer.remove(self, watched, key, parent, removal).await?;
-            now.retain(|_, child| ObjectKey::of(child).as_ref() != Some(key));
+            forget_child(&mut now, key);
         }
+        // Created items join their collection's list at its end: back in item order, as status reads it.
+        order_collections(&mut now, &desired);
         match first_error {
             Some(error) => Err(error),
             None => Ok(Converged {

@@ -21,7 +21,8 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::Scope;
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
 use ruleplane_config::{
-    KindRef, ObjectKey, Reconciler, RenderError, Scopes, compute_status, is_own_child, next_status, parent_conditions,
+    KindRef, ObjectKey, Reconciler, RenderError, Scopes, children_by_id, compute_status, is_own_child, next_status,
+    parent_conditions,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -516,10 +517,6 @@ pub struct StatusWrite {
     patch: Value,
 }
 
-fn child_id(child: &Value) -> Option<String> {
-    ruleplane_config::child_id(child).map(str::to_owned)
-}
-
 impl Reconcile for ParentReconciler {
     type Key = ParentKey;
     type Error = ReconcilerError;
@@ -638,8 +635,7 @@ impl Reconcile for ParentReconciler {
             Err(error) => {
                 // Synced=False tells `kubectl get`/`wait` users why; a failure to write it is secondary.
                 let observed = self.observed_children(&parent_value);
-                let children: Map<String, Value> =
-                    observed.into_iter().filter_map(|c| Some((child_id(&c)?, c))).collect();
+                let children = children_by_id(&self.rule, &observed);
                 // Written before the error is returned, so the runner's backoff counts from a reported failure.
                 if let Some(status) =
                     self.decide_status(&parent, &parent_value, &children, &Map::new(), &[], Some(&error))
