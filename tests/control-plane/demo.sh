@@ -173,6 +173,28 @@ done
 echo "   \$ kubectl get configmap edge-plan -o jsonpath='{.data}'"
 printf '   %s\n' "$(kubectl get configmap edge-plan -o jsonpath='{.data}')"
 
+explain "" "Collections (examples/web-ports.yaml): a WebApp gets one Service per listed port (forEach); a port removed" \
+  "from the list prunes its Service:"
+kubectl wait --for=condition=Established crd/webapps.apps.example.org --timeout=30s >/dev/null 2>&1 || true
+cat <<'YAML' | kubectl apply -f - | sed 's/^/   /'
+apiVersion: apps.example.org/v1
+kind: WebApp
+metadata: { name: shop, namespace: default }
+spec: { ports: [ { name: http, port: 80 }, { name: metrics, port: 9090 } ] }
+YAML
+for _ in $(seq 1 60); do
+  [ "$(kubectl get services -l app.kubernetes.io/managed-by=ruleplane,ruleplane.dev/rule=web-ports -o name 2>/dev/null | wc -l)" -ge 2 ] && break
+  sleep 0.25
+done
+kubectl get services -l ruleplane.dev/rule=web-ports | sed 's/^/   /'
+echo "   \$ kubectl patch webapp shop --type=merge -p '{\"spec\":{\"ports\":[{\"name\":\"http\",\"port\":80}]}}'"
+kubectl patch webapp shop --type=merge -p '{"spec":{"ports":[{"name":"http","port":80}]}}' | sed 's/^/   /'
+for _ in $(seq 1 60); do
+  [ "$(kubectl get services -l ruleplane.dev/rule=web-ports -o name 2>/dev/null | wc -l)" -le 1 ] && break
+  sleep 0.25
+done
+kubectl get services -l ruleplane.dev/rule=web-ports | sed 's/^/   /'
+
 say "6b. Kinds another tool installs: examples/other-tools/service-certificate.yaml"
 explain "Its child (Certificate) and lookup (ClusterIssuer) are kinds of a cert-manager-like tool, declared by no" \
         "ResourceDefinition. The tool is not installed, so the rule waits and says so:"
