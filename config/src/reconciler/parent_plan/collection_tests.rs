@@ -94,18 +94,22 @@ fn an_added_item_is_created_and_a_removed_item_pruned_though_its_child_id_remain
     assert_eq!(created, ["web-c"]);
     assert_eq!(keys(&changed.children.prune), ["web-a"]);
     assert!(changed.children.release.is_empty());
-    let after = changed.children_after(&rule);
-    let names: Vec<&str> = after["zones"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["metadata"]["name"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        names,
+        zone_names(&changed, &rule),
         ["web-b", "web-c"],
         "children_after keeps the collection as a list"
     );
+}
+
+/// The names of the `zones` collection's objects once the plan is carried out, in list order.
+fn zone_names(plan: &ParentPlan, rule: &Reconciler) -> Vec<String> {
+    let after = plan.children_after(rule);
+    after["zones"]
+        .as_array()
+        .expect("a collection is a list")
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap_or_default().to_owned())
+        .collect()
 }
 
 #[test]
@@ -116,15 +120,8 @@ fn reordered_items_change_nothing() {
     let reordered = plan(&rule, &parent(json!({"zones": ["b", "a"]})), &observed);
     assert!(reordered.children.apply.iter().all(|a| a.key.name == "web-summary"));
     assert!(reordered.children.prune.is_empty());
-    let after = reordered.children_after(&rule);
-    let in_order: Vec<&str> = after["zones"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["metadata"]["name"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        in_order,
+        zone_names(&reordered, &rule),
         ["web-b", "web-a"],
         "the list follows the items, not the cluster's order"
     );
