@@ -148,22 +148,11 @@ pub fn render(args: &RenderArgs) -> ExitCode {
     let mut schema_problems = Vec::new();
     for rule in matching {
         // The worker's own plan for this parent with no child existing yet: the children as they would be
-        // applied (labels, parent annotation, owner reference), offline scopes, nothing signed.
-        let child_scope = ruleplane_config::declared_child_scope(rule);
-        let scopes = ruleplane_config::Scopes::declared(rule, &child_scope);
+        // applied (labels, parent annotation, owner reference).
         let planned = ruleplane_config::gather_lookups(rule, &parent, |lookup, name, ns| {
             ruleplane_config::find_lookup_object(&available, lookup, name, ns)
         })
-        .and_then(|lookups| {
-            ruleplane_config::plan_parent(&ruleplane_config::PlanInput {
-                rule,
-                parent: &parent,
-                lookups: &lookups,
-                observed: &[],
-                scopes: &scopes,
-                signer: &ruleplane_config::provenance::ChildSigner::Unsigned,
-            })
-        });
+        .and_then(|lookups| ruleplane_config::plan_offline(rule, &parent, &lookups, &[]));
         match planned {
             Ok(plan) => {
                 schema_problems.extend(ruleplane_config::schema_diagnostics(rule, &plan.desired, &schemas));

@@ -13,7 +13,7 @@ mod warnings;
 pub(crate) use checks::check_reconciler;
 pub use parent_plan::{
     DeletionPlan, ParentPlan, PlanInput, Removal, Scopes, declared_child_scope, observed_as_written, plan_deletion,
-    plan_parent,
+    plan_offline, plan_parent,
 };
 pub use plan::{
     ChildApply, ChildPlan, Condition, ObjectKey, Unrendered, attach_parent, child_id, children_by_id, contains,

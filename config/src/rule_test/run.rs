@@ -8,10 +8,8 @@ use super::types::ExpectedPlacement;
 use crate::diagnostics::SourceLocation;
 use crate::object_diff::{is_subset, project, unified_diff, yaml};
 use crate::object_schema::KindSchemas;
-use crate::provenance::ChildSigner;
 use crate::reconciler::{
-    ObjectKey, PlanInput, Reconciler, Scopes, declared_child_scope, desired_status, find_lookup_object, gather_lookups,
-    observed_as_written, plan_parent, schema_diagnostics,
+    ObjectKey, Reconciler, desired_status, find_lookup_object, gather_lookups, plan_offline, schema_diagnostics,
 };
 use crate::rule_set::{Rule, RuleSet};
 use crate::scheduler::SchedulerPolicy;
@@ -92,9 +90,8 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
     };
     // The worker's own decision: observed children marked as the worker marks what it writes, scopes as the rule
     // set declares them, nothing signed (offline objects come from the rule author).
-    let child_scope = declared_child_scope(rule);
-    let scopes = Scopes::declared(rule, &child_scope);
-    let observed: Vec<Value> = observed
+    // A collection's observed objects may be given as a list.
+    let given: Vec<(&str, &Value)> = observed
         .iter()
         .flat_map(|(id, observed)| {
             match observed {
@@ -102,23 +99,13 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
                 object => vec![object],
             }
             .into_iter()
-            .map(|object| observed_as_written(rule, parent, scopes.parent_namespaced, id, object))
+            .map(move |object| (id.as_str(), object))
         })
         .collect();
     let planned = gather_lookups(rule, parent, |lookup, name, namespace| {
         find_lookup_object(available, lookup, name, namespace)
     })
-    .and_then(|lookups| {
-        let input = PlanInput {
-            rule,
-            parent,
-            lookups: &lookups,
-            observed: &observed,
-            scopes: &scopes,
-            signer: &ChildSigner::Unsigned,
-        };
-        plan_parent(&input).map(|plan| (plan, lookups))
-    });
+    .and_then(|lookups| plan_offline(rule, parent, &lookups, &given).map(|plan| (plan, lookups)));
     let (plan, lookups) = match (planned, error) {
         (Err(failure), Some(expected)) if failure.to_string().contains(expected.as_str()) => return Vec::new(),
         (Err(failure), Some(expected)) => {

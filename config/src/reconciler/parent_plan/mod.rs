@@ -201,6 +201,31 @@ pub fn observed_as_written(
     object
 }
 
+/// The plan as the offline tools (`ruleplane render`, `ruleplane test`) make it: scopes as the rule set declares
+/// them, nothing signed, and the `given` children (by id, as a test case gives them) marked as the worker marks
+/// what it writes.
+pub fn plan_offline(
+    rule: &Reconciler,
+    parent: &Value,
+    lookups: &Map<String, Value>,
+    given: &[(&str, &Value)],
+) -> Result<ParentPlan, RenderError> {
+    let child_scope = declared_child_scope(rule);
+    let scopes = Scopes::declared(rule, &child_scope);
+    let observed: Vec<Value> = given
+        .iter()
+        .map(|(id, object)| observed_as_written(rule, parent, scopes.parent_namespaced, id, object))
+        .collect();
+    plan_parent(&PlanInput {
+        rule,
+        parent,
+        lookups,
+        observed: &observed,
+        scopes: &scopes,
+        signer: &ChildSigner::Unsigned,
+    })
+}
+
 /// Renders the rule for the parent, keeps of the observed objects those that are really the parent's children,
 /// and decides what to write.
 pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
