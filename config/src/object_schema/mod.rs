@@ -172,14 +172,6 @@ fn builtin() -> &'static Builtin {
     })
 }
 
-/// The Kubernetes version the built-in snapshot was taken from.
-pub fn snapshot_kubernetes_version() -> String {
-    serde_json::from_str::<Value>(BUILTIN_SNAPSHOT)
-        .ok()
-        .and_then(|v| v["kubernetesVersion"].as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
 /// An OpenAPI v3 schema node in the compact form: only what checking needs, every `$ref` (bare or as the one
 /// entry of an `allOf`) as `{"ref": name}`, quantities and int-or-strings as their own `type`. `reference` maps a
 /// `$ref` to a definition name (`None`: the reference is dropped and the node accepts anything).
@@ -432,9 +424,8 @@ impl Checker<'_> {
                 continue;
             } else {
                 match additional {
-                    Some(Value::Object(additional)) => {
-                        let additional = Value::Object(additional.clone());
-                        self.field(name, |c| c.check(&additional, field, depth + 1));
+                    Some(additional @ Value::Object(_)) => {
+                        self.field(name, |c| c.check(additional, field, depth + 1));
                     }
                     Some(Value::Bool(true)) => {}
                     _ if open || preserve => {}
