@@ -6,6 +6,11 @@
 //! resourceVersion: [`crate::watch_hub::WatchHub::watch_metadata`]) and an object's content is fetched when
 //! a parent reads it, kept while some parent reads it at that version, and dropped when no parent reads it any
 //! more: memory follows the objects read, not the cluster's objects of the kind.
+//!
+//! A lookup by selector watches the objects its (literal) selector matches, filtered by the apiserver (and by
+//! namespace when the rule names one), cached whole; a parent that read such a set is re-reconciled on any change
+//! of the watch in the namespace it read: a member added, changed, deleted, or labelled into or out of the set
+//! (the apiserver reports an object that stops matching as deleted).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -21,16 +26,44 @@ use crate::context::WorkerError;
 use crate::kube_client::KindDiscovery;
 use crate::watch_hub::{Change, KindKey, SharedWatch, WatchHub, WatchedObject, strip_managed_fields};
 
-/// The watch a lookup reads: its kind, and its name when that is fixed (not a template).
-type LookupWatchKey = (KindRef, Option<String>);
+/// The watch a lookup reads: its kind, and how it finds its objects.
+type LookupWatchKey = (KindRef, LookupSource);
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+enum LookupSource {
+    /// By name: `Some` when the name is fixed (not a template).
+    Named(Option<String>),
+    /// By label selector (query-string syntax), in the namespace the rule names (`None`: the parent's or all).
+    Selected {
+        selector: String,
+        namespace: Option<String>,
+    },
+}
 
 fn lookup_watch_key(lookup: &Lookup) -> LookupWatchKey {
-    let literal = (!lookup.name.contains("{{")).then(|| lookup.name.clone());
+    let source = match (&lookup.selector, &lookup.name) {
+        (Some(selector), _) => LookupSource::Selected {
+            selector: selector.to_query_string(),
+            namespace: lookup.namespace.clone(),
+        },
+        (None, name) => LookupSource::Named(name.clone().filter(|name| !name.contains("{{"))),
+    };
     let kind = KindRef {
         api_version: lookup.api_version.clone(),
         kind: lookup.kind.clone(),
     };
-    (kind, literal)
+    (kind, source)
+}
+
+/// What a parent read: one object, or a selector lookup's set.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+enum Read {
+    Object(WatchedObject),
+    /// The objects of a selector lookup's watch in a namespace (`None`: every namespace).
+    Set {
+        watch: KindKey,
+        namespace: Option<String>,
+    },
 }
 
 /// One lookup kind's watch, and where its objects' content comes from.
@@ -70,10 +103,10 @@ struct Fetched {
 
 #[derive(Default)]
 struct Readers {
-    /// Which parents read each object.
-    of_object: HashMap<WatchedObject, HashSet<ParentKey>>,
+    /// Which parents read each object or set.
+    of_read: HashMap<Read, HashSet<ParentKey>>,
     /// What each parent read at its last reconcile.
-    of_parent: HashMap<ParentKey, Vec<WatchedObject>>,
+    of_parent: HashMap<ParentKey, Vec<Read>>,
 }
 
 /// One Reconciler rule's lookups.
@@ -101,17 +134,29 @@ impl Lookups {
             if watches.contains_key(&key) {
                 continue;
             }
-            let (KindRef { api_version, kind }, literal_name) = &key;
+            let (KindRef { api_version, kind }, source) = &key;
             let Served {
                 resource, namespaced, ..
             } = discover(discovery, rule, api_version, kind).await?;
-            let watch = match literal_name {
+            let watch = match source {
+                // The selected objects only (the selector is the rule's, never the cluster's data), cached whole.
+                LookupSource::Selected { selector, namespace } => {
+                    let in_namespace = namespace
+                        .as_ref()
+                        .filter(|_| namespaced)
+                        .map(|namespace| format!("metadata.namespace={namespace}"));
+                    let selector = Some(selector.as_str()).filter(|selector| !selector.is_empty());
+                    LookupWatch {
+                        watch: hub.watch_filtered(&resource, selector, in_namespace.as_deref()),
+                        fetch: None,
+                    }
+                }
                 // One fixed name: only objects of that name are watched, cached whole.
-                Some(name) => LookupWatch {
+                LookupSource::Named(Some(name)) => LookupWatch {
                     watch: hub.watch_filtered(&resource, None, Some(&format!("metadata.name={name}"))),
                     fetch: None,
                 },
-                None => LookupWatch {
+                LookupSource::Named(None) => LookupWatch {
                     watch: hub.watch_metadata(&resource),
                     fetch: Some(Fetch {
                         client: client.clone(),
@@ -145,32 +190,48 @@ impl Lookups {
     ) -> Result<Map<String, Value>, ReconcilerError> {
         let mut reads = Vec::new();
         let mut missing = Vec::new();
-        let lookups = gather_lookups(rule, parent, |lookup, name, namespace| {
-            let watched = self.watches.get(&lookup_watch_key(lookup))?;
-            let read = WatchedObject {
-                watch: watched.watch.key.clone(),
-                namespace: namespace.map(str::to_owned),
-                name: name.to_owned(),
-            };
-            reads.push(read.clone());
-            let Some(fetch) = &watched.fetch else {
-                return watched.watch.get_value(namespace, name);
-            };
-            // Absent from the identities: the object does not exist.
-            let identity = watched.watch.get(namespace, name)?;
-            let fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
-            match fetched.get(&read) {
-                Some(content) if content.resource_version == identity.resource_version() => {
-                    Some((*content.object).clone())
-                }
-                _ => {
-                    if !missing.iter().any(|(known, _)| *known == read) {
-                        missing.push((read, fetch.clone()));
+        let mut sets = Vec::new();
+        let lookups = gather_lookups(
+            rule,
+            parent,
+            |lookup, name, namespace| {
+                let watched = self.watches.get(&lookup_watch_key(lookup))?;
+                let read = WatchedObject {
+                    watch: watched.watch.key.clone(),
+                    namespace: namespace.map(str::to_owned),
+                    name: name.to_owned(),
+                };
+                reads.push(Read::Object(read.clone()));
+                let Some(fetch) = &watched.fetch else {
+                    return watched.watch.get_value(namespace, name);
+                };
+                // Absent from the identities: the object does not exist.
+                let identity = watched.watch.get(namespace, name)?;
+                let fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
+                match fetched.get(&read) {
+                    Some(content) if content.resource_version == identity.resource_version() => {
+                        Some((*content.object).clone())
                     }
-                    None
+                    _ => {
+                        if !missing.iter().any(|(known, _)| *known == read) {
+                            missing.push((read, fetch.clone()));
+                        }
+                        None
+                    }
                 }
-            }
-        })?;
+            },
+            |lookup, namespace| {
+                let Some(watched) = self.watches.get(&lookup_watch_key(lookup)) else {
+                    return Vec::new();
+                };
+                sets.push(Read::Set {
+                    watch: watched.watch.key.clone(),
+                    namespace: namespace.map(str::to_owned),
+                });
+                members(lookup, watched, namespace)
+            },
+        )?;
+        reads.extend(sets);
         if missing.is_empty() {
             self.remember(key, reads);
             return Ok(lookups);
@@ -208,35 +269,43 @@ impl Lookups {
         // Again, with what was just fetched: at its version or newer than the identity's, which is what the
         // object is now.
         let fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
-        let lookups = gather_lookups(rule, parent, |lookup, name, namespace| {
-            let watched = self.watches.get(&lookup_watch_key(lookup))?;
-            if watched.fetch.is_none() {
-                return watched.watch.get_value(namespace, name);
-            }
-            let read = WatchedObject {
-                watch: watched.watch.key.clone(),
-                namespace: namespace.map(str::to_owned),
-                name: name.to_owned(),
-            };
-            match just_read.get(&read) {
-                Some(object) => object.as_deref().cloned(),
-                None => fetched.get(&read).map(|content| (*content.object).clone()),
-            }
-        })?;
+        let lookups = gather_lookups(
+            rule,
+            parent,
+            |lookup, name, namespace| {
+                let watched = self.watches.get(&lookup_watch_key(lookup))?;
+                if watched.fetch.is_none() {
+                    return watched.watch.get_value(namespace, name);
+                }
+                let read = WatchedObject {
+                    watch: watched.watch.key.clone(),
+                    namespace: namespace.map(str::to_owned),
+                    name: name.to_owned(),
+                };
+                match just_read.get(&read) {
+                    Some(object) => object.as_deref().cloned(),
+                    None => fetched.get(&read).map(|content| (*content.object).clone()),
+                }
+            },
+            |lookup, namespace| match self.watches.get(&lookup_watch_key(lookup)) {
+                Some(watched) => members(lookup, watched, namespace),
+                None => Vec::new(),
+            },
+        )?;
         drop(fetched);
         self.remember(key, reads);
         Ok(lookups)
     }
 
     /// Records what `key` read now, forgetting what it read before and no longer does.
-    fn remember(&self, key: &ParentKey, reads: Vec<WatchedObject>) {
+    fn remember(&self, key: &ParentKey, reads: Vec<Read>) {
         let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
         let before = readers.of_parent.remove(key).unwrap_or_default();
         for read in &reads {
-            readers.of_object.entry(read.clone()).or_default().insert(key.clone());
+            readers.of_read.entry(read.clone()).or_default().insert(key.clone());
         }
-        let now: HashSet<&WatchedObject> = reads.iter().collect();
-        let unread: Vec<WatchedObject> = before.into_iter().filter(|read| !now.contains(read)).collect();
+        let now: HashSet<&Read> = reads.iter().collect();
+        let unread: Vec<Read> = before.into_iter().filter(|read| !now.contains(read)).collect();
         if !reads.is_empty() {
             readers.of_parent.insert(key.clone(), reads);
         }
@@ -250,22 +319,25 @@ impl Lookups {
         self.stop_reading(&mut readers, key, reads);
     }
 
-    fn stop_reading(&self, readers: &mut Readers, key: &ParentKey, reads: Vec<WatchedObject>) {
+    fn stop_reading(&self, readers: &mut Readers, key: &ParentKey, reads: Vec<Read>) {
         for read in reads {
-            let Some(parents) = readers.of_object.get_mut(&read) else {
+            let Some(parents) = readers.of_read.get_mut(&read) else {
                 continue;
             };
             parents.remove(key);
             if parents.is_empty() {
-                readers.of_object.remove(&read);
-                self.keep(|fetched| {
-                    fetched.remove(&read);
-                });
+                readers.of_read.remove(&read);
+                if let Read::Object(object) = &read {
+                    self.keep(|fetched| {
+                        fetched.remove(object);
+                    });
+                }
             }
         }
     }
 
-    /// The parents that read the object a change is about (none for a resync: every parent is queued then).
+    /// The parents that read the object a change is about, by name or as a member of a set they read (none for a
+    /// resync: every parent is queued then).
     pub(super) fn readers_of(&self, kind: &KindKey, change: &Change) -> Vec<ParentKey> {
         let Some(object) = change.object() else {
             return Vec::new();
@@ -276,12 +348,16 @@ impl Lookups {
                 fetched.remove(&read);
             });
         }
+        let sets = [read.namespace.clone(), None].map(|namespace| Read::Set {
+            watch: kind.clone(),
+            namespace,
+        });
         let readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
-        readers
-            .of_object
-            .get(&read)
-            .map(|parents| parents.iter().cloned().collect())
-            .unwrap_or_default()
+        let mut parents: HashSet<ParentKey> = HashSet::new();
+        for read in std::iter::once(Read::Object(read)).chain(sets) {
+            parents.extend(readers.of_read.get(&read).into_iter().flatten().cloned());
+        }
+        parents.into_iter().collect()
     }
 
     /// Changes what is kept, and says how much that is.
@@ -290,4 +366,21 @@ impl Lookups {
         change(&mut fetched);
         self.kept.set(i64::try_from(fetched.len()).unwrap_or(i64::MAX));
     }
+}
+
+/// The candidates of a selector lookup in `namespace` (`None`: all): the watch's objects there, with the apiVersion
+/// and kind a list's items lack, so [`ruleplane_config::select_lookup_objects`] decides membership as offline.
+fn members(lookup: &Lookup, watched: &LookupWatch, namespace: Option<&str>) -> Vec<Value> {
+    let mut objects = watched.watch.store.values_in(namespace);
+    for object in &mut objects {
+        if let Value::Object(fields) = object {
+            fields
+                .entry("apiVersion")
+                .or_insert_with(|| Value::String(lookup.api_version.clone()));
+            fields
+                .entry("kind")
+                .or_insert_with(|| Value::String(lookup.kind.clone()));
+        }
+    }
+    objects
 }
