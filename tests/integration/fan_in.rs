@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::support::manager::{ManagerProcess, temp_dir};
@@ -66,15 +67,22 @@ async fn a_selector_lookup_gains_and_loses_members_and_the_fan_in_ingress_follow
     let client = admin_client().await;
     let ns = test_namespace(&client, "fan-in").await;
     let elsewhere = test_namespace(&client, "fan-in-other").await;
-    // The example as shipped, its parents narrowed to this test's namespace.
+    // The example as shipped, its parents narrowed to this test's namespace, at most two members.
     let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/service-ingress.yaml"))
         .expect("examples/service-ingress.yaml");
     let parent_name = "    name: exposed-services\n";
     assert!(example.contains(parent_name), "the example's parent is named");
-    let rules = example.replacen(parent_name, &format!("{parent_name}    namespace: {ns}\n"), 1);
+    let cap = "      maxItems: 100\n";
+    assert!(example.contains(cap), "the example caps its lookup");
+    let rules = example
+        .replacen(parent_name, &format!("{parent_name}    namespace: {ns}\n"), 1)
+        .replacen(cap, "      maxItems: 2\n", 1);
 
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
-    create_service(&services, "web", Some("true"), 80).await;
+    // Three labelled Services, one more than `maxItems`.
+    for name in ["web", "extra", "more"] {
+        create_service(&services, name, Some("true"), 80).await;
+    }
     create_service(&services, "db", None, 5432).await;
     // Labelled, but in another namespace: the lookup reads its parent's namespace only.
     create_service(&Api::namespaced(client.clone(), &elsewhere), "admin", Some("true"), 80).await;
@@ -96,16 +104,49 @@ async fn a_selector_lookup_gains_and_loses_members_and_the_fan_in_ingress_follow
     let manager = ManagerProcess::start(&dir, &ns, "fan-in", &[]);
     manager.wait_ready(Duration::from_secs(40)).await;
     let ingresses: Api<Ingress> = Api::namespaced(client.clone(), &ns);
+
+    // Past `maxItems` from the first reconcile: a render error, reported on the parent, and nothing written.
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    eventually_seen(
+        Duration::from_secs(30),
+        "a RenderError Warning naming the cap",
+        || async {
+            let list = events.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
+            let notes: Vec<String> = list
+                .items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some("RenderError"))
+                .filter_map(|e| e.note)
+                .collect();
+            notes
+                .iter()
+                .any(|note| note.contains("lookup `services`") && note.contains("`maxItems`"))
+                .then_some(())
+                .ok_or_else(|| format!("{notes:?}"))
+        },
+    )
+    .await;
+    assert_eq!(ingress_rules(&ingresses).await, None, "nothing written past the cap");
+    // A member goes: the error waited for exactly this change of the set.
+    services
+        .delete("more", &DeleteParams::default())
+        .await
+        .expect("delete more");
     wait_for_rules(
         &ingresses,
-        "the labelled Service's rule",
-        &["web.shop.example.org → web:80"],
+        "back under the cap: a rule per member, sorted by name",
+        &["extra.shop.example.org → extra:80", "web.shop.example.org → web:80"],
     )
     .await;
     assert!(
         ingresses.get_opt("not-the-parent").await.expect("read").is_none(),
         "`for.name`: only the named ConfigMap is a parent"
     );
+    services
+        .delete("extra", &DeleteParams::default())
+        .await
+        .expect("delete extra");
+    wait_for_rules(&ingresses, "extra's rule removed", &["web.shop.example.org → web:80"]).await;
 
     // Labelled: a member joins.
     let label = |value: serde_json::Value| Patch::Merge(json!({ "metadata": { "labels": { "expose": value } } }));
@@ -115,7 +156,7 @@ async fn a_selector_lookup_gains_and_loses_members_and_the_fan_in_ingress_follow
         .expect("label db");
     wait_for_rules(
         &ingresses,
-        "db's rule added, sorted by name",
+        "db's rule added",
         &["db.shop.example.org → db:5432", "web.shop.example.org → web:80"],
     )
     .await;

@@ -230,8 +230,17 @@ impl Lookups {
                 });
                 members(lookup, watched, namespace)
             },
-        )?;
+        );
         reads.extend(sets);
+        // Remembered even when rendering failed: a render error waits for a change (a selector lookup past its
+        // `maxItems` is repaired by members leaving the set), and this is what reports that change.
+        let lookups = match lookups {
+            Ok(lookups) => lookups,
+            Err(error) => {
+                self.remember(key, reads);
+                return Err(error.into());
+            }
+        };
         if missing.is_empty() {
             self.remember(key, reads);
             return Ok(lookups);
