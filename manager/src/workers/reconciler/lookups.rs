@@ -101,12 +101,65 @@ struct Fetched {
     object: Arc<Value>,
 }
 
+/// Who read what: the index a change is looked up in.
 #[derive(Default)]
 struct Readers {
     /// Which parents read each object or set.
     of_read: HashMap<Read, HashSet<ParentKey>>,
     /// What each parent read at its last reconcile.
     of_parent: HashMap<ParentKey, Vec<Read>>,
+}
+
+impl Readers {
+    /// Records what `key` read now, in place of what it read before; returns the objects no parent reads any more.
+    fn record(&mut self, key: &ParentKey, reads: Vec<Read>) -> Vec<WatchedObject> {
+        let before = self.of_parent.remove(key).unwrap_or_default();
+        for read in &reads {
+            self.of_read.entry(read.clone()).or_default().insert(key.clone());
+        }
+        let now: HashSet<&Read> = reads.iter().collect();
+        let unread: Vec<Read> = before.into_iter().filter(|read| !now.contains(read)).collect();
+        if !reads.is_empty() {
+            self.of_parent.insert(key.clone(), reads);
+        }
+        self.stop_reading(key, unread)
+    }
+
+    /// Forgets a parent; returns the objects no parent reads any more.
+    fn forget(&mut self, key: &ParentKey) -> Vec<WatchedObject> {
+        let reads = self.of_parent.remove(key).unwrap_or_default();
+        self.stop_reading(key, reads)
+    }
+
+    fn stop_reading(&mut self, key: &ParentKey, reads: Vec<Read>) -> Vec<WatchedObject> {
+        let mut unread = Vec::new();
+        for read in reads {
+            let Some(parents) = self.of_read.get_mut(&read) else {
+                continue;
+            };
+            parents.remove(key);
+            if parents.is_empty() {
+                self.of_read.remove(&read);
+                if let Read::Object(object) = read {
+                    unread.push(object);
+                }
+            }
+        }
+        unread
+    }
+
+    /// The parents that read `object`: by name, or as a member of a set they read in its namespace or in all.
+    fn of(&self, object: WatchedObject) -> Vec<ParentKey> {
+        let sets = [object.namespace.clone(), None].map(|namespace| Read::Set {
+            watch: object.watch.clone(),
+            namespace,
+        });
+        let mut parents: HashSet<ParentKey> = HashSet::new();
+        for read in std::iter::once(Read::Object(object)).chain(sets) {
+            parents.extend(self.of_read.get(&read).into_iter().flatten().cloned());
+        }
+        parents.into_iter().collect()
+    }
 }
 
 /// One Reconciler rule's lookups.
@@ -309,40 +362,26 @@ impl Lookups {
     /// Records what `key` read now, forgetting what it read before and no longer does.
     fn remember(&self, key: &ParentKey, reads: Vec<Read>) {
         let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
-        let before = readers.of_parent.remove(key).unwrap_or_default();
-        for read in &reads {
-            readers.of_read.entry(read.clone()).or_default().insert(key.clone());
-        }
-        let now: HashSet<&Read> = reads.iter().collect();
-        let unread: Vec<Read> = before.into_iter().filter(|read| !now.contains(read)).collect();
-        if !reads.is_empty() {
-            readers.of_parent.insert(key.clone(), reads);
-        }
-        self.stop_reading(&mut readers, key, unread);
+        let unread = readers.record(key, reads);
+        self.drop_contents(unread);
     }
 
     /// Forgets a parent that is gone: the objects only it read are no longer kept.
     pub(super) fn forget(&self, key: &ParentKey) {
         let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
-        let reads = readers.of_parent.remove(key).unwrap_or_default();
-        self.stop_reading(&mut readers, key, reads);
+        let unread = readers.forget(key);
+        self.drop_contents(unread);
     }
 
-    fn stop_reading(&self, readers: &mut Readers, key: &ParentKey, reads: Vec<Read>) {
-        for read in reads {
-            let Some(parents) = readers.of_read.get_mut(&read) else {
-                continue;
-            };
-            parents.remove(key);
-            if parents.is_empty() {
-                readers.of_read.remove(&read);
-                if let Read::Object(object) = &read {
-                    self.keep(|fetched| {
-                        fetched.remove(object);
-                    });
-                }
-            }
+    fn drop_contents(&self, unread: Vec<WatchedObject>) {
+        if unread.is_empty() {
+            return;
         }
+        self.keep(|fetched| {
+            for object in &unread {
+                fetched.remove(object);
+            }
+        });
     }
 
     /// The parents that read the object a change is about, by name or as a member of a set they read (none for a
@@ -357,16 +396,8 @@ impl Lookups {
                 fetched.remove(&read);
             });
         }
-        let sets = [read.namespace.clone(), None].map(|namespace| Read::Set {
-            watch: kind.clone(),
-            namespace,
-        });
         let readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
-        let mut parents: HashSet<ParentKey> = HashSet::new();
-        for read in std::iter::once(Read::Object(read)).chain(sets) {
-            parents.extend(readers.of_read.get(&read).into_iter().flatten().cloned());
-        }
-        parents.into_iter().collect()
+        readers.of(read)
     }
 
     /// Changes what is kept, and says how much that is.
@@ -392,4 +423,90 @@ fn members(lookup: &Lookup, watched: &LookupWatch, namespace: Option<&str>) -> V
         }
     }
     objects
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn services(selector: Option<&str>) -> KindKey {
+        let mut key = KindKey::of(&ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()));
+        key.label_selector = selector.map(str::to_owned);
+        key
+    }
+
+    fn parent(namespace: &str, name: &str) -> ParentKey {
+        ParentKey {
+            namespace: Some(namespace.to_owned()),
+            name: name.to_owned(),
+        }
+    }
+
+    fn object(watch: &KindKey, namespace: &str, name: &str) -> WatchedObject {
+        WatchedObject {
+            watch: watch.clone(),
+            namespace: Some(namespace.to_owned()),
+            name: name.to_owned(),
+        }
+    }
+
+    fn set(watch: &KindKey, namespace: Option<&str>) -> Read {
+        Read::Set {
+            watch: watch.clone(),
+            namespace: namespace.map(str::to_owned),
+        }
+    }
+
+    fn sorted(mut parents: Vec<ParentKey>) -> Vec<ParentKey> {
+        parents.sort();
+        parents
+    }
+
+    #[test]
+    fn a_change_in_a_set_reaches_the_parents_that_read_that_namespace_or_every_namespace() {
+        let exposed = services(Some("expose=true"));
+        let mut readers = Readers::default();
+        readers.record(&parent("shop", "exposed"), vec![set(&exposed, Some("shop"))]);
+        readers.record(&parent("admin", "exposed"), vec![set(&exposed, Some("admin"))]);
+        readers.record(&parent("ops", "everything"), vec![set(&exposed, None)]);
+        assert_eq!(
+            sorted(readers.of(object(&exposed, "shop", "web"))),
+            [parent("ops", "everything"), parent("shop", "exposed")]
+        );
+        assert_eq!(
+            sorted(readers.of(object(&exposed, "elsewhere", "web"))),
+            [parent("ops", "everything")]
+        );
+        assert!(
+            readers.of(object(&services(None), "shop", "web")).is_empty(),
+            "another watch of the kind (another selector) is another set"
+        );
+    }
+
+    #[test]
+    fn a_parent_that_stops_reading_a_set_no_longer_hears_of_it_and_drops_no_content() {
+        let exposed = services(Some("expose=true"));
+        let mut readers = Readers::default();
+        let key = parent("shop", "exposed");
+        readers.record(&key, vec![set(&exposed, Some("shop"))]);
+        let unread = readers.record(&key, Vec::new());
+        assert!(unread.is_empty(), "a set has no fetched content to drop");
+        assert!(readers.of(object(&exposed, "shop", "web")).is_empty());
+        readers.record(&key, vec![set(&exposed, Some("shop"))]);
+        assert!(readers.forget(&key).is_empty());
+        assert!(readers.of(object(&exposed, "shop", "web")).is_empty(), "forgotten");
+    }
+
+    #[test]
+    fn an_object_read_by_name_is_dropped_once_its_last_reader_stops() {
+        let all = services(None);
+        let settings = object(&all, "shop", "settings");
+        let mut readers = Readers::default();
+        readers.record(&parent("shop", "a"), vec![Read::Object(settings.clone())]);
+        readers.record(&parent("shop", "b"), vec![Read::Object(settings.clone())]);
+        assert_eq!(readers.of(settings.clone()).len(), 2);
+        assert!(readers.forget(&parent("shop", "a")).is_empty(), "b still reads it");
+        assert_eq!(readers.forget(&parent("shop", "b")), std::slice::from_ref(&settings));
+        assert!(readers.of(settings).is_empty());
+    }
 }
