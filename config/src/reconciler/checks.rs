@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use super::render::is_object_name;
 use super::resolved::{
     Child, Collection, CollectionItems, LookupTarget, Reconciler, ResolvedLookup, Selection, SelectionNamespace,
     StatusField,
@@ -13,7 +14,7 @@ use crate::load::{
     check_api_version_format, check_embedded_template, check_json_path, check_selector, embedded_pos, is_identifier,
     key, path, with,
 };
-use crate::naming::{is_dns_label, is_dns_subdomain};
+use crate::naming::is_dns_label;
 use crate::yaml_tree::{Node, PathStep};
 
 /// Checks a Reconciler and, when it has no problem, returns it with everything compiled.
@@ -44,7 +45,7 @@ pub(crate) fn check_reconciler(
         );
     }
     if let Some(name) = &rule.spec.watched.name
-        && !is_dns_subdomain(name)
+        && !is_object_name(&rule.spec.watched.api_version, name)
     {
         out.error(
             doc.value_pos_of(&path(&["spec", "for", "name"])),

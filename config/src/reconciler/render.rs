@@ -861,7 +861,7 @@ fn namespace_is_literal(template: &Child, context: &Value) -> bool {
 
 /// Kubernetes' name rules for `metadata.name`: DNS subdomains, except RBAC objects, whose names are path
 /// segments (`system:aggregate-to-view`).
-fn is_object_name(api_version: &str, name: &str) -> bool {
+pub(crate) fn is_object_name(api_version: &str, name: &str) -> bool {
     if api_version.starts_with("rbac.authorization.k8s.io/") {
         return !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%']) && name.len() <= 253;
     }
