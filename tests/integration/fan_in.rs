@@ -205,4 +205,20 @@ async fn a_selector_lookup_gains_and_loses_members_and_the_fan_in_ingress_follow
         &["shop.shop.example.org → shop:8080"],
     )
     .await;
+
+    // Memory follows the selection: the lookup's watch caches the labelled Services (this namespace's `shop` and
+    // the other namespace's `admin`), none of the others.
+    let watched = "ruleplane_watch_objects{api_version=\"v1\",kind=\"Service\",label_selector=\"expose=true\",\
+                   field_selector=\"\",content=\"objects\"}";
+    eventually_seen(
+        Duration::from_secs(10),
+        "the lookup's watch holding the labelled Services",
+        || async {
+            match manager.metric(watched).await {
+                Some(2.0) => Ok(()),
+                seen => Err(format!("{seen:?}")),
+            }
+        },
+    )
+    .await;
 }
