@@ -2,8 +2,12 @@
 
 use std::collections::HashMap;
 
-use super::resolved::{Child, Collection, CollectionItems, Reconciler, ResolvedLookup, StatusField};
-use super::types::{ChildTemplate, DEFAULT_MAX_ITEMS, ReconcilerRule};
+use super::render::is_object_name;
+use super::resolved::{
+    Child, Collection, CollectionItems, LookupTarget, Reconciler, ResolvedLookup, Selection, SelectionNamespace,
+    StatusField,
+};
+use super::types::{ChildTemplate, DEFAULT_LOOKUP_MAX_ITEMS, DEFAULT_MAX_ITEMS, Lookup, ReconcilerRule};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics, did_you_mean};
 use crate::jsonpath::CompiledPath;
 use crate::load::{
@@ -40,6 +44,15 @@ pub(crate) fn check_reconciler(
             format!("namespace `{namespace}` must be a lower-case DNS label"),
         );
     }
+    if let Some(name) = &rule.spec.watched.name
+        && !is_object_name(&rule.spec.watched.api_version, name)
+    {
+        out.error(
+            doc.value_pos_of(&path(&["spec", "for", "name"])),
+            DiagnosticCode::Value,
+            format!("`for.name` `{name}` must be a literal object name (lower-case letters, digits, `-` and `.`)"),
+        );
+    }
     let mut lookups = Vec::new();
     for (name, lookup) in &rule.spec.lookups {
         let lookup_path = with(&spec_path, &[key("lookups"), key(name)]);
@@ -56,26 +69,56 @@ pub(crate) fn check_reconciler(
         let template_at = |field: &str, text: &str, out: &mut FileDiagnostics| {
             check_embedded_template(text, doc, &with(&lookup_path, &[key(field)]), lines, out)
         };
-        let name_template = template_at("name", &lookup.name, out);
-        let namespace_template = lookup
-            .namespace
-            .as_ref()
-            .map(|text| template_at("namespace", text, out));
         let json_path = lookup
             .json_path
             .as_ref()
             .map(|text| check_json_path(text, doc, &with(&lookup_path, &[key("jsonPath")]), out));
+        let target = match (&lookup.name, &lookup.selector) {
+            (Some(object_name), None) => {
+                for (field, set) in [
+                    ("allNamespaces", lookup.all_namespaces),
+                    ("maxItems", lookup.max_items.is_some()),
+                ] {
+                    if set {
+                        out.error(
+                            doc.pos_of(&with(&lookup_path, &[key(field)])),
+                            DiagnosticCode::Value,
+                            format!("lookup `{name}`: `{field}` is for a lookup by `selector`, not by `name`"),
+                        );
+                    }
+                }
+                let name_template = template_at("name", object_name, out);
+                let namespace_template = lookup
+                    .namespace
+                    .as_ref()
+                    .map(|text| template_at("namespace", text, out));
+                match (name_template, namespace_template.map_or(Some(None), |t| t.map(Some))) {
+                    (Some(name), Some(namespace)) => Some(LookupTarget::Named { name, namespace }),
+                    _ => None,
+                }
+            }
+            (None, Some(selector)) => {
+                check_selector(selector, doc, &with(&lookup_path, &[key("selector")]), out);
+                check_selection(name, lookup, doc, &lookup_path, out).map(LookupTarget::Selected)
+            }
+            (Some(_), Some(_)) | (None, None) => {
+                out.error(
+                    doc.pos_of(&lookup_path),
+                    DiagnosticCode::Value,
+                    format!(
+                        "lookup `{name}` needs exactly one of `name` (one object) and `selector` (the list of objects \
+                         whose labels match)"
+                    ),
+                );
+                None
+            }
+        };
         // A part that failed to compile was reported; the rule is then not returned at all.
-        if let (Some(name_template), Some(namespace_template), Some(json_path)) = (
-            name_template,
-            namespace_template.map_or(Some(None), |t| t.map(Some)),
-            json_path.map_or(Some(None), |p| p.map(Some)),
-        ) {
+        if let (Some(target), Some(json_path)) = (target, json_path.map_or(Some(None), |p| p.map(Some))) {
             lookups.push(ResolvedLookup {
                 name: name.clone(),
                 spec: lookup.clone(),
-                name_template,
-                namespace_template,
+                target,
                 json_path,
                 namespaced: true,
             });
@@ -486,4 +529,50 @@ fn check_status_reference<'a>(
         }
         _ => {}
     }
+}
+
+/// A selector lookup's namespace and cap, checked: its namespace is a literal (a template would let data read from
+/// the cluster choose where the selector reads), and not given together with `allNamespaces`.
+fn check_selection(
+    name: &str,
+    lookup: &Lookup,
+    doc: &Node,
+    lookup_path: &[PathStep],
+    out: &mut FileDiagnostics,
+) -> Option<Selection> {
+    let namespace = match (&lookup.namespace, lookup.all_namespaces) {
+        (Some(_), true) => {
+            out.error(
+                doc.pos_of(&with(lookup_path, &[key("allNamespaces")])),
+                DiagnosticCode::Value,
+                format!("lookup `{name}`: `namespace` and `allNamespaces` exclude each other"),
+            );
+            return None;
+        }
+        (Some(namespace), false) if !is_dns_label(namespace) => {
+            let message = if namespace.contains("{{") {
+                format!(
+                    "lookup `{name}`: a selector lookup's namespace must be a literal: data read from the cluster \
+                     must not choose where it reads (`allNamespaces: true` reads every namespace)"
+                )
+            } else {
+                format!("lookup `{name}`: namespace `{namespace}` must be a lower-case DNS label")
+            };
+            out.error(
+                doc.value_pos_of(&with(lookup_path, &[key("namespace")])),
+                DiagnosticCode::Value,
+                message,
+            );
+            return None;
+        }
+        (Some(namespace), false) => SelectionNamespace::Literal(namespace.clone()),
+        (None, true) => SelectionNamespace::All,
+        (None, false) => SelectionNamespace::Parent,
+    };
+    let selector = lookup.selector.clone()?;
+    Some(Selection {
+        selector,
+        namespace,
+        max_items: usize::try_from(lookup.max_items.unwrap_or(DEFAULT_LOOKUP_MAX_ITEMS)).unwrap_or(usize::MAX),
+    })
 }

@@ -1,6 +1,8 @@
 //! The Reconciler rule kind: types, checks and rendering (parent + lookups → children + status).
 
 mod checks;
+#[cfg(test)]
+mod lookup_tests;
 mod parent_plan;
 mod plan;
 mod preview;
@@ -23,9 +25,15 @@ pub use plan::{
 pub use preview::{ChildChange, ParentPreview, preview_parent};
 pub use render::{
     OutputYamlProblem, RenderError, Rendered, child_ready, compute_status, find_lookup_object, gather_lookups,
-    project_lookup, render_children, render_children_observing, render_finalize_children, render_lookup_target,
+    gather_lookups_offline, project_lookup, render_children, render_children_observing, render_finalize_children,
+    render_lookup_target, select_lookup_objects, selection_namespace, selects_lookup_object,
 };
-pub use resolved::{Child, DEFAULT_CONCURRENCY, KindRef, Reconciler, ReconcilerKinds, ResolvedLookup, StatusField};
+pub use resolved::{
+    Child, DEFAULT_CONCURRENCY, KindRef, Reconciler, ReconcilerKinds, ResolvedLookup, Selection, SelectionNamespace,
+    StatusField,
+};
 pub use schema_check::{schema_diagnostics, synthetic_parent_diagnostics};
-pub use types::{ChildTemplate, FinalizeSpec, Lookup, ReconcilerRule, ReconcilerSpec, WatchedKind};
+pub use types::{
+    ChildTemplate, DEFAULT_LOOKUP_MAX_ITEMS, FinalizeSpec, Lookup, ReconcilerRule, ReconcilerSpec, WatchedKind,
+};
 pub use warnings::{RuleWarning, reconciler_warnings};

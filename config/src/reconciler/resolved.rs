@@ -6,6 +6,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use super::types::{Lookup, ReconcilerRule};
+use crate::common::LabelSelector;
 use crate::diagnostics::SourceLocation;
 use crate::jsonpath::{CompiledPath, is_truthy};
 use crate::rule_set::{KindInfo, KindOrigin};
@@ -312,19 +313,67 @@ impl Child {
     }
 }
 
-/// One lookup with its compiled name/namespace templates and projection.
+/// One lookup with its compiled name/namespace templates (or its selector) and projection.
 #[derive(Clone, Debug)]
 pub struct ResolvedLookup {
     /// The name templates use (`lookups.<name>`).
     pub name: String,
     /// The lookup as written.
     pub spec: Lookup,
-    pub(crate) name_template: CompiledTemplate,
-    pub(crate) namespace_template: Option<CompiledTemplate>,
+    pub(crate) target: LookupTarget,
     pub(crate) json_path: Option<CompiledPath>,
     /// Whether the lookup's kind is namespaced (resolved with the rule set's kinds; a cluster-scoped object is
     /// read without a namespace).
     pub(crate) namespaced: bool,
+}
+
+/// What a lookup reads, compiled.
+#[derive(Clone, Debug)]
+pub(crate) enum LookupTarget {
+    /// One object by name (`name`, `namespace`: templates over the parent).
+    Named {
+        name: CompiledTemplate,
+        namespace: Option<CompiledTemplate>,
+    },
+    /// The objects a label selector matches.
+    Selected(Selection),
+}
+
+/// A selector lookup as it runs: everything in it is the rule author's (literal), nothing comes from the cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selection {
+    /// The objects' labels must match.
+    pub selector: LabelSelector,
+    /// Where the objects are.
+    pub namespace: SelectionNamespace,
+    /// Past this many objects for one parent, rendering fails.
+    pub max_items: usize,
+}
+
+/// The namespaces a selector lookup reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SelectionNamespace {
+    /// The parent's namespace (the default).
+    Parent,
+    /// This namespace, spelled out by the rule (`namespace`).
+    Literal(String),
+    /// Every namespace (`allNamespaces: true`).
+    All,
+}
+
+impl ResolvedLookup {
+    /// The selector lookup's selection (`None`: a lookup by name).
+    pub fn selection(&self) -> Option<&Selection> {
+        match &self.target {
+            LookupTarget::Selected(selection) => Some(selection),
+            LookupTarget::Named { .. } => None,
+        }
+    }
+
+    /// Whether the lookup's kind is namespaced.
+    pub fn namespaced(&self) -> bool {
+        self.namespaced
+    }
 }
 
 /// One projected status field.

@@ -83,17 +83,23 @@ pub struct WatchedKind {
     /// Only objects in this namespace (default: all namespaces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// Only the object of this name (a literal): a rule over one named object, e.g. the parent of a fan-in (one
+    /// Ingress built from many Services), or a cluster-scoped singleton. Without `namespace`, the object of this
+    /// name in every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl WatchedKind {
-    /// Whether an object of this kind in `namespace` with `labels` is one of the rule's parents.
-    pub fn selects(&self, namespace: Option<&str>, labels: &BTreeMap<String, String>) -> bool {
+    /// Whether an object of this kind in `namespace`, named `name`, with `labels` is one of the rule's parents.
+    pub fn selects(&self, namespace: Option<&str>, name: &str, labels: &BTreeMap<String, String>) -> bool {
         self.namespace.as_deref().is_none_or(|wanted| namespace == Some(wanted))
+            && self.name.as_deref().is_none_or(|wanted| name == wanted)
             && self.selector.as_ref().is_none_or(|selector| selector.matches(labels))
     }
 }
 
-/// A related object exposed to templates.
+/// A related object exposed to templates: one object by `name`, or the list of objects a `selector` matches.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Lookup {
@@ -101,15 +107,35 @@ pub struct Lookup {
     pub api_version: String,
     /// Kind of the object.
     pub kind: String,
-    /// Object name; may be a template over the parent, e.g. `"{{metadata.name}}-config"`.
-    pub name: String,
-    /// Namespace (template allowed); defaults to the parent's namespace for namespaced kinds.
+    /// Object name; may be a template over the parent, e.g. `"{{metadata.name}}-config"`. Exactly one of `name`
+    /// and `selector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Label selector: the lookup is the list of the objects whose labels match (in the parent's namespace
+    /// unless `namespace` or `allNamespaces` says otherwise), sorted by namespace and name; each narrowed by
+    /// `jsonPath`. Exactly one of `name` and `selector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// Namespace; defaults to the parent's namespace for namespaced kinds. With `name`, a template is allowed;
+    /// with `selector`, only a literal (data read from the cluster never widens what a selector reads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    /// Expose only this part of the object, e.g. `{.data}`.
+    /// With `selector`: match objects in every namespace (the rule author's explicit choice; not with
+    /// `namespace`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_namespaces: bool,
+    /// Expose only this part of the object (of each object, for `selector`), e.g. `{.data}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json_path: Option<String>,
+    /// With `selector`: the most objects the lookup may yield for one parent; more is a render error (default
+    /// 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub max_items: Option<u32>,
 }
+
+/// The most objects a selector lookup yields for one parent when it does not set `maxItems`.
+pub const DEFAULT_LOOKUP_MAX_ITEMS: u32 = 1000;
 
 /// One child object.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
@@ -227,21 +253,35 @@ mod tests {
         let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
             pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
         };
-        assert!(watched.selects(Some("shop"), &labels(&[("tier", "web"), ("x", "y")])));
+        assert!(watched.selects(Some("shop"), "a", &labels(&[("tier", "web"), ("x", "y")])));
         assert!(
-            !watched.selects(Some("other"), &labels(&[("tier", "web")])),
+            !watched.selects(Some("other"), "a", &labels(&[("tier", "web")])),
             "another namespace"
         );
         assert!(
-            !watched.selects(Some("shop"), &labels(&[("tier", "db")])),
+            !watched.selects(Some("shop"), "a", &labels(&[("tier", "db")])),
             "other labels"
         );
         assert!(
-            !watched.selects(None, &labels(&[("tier", "web")])),
+            !watched.selects(None, "a", &labels(&[("tier", "web")])),
             "cluster-scoped object"
         );
         let everything: WatchedKind =
             serde_json::from_value(serde_json::json!({ "apiVersion": "v1", "kind": "Namespace" })).unwrap();
-        assert!(everything.selects(None, &BTreeMap::new()));
+        assert!(everything.selects(None, "a", &BTreeMap::new()));
+    }
+
+    #[test]
+    fn a_watched_kind_with_a_name_selects_only_that_object() {
+        let watched: WatchedKind = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "exposed"
+        }))
+        .unwrap();
+        assert!(watched.selects(Some("shop"), "exposed", &BTreeMap::new()));
+        assert!(
+            watched.selects(Some("other"), "exposed", &BTreeMap::new()),
+            "every namespace"
+        );
+        assert!(!watched.selects(Some("shop"), "settings", &BTreeMap::new()));
     }
 }

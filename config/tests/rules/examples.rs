@@ -29,6 +29,7 @@ fn every_example_loads() {
             "service-certificate",
             "pod2s.samples.ruleplane.dev",
             "pod2-runner",
+            "service-ingress",
             "spread",
             "team-card",
             "web-app.apps.example.org",

@@ -182,11 +182,20 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         .as_ref()
         .map(|s| s.to_query_string())
         .filter(|s| !s.is_empty());
-    let field_selector = watched
-        .namespace
-        .as_ref()
-        .filter(|_| namespaced)
-        .map(|namespace| format!("metadata.namespace={namespace}"));
+    // A rule over one named object (`for.name`) watches that object alone.
+    let field_selector = [
+        watched.name.as_ref().map(|name| format!("metadata.name={name}")),
+        watched
+            .namespace
+            .as_ref()
+            .filter(|_| namespaced)
+            .map(|namespace| format!("metadata.namespace={namespace}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(",");
+    let field_selector = (!field_selector.is_empty()).then_some(field_selector);
     let parent = Watched {
         watch: ctx
             .hub
@@ -272,6 +281,7 @@ fn selected_by(rule: &Reconciler, parent: &ObjectMeta) -> bool {
     let no_labels = std::collections::BTreeMap::new();
     rule.spec.watched.selects(
         parent.namespace.as_deref(),
+        parent.name.as_deref().unwrap_or_default(),
         parent.labels.as_ref().unwrap_or(&no_labels),
     )
 }
