@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 
-use super::resolved::{Child, Collection, CollectionItems, Reconciler, ResolvedLookup, StatusField};
-use super::types::{ChildTemplate, DEFAULT_MAX_ITEMS, ReconcilerRule};
+use super::resolved::{Child, Collection, CollectionItems, Reconciler, ResolvedLookup, StatusField, StatusSource};
+use super::types::{ChildTemplate, DEFAULT_MAX_ITEMS, ReconcilerRule, StatusExpression};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics, did_you_mean};
 use crate::jsonpath::CompiledPath;
 use crate::load::{
@@ -130,6 +130,17 @@ pub(crate) fn check_reconciler(
                 .namespace
                 .as_ref()
                 .map(|text| check_embedded_template(text, doc, &with(&child_path, &[key("namespace")]), lines, out));
+            if child.retain && child.recreate {
+                out.error(
+                    doc.value_pos_of(&with(&child_path, &[key("recreate")])),
+                    DiagnosticCode::Value,
+                    format!(
+                        "child `{}`: `recreate` deletes the object to create it again, which a `retain: true` child \
+                         must never be; drop one of them",
+                        child.id
+                    ),
+                );
+            }
             let in_finalize = list_path.len() > 2;
             let collection = check_collection(child, in_finalize, doc, &child_path, out);
             if let (
@@ -153,6 +164,8 @@ pub(crate) fn check_reconciler(
                     kind,
                     source: out.location(template_pos),
                     retain: child.retain,
+                    adopt: child.adopt.unwrap_or(rule.spec.adopt),
+                    recreate: child.recreate,
                     depends_on: referenced_children(&child.template),
                     template,
                     sets_namespace: namespace.is_some() || child.template.contains("namespace:"),
@@ -167,20 +180,31 @@ pub(crate) fn check_reconciler(
     let mut status = Vec::new();
     for (field, expression) in &rule.spec.status {
         let field_path = with(&spec_path, &[key("status"), key(field)]);
-        if let Some(path) = check_json_path(expression, doc, &field_path, out) {
+        let value = match expression {
+            StatusExpression::Path(text) => {
+                check_status_reference(
+                    text,
+                    &rule.spec.children,
+                    rule.spec.lookups.keys(),
+                    doc,
+                    &field_path,
+                    out,
+                );
+                check_json_path(text, doc, &field_path, out).map(StatusSource::Path)
+            }
+            StatusExpression::Value(literal) => Some(StatusSource::Literal(literal.value.clone())),
+            StatusExpression::Template(template) => {
+                let template_path = with(&field_path, &[key("template")]);
+                check_embedded_template(&template.template, doc, &template_path, lines, out)
+                    .map(|compiled| StatusSource::Template(compiled, template.value_type))
+            }
+        };
+        if let Some(value) = value {
             status.push(StatusField {
                 name: field.clone(),
-                path,
+                value,
             });
         }
-        check_status_reference(
-            expression,
-            &rule.spec.children,
-            rule.spec.lookups.keys(),
-            doc,
-            &field_path,
-            out,
-        );
     }
     let mut lists = child_lists.into_iter().map(|(_, _, compiled)| compiled);
     let children = lists.next().unwrap_or_default();
@@ -466,7 +490,9 @@ fn check_status_reference<'a>(
     let mut segments = inner.split(['.', '[', '}']);
     let lookups: Vec<&String> = lookups.collect();
     match (segments.next(), segments.next()) {
-        (Some("children"), Some(id)) if !id.is_empty() && id != "*" && !children.iter().any(|c| c.id == id) => {
+        (Some("children" | "ready"), Some(id))
+            if !id.is_empty() && id != "*" && !children.iter().any(|c| c.id == id) =>
+        {
             let suggestion = did_you_mean(id, children.iter().map(|c| c.id.as_str()));
             out.error(
                 doc.value_pos_of(field_path),

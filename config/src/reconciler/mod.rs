@@ -4,9 +4,12 @@ mod checks;
 mod parent_plan;
 mod plan;
 mod preview;
+mod refusal;
 mod render;
 mod resolved;
 mod schema_check;
+#[cfg(test)]
+mod status_tests;
 mod types;
 mod warnings;
 
@@ -21,11 +24,16 @@ pub use plan::{
     parent_conditions, parent_reference, plan_children, record_child, unrendered_fate,
 };
 pub use preview::{ChildChange, ParentPreview, preview_parent};
+pub use refusal::{RefusedApply, is_immutable_refusal, refused_apply};
 pub use render::{
     OutputYamlProblem, RenderError, Rendered, child_ready, compute_status, find_lookup_object, gather_lookups,
-    project_lookup, render_children, render_children_observing, render_finalize_children, render_lookup_target,
+    project_lookup, project_status, render_children, render_children_observing, render_finalize_children,
+    render_lookup_target,
 };
 pub use resolved::{Child, DEFAULT_CONCURRENCY, KindRef, Reconciler, ReconcilerKinds, ResolvedLookup, StatusField};
 pub use schema_check::{schema_diagnostics, synthetic_parent_diagnostics};
-pub use types::{ChildTemplate, FinalizeSpec, Lookup, ReconcilerRule, ReconcilerSpec, WatchedKind};
+pub use types::{
+    ChildTemplate, FinalizeSpec, Lookup, ReconcilerRule, ReconcilerSpec, StatusExpression, StatusTemplate, StatusType,
+    StatusValue, WatchedKind,
+};
 pub use warnings::{RuleWarning, reconciler_warnings};

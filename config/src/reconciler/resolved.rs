@@ -5,7 +5,7 @@ use std::ops::Deref;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use super::types::{Lookup, ReconcilerRule};
+use super::types::{Lookup, ReconcilerRule, StatusType};
 use crate::diagnostics::SourceLocation;
 use crate::jsonpath::{CompiledPath, is_truthy};
 use crate::rule_set::{KindInfo, KindOrigin};
@@ -111,6 +111,22 @@ impl Reconciler {
             .iter()
             .chain(&self.finalize_children)
             .find(|child| child.id == id)
+    }
+
+    /// The child (of `children` or `finalize.children`) an object rendered or observed for this rule belongs to,
+    /// by its child-id label.
+    pub fn child_of(&self, object: &Value) -> Option<&Child> {
+        let id = object
+            .pointer("/metadata/labels")
+            .and_then(|labels| labels.get(crate::ownership::CHILD_ID_LABEL))
+            .and_then(Value::as_str)?;
+        self.child(id)
+    }
+
+    /// Whether an object rendered for this rule may take over an existing object of its name that Ruleplane did
+    /// not create: its child's `adopt`, else the rule's.
+    pub fn adopts(&self, object: &Value) -> bool {
+        self.child_of(object).map_or(self.rule.spec.adopt, |child| child.adopt)
     }
 
     /// The children in dependency order (a child after those it reads); deletion goes the other way.
@@ -261,6 +277,11 @@ pub struct Child {
     pub source: SourceLocation,
     /// Never deleted by Ruleplane: released instead (no owner reference either).
     pub retain: bool,
+    /// Whether an existing object with this child's name that Ruleplane did not create is taken over (the child's
+    /// `adopt`, else the rule's).
+    pub adopt: bool,
+    /// Whether an apply refused as immutable deletes the object and creates it again (`recreate`).
+    pub recreate: bool,
     /// Ids of the children this one reads (`children.<id>` in its template): it is rendered once they are ready.
     pub depends_on: Vec<String>,
     pub(crate) template: CompiledTemplate,
@@ -296,13 +317,18 @@ impl Child {
     /// Whether an observed child is ready: its `readyWhen` selects a truthy value (no `readyWhen`: it exists). For
     /// a collection, `observed` is the list of its objects: ready when every one is.
     pub fn is_ready(&self, observed: &Value) -> bool {
-        let one_ready = |object: &Value| match &self.ready_when {
-            None => true,
-            Some(path) => is_truthy(path.select_one(object).as_ref()),
-        };
+        let one_ready = |object: &Value| self.is_item_ready(object);
         match (self.is_collection(), observed) {
             (true, Value::Array(items)) => items.iter().all(one_ready),
             _ => one_ready(observed),
+        }
+    }
+
+    /// Whether one object of this child is ready (for a collection: one item).
+    pub fn is_item_ready(&self, object: &Value) -> bool {
+        match &self.ready_when {
+            None => true,
+            Some(path) => is_truthy(path.select_one(object).as_ref()),
         }
     }
 
@@ -332,5 +358,27 @@ pub struct ResolvedLookup {
 pub struct StatusField {
     /// The field of the parent's status.
     pub name: String,
-    pub(crate) path: CompiledPath,
+    pub(crate) value: StatusSource,
+}
+
+/// Where a status field's value comes from, compiled.
+#[derive(Clone, Debug)]
+pub(crate) enum StatusSource {
+    /// A JSONPath over the status scope.
+    Path(CompiledPath),
+    /// The rule's own literal.
+    Literal(Value),
+    /// A template over the status scope, its text typed as a scalar.
+    Template(CompiledTemplate, StatusType),
+}
+
+impl StatusField {
+    /// The path or template text as written (empty for a literal): what warnings read.
+    pub fn source(&self) -> &str {
+        match &self.value {
+            StatusSource::Path(path) => path.source(),
+            StatusSource::Template(template, _) => template.source(),
+            StatusSource::Literal(_) => "",
+        }
+    }
 }

@@ -58,7 +58,7 @@ pub fn reconciler_warnings(rule: &Reconciler) -> Vec<RuleWarning> {
         .map(|lookup| lookup.name.as_str())
         .collect();
     for field in rule.status_fields() {
-        let source = field.path.source();
+        let source = field.source();
         if let Some(secret) = secrets.iter().find(|name| source.contains(&format!("lookups.{name}"))) {
             let SourceLocation { file, line, column } = rule.source.clone();
             warnings.push(RuleWarning {
