@@ -11,6 +11,7 @@ use crate::load::{
     key, path, with,
 };
 use crate::naming::is_dns_label;
+use crate::template::Partials;
 use crate::yaml_tree::{Node, PathStep};
 
 /// Checks a Reconciler and, when it has no problem, returns it with everything compiled.
@@ -19,6 +20,7 @@ pub(crate) fn check_reconciler(
     doc: &Node,
     lines: &[&str],
     out: &mut FileDiagnostics,
+    partials: &Partials,
 ) -> Option<Reconciler> {
     let problems_before = out.found.len();
     let spec_path = path(&["spec"]);
@@ -54,7 +56,7 @@ pub(crate) fn check_reconciler(
         }
         check_api_version_format(&lookup.api_version, doc, &with(&lookup_path, &[key("apiVersion")]), out);
         let template_at = |field: &str, text: &str, out: &mut FileDiagnostics| {
-            check_embedded_template(text, doc, &with(&lookup_path, &[key(field)]), lines, out)
+            check_embedded_template(text, doc, &with(&lookup_path, &[key(field)]), lines, out, partials)
         };
         let name_template = template_at("name", &lookup.name, out);
         let namespace_template = lookup
@@ -105,7 +107,7 @@ pub(crate) fn check_reconciler(
             }
             let template_path = with(&child_path, &[key("template")]);
             let template_pos = doc.value_pos_of(&template_path);
-            let template = check_embedded_template(&child.template, doc, &template_path, lines, out);
+            let template = check_embedded_template(&child.template, doc, &template_path, lines, out, partials);
             let static_kind = child.static_kind();
             if template.is_some() && static_kind.is_none() {
                 out.error(
@@ -126,10 +128,9 @@ pub(crate) fn check_reconciler(
                 .include_when
                 .as_ref()
                 .map(|text| check_json_path(text, doc, &with(&child_path, &[key("includeWhen")]), out));
-            let namespace = child
-                .namespace
-                .as_ref()
-                .map(|text| check_embedded_template(text, doc, &with(&child_path, &[key("namespace")]), lines, out));
+            let namespace = child.namespace.as_ref().map(|text| {
+                check_embedded_template(text, doc, &with(&child_path, &[key("namespace")]), lines, out, partials)
+            });
             if child.retain && child.recreate {
                 out.error(
                     doc.value_pos_of(&with(&child_path, &[key("recreate")])),
@@ -166,9 +167,21 @@ pub(crate) fn check_reconciler(
                     retain: child.retain,
                     adopt: child.adopt.unwrap_or(rule.spec.adopt),
                     recreate: child.recreate,
-                    depends_on: referenced_children(&child.template),
+                    // What the partials it includes read and write is the template's too.
+                    depends_on: std::iter::once(child.template.as_str())
+                        .chain(template.partials().sources())
+                        .flat_map(referenced_children)
+                        .fold(Vec::new(), |mut ids, id| {
+                            if !ids.contains(&id) {
+                                ids.push(id);
+                            }
+                            ids
+                        }),
+                    sets_namespace: namespace.is_some()
+                        || std::iter::once(child.template.as_str())
+                            .chain(template.partials().sources())
+                            .any(|text| text.contains("namespace:")),
                     template,
-                    sets_namespace: namespace.is_some() || child.template.contains("namespace:"),
                     namespace,
                     ready_when,
                     include_when,
@@ -195,7 +208,7 @@ pub(crate) fn check_reconciler(
             StatusExpression::Value(literal) => Some(StatusSource::Literal(literal.value.clone())),
             StatusExpression::Template(template) => {
                 let template_path = with(&field_path, &[key("template")]);
-                check_embedded_template(&template.template, doc, &template_path, lines, out)
+                check_embedded_template(&template.template, doc, &template_path, lines, out, partials)
                     .map(|compiled| StatusSource::Template(compiled, template.value_type))
             }
         };
@@ -221,6 +234,7 @@ pub(crate) fn check_reconciler(
         status,
         kinds: Default::default(),
         render_order,
+        partials: partials.clone(),
     })
 }
 

@@ -24,7 +24,7 @@ pub use plan::{
     parent_conditions, parent_reference, plan_children, record_child, unrendered_fate,
 };
 pub use preview::{ChildChange, ParentPreview, preview_parent};
-pub use refusal::{RefusedApply, is_immutable_refusal, refused_apply};
+pub use refusal::{RefusedApply, immutable_summary, is_immutable_refusal, refused_apply};
 pub use render::{
     OutputYamlProblem, RenderError, Rendered, child_ready, compute_status, find_lookup_object, gather_lookups,
     project_lookup, project_status, render_children, render_children_observing, render_finalize_children,

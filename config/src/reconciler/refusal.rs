@@ -27,6 +27,20 @@ pub fn is_immutable_refusal(code: u16, message: &str) -> bool {
     code == 422 && message.contains("field is immutable")
 }
 
+/// An immutable refusal said short: the apiserver's message up to the field (`Job.batch "x" is invalid:
+/// spec.template`) and "field is immutable", without the value it quotes (a whole Pod template, which would push
+/// the reason past the length a condition message keeps, and may carry values a status should not show).
+pub fn immutable_summary(message: &str) -> String {
+    let cut = [": Invalid value:", ": Forbidden:"]
+        .iter()
+        .filter_map(|marker| message.find(marker))
+        .min();
+    match cut {
+        Some(at) => format!("{}: field is immutable", &message[..at]),
+        None => message.to_string(),
+    }
+}
+
 /// What to do about `apply`, refused as immutable (see [`is_immutable_refusal`]), given the object of this parent
 /// observed under its key (`None`: none was). Recreated only when all hold: the child says `recreate`; it is not
 /// retained (by the rule, or by the annotation a retained object carries: those are never deleted); the object
@@ -118,6 +132,22 @@ spec:
             !is_immutable_refusal(422, "spec.replicas: Invalid value: -1"),
             "another invalid value is not"
         );
+    }
+
+    #[test]
+    fn an_immutable_refusal_is_summarised_without_the_value_it_quotes() {
+        let job = "Job.batch \"web\" is invalid: spec.template: Invalid value: {\"labels\":{…}}: field is immutable";
+        assert_eq!(
+            immutable_summary(job),
+            "Job.batch \"web\" is invalid: spec.template: field is immutable"
+        );
+        assert_eq!(
+            immutable_summary(
+                "ConfigMap \"c\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+            ),
+            "ConfigMap \"c\" is invalid: data: field is immutable"
+        );
+        assert_eq!(immutable_summary("field is immutable"), "field is immutable");
     }
 
     #[test]

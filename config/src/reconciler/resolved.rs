@@ -9,7 +9,7 @@ use super::types::{Lookup, ReconcilerRule, StatusType};
 use crate::diagnostics::SourceLocation;
 use crate::jsonpath::{CompiledPath, is_truthy};
 use crate::rule_set::{KindInfo, KindOrigin};
-use crate::template::CompiledTemplate;
+use crate::template::{CompiledTemplate, Partials};
 
 /// A loaded Reconciler. Only the loader makes one, after every check passed, so rendering and the worker
 /// use the compiled parts without checking anything again. Derefs to the rule document as written.
@@ -23,6 +23,8 @@ pub struct Reconciler {
     pub(crate) kinds: ReconcilerKinds,
     /// Indexes into `children` such that every child comes after the children it reads.
     pub(crate) render_order: Vec<usize>,
+    /// The partials of the rule's file (`kind: TemplatePartials`), which its templates may include.
+    pub(crate) partials: Partials,
 }
 
 /// How the apiserver serves the kinds a Reconciler reads and writes, resolved by the loader from the rule set's
@@ -251,10 +253,11 @@ impl Deref for Reconciler {
     }
 }
 
-/// Two loaded rules are the same when their documents are (compiled parts follow from the document).
+/// Two loaded rules are the same when their documents and their file's partials are (compiled parts follow from
+/// those): a changed partial restarts the rules of its file.
 impl PartialEq for Reconciler {
     fn eq(&self, other: &Self) -> bool {
-        self.rule == other.rule
+        self.rule == other.rule && self.partials == other.partials
     }
 }
 

@@ -7,7 +7,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use ruleplane_config::ownership::{LEGACY_CLEANUP_FINALIZER, RECONCILER_FIELD_MANAGER};
 use ruleplane_config::redaction::shown_message;
-use ruleplane_config::{ChildApply, ObjectKey, is_immutable_refusal};
+use ruleplane_config::{ChildApply, ObjectKey, immutable_summary, is_immutable_refusal};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -39,12 +39,20 @@ pub(super) async fn apply_child(
     let api = api_for(reconciler, watched, key.namespace.as_deref());
     let params = PatchParams::apply(RECONCILER_FIELD_MANAGER).force();
     let rejected = |error: kube::Error| match error {
-        kube::Error::Api(status) if status.code == 422 || status.code == 400 => ReconcilerError::Rejected {
-            child: key.clone(),
-            immutable: is_immutable_refusal(status.code, &status.message),
-            // The apiserver quotes rejected values: a Secret's data must not reach statuses, Events and logs.
-            message: shown_message(&status.message, reconciler.rule.reads_secrets()),
-        },
+        kube::Error::Api(status) if status.code == 422 || status.code == 400 => {
+            let immutable = is_immutable_refusal(status.code, &status.message);
+            let message = if immutable {
+                immutable_summary(&status.message)
+            } else {
+                status.message
+            };
+            ReconcilerError::Rejected {
+                child: key.clone(),
+                immutable,
+                // The apiserver quotes rejected values: a Secret's data must not reach statuses, Events and logs.
+                message: shown_message(&message, reconciler.rule.reads_secrets()),
+            }
+        }
         other => ReconcilerError::Api(other),
     };
     let mut applied = None;
