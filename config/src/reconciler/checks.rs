@@ -131,6 +131,17 @@ pub(crate) fn check_reconciler(
             let namespace = child.namespace.as_ref().map(|text| {
                 check_embedded_template(text, doc, &with(&child_path, &[key("namespace")]), lines, out, partials)
             });
+            if child.recreate && list_path.len() > 2 {
+                out.error(
+                    doc.value_pos_of(&with(&child_path, &[key("recreate")])),
+                    DiagnosticCode::Value,
+                    format!(
+                        "child `{}`: `recreate` is for `children`; a `finalize` child is applied once, while its \
+                         parent is deleted",
+                        child.id
+                    ),
+                );
+            }
             if child.retain && child.recreate {
                 out.error(
                     doc.value_pos_of(&with(&child_path, &[key("recreate")])),
@@ -208,6 +219,7 @@ pub(crate) fn check_reconciler(
             StatusExpression::Value(literal) => Some(StatusSource::Literal(literal.value.clone())),
             StatusExpression::Template(template) => {
                 let template_path = with(&field_path, &[key("template")]);
+                check_template_status_references(&template.template, &rule.spec.children, doc, &template_path, out);
                 check_embedded_template(&template.template, doc, &template_path, lines, out, partials)
                     .map(|compiled| StatusSource::Template(compiled, template.value_type))
             }
@@ -375,6 +387,28 @@ fn check_collection(
         items: items?,
         max_items: usize::try_from(max_items).unwrap_or(usize::MAX),
     }))
+}
+
+/// A status template's `children.<id>` and `ready.<id>` must name children of the rule: a misspelt id would only
+/// show as a missing field once a parent is reconciled.
+fn check_template_status_references(
+    text: &str,
+    children: &[ChildTemplate],
+    doc: &Node,
+    template_path: &[PathStep],
+    out: &mut FileDiagnostics,
+) {
+    let ready = text.replace("ready.", "children.");
+    for id in referenced_children(&ready) {
+        if !children.iter().any(|child| child.id == id) {
+            let suggestion = did_you_mean(&id, children.iter().map(|c| c.id.as_str()));
+            out.error(
+                doc.value_pos_of(template_path),
+                DiagnosticCode::Reference,
+                format!("status template refers to child `{id}`, which is not among `children`{suggestion}"),
+            );
+        }
+    }
 }
 
 /// The ids a template reads as `children.<id>` (e.g. `{{children.svc.spec.clusterIP}}`), each once.

@@ -147,6 +147,13 @@ fn status_templates_and_ready_references_are_checked_at_load() {
     let errors = load_errors(&rules("  status:\n    n: '{.ready.zonez}'\n", ""));
     assert!(errors.contains("status refers to child `zonez`"), "{errors}");
     assert!(errors.contains("did you mean `zones`"), "{errors}");
+    let errors = load_errors(&rules(
+        "  status:\n    n: { template: '{{ready.zonez}}/{{len children.setings}}' }\n",
+        "",
+    ));
+    assert!(errors.contains("status template refers to child `zonez`"), "{errors}");
+    assert!(errors.contains("status template refers to child `setings`"), "{errors}");
+    assert!(errors.contains("did you mean `settings`"), "{errors}");
     let errors = load_errors(&rules("  status:\n    n: { template: '{{x}}', value: 1 }\n", ""));
     assert!(errors.contains("rules.yaml:26:"), "{errors}");
 }
@@ -168,6 +175,13 @@ fn recreate_with_retain_is_a_located_load_error() {
     let errors = load_errors(&rules("", "      retain: true\n      recreate: true\n"));
     assert!(errors.contains("rules.yaml:"), "{errors}");
     assert!(errors.contains("`recreate` deletes the object"), "{errors}");
+    let finalize = rules("", "").replace(
+        "  children:\n",
+        "  finalize:\n    children:\n      - id: last\n        recreate: true\n        template: |\n          \
+         apiVersion: v1\n          kind: ConfigMap\n          metadata: { name: last }\n  children:\n",
+    );
+    let errors = load_errors(&finalize);
+    assert!(errors.contains("`recreate` is for `children`"), "{errors}");
     let rule = crate::test_rules::reconciler(&rules("", "      recreate: true\n"), "shop");
     assert!(rule.child("settings").is_some_and(|child| child.recreate));
     assert!(rule.child("zones").is_some_and(|child| !child.recreate));

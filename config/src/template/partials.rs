@@ -135,6 +135,22 @@ pub fn compile_partials(declared: &BTreeMap<String, String>) -> (Partials, Vec<P
     let mut checked = BTreeMap::new();
     for (name, source) in declared {
         match compile_checked(source, &|used| names.contains(used)) {
+            // Raw output is the one way data can shape a document; `validate` points at each place a rule's
+            // template writes it, which it could not do inside a partial shared by many.
+            Ok(partial) if !partial.raw_outputs.is_empty() => {
+                problems.extend(partial.raw_outputs.iter().map(|(line, column)| {
+                    PartialProblem {
+                        name: name.clone(),
+                        problem: TemplateProblem {
+                            line: *line,
+                            column: *column,
+                            message: "partials may not write raw output (`{{{…}}}`): use `{{json …}}`, or write it in \
+                                  the template itself"
+                                .to_string(),
+                        },
+                    }
+                }));
+            }
             Ok(partial) => {
                 checked.insert(name.clone(), partial);
             }

@@ -158,3 +158,11 @@ fn a_template_carries_only_the_partials_it_includes_and_equal_texts_are_equal_pa
     assert_eq!(partials, compiled(&[("a", "{{> b}}"), ("b", "b"), ("c", "c")]));
     assert_ne!(partials, compiled(&[("a", "{{> b}}"), ("b", "B"), ("c", "c")]));
 }
+
+#[test]
+fn a_partial_may_not_write_raw_output() {
+    let (_, problems) = declare(&[("raw", "a: 1\nb: {{{spec.x}}}")]);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!((problems[0].problem.line, problems[0].problem.column), (2, 4));
+    assert!(problems[0].problem.message.contains("raw output"), "{problems:?}");
+}
