@@ -489,8 +489,12 @@ fn typed_status_text(text: &str, value_type: StatusType) -> Option<Value> {
             _ => {}
         }
         let numeric = text.starts_with(|c: char| c == '-' || c.is_ascii_digit());
-        if numeric && let Ok(number @ Value::Number(_)) = serde_json::from_str::<Value>(text) {
-            return Some(number);
+        if numeric && let Ok(Value::Number(number)) = serde_json::from_str::<Value>(text) {
+            // Digits past 64 bits (an id) would only be a rounded float: they stay text.
+            let written_as_integer = !text.contains(['.', 'e', 'E']);
+            if !(written_as_integer && number.is_f64()) {
+                return Some(Value::Number(number));
+            }
         }
     }
     Some(Value::String(truncate(text, crate::redaction::MAX_MESSAGE_CHARS)))

@@ -130,6 +130,18 @@ fn a_templated_status_string_is_bounded_and_only_ever_a_scalar() {
     assert_eq!(status["echo"], "{a: 1}");
     let status = compute_status(&rule, &parent(json!({"text": "[1, 2]"})), &Map::new(), &Map::new());
     assert_eq!(status["echo"], "[1, 2]");
+    // Numbers are JSON numbers, exactly; anything else is text.
+    for (text, typed) in [
+        ("-3", json!(-3)),
+        ("1e3", json!(1000.0)),
+        ("007", json!("007")),
+        ("12345678901234567890123", json!("12345678901234567890123")),
+        ("yes", json!("yes")),
+        ("null", json!("null")),
+    ] {
+        let status = compute_status(&rule, &parent(json!({"text": text})), &Map::new(), &Map::new());
+        assert_eq!(status["echo"], typed, "{text}");
+    }
 }
 
 fn load_errors(yaml: &str) -> String {
