@@ -1954,3 +1954,81 @@ spec:
         .expect("drop zone c");
     status_is(1, "1/2 zones ready").await;
 }
+
+#[tokio::test]
+async fn a_childs_own_adopt_takes_over_its_object_while_the_rules_default_refuses_another() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-child-adopt").await;
+    let group = "rc-child-adopt.example.com";
+    let child = |id: &str, adopt: &str| {
+        format!(
+            "    - id: {id}\n{adopt}      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        \
+             metadata: {{ name: {id} }}\n        data: {{ owner: {{{{json metadata.name}}}} }}\n"
+        )
+    };
+    let rules = format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: {{ name: shop.{group} }}
+spec:
+  versions: [ {{ name: v1, subresources: {{ status: {{}} }} }} ]
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: shop-config }}
+spec:
+  for: {{ apiVersion: {group}/v1, kind: Shop }}
+  children:
+{}{}"#,
+        child("legacy", "      adopt: true\n"),
+        child("foreign", "")
+    );
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    // Two ConfigMaps named like the children, created by someone else.
+    for name in ["legacy", "foreign"] {
+        let map =
+            serde_json::from_value(json!({ "metadata": { "name": name }, "data": { "mine": "yes" } })).expect("cm");
+        maps.create(&PostParams::default(), &map)
+            .await
+            .expect("create a foreign ConfigMap");
+    }
+    let dir = temp_dir("rc-child-adopt");
+    write(&dir, "rules.yaml", &rules);
+    let manager = ManagerProcess::start(&dir, &ns, "rc-child-adopt", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let shops = api_of(&client, group, "v1", "Shop", "shops", &ns);
+    let shop: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "Shop", "metadata": { "name": "corner" }
+    }))
+    .expect("a Shop");
+    eventually(Duration::from_secs(40), "Shop created", || async {
+        shops.create(&PostParams::default(), &shop).await.ok()
+    })
+    .await;
+    eventually(
+        Duration::from_secs(30),
+        "legacy adopted (the child's adopt)",
+        || async {
+            let legacy = maps.get_opt("legacy").await.ok().flatten()?;
+            let data = legacy.data.unwrap_or_default();
+            (data.get("owner").map(String::as_str) == Some("corner")).then_some(())
+        },
+    )
+    .await;
+    let synced = eventually(Duration::from_secs(30), "Synced=False Conflict on foreign", || async {
+        let shop = shops.get("corner").await.ok()?;
+        let synced = condition(&shop, "Synced")?.clone();
+        (synced["status"] == "False" && synced["reason"] == "Conflict").then_some(synced)
+    })
+    .await;
+    assert!(
+        synced["message"].as_str().unwrap_or_default().contains("foreign"),
+        "{synced}"
+    );
+    let foreign = maps.get("foreign").await.expect("foreign is still there");
+    assert_eq!(
+        foreign.data.unwrap_or_default().get("owner"),
+        None,
+        "the rule's default (no adopt) leaves it alone"
+    );
+}
