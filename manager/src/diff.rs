@@ -399,10 +399,7 @@ async fn conflicts(
     resources: &HashMap<KindRef, ApiResource>,
 ) -> anyhow::Result<Vec<ObjectKey>> {
     let mut found = Vec::new();
-    if rule.spec.adopt {
-        return Ok(found);
-    }
-    for child in &preview.create {
+    for child in preview.create.iter().filter(|child| !rule.adopts(child)) {
         let Some(key) = ObjectKey::of(child) else { continue };
         let kind = KindRef {
             api_version: key.api_version.clone(),

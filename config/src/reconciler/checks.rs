@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use super::render::is_object_name;
 use super::resolved::{
     Child, Collection, CollectionItems, LookupTarget, Reconciler, ResolvedLookup, Selection, SelectionNamespace,
-    StatusField,
+    StatusField, StatusSource,
 };
-use super::types::{ChildTemplate, DEFAULT_LOOKUP_MAX_ITEMS, DEFAULT_MAX_ITEMS, Lookup, ReconcilerRule};
+use super::types::{ChildTemplate, DEFAULT_LOOKUP_MAX_ITEMS, DEFAULT_MAX_ITEMS, Lookup, ReconcilerRule, StatusExpression};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics, did_you_mean};
 use crate::jsonpath::CompiledPath;
 use crate::load::{
@@ -15,6 +15,7 @@ use crate::load::{
     key, path, with,
 };
 use crate::naming::is_dns_label;
+use crate::template::Partials;
 use crate::yaml_tree::{Node, PathStep};
 
 /// Checks a Reconciler and, when it has no problem, returns it with everything compiled.
@@ -23,6 +24,7 @@ pub(crate) fn check_reconciler(
     doc: &Node,
     lines: &[&str],
     out: &mut FileDiagnostics,
+    partials: &Partials,
 ) -> Option<Reconciler> {
     let problems_before = out.found.len();
     let spec_path = path(&["spec"]);
@@ -67,7 +69,7 @@ pub(crate) fn check_reconciler(
         }
         check_api_version_format(&lookup.api_version, doc, &with(&lookup_path, &[key("apiVersion")]), out);
         let template_at = |field: &str, text: &str, out: &mut FileDiagnostics| {
-            check_embedded_template(text, doc, &with(&lookup_path, &[key(field)]), lines, out)
+            check_embedded_template(text, doc, &with(&lookup_path, &[key(field)]), lines, out, partials)
         };
         let json_path = lookup
             .json_path
@@ -148,7 +150,7 @@ pub(crate) fn check_reconciler(
             }
             let template_path = with(&child_path, &[key("template")]);
             let template_pos = doc.value_pos_of(&template_path);
-            let template = check_embedded_template(&child.template, doc, &template_path, lines, out);
+            let template = check_embedded_template(&child.template, doc, &template_path, lines, out, partials);
             let static_kind = child.static_kind();
             if template.is_some() && static_kind.is_none() {
                 out.error(
@@ -169,10 +171,31 @@ pub(crate) fn check_reconciler(
                 .include_when
                 .as_ref()
                 .map(|text| check_json_path(text, doc, &with(&child_path, &[key("includeWhen")]), out));
-            let namespace = child
-                .namespace
-                .as_ref()
-                .map(|text| check_embedded_template(text, doc, &with(&child_path, &[key("namespace")]), lines, out));
+            let namespace = child.namespace.as_ref().map(|text| {
+                check_embedded_template(text, doc, &with(&child_path, &[key("namespace")]), lines, out, partials)
+            });
+            if child.recreate && list_path.len() > 2 {
+                out.error(
+                    doc.value_pos_of(&with(&child_path, &[key("recreate")])),
+                    DiagnosticCode::Value,
+                    format!(
+                        "child `{}`: `recreate` is for `children`; a `finalize` child is applied once, while its \
+                         parent is deleted",
+                        child.id
+                    ),
+                );
+            }
+            if child.retain && child.recreate {
+                out.error(
+                    doc.value_pos_of(&with(&child_path, &[key("recreate")])),
+                    DiagnosticCode::Value,
+                    format!(
+                        "child `{}`: `recreate` deletes the object to create it again, which a `retain: true` child \
+                         must never be; drop one of them",
+                        child.id
+                    ),
+                );
+            }
             let in_finalize = list_path.len() > 2;
             let collection = check_collection(child, in_finalize, doc, &child_path, out);
             if let (
@@ -196,9 +219,23 @@ pub(crate) fn check_reconciler(
                     kind,
                     source: out.location(template_pos),
                     retain: child.retain,
-                    depends_on: referenced_children(&child.template),
+                    adopt: child.adopt.unwrap_or(rule.spec.adopt),
+                    recreate: child.recreate,
+                    // What the partials it includes read and write is the template's too.
+                    depends_on: std::iter::once(child.template.as_str())
+                        .chain(template.partials().sources())
+                        .flat_map(referenced_children)
+                        .fold(Vec::new(), |mut ids, id| {
+                            if !ids.contains(&id) {
+                                ids.push(id);
+                            }
+                            ids
+                        }),
+                    sets_namespace: namespace.is_some()
+                        || std::iter::once(child.template.as_str())
+                            .chain(template.partials().sources())
+                            .any(|text| text.contains("namespace:")),
                     template,
-                    sets_namespace: namespace.is_some() || child.template.contains("namespace:"),
                     namespace,
                     ready_when,
                     include_when,
@@ -210,20 +247,32 @@ pub(crate) fn check_reconciler(
     let mut status = Vec::new();
     for (field, expression) in &rule.spec.status {
         let field_path = with(&spec_path, &[key("status"), key(field)]);
-        if let Some(path) = check_json_path(expression, doc, &field_path, out) {
+        let value = match expression {
+            StatusExpression::Path(text) => {
+                check_status_reference(
+                    text,
+                    &rule.spec.children,
+                    rule.spec.lookups.keys(),
+                    doc,
+                    &field_path,
+                    out,
+                );
+                check_json_path(text, doc, &field_path, out).map(StatusSource::Path)
+            }
+            StatusExpression::Value(literal) => Some(StatusSource::Literal(literal.value.clone())),
+            StatusExpression::Template(template) => {
+                let template_path = with(&field_path, &[key("template")]);
+                check_template_status_references(&template.template, &rule.spec.children, doc, &template_path, out);
+                check_embedded_template(&template.template, doc, &template_path, lines, out, partials)
+                    .map(|compiled| StatusSource::Template(compiled, template.value_type))
+            }
+        };
+        if let Some(value) = value {
             status.push(StatusField {
                 name: field.clone(),
-                path,
+                value,
             });
         }
-        check_status_reference(
-            expression,
-            &rule.spec.children,
-            rule.spec.lookups.keys(),
-            doc,
-            &field_path,
-            out,
-        );
     }
     let mut lists = child_lists.into_iter().map(|(_, _, compiled)| compiled);
     let children = lists.next().unwrap_or_default();
@@ -240,6 +289,7 @@ pub(crate) fn check_reconciler(
         status,
         kinds: Default::default(),
         render_order,
+        partials: partials.clone(),
     })
 }
 
@@ -382,6 +432,28 @@ fn check_collection(
     }))
 }
 
+/// A status template's `children.<id>` and `ready.<id>` must name children of the rule: a misspelt id would only
+/// show as a missing field once a parent is reconciled.
+fn check_template_status_references(
+    text: &str,
+    children: &[ChildTemplate],
+    doc: &Node,
+    template_path: &[PathStep],
+    out: &mut FileDiagnostics,
+) {
+    let ready = text.replace("ready.", "children.");
+    for id in referenced_children(&ready) {
+        if !children.iter().any(|child| child.id == id) {
+            let suggestion = did_you_mean(&id, children.iter().map(|c| c.id.as_str()));
+            out.error(
+                doc.value_pos_of(template_path),
+                DiagnosticCode::Reference,
+                format!("status template refers to child `{id}`, which is not among `children`{suggestion}"),
+            );
+        }
+    }
+}
+
 /// The ids a template reads as `children.<id>` (e.g. `{{children.svc.spec.clusterIP}}`), each once.
 fn referenced_children(template: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
@@ -509,7 +581,9 @@ fn check_status_reference<'a>(
     let mut segments = inner.split(['.', '[', '}']);
     let lookups: Vec<&String> = lookups.collect();
     match (segments.next(), segments.next()) {
-        (Some("children"), Some(id)) if !id.is_empty() && id != "*" && !children.iter().any(|c| c.id == id) => {
+        (Some("children" | "ready"), Some(id))
+            if !id.is_empty() && id != "*" && !children.iter().any(|c| c.id == id) =>
+        {
             let suggestion = did_you_mean(id, children.iter().map(|c| c.id.as_str()));
             out.error(
                 doc.value_pos_of(field_path),

@@ -48,10 +48,12 @@ pub struct ReconcilerSpec {
     /// `{{spec.image}}`) plus `lookups`.
     #[schemars(length(min = 1))]
     pub children: Vec<ChildTemplate>,
-    /// Parent status fields, each a JSONPath over `{parent fields…, children: {<id>: object}, lookups}`,
-    /// written to the parent's status (through the status subresource when it has one).
+    /// Parent status fields, written to the parent's status (through the status subresource when it has one).
+    /// Each is a JSONPath over `{parent fields…, children: {<id>: object or list}, lookups, ready: {<id>:
+    /// number}}` (a string), a literal (`{ value: … }`) or a template (`{ template: '{{len children.subnets}}' }`)
+    /// whose text becomes a scalar (docs/reconcilers.md#status-expressions-and-counts).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub status: BTreeMap<String, String>,
+    pub status: BTreeMap<String, StatusExpression>,
     /// Cleanup when a parent is deleted: these children are applied (e.g. a backup Job) and must become
     /// ready before the parent's finalizer is removed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -64,9 +66,71 @@ pub struct ReconcilerSpec {
     #[schemars(range(min = 1, max = 1000))]
     pub concurrency: Option<u16>,
     /// Take over existing objects with a child's name that Ruleplane did not create. Without it they are
-    /// reported as conflicts and left alone.
+    /// reported as conflicts and left alone. A child's own `adopt` overrides it.
     #[serde(default)]
     pub adopt: bool,
+}
+
+/// One status field: a JSONPath (a plain string), a literal, or a template.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum StatusExpression {
+    /// A JSONPath over the status scope, e.g. `{.children.app.status.readyReplicas}`; selecting nothing leaves
+    /// the field out.
+    Path(String),
+    /// A literal value, written as given.
+    Value(StatusValue),
+    /// A template rendered over the status scope (helpers allowed); its text is typed as a scalar.
+    Template(StatusTemplate),
+}
+
+/// `{ value: … }`: a literal status value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StatusValue {
+    /// The value, any YAML (a number, a string, a list, a mapping): the rule's own text, written as it is.
+    pub value: serde_json::Value,
+}
+
+/// `{ template: '…' }`: a templated status value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StatusTemplate {
+    /// Handlebars over the status scope (`{{len children.subnets}}`, `{{ready.subnets}}`); the rendered text,
+    /// trimmed, is one scalar: `true`/`false` a boolean, a number a number, empty leaves the field out, anything
+    /// else a string (set `type: string` to keep `1.0` or `true` as text).
+    pub template: String,
+    /// How the rendered text is typed: `auto` (default, as above) or `string` (always text).
+    #[serde(default, skip_serializing_if = "StatusType::is_auto", rename = "type")]
+    pub value_type: StatusType,
+}
+
+/// How a templated status value's text is typed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum StatusType {
+    /// `true`/`false` → boolean, a JSON number → number, anything else → string.
+    #[default]
+    Auto,
+    /// Always a string.
+    String,
+}
+
+impl StatusType {
+    fn is_auto(&self) -> bool {
+        *self == StatusType::Auto
+    }
+}
+
+impl StatusExpression {
+    /// The text of the expression (a path or a template; empty for a literal): what warnings read.
+    pub fn text(&self) -> &str {
+        match self {
+            StatusExpression::Path(path) => path,
+            StatusExpression::Template(template) => &template.template,
+            StatusExpression::Value(_) => "",
+        }
+    }
 }
 
 /// The watched kind.
@@ -187,6 +251,16 @@ pub struct ChildTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100000))]
     pub max_items: Option<u32>,
+    /// Take over an existing object with this child's name that Ruleplane did not create; overrides the rule's
+    /// `adopt` for this child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopt: Option<bool>,
+    /// When the apiserver refuses an update because a changed field is immutable (a Job's `spec.template`, an
+    /// immutable ConfigMap's data), delete this child and create it again (the delete is preconditioned on the
+    /// UID observed, so only the object Ruleplane created is deleted). Without it the refusal is reported
+    /// (`Synced=False`) and the object left as it is. Not with `retain`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recreate: bool,
 }
 
 /// The most objects a collection renders for one parent when its child does not set `maxItems`.
@@ -225,6 +299,8 @@ impl PartialEq for ChildTemplate {
             && self.for_each == other.for_each
             && self.count == other.count
             && self.max_items == other.max_items
+            && self.adopt == other.adopt
+            && self.recreate == other.recreate
     }
 }
 

@@ -33,7 +33,9 @@ fn every_example_loads() {
             "spread",
             "team-card",
             "web-app.apps.example.org",
-            "web-ports"
+            "web-ports",
+            "zoned-cache.apps.example.org",
+            "zoned-cache"
         ]
     );
 }
