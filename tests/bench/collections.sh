@@ -63,7 +63,7 @@ spec:
 ---
 apiVersion: ruleplane.dev/v1alpha1
 kind: ResourceDefinition
-metadata: { name: bench-items.bench.ruleplane.dev }
+metadata: { name: bench-list.bench.ruleplane.dev }
 spec:
   versions: [ { name: v1, subresources: { status: {} } } ]
 ---
@@ -100,10 +100,10 @@ apiVersion: ruleplane.dev/v1alpha1
 kind: Reconciler
 metadata: { name: bench-items }
 spec:
-  for: { apiVersion: bench.ruleplane.dev/v1, kind: BenchItems, namespace: $nsc }
+  for: { apiVersion: bench.ruleplane.dev/v1, kind: BenchList, namespace: $nsc }
   concurrency: $concurrency
   children:
-    - id: items
+    - id: configs
       forEach:
         - item: '{.spec.items}'
       template: |
@@ -123,7 +123,7 @@ start_manager() { # id → sets $mpid
 # The CRDs first (a manager registers them), then the parents of both rules, then one timed manager per workload
 # (both rules load, the other rule's parents are converged already, so its work is the no-op resync).
 start_manager register
-for crd in benchapps benchitems; do
+for crd in benchapps benchlists; do
   until kubectl get crd "$crd.bench.ruleplane.dev" >/dev/null 2>&1; do sleep 0.2; done
   kubectl wait --for=condition=Established "crd/$crd.bench.ruleplane.dev" --timeout=60s >/dev/null
 done
@@ -139,7 +139,7 @@ printf 'ruleplane, 2 children per parent: %d parents in %s s = %.0f parents/s (%
   "$(awk '/VmHWM/{print $2/1024}' "/proc/$mpid/status")" "$(cpu_figures "$mpid" "$a0" "$e0")"
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 
-create_parents "$work/items.yaml" bench.ruleplane.dev/v1 BenchItems "$nsc" "{ image: \"nginx:1.27\", items: [$item_list] }"
+create_parents "$work/items.yaml" bench.ruleplane.dev/v1 BenchList "$nsc" "{ image: \"nginx:1.27\", items: [$item_list] }"
 a0=$(proc_cpu "$apiserver_pid"); e0=$(proc_cpu "$etcd_pid"); t0=$(now)
 start_manager items
 wait_for "$nsc" $((parents * items))
@@ -179,7 +179,7 @@ spec:
       image: string | default="nginx:1.27"
       items: "[]string"
   resources:
-    - id: items
+    - id: configs
       forEach:
         - item: \${schema.spec.items}
       template:
