@@ -4,8 +4,11 @@
 use serde_json::{Map, Value};
 
 mod deletion;
+mod hand_over;
+mod patches;
 
 pub use deletion::{DeletionPlan, Removal, plan_deletion};
+pub use patches::{PatchApply, PatchPlan, PatchRelease, dropped_patches, patch_releases, plan_patches};
 
 use super::plan::{
     ChildPlan, ObjectKey, attach_parent, children_by_id, each_child, is_own_child, order_collections, parent_reference,
@@ -113,9 +116,9 @@ pub struct ParentPlan {
     pub desired: Vec<Value>,
     /// What differs from the observed children: to apply, prune, release.
     pub children: ChildPlan,
-    /// The parent needs its cleanup finalizer before any child is written: the rule has `finalize` children, or
-    /// a child no owner reference can clean up (another namespace, cluster-scoped under a namespaced parent) that
-    /// is not retained.
+    /// The parent needs its cleanup finalizer before any child is written: the rule has `finalize` children or
+    /// `patches` (their fields are released when the parent goes), or a child no owner reference can clean up
+    /// (another namespace, cluster-scoped under a namespaced parent) that is not retained.
     pub needs_finalizer: bool,
     /// The finalizer is needed and the parent does not carry this rule's own yet (or still carries the legacy
     /// shared one, which this rule's replaces): the worker adds it before writing any child.
@@ -238,6 +241,7 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
     let mut desired = std::mem::take(&mut rendered.children);
     input.attach(&mut desired);
     let needs_finalizer = !rule.finalize_children().is_empty()
+        || !rule.patches().is_empty()
         || desired
             .iter()
             .any(|child| child.pointer("/metadata/ownerReferences").is_none() && !is_retained(child));
@@ -250,9 +254,10 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
     let add_finalizer =
         needs_finalizer && (!finalizers.contains(&own.as_str()) || finalizers.contains(&LEGACY_CLEANUP_FINALIZER));
     order_collections(&mut observed_by_id, &desired);
-    let children = plan_children(desired.clone(), &observed, |child| {
-        unrendered_fate(rule, &rendered, child)
-    });
+    // Handed-over fields are neither compared nor applied after creation: another controller owns them then.
+    let (compared, handed) = hand_over::split(rule, &desired);
+    let mut children = plan_children(compared, &observed, |child| unrendered_fate(rule, &rendered, child));
+    hand_over::attach_initial(&mut children.apply, &handed);
     Ok(ParentPlan {
         desired,
         children,
