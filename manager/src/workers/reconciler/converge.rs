@@ -2,8 +2,10 @@
 //! it) → its writes through a [`ChildWriter`] → the children as they now are, for the status report.
 
 use kube::api::DynamicObject;
+use kube::runtime::events::EventType;
 use ruleplane_config::{
-    ObjectKey, ParentPlan, PlanInput, Removal, each_child, forget_child, order_collections, plan_parent, record_child,
+    ObjectKey, ParentPlan, PlanInput, Removal, each_child, forget_child, order_collections, plan_parent, plan_patches,
+    record_child,
 };
 use serde_json::Value;
 
@@ -91,9 +93,13 @@ impl ParentReconciler {
         {
             self.change_to_applied.observe(latency.as_secs_f64());
         }
+        let mut fights = Vec::new();
         for (apply, applied) in applies {
             match applied {
                 Ok(applied) => {
+                    if !apply.created {
+                        fights.extend(self.record_fights(key, &apply.key, &applied.conflicts));
+                    }
                     match applied.change {
                         ChildChange::Created => created.push(apply.key.clone()),
                         ChildChange::Updated => updated.push(apply.key.clone()),
@@ -108,6 +114,37 @@ impl ParentReconciler {
         }
         writer.announce(self, parent, "Created", &created).await;
         writer.announce(self, parent, "Updated", &updated).await;
+        // A fight is told once, when it starts; the `Synced` message carries it while it lasts.
+        for fight in fights {
+            let note = format!(
+                "{fight}, which keeps changing it back; list the field in the child's `handOver` or stop the other writer"
+            );
+            writer
+                .publish(self, parent, EventType::Warning, "FieldFight", note)
+                .await;
+        }
+        // patches of objects the rule does not own: only the fields that differ, never creating an object
+        if !self.rule.patches().is_empty() {
+            let targets = self.patch_targets(parent_value);
+            let patches = crate::runner::cpu_step(|| {
+                plan_patches(&self.rule, parent_value, self.parent.namespaced, &lookups, &targets)
+            })?;
+            let mut patched = Vec::new();
+            for apply in &patches.apply {
+                let done = match self.patched_kind(&apply.key.api_version, &apply.key.kind) {
+                    Ok(watched) => writer.patch(self, watched, apply).await,
+                    Err(error) => Err(error),
+                };
+                match done {
+                    Ok(true) => patched.push(apply.key.clone()),
+                    Ok(false) => {}
+                    Err(error) => {
+                        first_error.get_or_insert(error);
+                    }
+                }
+            }
+            writer.announce(self, parent, "Patched", &patched).await;
+        }
         let removals = plan
             .prune
             .iter()

@@ -5,9 +5,9 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
-use ruleplane_config::ownership::{LEGACY_CLEANUP_FINALIZER, RECONCILER_FIELD_MANAGER};
+use ruleplane_config::ownership::{HANDOVER_FIELD_MANAGER, LEGACY_CLEANUP_FINALIZER, RECONCILER_FIELD_MANAGER};
 use ruleplane_config::redaction::shown_message;
-use ruleplane_config::{ChildApply, ObjectKey};
+use ruleplane_config::{ChildApply, FieldConflict, ObjectKey, PatchApply};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -26,7 +26,7 @@ pub(super) fn api_for(reconciler: &ParentReconciler, watched: &Watched, namespac
 }
 
 /// Applies one child (server-side apply, our field manager, forced: the rule owns every field it renders, which
-/// is what repairs hand edits). A child that does not exist yet must not land on a foreign object of the same
+/// is what repairs hand edits; an update is tried unforced first to learn which fields others held). A child that does not exist yet must not land on a foreign object of the same
 /// name (a conflict, unless the rule adopts): its first apply is create-only, and only when the name is taken
 /// is the object read to see whose it is.
 pub(super) async fn apply_child(
@@ -49,14 +49,38 @@ pub(super) async fn apply_child(
     let mut applied = None;
     // The version of our own earlier write a create-only apply ran into (it was not in the cache yet).
     let mut ours_before = None;
-    if apply.created && !reconciler.rule.spec.adopt {
+    // A child with handed-over fields is created whole under the hand-over manager, which never applies again.
+    let initial = apply.initial.as_ref().filter(|_| apply.created);
+    if apply.created && (!reconciler.rule.spec.adopt || initial.is_some()) {
         // A resourceVersion no stored object has makes the apply create-only: the apiserver creates the object
         // when the name is free (a precondition only applies to an existing object) and answers 409 when it is
         // taken, changing nothing. One request instead of a read, then the apply.
-        let mut create_only = apply.object.clone();
+        let (body, manager) = match initial {
+            Some(initial) => (initial, HANDOVER_FIELD_MANAGER),
+            None => (&apply.object, RECONCILER_FIELD_MANAGER),
+        };
+        let mut create_only = body.clone();
         create_only["metadata"]["resourceVersion"] = Value::from(NO_STORED_VERSION);
-        match patch_value(reconciler, &api, None, &key.name, &params, &Patch::Apply(&create_only)).await {
-            Ok(created) => applied = Some(created),
+        let create_params = PatchParams::apply(manager).force();
+        match patch_value(
+            reconciler,
+            &api,
+            None,
+            &key.name,
+            &create_params,
+            &Patch::Apply(&create_only),
+        )
+        .await
+        {
+            Ok(created) if initial.is_none() => applied = Some(created),
+            Ok(_) => {
+                // The rule's own fields under the reconciler's manager, the handed-over ones left with the creation.
+                let owned = patch_value(reconciler, &api, None, &key.name, &params, &Patch::Apply(&apply.object))
+                    .await
+                    .map_err(rejected)?;
+                applied = Some(owned);
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 && reconciler.rule.spec.adopt => {}
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 // Taken: by this parent (our earlier write, not yet in the cache) or by someone else.
                 let uid = parent.uid().unwrap_or_default();
@@ -78,12 +102,37 @@ pub(super) async fn apply_child(
             Err(error) => return Err(rejected(error)),
         }
     }
+    let mut conflicts = Vec::new();
     let (object, change) = match applied {
         Some(created) => (created, ChildChange::Created),
         None => {
-            let object = patch_value(reconciler, &api, None, &key.name, &params, &Patch::Apply(&apply.object))
-                .await
-                .map_err(rejected)?;
+            // Unforced first: the apiserver names any field another manager holds (a hand edit, or a writer
+            // fighting the rule), which fight detection needs; then forced, as the rule owns what it renders.
+            let unforced = PatchParams::apply(RECONCILER_FIELD_MANAGER);
+            let object = match patch_value(
+                reconciler,
+                &api,
+                None,
+                &key.name,
+                &unforced,
+                &Patch::Apply(&apply.object),
+            )
+            .await
+            {
+                Err(kube::Error::Api(status)) if status.code == 409 && status.reason == "Conflict" => {
+                    let causes: Vec<(String, String)> = status
+                        .details
+                        .iter()
+                        .flat_map(|details| &details.causes)
+                        .filter(|cause| cause.reason == "FieldManagerConflict")
+                        .map(|cause| (cause.field.clone(), cause.message.clone()))
+                        .collect();
+                    conflicts = ruleplane_config::conflicts_of(key, &causes);
+                    patch_value(reconciler, &api, None, &key.name, &params, &Patch::Apply(&apply.object)).await
+                }
+                answer => answer,
+            }
+            .map_err(rejected)?;
             let version = object.pointer("/metadata/resourceVersion").and_then(Value::as_str);
             let change = match ours_before.as_deref() {
                 // Our earlier write applied again, nothing changed: no news (its creation was announced then).
@@ -99,7 +148,11 @@ pub(super) async fn apply_child(
     if change != ChildChange::Unchanged {
         info!(rule = reconciler.rule.name(), child = %key, "child {}", change.verb());
     }
-    Ok(AppliedChild { object, change })
+    Ok(AppliedChild {
+        object,
+        change,
+        conflicts,
+    })
 }
 
 /// What a child's apply did.
@@ -122,10 +175,11 @@ impl ChildChange {
     }
 }
 
-/// A child's apply: the object as stored, and what the apply did to it.
+/// A child's apply: the object as stored, what the apply did to it, and the fields it took from other managers.
 pub(super) struct AppliedChild {
     pub object: Value,
     pub change: ChildChange,
+    pub conflicts: Vec<FieldConflict>,
 }
 
 impl StoredAnswer for AppliedChild {
@@ -363,4 +417,86 @@ pub(super) async fn change_finalizer(
     };
     patch_finalizers(&api, parent, added, &removed).await?;
     Ok(())
+}
+
+/// Applies one patch of an object the rule does not own, under the patch's own field manager (forced: the rule
+/// sets these fields). The body carries the object's uid, so an object gone (or replaced under its name) answers
+/// 409 instead of being created: nothing to patch then. Answers whether the object was patched.
+pub(super) async fn apply_patch(
+    reconciler: &ParentReconciler,
+    watched: &Watched,
+    apply: &PatchApply,
+) -> Result<bool, ReconcilerError> {
+    let api = api_for(reconciler, watched, apply.key.namespace.as_deref());
+    let params = PatchParams::apply(&apply.manager).force();
+    match patch_value(
+        reconciler,
+        &api,
+        None,
+        &apply.key.name,
+        &params,
+        &Patch::Apply(&apply.body),
+    )
+    .await
+    {
+        Ok(_) => {
+            info!(rule = reconciler.rule.name(), object = %apply.key, patch = %apply.patch, "patched");
+            Ok(true)
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => Ok(false),
+        Err(kube::Error::Api(status)) if status.code == 422 || status.code == 400 => Err(ReconcilerError::Rejected {
+            child: apply.key.clone(),
+            message: shown_message(&status.message, reconciler.rule.reads_secrets()),
+        }),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Releases patch field managers: lists the objects of `resource` (in `namespace`, or everywhere) with their
+/// managedFields, and applies an empty configuration under each manager `releases` picks, so the apiserver drops
+/// the fields only that manager set (values others own stay). Objects gone meanwhile are skipped (the uid in the
+/// body keeps a release from creating anything). Answers how many managers were released.
+pub(super) async fn release_patches(
+    client: &kube::Client,
+    resource: &kube::api::ApiResource,
+    namespace: Option<&str>,
+    releases: impl Fn(&str) -> bool,
+) -> Result<usize, kube::Error> {
+    let list: Api<DynamicObject> = match namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+        None => Api::all_with(client.clone(), resource),
+    };
+    let objects: Vec<Value> = list
+        .list(&kube::api::ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|object| {
+            let mut value = serde_json::to_value(object).ok()?;
+            // List items may come without their kind.
+            value["apiVersion"] = Value::from(resource.api_version.clone());
+            value["kind"] = Value::from(resource.kind.clone());
+            Some(value)
+        })
+        .collect();
+    let mut released = 0;
+    for release in ruleplane_config::patch_releases(&objects, releases) {
+        let api: Api<DynamicObject> = match &release.key.namespace {
+            Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+            None => Api::all_with(client.clone(), resource),
+        };
+        let params = PatchParams::apply(&release.manager);
+        match api
+            .patch(&release.key.name, &params, &Patch::Apply(&release.body))
+            .await
+        {
+            Ok(_) => {
+                info!(object = %release.key, manager = %release.manager, "patch released");
+                released += 1;
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(released)
 }

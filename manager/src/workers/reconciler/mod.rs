@@ -9,9 +9,9 @@ mod lookups;
 mod writer;
 mod writes;
 
-pub use cleanup::on_rule_removed;
+pub use cleanup::{on_rule_changed, on_rule_removed};
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,8 +21,8 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::Scope;
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
 use ruleplane_config::{
-    KindRef, ObjectKey, Reconciler, RenderError, Scopes, children_by_id, compute_status, is_own_child, next_status,
-    parent_conditions,
+    Fights, KindRef, ObjectKey, Reconciler, RenderError, Scopes, children_by_id, compute_status, is_own_child,
+    next_status, parent_conditions,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -117,6 +117,11 @@ pub struct ParentReconciler {
     parent: Watched,
     /// Child watches by `apiVersion`/`kind` of the templates.
     children: BTreeMap<KindRef, Watched>,
+    /// Watches of the kinds `patches` set fields on (every object where parents may patch: the patched objects
+    /// carry no label of ours), by `apiVersion`/`kind`.
+    patched: BTreeMap<KindRef, Watched>,
+    /// Per parent, the children's fields another writer keeps taking back (reported once, see `Fights`).
+    fights: Mutex<HashMap<ParentKey, Fights>>,
     /// What the templates read from other objects, and who read what.
     lookups: lookups::Lookups,
     /// Whether the parent's status is ours to write (kinds declared by ResourceDefinitions, not built-ins).
@@ -214,6 +219,27 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         );
         children.insert(kind, Watched { watch, namespaced });
     }
+    let mut patched = BTreeMap::new();
+    for patch in rule.patches() {
+        let kind = KindRef {
+            api_version: patch.api_version.clone(),
+            kind: patch.kind.clone(),
+        };
+        if patched.contains_key(&kind) {
+            continue;
+        }
+        let Served {
+            resource, namespaced, ..
+        } = discover(&ctx.discovery, &rule, &patch.api_version, &patch.kind).await?;
+        // Where the parents are: a rule for one namespace's parents caches that namespace's objects only.
+        let in_namespace = watched
+            .namespace
+            .as_ref()
+            .filter(|_| namespaced)
+            .map(|namespace| format!("metadata.namespace={namespace}"));
+        let watch = ctx.hub.watch_filtered(&resource, None, in_namespace.as_deref());
+        patched.insert(kind, Watched { watch, namespaced });
+    }
     let labels = crate::metrics::Metrics::labels(rule.name(), KIND);
     let lookup_contents = ctx.metrics.lookup_contents.get_or_create(&labels).clone();
     let change_to_applied = ctx.metrics.change_to_applied.get_or_create(&labels).clone();
@@ -222,8 +248,10 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
     // A child watch is shared by every rule with children of its kind: this rule hears only its own children.
     subscriptions.extend(children.values().map(|c| c.watch.subscribe_labelled(rule.name())));
     subscriptions.extend(lookups.watches().map(|w| w.subscribe()));
+    subscriptions.extend(patched.values().map(|p| p.watch.subscribe()));
     let watches: Vec<Arc<SharedWatch>> = std::iter::once(parent.watch.clone())
         .chain(children.values().map(|c| c.watch.clone()))
+        .chain(patched.values().map(|p| p.watch.clone()))
         .chain(lookups.watches().cloned())
         .collect();
     for watch in &watches {
@@ -248,6 +276,8 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         ctx,
         parent,
         children,
+        patched,
+        fights: Mutex::new(HashMap::new()),
         lookups,
         writes_status,
         status_subresource,
@@ -331,6 +361,78 @@ impl ParentReconciler {
                 name: parent.name.clone().unwrap_or_default(),
             })
         })
+    }
+
+    /// The selected parents whose patches may reach an object in `namespace`: those in it (and a Namespace parent
+    /// of that name); every parent for a cluster-scoped object.
+    fn parents_near(&self, namespace: Option<&str>) -> Vec<ParentKey> {
+        let mut parents = self.all_parents();
+        if let Some(namespace) = namespace {
+            parents.retain(|parent| match &parent.namespace {
+                Some(own) => own == namespace,
+                None => parent.name == namespace,
+            });
+        }
+        parents
+    }
+
+    /// The objects of the patched kinds the parent's patches may select: in its namespace (a Namespace parent:
+    /// in that namespace), every one of a cluster-scoped kind; with their kind (cached list items may lack it).
+    fn patch_targets(&self, parent: &Value) -> Vec<Value> {
+        let namespace = if self.parent.namespaced {
+            parent.pointer("/metadata/namespace")
+        } else {
+            parent.pointer("/metadata/name")
+        }
+        .and_then(Value::as_str);
+        let mut targets = Vec::new();
+        for (kind, watched) in &self.patched {
+            let names = watched.watch.store.map_metadata(|meta| {
+                (!watched.namespaced || meta.namespace.as_deref() == namespace)
+                    .then(|| (meta.namespace.clone(), meta.name.clone().unwrap_or_default()))
+            });
+            for (object_namespace, name) in names {
+                if let Some(mut object) = watched.watch.get_value(object_namespace.as_deref(), &name) {
+                    object["apiVersion"] = Value::from(kind.api_version.clone());
+                    object["kind"] = Value::from(kind.kind.clone());
+                    targets.push(object);
+                }
+            }
+        }
+        targets
+    }
+
+    /// The watch of a patched kind.
+    fn patched_kind(&self, api_version: &str, kind: &str) -> Result<&Watched, ReconcilerError> {
+        self.patched
+            .get(&KindRef {
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+            })
+            .ok_or_else(|| ReconcilerError::UnknownChildKind {
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+            })
+    }
+
+    /// Records one apply of a child of `parent` and the fields it took from other managers; answers the fights
+    /// that start now (to report once).
+    fn record_fights(
+        &self,
+        parent: &ParentKey,
+        child: &ObjectKey,
+        conflicts: &[ruleplane_config::FieldConflict],
+    ) -> Vec<ruleplane_config::FieldConflict> {
+        let mut fights = self.fights.lock().unwrap_or_else(|e| e.into_inner());
+        if conflicts.is_empty() && !fights.contains_key(parent) {
+            return Vec::new();
+        }
+        let entry = fights.entry(parent.clone()).or_default();
+        let started = entry.applied(child, conflicts);
+        if entry.is_empty() {
+            fights.remove(parent);
+        }
+        started
     }
 
     /// The parent a child points to through its annotation, if the child is this rule's.
@@ -470,12 +572,21 @@ impl ParentReconciler {
             return None;
         }
         let projected = compute_status(&self.rule, parent_value, children, lookups);
-        let conditions = parent_conditions(
+        let mut conditions = parent_conditions(
             &self.rule,
             children,
             excluded,
             failure.map(|error| (error.reason(), error.to_string())),
         );
+        let fights = self
+            .fights
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&ParentKey::of(parent))
+            .and_then(Fights::message);
+        if let (Some(fights), [_, synced]) = (fights, &mut conditions) {
+            synced.message = format!("{}; {fights}", synced.message);
+        }
         let patch = next_status(
             parent_value.get("status"),
             &projected,
@@ -556,6 +667,10 @@ impl Reconcile for ParentReconciler {
         {
             keys.insert(parent);
         }
+        if self.patched.values().any(|patched| patched.watch.key == *kind) {
+            // A patched object changed or appeared (a new Pod of the app): the parents that may patch it look.
+            keys.extend(self.parents_near(object.metadata.namespace.as_deref()));
+        }
         keys.extend(self.lookups.readers_of(kind, change));
         keys.into_iter().collect()
     }
@@ -570,6 +685,7 @@ impl Reconcile for ParentReconciler {
             // Gone: children with an owner reference go with it (garbage collector); what it read is not kept.
             debug!(parent = ?key, "parent not found");
             self.lookups.forget(key);
+            self.fights.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
             let left = self
                 .left_selection
                 .lock()

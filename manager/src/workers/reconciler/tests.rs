@@ -1,14 +1,14 @@
 //! The Reconciler worker without a cluster: caches fed synthetic objects, writes made to a recording, so a
 //! reconcile and a deletion are checked write by write.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
 use kube::runtime::watcher::Event;
 use ruleplane_config::ownership::{PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
-use ruleplane_config::{ChildApply, KindRef, ObjectKey, Reconciler, Removal};
+use ruleplane_config::{ChildApply, KindRef, ObjectKey, PatchApply, Reconciler, Removal};
 use serde_json::{Value, json};
 
 use super::io::{AppliedChild, ChildChange};
@@ -100,7 +100,11 @@ impl ChildWriter for Recording {
         } else {
             ChildChange::Updated
         };
-        Ok(AppliedChild { object, change })
+        Ok(AppliedChild {
+            object,
+            change,
+            conflicts: Vec::new(),
+        })
     }
 
     async fn remove(
@@ -116,6 +120,26 @@ impl ChildWriter for Recording {
             Removal::Release => "release",
         };
         self.note(format!("{verb} {key}"));
+        Ok(())
+    }
+
+    async fn patch(&self, _: &ParentReconciler, _: &Watched, apply: &PatchApply) -> Result<bool, ReconcilerError> {
+        self.note(format!("patch {} as {}", apply.key, apply.manager));
+        Ok(true)
+    }
+
+    async fn release_patches(
+        &self,
+        _: &ParentReconciler,
+        _: &Watched,
+        namespace: Option<&str>,
+        managers: &[String],
+    ) -> Result<(), ReconcilerError> {
+        self.note(format!(
+            "release {} in {}",
+            managers.join(", "),
+            namespace.unwrap_or_default()
+        ));
         Ok(())
     }
 
@@ -136,7 +160,12 @@ fn config_maps() -> ApiResource {
 
 /// A worker for the rule above with empty caches, as `run` builds it minus the watches' feeds.
 async fn worker() -> ParentReconciler {
-    let rules = ruleplane_config::load_str("rules.yaml", RULES).expect("rules load");
+    worker_for(RULES).await
+}
+
+/// A worker for the rule `shop` of `rules` (its children ConfigMaps, any patches of Pods).
+async fn worker_for(rules: &str) -> ParentReconciler {
+    let rules = ruleplane_config::load_str("rules.yaml", rules).expect("rules load");
     let Some(ruleplane_config::Rule::Reconciler(rule)) = rules.get("shop") else {
         panic!("no rule")
     };
@@ -173,6 +202,17 @@ async fn worker() -> ParentReconciler {
         ctx,
         parent,
         children,
+        patched: BTreeMap::from([(
+            KindRef {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+            },
+            Watched {
+                watch: SharedWatch::new(ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()), &metrics),
+                namespaced: true,
+            },
+        )]),
+        fights: Mutex::new(HashMap::new()),
         lookups,
         writes_status: false,
         status_subresource: false,
@@ -291,6 +331,77 @@ async fn a_deletion_removes_children_then_the_finalizer() {
             "delete ConfigMap audit/web-mirror",
             "delete ConfigMap team-a/web-settings",
             "release ConfigMap team-a/web-audit",
+        ]
+    );
+}
+
+const PATCHING_RULES: &str = r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: shop }
+spec:
+  for: { apiVersion: v1, kind: ConfigMap }
+  children:
+    - id: settings
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-settings" }
+  patches:
+    - id: team
+      selector: { matchLabels: { app: "{{metadata.name}}" } }
+      template: |
+        apiVersion: v1
+        kind: Pod
+        metadata:
+          labels: { team: "{{data.team}}" }
+"#;
+
+/// A Pod of the parent's app arrives in the patched kind's watch.
+fn pod_arrives(worker: &ParentReconciler, name: &str, labels: Value) {
+    let watch = &worker.patched.values().next().expect("a patched kind").watch;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": name, "namespace": "team-a", "uid": format!("uid-{name}"), "labels": labels}});
+    watch.apply(Event::Apply(serde_json::from_value(pod).expect("pod")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patches_set_fields_on_the_selected_pods_once_and_are_released_with_the_parent() {
+    let worker = worker_for(PATCHING_RULES).await;
+    let recording = Recording::default();
+    pod_arrives(&worker, "web-0", json!({"app": "web"}));
+    pod_arrives(&worker, "db-0", json!({"app": "db"}));
+    assert_eq!(
+        reconcile(&worker, &recording, json!({"team": "blue"}), false).await,
+        [
+            "add finalizer",
+            "create ConfigMap team-a/web-settings",
+            "event Created (1)",
+            "event Patched (1)",
+            "patch Pod team-a/web-0 as ruleplane-patch/shop/team/u-1",
+        ]
+    );
+    echo(&worker, &recording);
+    // The patched Pod as stored, and a new Pod of the app: only the new one is patched.
+    pod_arrives(&worker, "web-0", json!({"app": "web", "team": "blue"}));
+    pod_arrives(&worker, "web-1", json!({"app": "web"}));
+    assert_eq!(
+        reconcile(&worker, &recording, json!({"team": "blue"}), true).await,
+        [
+            "event Patched (1)",
+            "patch Pod team-a/web-1 as ruleplane-patch/shop/team/u-1"
+        ]
+    );
+    let (object, value) = parent(json!({"team": "blue"}), true);
+    cleanup::finalize(&worker, &recording, &key(), &object, &value)
+        .await
+        .expect("finalizes");
+    let writes = std::mem::take(&mut *recording.writes.lock().unwrap());
+    assert_eq!(
+        writes,
+        [
+            "delete ConfigMap team-a/web-settings",
+            "release ruleplane-patch/shop/team/u-1 in team-a",
+            "remove finalizer",
         ]
     );
 }
