@@ -121,7 +121,7 @@ fn managers(object: &impl ResourceExt) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_patch_labels_the_pods_of_an_app_and_releases_the_label_when_the_parent_or_the_rule_goes() {
+async fn a_patch_labels_the_pods_of_an_app_and_releases_the_label_when_the_parent_the_entry_or_the_rule_goes() {
     let client = admin_client().await;
     let ns = test_namespace(&client, "patch-pods").await;
     let dir = temp_dir("patch-pods");
@@ -178,9 +178,18 @@ async fn a_patch_labels_the_pods_of_an_app_and_releases_the_label_when_the_paren
         managers(&web_0)
     );
 
-    // Again, then the rule file removed (hot reload): released as well.
+    // Again; then the entry dropped from the rule (hot reload): released; back; then the rule file removed: released.
     create_parent(&parents, "web", "web", "green").await;
     await_team(&pods, &["web-0", "web-1"], Some("green"), "labelled again").await;
+    let without_team = label_pods(&ns).replace(
+        "    - id: team\n      selector: { matchLabels: { app: \"{{data.app}}\" } }\n",
+        "    - id: gone\n      selector: { matchLabels: { app: other } }\n",
+    );
+    assert_ne!(without_team, label_pods(&ns), "the fixture's `team` entry replaced");
+    write(&dir, "label-pods.yaml", &without_team);
+    await_team(&pods, &["web-0", "web-1"], None, "the label released with its entry").await;
+    write(&dir, "label-pods.yaml", &label_pods(&ns));
+    await_team(&pods, &["web-0", "web-1"], Some("green"), "labelled once more").await;
     std::fs::remove_file(dir.join("label-pods.yaml")).expect("remove the rule file");
     await_team(&pods, &["web-0", "web-1"], None, "the label released with the rule").await;
     assert!(pods.get_opt("web-missing").await.expect("get").is_none());

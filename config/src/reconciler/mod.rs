@@ -14,8 +14,9 @@ mod warnings;
 pub(crate) use checks::check_reconciler;
 pub use fights::{FieldConflict, Fights, conflicts_of};
 pub use parent_plan::{
-    DeletionPlan, ParentPlan, PatchApply, PatchPlan, PatchRelease, PlanInput, Removal, Scopes, declared_child_scope,
-    dropped_patches, observed_as_written, patch_releases, plan_deletion, plan_offline, plan_parent, plan_patches,
+    DeletionPlan, ParentPlan, PatchApply, PatchCandidate, PatchFilter, PatchPlan, PatchRelease, PlanInput, Removal,
+    Scopes, declared_child_scope, dropped_patches, observed_as_written, patch_releases, plan_deletion, plan_offline,
+    plan_parent, plan_patches,
 };
 pub use plan::{
     ChildApply, ChildPlan, Condition, ObjectKey, Unrendered, attach_parent, child_id, children_by_id, contains,

@@ -8,7 +8,9 @@ mod hand_over;
 mod patches;
 
 pub use deletion::{DeletionPlan, Removal, plan_deletion};
-pub use patches::{PatchApply, PatchPlan, PatchRelease, dropped_patches, patch_releases, plan_patches};
+pub use patches::{
+    PatchApply, PatchCandidate, PatchFilter, PatchPlan, PatchRelease, dropped_patches, patch_releases, plan_patches,
+};
 
 use super::plan::{
     ChildPlan, ObjectKey, attach_parent, children_by_id, each_child, is_own_child, order_collections, parent_reference,

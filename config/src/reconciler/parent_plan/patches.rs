@@ -79,6 +79,89 @@ pub fn plan_patches(
     Ok(plan)
 }
 
+/// An object of a patched kind, as far as selection looks at it: where it stands and its labels.
+pub struct PatchCandidate<'a> {
+    /// `group/version` of the object's kind.
+    pub api_version: &'a str,
+    /// Its kind.
+    pub kind: &'a str,
+    /// Its namespace (`None`: cluster-scoped).
+    pub namespace: Option<&'a str>,
+    /// Its name.
+    pub name: &'a str,
+    /// Its labels.
+    pub labels: &'a std::collections::BTreeMap<String, String>,
+}
+
+/// Which objects one parent's patches may select, rendered once per parent: a cheap filter before the plan (which
+/// changes of patched objects concern the parent, which objects the plan reads). Without the parent's lookups: a
+/// name or selector value whose template reads `lookups` matches anything (the plan decides), as does one that fails
+/// to render (the plan reports it).
+pub struct PatchFilter<'r> {
+    patches: Vec<(&'r ResolvedPatch, Option<String>, Reach)>,
+}
+
+/// What one patch's name or selector values rendered to, for [`PatchFilter`].
+enum Reach {
+    /// The rendered name, or `None`: any name.
+    Name(Option<String>),
+    /// The rendered `matchLabels` (a label rendered to `None` matches any value) and the literal expressions.
+    Labels(Vec<(String, Option<String>)>, crate::common::LabelSelector),
+}
+
+impl<'r> PatchFilter<'r> {
+    /// The filter of `rule`'s patches for `parent` (patches that cannot be placed for it select nothing).
+    pub fn new(rule: &'r Reconciler, parent: &Value, parent_namespaced: bool) -> PatchFilter<'r> {
+        let context = template_context(parent, &Map::new());
+        let render = |template: &crate::template::CompiledTemplate| {
+            (!template.source().contains("lookups"))
+                .then(|| template.render(&context).ok().map(|text| text.trim().to_string()))
+                .flatten()
+        };
+        let patches = rule
+            .patches()
+            .iter()
+            .filter_map(|patch| {
+                let namespace = patch_namespace(patch, parent, parent_namespaced).ok()?;
+                let reach = match &patch.target {
+                    PatchTarget::Name(template) => Reach::Name(render(template)),
+                    PatchTarget::Selector { match_labels, selector } => Reach::Labels(
+                        match_labels
+                            .iter()
+                            .map(|(label, template)| (label.clone(), render(template)))
+                            .collect(),
+                        crate::common::LabelSelector {
+                            match_labels: Default::default(),
+                            match_expressions: selector.match_expressions.clone(),
+                        },
+                    ),
+                };
+                Some((patch, namespace, reach))
+            })
+            .collect();
+        PatchFilter { patches }
+    }
+
+    /// Whether one of the patches may select `candidate`.
+    pub fn may_patch(&self, candidate: &PatchCandidate) -> bool {
+        self.patches.iter().any(|(patch, namespace, reach)| {
+            patch.api_version == candidate.api_version
+                && patch.kind == candidate.kind
+                && namespace.as_deref() == candidate.namespace
+                && match reach {
+                    Reach::Name(name) => name.as_deref().is_none_or(|name| name == candidate.name),
+                    Reach::Labels(match_labels, expressions) => {
+                        expressions.matches(candidate.labels)
+                            && match_labels.iter().all(|(label, value)| match value {
+                                Some(value) => candidate.labels.get(label) == Some(value),
+                                None => candidate.labels.contains_key(label),
+                            })
+                    }
+                }
+        })
+    }
+}
+
 /// Where a patch looks for its objects: a namespaced kind in the parent's namespace (a Namespace parent: that
 /// namespace), never one chosen by data; a cluster-scoped kind has none.
 fn patch_namespace(

@@ -21,8 +21,8 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::Scope;
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
 use ruleplane_config::{
-    Fights, KindRef, ObjectKey, Reconciler, RenderError, Scopes, children_by_id, compute_status, is_own_child,
-    next_status, parent_conditions,
+    Fights, KindRef, ObjectKey, PatchCandidate, PatchFilter, Reconciler, RenderError, Scopes, children_by_id,
+    compute_status, is_own_child, next_status, parent_conditions,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -363,9 +363,11 @@ impl ParentReconciler {
         })
     }
 
-    /// The selected parents whose patches may reach an object in `namespace`: those in it (and a Namespace parent
-    /// of that name); every parent for a cluster-scoped object.
-    fn parents_near(&self, namespace: Option<&str>) -> Vec<ParentKey> {
+    /// The selected parents whose patches may select `object` (of the patched kind `kind`): among those in its
+    /// namespace (and a Namespace parent of that name; every parent for a cluster-scoped object), the ones
+    /// `may_patch` keeps.
+    fn parents_patching(&self, kind: &KindRef, object: &DynamicObject) -> Vec<ParentKey> {
+        let namespace = object.metadata.namespace.as_deref();
         let mut parents = self.all_parents();
         if let Some(namespace) = namespace {
             parents.retain(|parent| match &parent.namespace {
@@ -373,6 +375,22 @@ impl ParentReconciler {
                 None => parent.name == namespace,
             });
         }
+        let no_labels = BTreeMap::new();
+        let candidate = PatchCandidate {
+            api_version: &kind.api_version,
+            kind: &kind.kind,
+            namespace,
+            name: object.metadata.name.as_deref().unwrap_or_default(),
+            labels: object.metadata.labels.as_ref().unwrap_or(&no_labels),
+        };
+        parents.retain(|key| {
+            self.parent
+                .watch
+                .get_value(key.namespace.as_deref(), &key.name)
+                .is_some_and(|parent| {
+                    PatchFilter::new(&self.rule, &parent, self.parent.namespaced).may_patch(&candidate)
+                })
+        });
         parents
     }
 
@@ -386,10 +404,22 @@ impl ParentReconciler {
         }
         .and_then(Value::as_str);
         let mut targets = Vec::new();
+        let no_labels = BTreeMap::new();
+        let filter = PatchFilter::new(&self.rule, parent, self.parent.namespaced);
         for (kind, watched) in &self.patched {
+            // Only objects a patch may select are read whole: a namespace's other Pods are never parsed.
             let names = watched.watch.store.map_metadata(|meta| {
+                let candidate = PatchCandidate {
+                    api_version: &kind.api_version,
+                    kind: &kind.kind,
+                    namespace: meta.namespace.as_deref(),
+                    name: meta.name.as_deref().unwrap_or_default(),
+                    labels: meta.labels.as_ref().unwrap_or(&no_labels),
+                };
                 (!watched.namespaced || meta.namespace.as_deref() == namespace)
-                    .then(|| (meta.namespace.clone(), meta.name.clone().unwrap_or_default()))
+                    .then_some(())
+                    .filter(|()| filter.may_patch(&candidate))
+                    .map(|()| (meta.namespace.clone(), meta.name.clone().unwrap_or_default()))
             });
             for (object_namespace, name) in names {
                 if let Some(mut object) = watched.watch.get_value(object_namespace.as_deref(), &name) {
@@ -667,9 +697,10 @@ impl Reconcile for ParentReconciler {
         {
             keys.insert(parent);
         }
-        if self.patched.values().any(|patched| patched.watch.key == *kind) {
-            // A patched object changed or appeared (a new Pod of the app): the parents that may patch it look.
-            keys.extend(self.parents_near(object.metadata.namespace.as_deref()));
+        if let Some((patched_kind, _)) = self.patched.iter().find(|(_, patched)| patched.watch.key == *kind) {
+            // A patched object changed or appeared (a new Pod of the app): the parents whose patches may select
+            // it look (not every parent near it: most Pods' status updates concern none).
+            keys.extend(self.parents_patching(patched_kind, object));
         }
         keys.extend(self.lookups.readers_of(kind, change));
         keys.into_iter().collect()

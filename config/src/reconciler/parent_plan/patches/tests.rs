@@ -245,3 +245,38 @@ fn hand_over_paths_are_field_names_and_never_the_childs_identity() {
         assert!(format!("{error:?}").contains(wanted), "{error:?}");
     }
 }
+
+#[test]
+fn the_patch_filter_keeps_kind_namespace_name_and_rendered_labels() {
+    let rule = rule();
+    let parent = parent("blue");
+    let labels = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    let candidate = |kind, namespace, name, labels| PatchCandidate {
+        api_version: "v1",
+        kind,
+        namespace: Some(namespace),
+        name,
+        labels,
+    };
+    let web = labels(&[("app", "web")]);
+    let db = labels(&[("app", "db")]);
+    let none = labels(&[]);
+    let filter = PatchFilter::new(&rule, &parent, true);
+    assert!(filter.may_patch(&candidate("Pod", "shop", "any", &web)));
+    assert!(!filter.may_patch(&candidate("Pod", "shop", "any", &db)));
+    assert!(!filter.may_patch(&candidate("Pod", "shop", "any", &none)));
+    assert!(!filter.may_patch(&candidate("Pod", "other", "any", &web)));
+    assert!(!filter.may_patch(&candidate("Secret", "shop", "any", &web)));
+    assert!(filter.may_patch(&candidate("Service", "shop", "web-front", &none)));
+    assert!(!filter.may_patch(&candidate("Service", "shop", "web-back", &none)));
+    // What only the lookups can tell is left to the plan.
+    let by_lookup = reconciler(
+        &(config_map_reconciler("by-lookup", &config_map_child("settings", "settings", "", ""))
+            + "  patches:\n    - id: team\n      name: \"{{lookups.target.data.name}}\"\n      template: |\n        apiVersion: v1\n        kind: Pod\n"),
+        "by-lookup",
+    );
+    let filter = PatchFilter::new(&by_lookup, &parent, true);
+    assert!(filter.may_patch(&candidate("Pod", "shop", "whatever", &none)));
+}
