@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -328,14 +330,29 @@ async fn replicas_handed_over_to_an_hpa_are_left_alone_without_a_write_loop() {
     }
 }
 
-/// A child whose `data.mode` another writer keeps changing.
+/// A Contest (a kind of its own, so the manager writes its status) whose child's `data.mode` another writer keeps
+/// changing.
 fn contested(ns: &str) -> String {
     format!(
         r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: {{ name: contest.fight.example.net }}
+spec:
+  versions:
+    - name: v1
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec: {{ type: object, x-kubernetes-preserve-unknown-fields: true }}
+            status: {{ type: object, x-kubernetes-preserve-unknown-fields: true }}
+      subresources: {{ status: {{}} }}
+---
+apiVersion: ruleplane.dev/v1alpha1
 kind: Reconciler
 metadata: {{ name: contested }}
 spec:
-  for: {{ apiVersion: v1, kind: ConfigMap, namespace: {ns}, selector: {{ matchLabels: {{ contested: "yes" }} }} }}
+  for: {{ apiVersion: fight.example.net/v1, kind: Contest, namespace: {ns} }}
   children:
     - id: settings
       template: |
@@ -345,6 +362,18 @@ spec:
         data: {{ mode: ours }}
 "#
     )
+}
+
+/// The `Synced` condition's message of the Contest `p`.
+async fn synced_message(contests: &Api<DynamicObject>) -> Option<String> {
+    let contest = contests.get_opt("p").await.ok()??;
+    let conditions = contest.data.pointer("/status/conditions")?.as_array()?.clone();
+    conditions
+        .into_iter()
+        .find(|condition| condition["type"] == "Synced")?
+        .get("message")?
+        .as_str()
+        .map(str::to_string)
 }
 
 async fn fight_events(client: &Client, ns: &str) -> Vec<Event> {
@@ -368,12 +397,25 @@ async fn a_writer_fighting_the_rule_over_a_field_is_reported_once() {
     let manager = ManagerProcess::start(&dir, &ns, "fight", &[]);
     manager.wait_ready(Duration::from_secs(40)).await;
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let parent: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "p", "labels": {"contested": "yes"}}}))
-        .expect("a ConfigMap");
-    configmaps
-        .create(&PostParams::default(), &parent)
-        .await
-        .expect("create the parent");
+    let gvk = GroupVersionKind::gvk("fight.example.net", "v1", "Contest");
+    let contests: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &ApiResource::from_gvk_with_plural(&gvk, "contests"),
+    );
+    let parent: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "fight.example.net/v1", "kind": "Contest", "metadata": {"name": "p"}, "spec": {}
+    }))
+    .expect("a Contest");
+    // The CRD is the manager's to create: retried until it is served.
+    eventually_seen(Duration::from_secs(30), "the Contest created", || async {
+        contests
+            .create(&PostParams::default(), &parent)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await;
     let mode = |configmaps: Api<ConfigMap>| async move {
         configmaps
             .get_opt("p-settings")
@@ -431,4 +473,10 @@ async fn a_writer_fighting_the_rule_over_a_field_is_reported_once() {
     assert_eq!(event.regarding.as_ref().and_then(|r| r.name.as_deref()), Some("p"));
     let note = event.note.clone().unwrap_or_default();
     assert!(note.contains(".data.mode") && note.contains("\"intruder\""), "{note}");
+    // While it lasts, `Synced` says so too.
+    let message = eventually(Duration::from_secs(10), "the fight in Synced", || async {
+        synced_message(&contests).await.filter(|m| m.contains("intruder"))
+    })
+    .await;
+    assert!(message.contains(".data.mode"), "{message}");
 }
