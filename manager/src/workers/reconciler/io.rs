@@ -26,9 +26,10 @@ pub(super) fn api_for(reconciler: &ParentReconciler, watched: &Watched, namespac
 }
 
 /// Applies one child (server-side apply, our field manager, forced: the rule owns every field it renders, which
-/// is what repairs hand edits; an update is tried unforced first to learn which fields others held). A child that does not exist yet must not land on a foreign object of the same
-/// name (a conflict, unless the rule adopts): its first apply is create-only, and only when the name is taken
-/// is the object read to see whose it is.
+/// is what repairs hand edits; an update is sent unforced first, to learn which fields other managers held). A
+/// child that does not exist yet must not land on a foreign object of the same name (a conflict, unless the rule
+/// adopts): its first apply is create-only, and only when the name is taken is the object read to see whose it
+/// is. A child with handed-over fields is created whole under the hand-over manager, then applied without them.
 pub(super) async fn apply_child(
     reconciler: &ParentReconciler,
     watched: &Watched,
