@@ -480,3 +480,63 @@ async fn a_writer_fighting_the_rule_over_a_field_is_reported_once() {
     .await;
     assert!(message.contains(".data.mode"), "{message}");
 }
+
+/// What `apply_patch` relies on, on the real apiserver: the body `plan_patches` makes (the object's uid in it),
+/// applied forced under the patch's manager, fails for an object deleted since it was observed (409, uid
+/// mismatch) and for a new object that took its name (422, `metadata.uid` immutable): it never creates one nor
+/// lands on the newcomer.
+#[tokio::test]
+async fn a_patch_body_never_creates_a_deleted_object_nor_patches_its_successor() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "patch-uid").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    create_pod(&pods, "web-0", "web").await;
+    let rules = ruleplane_config::load_str("rules.yaml", &label_pods(&ns)).expect("rules load");
+    let Some(ruleplane_config::Rule::Reconciler(rule)) = rules.get("label-pods") else {
+        panic!("no rule")
+    };
+    let parent = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "web", "namespace": ns, "uid": "p-1"},
+                        "data": {"app": "web", "team": "blue"}});
+    let mut observed = serde_json::to_value(pods.get("web-0").await.expect("web-0")).expect("JSON");
+    observed["apiVersion"] = json!("v1");
+    observed["kind"] = json!("Pod");
+    let plan =
+        ruleplane_config::plan_patches(rule, &parent, true, &serde_json::Map::new(), &[observed]).expect("plans");
+    let [apply] = plan.apply.as_slice() else {
+        panic!("one apply expected: {:?}", plan.apply)
+    };
+    let params = PatchParams::apply(&apply.manager).force();
+    let body = Patch::Apply(&apply.body);
+    let send = || pods.patch("web-0", &params, &body);
+    pods.delete(
+        "web-0",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        },
+    )
+    .await
+    .expect("delete web-0");
+    eventually(Duration::from_secs(20), "web-0 gone", || async {
+        pods.get_opt("web-0").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    match send().await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 409, "{status:?}"),
+        other => panic!("the apply of a deleted object must fail: {other:?}"),
+    }
+    assert!(pods.get_opt("web-0").await.expect("get").is_none(), "nothing created");
+    // A new Pod under the old name: the old body does not land on it.
+    create_pod(&pods, "web-0", "web").await;
+    match send().await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 422, "{status:?}");
+            let causes = status.details.map(|details| details.causes).unwrap_or_default();
+            assert!(causes.iter().any(|cause| cause.field == "metadata.uid"), "{causes:?}");
+        }
+        other => panic!("the apply aimed at the old object must fail: {other:?}"),
+    }
+    let labels = labels_of(&pods, "web-0").await.expect("the new web-0");
+    assert_eq!(labels.get("team"), None, "{labels:?}");
+}

@@ -21,8 +21,9 @@ pub struct PatchApply {
     /// The patched object.
     pub key: ObjectKey,
     /// The apply body: the fields the template sets, with the object's apiVersion, kind, name, namespace and
-    /// **uid**. The uid is what makes the apply fail (409, "uid mismatch") rather than create the object when it
-    /// is gone, or land on another object of the same name made since: a patch never creates anything.
+    /// **uid**. The uid is what makes the apply fail rather than create the object when it is gone (409, "uid
+    /// mismatch"), or land on another object of the same name made since (422, `metadata.uid` is immutable): a
+    /// patch never creates anything.
     pub body: Value,
 }
 

@@ -421,8 +421,9 @@ pub(super) async fn change_finalizer(
 }
 
 /// Applies one patch of an object the rule does not own, under the patch's own field manager (forced: the rule
-/// sets these fields). The body carries the object's uid, so an object gone (or replaced under its name) answers
-/// 409 instead of being created: nothing to patch then. Answers whether the object was patched.
+/// sets these fields). The body carries the object's uid, so an object gone answers 409 instead of being created,
+/// and one replaced under its name 422 instead of being patched: nothing to patch then (both are tested in
+/// `tests/integration/patches.rs`). Answers whether the object was patched.
 pub(super) async fn apply_patch(
     reconciler: &ParentReconciler,
     watched: &Watched,
@@ -444,13 +445,25 @@ pub(super) async fn apply_patch(
             info!(rule = reconciler.rule.name(), object = %apply.key, patch = %apply.patch, "patched");
             Ok(true)
         }
-        Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => Ok(false),
+        // Gone (409 "uid mismatch"), or replaced by a new object of that name (422 "metadata.uid: field is
+        // immutable"): nothing of ours to patch; the newcomer's own watch event brings a plan with its uid.
+        Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 || names_uid(&status) => Ok(false),
         Err(kube::Error::Api(status)) if status.code == 422 || status.code == 400 => Err(ReconcilerError::Rejected {
             child: apply.key.clone(),
             message: shown_message(&status.message, reconciler.rule.reads_secrets()),
         }),
         Err(error) => Err(error.into()),
     }
+}
+
+/// Whether a refusal is about `metadata.uid`: an apply that carried the uid of an object since replaced.
+fn names_uid(status: &kube::core::Status) -> bool {
+    status.code == 422
+        && status
+            .details
+            .iter()
+            .flat_map(|details| &details.causes)
+            .any(|cause| cause.field == "metadata.uid")
 }
 
 /// Releases patch field managers: lists the objects of `resource` (in `namespace`, or everywhere) with their
@@ -495,7 +508,7 @@ pub(super) async fn release_patches(
                 info!(object = %release.key, manager = %release.manager, "patch released");
                 released += 1;
             }
-            Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {}
+            Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 || names_uid(&status) => {}
             Err(error) => return Err(error),
         }
     }
