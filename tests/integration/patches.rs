@@ -123,7 +123,8 @@ fn managers(object: &impl ResourceExt) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_patch_labels_the_pods_of_an_app_and_releases_the_label_when_the_parent_the_entry_or_the_rule_goes() {
+async fn a_patch_labels_the_pods_of_an_app_and_releases_the_label_when_the_parent_its_selection_the_entry_or_the_rule_goes()
+ {
     let client = admin_client().await;
     let ns = test_namespace(&client, "patch-pods").await;
     let dir = temp_dir("patch-pods");
@@ -192,6 +193,25 @@ async fn a_patch_labels_the_pods_of_an_app_and_releases_the_label_when_the_paren
     await_team(&pods, &["web-0", "web-1"], None, "the label released with its entry").await;
     write(&dir, "label-pods.yaml", &label_pods(&ns));
     await_team(&pods, &["web-0", "web-1"], Some("green"), "labelled once more").await;
+    // The parent leaves the rule's selection: released; selected again: labelled.
+    let selected =
+        |yes: bool| Patch::Merge(json!({"metadata": {"labels": {"app-team": if yes { "yes" } else { "no" }}}}));
+    parents
+        .patch("web", &PatchParams::default(), &selected(false))
+        .await
+        .expect("deselect");
+    await_team(
+        &pods,
+        &["web-0", "web-1"],
+        None,
+        "the label released with the parent's selection",
+    )
+    .await;
+    parents
+        .patch("web", &PatchParams::default(), &selected(true))
+        .await
+        .expect("select again");
+    await_team(&pods, &["web-0", "web-1"], Some("green"), "labelled on selection").await;
     std::fs::remove_file(dir.join("label-pods.yaml")).expect("remove the rule file");
     await_team(&pods, &["web-0", "web-1"], None, "the label released with the rule").await;
     assert!(pods.get_opt("web-missing").await.expect("get").is_none());

@@ -89,29 +89,40 @@ pub(super) async fn finalize(
     }
     // 3. the fields its patches set on objects it does not own are released (their values stay where others
     // own them too)
-    if !rule.patches().is_empty() {
-        let namespace = if reconciler.parent.namespaced {
-            parent.namespace()
-        } else {
-            Some(parent.name_any())
-        };
-        for (kind, watched) in &reconciler.patched {
-            let managers: Vec<String> = rule
-                .patches()
-                .iter()
-                .filter(|patch| patch.api_version == kind.api_version && patch.kind == kind.kind)
-                .map(|patch| patch_field_manager(rule.name(), &patch.id, &uid))
-                .collect();
-            let namespace = namespace.as_deref().filter(|_| watched.namespaced);
-            writer
-                .release_patches(reconciler, watched, namespace, &managers)
-                .await?;
-        }
-    }
+    release_parent_patches(reconciler, writer, parent).await?;
     // 4. the finalizer goes: the apiserver completes the deletion
     writer.remove_finalizer(reconciler, parent).await?;
     info!(rule = rule.name(), parent = ?key, "parent cleaned up; finalizer removed");
     Ok(Action::AwaitChange)
+}
+
+/// Releases the fields the rule's patches set for `parent` (its own field managers) on the objects of the patched
+/// kinds where it may patch: the parent goes, or leaves the rule's selection.
+async fn release_parent_patches(
+    reconciler: &ParentReconciler,
+    writer: &impl ChildWriter,
+    parent: &DynamicObject,
+) -> Result<(), ReconcilerError> {
+    let rule = &reconciler.rule;
+    let uid = parent.uid().unwrap_or_default();
+    let namespace = if reconciler.parent.namespaced {
+        parent.namespace()
+    } else {
+        Some(parent.name_any())
+    };
+    for (kind, watched) in &reconciler.patched {
+        let managers: Vec<String> = rule
+            .patches()
+            .iter()
+            .filter(|patch| patch.api_version == kind.api_version && patch.kind == kind.kind)
+            .map(|patch| patch_field_manager(rule.name(), &patch.id, &uid))
+            .collect();
+        let namespace = namespace.as_deref().filter(|_| watched.namespaced);
+        writer
+            .release_patches(reconciler, watched, namespace, &managers)
+            .await?;
+    }
+    Ok(())
 }
 
 /// How long ago the parent's deletion was requested.
@@ -139,13 +150,15 @@ pub(super) async fn release_deselected(reconciler: &ParentReconciler, key: &Pare
 }
 
 /// Removes this rule's finalizer (and the legacy shared one) from a parent it does not select, keeping the
-/// children, and says so with a Normal Event `Released`.
+/// children (the fields its patches set are released), and says so with a Normal Event `Released`.
 async fn release(
     reconciler: &ParentReconciler,
     api: &Api<DynamicObject>,
     parent: &DynamicObject,
-) -> Result<(), kube::Error> {
+) -> Result<(), ReconcilerError> {
     let finalizer = reconciler.finalizer.as_str();
+    // Its patches no longer apply to it: their fields are released, as when the rule goes.
+    release_parent_patches(reconciler, &super::writer::ApiWriter, parent).await?;
     io::patch_finalizers(api, parent, None, &[finalizer, LEGACY_CLEANUP_FINALIZER]).await?;
     info!(rule = reconciler.rule.name(), parent = %parent.name_any(), "parent not selected; cleanup finalizer removed, children kept");
     io::publish(
