@@ -117,6 +117,9 @@ async fn release_parent_patches(
             .filter(|patch| patch.api_version == kind.api_version && patch.kind == kind.kind)
             .map(|patch| patch_field_manager(rule.name(), &patch.id, &uid))
             .collect();
+        if managers.is_empty() {
+            continue;
+        }
         let namespace = namespace.as_deref().filter(|_| watched.namespaced);
         writer
             .release_patches(reconciler, watched, namespace, &managers)
