@@ -56,6 +56,8 @@ spec:
 struct Recording {
     writes: Mutex<Vec<String>>,
     stored: Mutex<Vec<Value>>,
+    /// Another field manager holding `.data.size` of every child an update applies (a writer fighting the rule).
+    intruder: Mutex<Option<String>>,
 }
 
 impl Recording {
@@ -100,10 +102,20 @@ impl ChildWriter for Recording {
         } else {
             ChildChange::Updated
         };
+        let conflicts = match (&*self.intruder.lock().unwrap(), apply.created) {
+            (Some(manager), false) => {
+                let cause = (
+                    ".data.size".to_string(),
+                    format!("conflict with \"{manager}\" using v1"),
+                );
+                ruleplane_config::conflicts_of(&apply.key, &[cause])
+            }
+            _ => Vec::new(),
+        };
         Ok(AppliedChild {
             object,
             change,
-            conflicts: Vec::new(),
+            conflicts,
         })
     }
 
@@ -404,4 +416,59 @@ async fn patches_set_fields_on_the_selected_pods_once_and_are_released_with_the_
             "remove finalizer",
         ]
     );
+}
+
+/// The other writer's change of `web-settings` arrives in the child watch (not the rule's value any more).
+fn changed_by_intruder(worker: &ParentReconciler) {
+    let watched = worker.child_watch("v1", "ConfigMap").expect("watched");
+    let key = ObjectKey {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: Some("team-a".into()),
+        name: "web-settings".into(),
+    };
+    // Not the echo of our write: the worker reads the cache again.
+    worker.writes.forget(&worker.child_object(watched, &key));
+    let watch = &watched.watch;
+    let mut object = watch.get_value(Some("team-a"), "web-settings").expect("cached");
+    object["data"]["size"] = json!("theirs");
+    object["metadata"]["resourceVersion"] = json!("9");
+    watch.apply(Event::Apply(serde_json::from_value(object).expect("object")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_fight_is_told_once_from_the_second_conflict_on() {
+    let worker = worker().await;
+    let recording = Recording::default();
+    reconcile(&worker, &recording, json!({"size": "3"}), false).await;
+    echo(&worker, &recording);
+    *recording.intruder.lock().unwrap() = Some("intruder".into());
+    let mut fights = Vec::new();
+    for _ in 0..4 {
+        changed_by_intruder(&worker);
+        let writes = reconcile(&worker, &recording, json!({"size": "3"}), true).await;
+        assert!(
+            writes.contains(&"update ConfigMap team-a/web-settings".to_string()),
+            "{writes:?}"
+        );
+        fights.push(writes.iter().filter(|w| *w == "event FieldFight").count());
+        echo(&worker, &recording);
+    }
+    assert_eq!(
+        fights,
+        [0, 1, 0, 0],
+        "a hand edit repaired once is no fight; then one Warning, not one per round"
+    );
+    let ongoing = worker
+        .fights
+        .lock()
+        .unwrap()
+        .get(&key())
+        .and_then(ruleplane_config::Fights::message);
+    assert!(ongoing.is_some_and(|m| m.contains(".data.size") && m.contains("intruder")));
+    // The other writer stops: the next apply meets nobody, and the fight is over.
+    *recording.intruder.lock().unwrap() = None;
+    changed_by_intruder(&worker);
+    reconcile(&worker, &recording, json!({"size": "3"}), true).await;
+    assert!(!worker.fights.lock().unwrap().contains_key(&key()));
 }
