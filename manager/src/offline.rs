@@ -152,7 +152,7 @@ pub fn render(args: &RenderArgs) -> ExitCode {
         let planned = ruleplane_config::gather_lookups(rule, &parent, |lookup, name, ns| {
             ruleplane_config::find_lookup_object(&available, lookup, name, ns)
         })
-        .and_then(|lookups| ruleplane_config::plan_offline(rule, &parent, &lookups, &[]));
+        .and_then(|lookups| ruleplane_config::plan_offline(rule, &parent, &lookups, &[], &[]));
         match planned {
             Ok(plan) => {
                 schema_problems.extend(ruleplane_config::schema_diagnostics(rule, &plan.desired, &schemas));

@@ -54,6 +54,7 @@ pub(super) async fn finalize(
             parent: parent_value,
             lookups: &lookups,
             observed: &labelled,
+            patch_targets: &[],
             scopes,
             signer: &reconciler.ctx.signer,
         };

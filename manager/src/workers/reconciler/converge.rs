@@ -4,8 +4,7 @@
 use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
 use ruleplane_config::{
-    ObjectKey, ParentPlan, PlanInput, Removal, each_child, forget_child, order_collections, plan_parent, plan_patches,
-    record_child,
+    ObjectKey, ParentPlan, PlanInput, Removal, each_child, forget_child, order_collections, plan_parent, record_child,
 };
 use serde_json::Value;
 
@@ -29,6 +28,7 @@ impl ParentReconciler {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let labelled = self.labelled_children(uid);
+        let patch_targets = self.patch_targets(parent_value);
         // decide: the one plan (identity check, render, attach, compare) that `diff` and `test` run too
         let ParentPlan {
             desired,
@@ -37,6 +37,7 @@ impl ParentReconciler {
             waiting,
             excluded,
             observed: observed_by_id,
+            patches,
             ..
         } = self.with_scopes(|scopes| {
             let input = PlanInput {
@@ -44,6 +45,7 @@ impl ParentReconciler {
                 parent: parent_value,
                 lookups: &lookups,
                 observed: &labelled,
+                patch_targets: &patch_targets,
                 scopes,
                 signer: &self.ctx.signer,
             };
@@ -124,11 +126,7 @@ impl ParentReconciler {
                 .await;
         }
         // patches of objects the rule does not own: only the fields that differ, never creating an object
-        if !self.rule.patches().is_empty() {
-            let targets = self.patch_targets(parent_value);
-            let patches = crate::runner::cpu_step(|| {
-                plan_patches(&self.rule, parent_value, self.parent.namespaced, &lookups, &targets)
-            })?;
+        if !patches.apply.is_empty() {
             let mut patched = Vec::new();
             for apply in &patches.apply {
                 let done = match self.patched_kind(&apply.key.api_version, &apply.key.kind) {

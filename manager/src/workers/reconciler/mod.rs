@@ -423,6 +423,10 @@ impl ParentReconciler {
             });
             for (object_namespace, name) in names {
                 if let Some(mut object) = watched.watch.get_value(object_namespace.as_deref(), &name) {
+                    // The uid is what keeps a patch from creating an object: never without it.
+                    if object.pointer("/metadata/uid").is_none() {
+                        continue;
+                    }
                     object["apiVersion"] = Value::from(kind.api_version.clone());
                     object["kind"] = Value::from(kind.kind.clone());
                     targets.push(object);
