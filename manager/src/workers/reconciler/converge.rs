@@ -1,5 +1,6 @@
-//! One reconcile of a live parent: fetch (caches, lookups) → the plan (`plan_parent`, as `diff` and `test` run
-//! it) → its writes through a [`ChildWriter`] → the children as they now are, for the status report.
+//! One reconcile of a live parent: fetch (caches, lookups, patched objects) → the plan (`plan_parent`, as `diff` and
+//! `test` run it) → its writes (children, patches) through a [`ChildWriter`] → the children as they now are, for
+//! the status report.
 
 use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
@@ -125,14 +126,18 @@ impl ParentReconciler {
                 .publish(self, parent, EventType::Warning, "FieldFight", note)
                 .await;
         }
-        // patches of objects the rule does not own: only the fields that differ, never creating an object
+        // patches of objects the rule does not own: only the fields that differ, never creating an object; sent
+        // together, as the children are
         if !patches.apply.is_empty() {
             let mut patched = Vec::new();
-            for apply in &patches.apply {
-                let done = match self.patched_kind(&apply.key.api_version, &apply.key.kind) {
+            let done = futures::future::join_all(patches.apply.iter().map(|apply| async move {
+                match self.patched_kind(&apply.key.api_version, &apply.key.kind) {
                     Ok(watched) => writer.patch(self, watched, apply).await,
                     Err(error) => Err(error),
-                };
+                }
+            }))
+            .await;
+            for (apply, done) in patches.apply.iter().zip(done) {
                 match done {
                     Ok(true) => patched.push(apply.key.clone()),
                     Ok(false) => {}
