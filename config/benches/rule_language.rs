@@ -207,8 +207,13 @@ fn lookup_object(kind: &str, name: &str) -> Value {
 fn render_web_app_3_children(bencher: Bencher) {
     let rule = web_app();
     let parent = parent();
-    let lookups = gather_lookups(rule, &parent, |lookup, name, _| Some(lookup_object(&lookup.kind, name)))
-        .expect("lookups gather");
+    let lookups = gather_lookups(
+        rule,
+        &parent,
+        |lookup, name, _| Some(lookup_object(&lookup.kind, name)),
+        |_, _| Vec::new(),
+    )
+    .expect("lookups gather");
     assert_eq!(
         render_children(rule, &parent, &lookups)
             .expect("renders")
@@ -241,7 +246,8 @@ fn gather_lookups_and_render_web_app(bencher: Bencher) {
     .collect();
     bencher.counter(ItemsCount::new(1usize)).bench(|| {
         let parent = divan::black_box(&parent);
-        let lookups = gather_lookups(rule, parent, |_, name, _| objects.get(name).cloned()).expect("lookups gather");
+        let lookups = gather_lookups(rule, parent, |_, name, _| objects.get(name).cloned(), |_, _| Vec::new())
+            .expect("lookups gather");
         render_children(rule, parent, &lookups).expect("renders")
     });
 }

@@ -59,6 +59,7 @@ pub use scheduler::*;
 pub use schema::rule_language_schema;
 pub use schema_reference::rule_reference_markdown;
 pub use template::{
-    FillError, HELPERS, MAX_RENDER_TIME, MAX_RENDERED_BYTES, MAX_TEMPLATE_BYTES, MAX_TEMPLATE_NESTING, StructuredText,
-    TemplateProblem, TemplateRenderError, check_template, render_template,
+    FillError, HELPERS, MAX_PARTIALS, MAX_RENDER_TIME, MAX_RENDERED_BYTES, MAX_TEMPLATE_BYTES, MAX_TEMPLATE_NESTING,
+    PartialProblem, Partials, StructuredText, TemplateProblem, TemplateRenderError, check_template, compile_partials,
+    render_template,
 };

@@ -450,6 +450,36 @@ mod reconciler_tests {
                 .any(|p| p.contains("crontabs.example.com") && p.starts_with("delete"))
         );
     }
+
+    #[test]
+    fn a_selector_lookup_lists_and_watches_its_kind() {
+        let rules = crate::load_str(
+            "rules.yaml",
+            "apiVersion: ruleplane.dev/v1alpha1\nkind: Reconciler\nmetadata: { name: r }\nspec:\n  \
+             for: { apiVersion: v1, kind: ConfigMap, name: exposed }\n  \
+             lookups: { services: { apiVersion: v1, kind: Service, selector: { matchLabels: { expose: \"true\" } } } }\n  \
+             children:\n    - id: ingress\n      template: |\n        apiVersion: networking.k8s.io/v1\n        \
+             kind: Ingress\n        metadata: { name: x }\n",
+        )
+        .unwrap_or_else(|d| panic!("{d}"));
+        let granted: Vec<String> = rule_permissions(&rules.rules()[0])
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        for wanted in [
+            "list services.core (cluster-wide)",
+            "watch services.core (cluster-wide)",
+        ] {
+            assert!(
+                granted.contains(&wanted.to_string()),
+                "{wanted} missing from {granted:?}"
+            );
+        }
+        assert!(
+            !granted.iter().any(|p| p.starts_with("patch services")),
+            "lookups are only read"
+        );
+    }
 }
 
 #[cfg(test)]

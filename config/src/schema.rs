@@ -6,6 +6,7 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
 use crate::common::{API_VERSION, RuleKind};
+use crate::load::{TEMPLATE_PARTIALS_KIND, TemplatePartialsDocument};
 use crate::reconciler::ReconcilerRule;
 use crate::resource_definition::ResourceDefinitionRule;
 use crate::rule_test::{RULE_TEST_KIND, RuleTestDocument};
@@ -29,6 +30,11 @@ pub(crate) fn kind_schema_ref(kind: RuleKind) -> Value {
     json!({ "$ref": format!("#/definitions/{}", definition_name(kind)) })
 }
 
+/// The `$ref` of the partials document schema (`kind: TemplatePartials`) inside [`rule_language_schema`].
+pub(crate) fn template_partials_schema_ref() -> Value {
+    json!({ "$ref": "#/definitions/TemplatePartialsDocument" })
+}
+
 /// The `$ref` of the test document schema (`*.test.yaml` files) inside [`rule_language_schema`].
 pub(crate) fn rule_test_schema_ref() -> Value {
     json!({ "$ref": "#/definitions/RuleTestDocument" })
@@ -48,9 +54,11 @@ fn build_schema() -> Value {
     generator.subschema_for::<ReconcilerRule>();
     generator.subschema_for::<SchedulerPolicyRule>();
     generator.subschema_for::<RuleTestDocument>();
+    generator.subschema_for::<TemplatePartialsDocument>();
     let definitions = generator.take_definitions(true);
     let mut kinds: Vec<&str> = RuleKind::ALL.iter().map(|kind| kind.as_str()).collect();
     kinds.push(RULE_TEST_KIND);
+    kinds.push(TEMPLATE_PARTIALS_KIND);
     let mut dispatch: Vec<Value> = RuleKind::ALL
         .iter()
         .map(|kind| {
@@ -63,6 +71,10 @@ fn build_schema() -> Value {
     dispatch.push(json!({
         "if": { "properties": { "kind": { "const": RULE_TEST_KIND } }, "required": ["kind"] },
         "then": rule_test_schema_ref(),
+    }));
+    dispatch.push(json!({
+        "if": { "properties": { "kind": { "const": TEMPLATE_PARTIALS_KIND } }, "required": ["kind"] },
+        "then": template_partials_schema_ref(),
     }));
     json!({
         "$schema": "http://json-schema.org/draft-07/schema#",

@@ -14,8 +14,8 @@ use ruleplane_config::object_diff::yaml;
 use ruleplane_config::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_UID_LABEL, RULE_LABEL};
 use ruleplane_config::provenance::{ChildSigner, SIGNING_KEY_SECRET};
 use ruleplane_config::{
-    KindRef, ObjectKey, ParentPreview, PlanInput, Reconciler, RuleSet, Scopes, builtin_kind, find_lookup_object,
-    gather_lookups, preview_parent, render_lookup_target,
+    KindRef, ObjectKey, ParentPreview, PlanInput, Reconciler, RuleSet, Scopes, builtin_kind, gather_lookups_offline,
+    preview_parent, render_lookup_target, selection_namespace,
 };
 use serde_json::Value;
 
@@ -209,12 +209,10 @@ async fn diff_rule(
         .list(&ListParams::default())
         .await
         .with_context(|| format!("listing {} {}", watched.api_version, watched.kind))?;
-    let selected = parents.items.into_iter().filter(|parent| {
-        watched
-            .selector
-            .as_ref()
-            .is_none_or(|selector| selector.matches(parent.labels()))
-    });
+    let selected = parents
+        .items
+        .into_iter()
+        .filter(|parent| watched.selects(parent.namespace().as_deref(), &parent.name_any(), parent.labels()));
     let parents = typed_values(selected.collect(), &parent_resource);
     // This rule's children of every kind it renders, by parent UID: one list request per kind.
     let mut scopes: HashMap<KindRef, bool> = HashMap::new();
@@ -284,6 +282,8 @@ async fn diff_rule(
     }
     // A looked-up object by kind, namespace and name: read once however many parents read it.
     let mut lookup_cache: HashMap<(KindRef, Option<String>, String), Option<Value>> = HashMap::new();
+    // A selector lookup's objects by kind, selector and namespace (`None`: all), listed once.
+    let mut selected_cache: HashMap<(KindRef, String, Option<String>), Vec<Value>> = HashMap::new();
     for parent in &parents {
         totals.parents += 1;
         let uid = parent
@@ -293,6 +293,33 @@ async fn diff_rule(
         let parent_ref = object_ref(parent);
         let mut available = Vec::new();
         for lookup in rule.lookups() {
+            if let Some(selection) = lookup.selection() {
+                let Ok(namespace) = selection_namespace(rule, lookup, parent) else {
+                    continue; // the render below reports the same error
+                };
+                let kind = KindRef {
+                    api_version: lookup.spec.api_version.clone(),
+                    kind: lookup.spec.kind.clone(),
+                };
+                let selector = selection.selector.to_query_string();
+                let key = (kind.clone(), selector.clone(), namespace.clone());
+                if !selected_cache.contains_key(&key) {
+                    let found = match &lookup_resources[&kind] {
+                        Some(resource) => typed_values(
+                            api(client, resource, namespace.as_deref())
+                                .list(&ListParams::default().labels(&selector))
+                                .await
+                                .with_context(|| format!("listing lookup {} of {parent_ref}", lookup.name))?
+                                .items,
+                            resource,
+                        ),
+                        None => Vec::new(),
+                    };
+                    selected_cache.insert(key.clone(), found);
+                }
+                available.extend(selected_cache[&key].iter().cloned());
+                continue;
+            }
             let Ok((object_name, namespace)) = render_lookup_target(lookup, parent) else {
                 continue; // the render below reports the same error
             };
@@ -316,10 +343,7 @@ async fn diff_rule(
             available.extend(lookup_cache[&key].clone());
         }
         let observed = children_by_parent.remove(uid).unwrap_or_default();
-        let preview = gather_lookups(rule, parent, |lookup, object_name, namespace| {
-            find_lookup_object(&available, lookup, object_name, namespace)
-        })
-        .and_then(|lookups| {
+        let preview = gather_lookups_offline(rule, parent, &available).and_then(|lookups| {
             let input = PlanInput {
                 rule,
                 parent,
@@ -377,10 +401,7 @@ async fn conflicts(
     resources: &HashMap<KindRef, ApiResource>,
 ) -> anyhow::Result<Vec<ObjectKey>> {
     let mut found = Vec::new();
-    if rule.spec.adopt {
-        return Ok(found);
-    }
-    for child in &preview.create {
+    for child in preview.create.iter().filter(|child| !rule.adopts(child)) {
         let Some(key) = ObjectKey::of(child) else { continue };
         let kind = KindRef {
             api_version: key.api_version.clone(),

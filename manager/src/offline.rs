@@ -149,10 +149,8 @@ pub fn render(args: &RenderArgs) -> ExitCode {
     for rule in matching {
         // The worker's own plan for this parent with no child existing yet: the children as they would be
         // applied (labels, parent annotation, owner reference).
-        let planned = ruleplane_config::gather_lookups(rule, &parent, |lookup, name, ns| {
-            ruleplane_config::find_lookup_object(&available, lookup, name, ns)
-        })
-        .and_then(|lookups| ruleplane_config::plan_offline(rule, &parent, &lookups, &[], &[]));
+        let planned = ruleplane_config::gather_lookups_offline(rule, &parent, &available)
+            .and_then(|lookups| ruleplane_config::plan_offline(rule, &parent, &lookups, &[], &[]));
         match planned {
             Ok(plan) => {
                 schema_problems.extend(ruleplane_config::schema_diagnostics(rule, &plan.desired, &schemas));

@@ -195,6 +195,38 @@ for _ in $(seq 1 60); do
 done
 kubectl get services -l ruleplane.dev/rule=web-ports | sed 's/^/   /'
 
+explain "" "Fan-in (examples/service-ingress.yaml): one Ingress over every Service labelled expose=true; its parent is" \
+  "the ConfigMap named exposed-services (for.name). Labelling a Service adds its rule, unlabelling removes it:"
+kubectl delete configmap exposed-services --ignore-not-found >/dev/null
+kubectl delete service front back --ignore-not-found >/dev/null
+echo "   \$ kubectl create service clusterip front --tcp=80 && kubectl label service front expose=true"
+kubectl create service clusterip front --tcp=80 | sed 's/^/   /'
+kubectl label service front expose=true | sed 's/^/   /'
+kubectl create service clusterip back --tcp=8080 >/dev/null
+echo "   \$ kubectl create configmap exposed-services --from-literal=domain=shop.example.org"
+kubectl create configmap exposed-services --from-literal=domain=shop.example.org | sed 's/^/   /'
+ingress_hosts() { kubectl get ingress exposed-services -o jsonpath='{.spec.rules[*].host}' 2>/dev/null; }
+for _ in $(seq 1 60); do
+  [ -n "$(ingress_hosts)" ] && break
+  sleep 0.25
+done
+echo "   \$ kubectl get ingress exposed-services -o jsonpath='{.spec.rules[*].host}'"
+printf '   %s\n' "$(ingress_hosts)"
+echo "   \$ kubectl label service back expose=true"
+kubectl label service back expose=true | sed 's/^/   /'
+for _ in $(seq 1 60); do
+  case "$(ingress_hosts)" in *back.*) break ;; esac
+  sleep 0.25
+done
+printf '   %s\n' "$(ingress_hosts)"
+echo "   \$ kubectl label service front expose-"
+kubectl label service front expose- | sed 's/^/   /'
+for _ in $(seq 1 60); do
+  case "$(ingress_hosts)" in *front.*) ;; *) break ;; esac
+  sleep 0.25
+done
+printf '   %s\n' "$(ingress_hosts)"
+
 say "6b. Kinds another tool installs: examples/other-tools/service-certificate.yaml"
 explain "Its child (Certificate) and lookup (ClusterIssuer) are kinds of a cert-manager-like tool, declared by no" \
         "ResourceDefinition. The tool is not installed, so the rule waits and says so:"

@@ -4,6 +4,7 @@ mod support;
 
 mod cli;
 mod external_kinds;
+mod fan_in;
 mod foundation;
 mod gitops;
 mod helm_chart;

@@ -1716,3 +1716,319 @@ spec:
     })
     .await;
 }
+
+/// A Migration kind whose Reconciler runs a Job with the Migration's image: `recreate` on the Job or not.
+fn migration_rules(group: &str, recreate: bool) -> String {
+    format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: {{ name: migration.{group} }}
+spec:
+  versions: [ {{ name: v1, subresources: {{ status: {{}} }} }} ]
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: migrations }}
+spec:
+  for: {{ apiVersion: {group}/v1, kind: Migration }}
+  children:
+    - id: job
+      recreate: {recreate}
+      template: |
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {{ name: "{{{{metadata.name}}}}-migrate" }}
+        spec:
+          backoffLimit: 0
+          template:
+            spec:
+              restartPolicy: Never
+              containers:
+                - name: migrate
+                  image: "{{{{spec.image}}}}"
+"#
+    )
+}
+
+/// Starts a manager on `migration_rules`, creates Migration `schema` with `image` and waits for its Job; answers
+/// the Migrations' API, the Jobs' API, the Job's UID and the manager (stopped when dropped).
+async fn start_migration(
+    client: &Client,
+    ns: &str,
+    group: &str,
+    recreate: bool,
+) -> (
+    Api<DynamicObject>,
+    Api<k8s_openapi::api::batch::v1::Job>,
+    String,
+    ManagerProcess,
+) {
+    let dir = temp_dir(group);
+    write(&dir, "rules.yaml", &migration_rules(group, recreate));
+    let manager = ManagerProcess::start(&dir, ns, group, &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let migrations = api_of(client, group, "v1", "Migration", "migrations", ns);
+    let migration: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "Migration", "metadata": { "name": "schema" },
+        "spec": { "image": "busybox:1.36" }
+    }))
+    .expect("a Migration");
+    eventually(Duration::from_secs(40), "Migration created", || async {
+        migrations.create(&PostParams::default(), &migration).await.ok()
+    })
+    .await;
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), ns);
+    let uid = eventually(Duration::from_secs(30), "the Job", || async {
+        jobs.get_opt("schema-migrate").await.ok().flatten()?.uid()
+    })
+    .await;
+    (migrations, jobs, uid, manager)
+}
+
+fn job_image(job: &k8s_openapi::api::batch::v1::Job) -> Option<String> {
+    job.spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .first()?
+        .image
+        .clone()
+}
+
+#[tokio::test]
+async fn a_job_child_with_recreate_whose_template_changes_is_deleted_and_created_again() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-recreate").await;
+    let group = "rc-recreate.example.com";
+    let (migrations, jobs, first_uid, _manager) = start_migration(&client, &ns, group, true).await;
+    migrations
+        .patch(
+            "schema",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "image": "busybox:1.37" } })),
+        )
+        .await
+        .expect("change the image");
+    let job = eventually(Duration::from_secs(40), "a new Job with the new image", || async {
+        let job = jobs.get_opt("schema-migrate").await.ok().flatten()?;
+        (job.uid()? != first_uid && job_image(&job)? == "busybox:1.37").then_some(job)
+    })
+    .await;
+    assert_ne!(job.uid(), Some(first_uid));
+    eventually(Duration::from_secs(30), "the Migration Synced", || async {
+        let migration = migrations.get("schema").await.ok()?;
+        (condition(&migration, "Synced")?["status"] == "True").then_some(())
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    eventually(
+        Duration::from_secs(30),
+        "a Recreated Event on the Migration",
+        || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|event| event.reason.as_deref() == Some("Recreated"))
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_job_child_without_recreate_whose_template_changes_is_reported_and_left_alone() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-immutable").await;
+    let group = "rc-immutable.example.com";
+    let (migrations, jobs, first_uid, _manager) = start_migration(&client, &ns, group, false).await;
+    migrations
+        .patch(
+            "schema",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "image": "busybox:1.37" } })),
+        )
+        .await
+        .expect("change the image");
+    let synced = eventually(Duration::from_secs(40), "Synced=False, immutable", || async {
+        let migration = migrations.get("schema").await.ok()?;
+        let synced = condition(&migration, "Synced")?.clone();
+        (synced["status"] == "False" && synced["reason"] == "ApplyRejected").then_some(synced)
+    })
+    .await;
+    let message = synced["message"].as_str().unwrap_or_default();
+    assert!(message.contains("field is immutable"), "{message}");
+    assert!(message.contains("recreate: true"), "{message}");
+    let job = jobs.get("schema-migrate").await.expect("the Job is still there");
+    assert_eq!(job.uid(), Some(first_uid), "the same Job");
+    assert_eq!(job_image(&job).as_deref(), Some("busybox:1.36"), "untouched");
+}
+
+#[tokio::test]
+async fn a_status_count_follows_the_ready_items_of_a_collection() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-ready-count").await;
+    let group = "rc-ready-count.example.com";
+    let rules = format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: {{ name: shop.{group} }}
+spec:
+  versions: [ {{ name: v1, subresources: {{ status: {{}} }} }} ]
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: shop-zones }}
+spec:
+  for: {{ apiVersion: {group}/v1, kind: Shop }}
+  children:
+    - id: zones
+      forEach:
+        - zone: "{{.spec.zones}}"
+      readyWhen: "{{.metadata.annotations.approved}}"
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-{{{{zone}}}}" }}
+  status:
+    kind: {{ value: zones }}
+    readyZones: {{ template: "{{{{ready.zones}}}}" }}
+    summary: {{ template: "{{{{ready.zones}}}}/{{{{len children.zones}}}} zones ready" }}
+"#
+    );
+    let dir = temp_dir("rc-ready-count");
+    write(&dir, "rules.yaml", &rules);
+    let _manager = ManagerProcess::start(&dir, &ns, "rc-ready-count", &[]);
+    let shops = api_of(&client, group, "v1", "Shop", "shops", &ns);
+    let shop: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "Shop", "metadata": { "name": "corner" },
+        "spec": { "zones": ["a", "b", "c"] }
+    }))
+    .expect("a Shop");
+    eventually(Duration::from_secs(40), "Shop created", || async {
+        shops.create(&PostParams::default(), &shop).await.ok()
+    })
+    .await;
+    let status_is = |ready: u64, summary: &'static str| {
+        let shops = shops.clone();
+        async move {
+            let what = format!("status readyZones {ready}, `{summary}`");
+            eventually(Duration::from_secs(30), &what, || async {
+                let shop = shops.get("corner").await.ok()?;
+                let status = &shop.data["status"];
+                (status["readyZones"] == json!(ready) && status["summary"] == summary && status["kind"] == "zones")
+                    .then_some(())
+            })
+            .await;
+        }
+    };
+    status_is(0, "0/3 zones ready").await;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    for (name, ready) in [("corner-a", 1), ("corner-c", 2)] {
+        maps.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "annotations": { "approved": "yes" } } })),
+        )
+        .await
+        .expect("approve a zone");
+        status_is(
+            ready,
+            if ready == 1 {
+                "1/3 zones ready"
+            } else {
+                "2/3 zones ready"
+            },
+        )
+        .await;
+    }
+    // An item removed leaves the count and the list.
+    shops
+        .patch(
+            "corner",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "zones": ["a", "b"] } })),
+        )
+        .await
+        .expect("drop zone c");
+    status_is(1, "1/2 zones ready").await;
+}
+
+#[tokio::test]
+async fn a_childs_own_adopt_takes_over_its_object_while_the_rules_default_refuses_another() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "rc-child-adopt").await;
+    let group = "rc-child-adopt.example.com";
+    let child = |id: &str, adopt: &str| {
+        format!(
+            "    - id: {id}\n{adopt}      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        \
+             metadata: {{ name: {id} }}\n        data: {{ owner: {{{{json metadata.name}}}} }}\n"
+        )
+    };
+    let rules = format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: {{ name: shop.{group} }}
+spec:
+  versions: [ {{ name: v1, subresources: {{ status: {{}} }} }} ]
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: shop-config }}
+spec:
+  for: {{ apiVersion: {group}/v1, kind: Shop }}
+  children:
+{}{}"#,
+        child("legacy", "      adopt: true\n"),
+        child("foreign", "")
+    );
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    // Two ConfigMaps named like the children, created by someone else.
+    for name in ["legacy", "foreign"] {
+        let map =
+            serde_json::from_value(json!({ "metadata": { "name": name }, "data": { "mine": "yes" } })).expect("cm");
+        maps.create(&PostParams::default(), &map)
+            .await
+            .expect("create a foreign ConfigMap");
+    }
+    let dir = temp_dir("rc-child-adopt");
+    write(&dir, "rules.yaml", &rules);
+    let manager = ManagerProcess::start(&dir, &ns, "rc-child-adopt", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let shops = api_of(&client, group, "v1", "Shop", "shops", &ns);
+    let shop: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "Shop", "metadata": { "name": "corner" }
+    }))
+    .expect("a Shop");
+    eventually(Duration::from_secs(40), "Shop created", || async {
+        shops.create(&PostParams::default(), &shop).await.ok()
+    })
+    .await;
+    eventually(
+        Duration::from_secs(30),
+        "legacy adopted (the child's adopt)",
+        || async {
+            let legacy = maps.get_opt("legacy").await.ok().flatten()?;
+            let data = legacy.data.unwrap_or_default();
+            (data.get("owner").map(String::as_str) == Some("corner")).then_some(())
+        },
+    )
+    .await;
+    let synced = eventually(Duration::from_secs(30), "Synced=False Conflict on foreign", || async {
+        let shop = shops.get("corner").await.ok()?;
+        let synced = condition(&shop, "Synced")?.clone();
+        (synced["status"] == "False" && synced["reason"] == "Conflict").then_some(synced)
+    })
+    .await;
+    assert!(
+        synced["message"].as_str().unwrap_or_default().contains("foreign"),
+        "{synced}"
+    );
+    let foreign = maps.get("foreign").await.expect("foreign is still there");
+    assert_eq!(
+        foreign.data.unwrap_or_default().get("owner"),
+        None,
+        "the rule's default (no adopt) leaves it alone"
+    );
+}

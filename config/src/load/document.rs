@@ -13,6 +13,7 @@ use crate::resource_definition::{ResourceDefinitionRule, check_resource_definiti
 use crate::rule_set::Rule;
 use crate::scheduler::{SchedulerPolicyRule, check_scheduler_policy};
 use crate::schema::{cached_schema, kind_schema_ref};
+use crate::template::Partials;
 use crate::yaml_tree::{Node, NodeValue, PathStep};
 
 /// the same run, but the load fails.
@@ -20,6 +21,7 @@ pub(crate) fn load_document(
     doc: &Node,
     lines: &[&str],
     out: &mut FileDiagnostics,
+    partials: &Partials,
 ) -> Option<(RuleDocument, Option<Rule>)> {
     if !matches!(doc.value, NodeValue::Map(_)) {
         out.error(
@@ -80,7 +82,7 @@ pub(crate) fn load_document(
         for issue in checker.issues {
             out.error(issue.pos, issue.code, issue.message);
         }
-        check_degraded(kind, doc, &issue_paths, lines, out);
+        check_degraded(kind, doc, &issue_paths, lines, out, partials);
         return None;
     }
     let source = out.location(doc.pos);
@@ -96,7 +98,7 @@ pub(crate) fn load_document(
         RuleKind::Reconciler => {
             let mut rule: ReconcilerRule = convert(doc, out)?;
             rule.source = source;
-            let resolved = check_reconciler(&rule, doc, lines, out).map(Rule::Reconciler);
+            let resolved = check_reconciler(&rule, doc, lines, out, partials).map(Rule::Reconciler);
             (RuleDocument::Reconciler(rule), resolved)
         }
         RuleKind::SchedulerPolicy => {
@@ -124,6 +126,7 @@ fn check_degraded(
     issue_paths: &[Vec<PathStep>],
     lines: &[&str],
     out: &mut FileDiagnostics,
+    partials: &Partials,
 ) {
     // Removing a list item would shift the indexes that positions are looked up by: give up instead.
     if issue_paths
@@ -145,7 +148,7 @@ fn check_degraded(
         RuleKind::Reconciler => {
             // Only the problems matter here: a degraded document never becomes a rule.
             if let Ok(rule) = serde_json::from_value::<ReconcilerRule>(pruned) {
-                let _ = check_reconciler(&rule, doc, lines, out);
+                let _ = check_reconciler(&rule, doc, lines, out, partials);
             }
         }
         RuleKind::SchedulerPolicy => {

@@ -4,7 +4,7 @@ use crate::common::{LabelSelector, LabelSelectorOperator};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics, Pos};
 use crate::jsonpath::CompiledPath;
 use crate::naming::{is_dns_subdomain, is_version_name};
-use crate::template::{CompiledTemplate, compile_template};
+use crate::template::{CompiledTemplate, Partials, TemplateProblem, compile_template_with};
 use crate::yaml_tree::{Node, PathStep};
 
 pub(crate) fn key(name: &str) -> PathStep {
@@ -42,17 +42,34 @@ pub(crate) fn is_identifier(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Compiles a template embedded in a rule (`field_path` in `doc`); its problems are reported positioned in the
+/// file. `partials`: those of the rule's file, which the template may include.
 pub(crate) fn check_embedded_template(
     text: &str,
     doc: &Node,
     field_path: &[PathStep],
     lines: &[&str],
     out: &mut FileDiagnostics,
+    partials: &Partials,
 ) -> Option<CompiledTemplate> {
-    let problems = match compile_template(text) {
-        Ok(template) => return Some(template),
-        Err(problems) => problems,
-    };
+    match compile_template_with(text, partials) {
+        Ok(template) => Some(template),
+        Err(problems) => {
+            report_template_problems(text, problems, doc, field_path, lines, out);
+            None
+        }
+    }
+}
+
+/// Reports problems found in the template text at `field_path` of `doc`, each positioned in the file.
+pub(crate) fn report_template_problems(
+    text: &str,
+    problems: Vec<TemplateProblem>,
+    doc: &Node,
+    field_path: &[PathStep],
+    lines: &[&str],
+    out: &mut FileDiagnostics,
+) {
     let value_pos = doc.value_pos_of(field_path);
     let template_lines: Vec<&str> = text.lines().collect();
     for problem in problems {
@@ -70,7 +87,6 @@ pub(crate) fn check_embedded_template(
             problem.message,
         );
     }
-    None
 }
 
 pub(crate) fn check_json_path(

@@ -5,6 +5,7 @@
 
 mod document;
 mod fields;
+mod partials;
 mod rule_set;
 pub(crate) mod schema_check;
 
@@ -16,6 +17,7 @@ pub(crate) use fields::{
     check_api_version_format, check_embedded_template, check_json_path, check_selector, embedded_pos, is_identifier,
     key, path, with,
 };
+pub use partials::{TEMPLATE_PARTIALS_KIND, TemplatePartialsDocument, TemplatePartialsSpec};
 
 use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics, SourceLocation};
 use crate::installed_kinds::InstalledKinds;
@@ -189,8 +191,13 @@ fn load_files(files: &[(String, String)], options: &LoadOptions) -> Result<RuleS
         match parse_documents(text) {
             Err(error) => out.error(error.pos, DiagnosticCode::Syntax, error.message),
             Ok(documents) => {
+                // The file's partials first: any template of the file may include them.
+                let partials = partials::load_partials(&documents, &lines, &mut out);
                 for doc in documents {
-                    if let Some((document, resolved)) = document::load_document(&doc, &lines, &mut out) {
+                    if partials::is_partials_document(&doc) {
+                        continue;
+                    }
+                    if let Some((document, resolved)) = document::load_document(&doc, &lines, &mut out, &partials) {
                         loaded.push(LoadedRule {
                             document,
                             resolved,

@@ -2,10 +2,14 @@
 
 use std::collections::HashMap;
 
+use super::render::is_object_name;
 use super::resolved::{
-    Child, Collection, CollectionItems, PatchTarget, Reconciler, ResolvedLookup, ResolvedPatch, StatusField,
+    Child, Collection, CollectionItems, LookupTarget, PatchTarget, Reconciler, ResolvedLookup, ResolvedPatch,
+    Selection, SelectionNamespace, StatusField, StatusSource,
 };
-use super::types::{ChildTemplate, DEFAULT_MAX_ITEMS, ReconcilerRule};
+use super::types::{
+    ChildTemplate, DEFAULT_LOOKUP_MAX_ITEMS, DEFAULT_MAX_ITEMS, Lookup, ReconcilerRule, StatusExpression,
+};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics, did_you_mean};
 use crate::jsonpath::CompiledPath;
 use crate::load::{
@@ -13,6 +17,7 @@ use crate::load::{
     key, path, with,
 };
 use crate::naming::is_dns_label;
+use crate::template::Partials;
 use crate::yaml_tree::{Node, PathStep};
 
 /// Checks a Reconciler and, when it has no problem, returns it with everything compiled.
@@ -21,6 +26,7 @@ pub(crate) fn check_reconciler(
     doc: &Node,
     lines: &[&str],
     out: &mut FileDiagnostics,
+    partials: &Partials,
 ) -> Option<Reconciler> {
     let problems_before = out.found.len();
     let spec_path = path(&["spec"]);
@@ -42,6 +48,15 @@ pub(crate) fn check_reconciler(
             format!("namespace `{namespace}` must be a lower-case DNS label"),
         );
     }
+    if let Some(name) = &rule.spec.watched.name
+        && !is_object_name(&rule.spec.watched.api_version, name)
+    {
+        out.error(
+            doc.value_pos_of(&path(&["spec", "for", "name"])),
+            DiagnosticCode::Value,
+            format!("`for.name` `{name}` must be a literal object name (lower-case letters, digits, `-` and `.`)"),
+        );
+    }
     let mut lookups = Vec::new();
     for (name, lookup) in &rule.spec.lookups {
         let lookup_path = with(&spec_path, &[key("lookups"), key(name)]);
@@ -56,28 +71,58 @@ pub(crate) fn check_reconciler(
         }
         check_api_version_format(&lookup.api_version, doc, &with(&lookup_path, &[key("apiVersion")]), out);
         let template_at = |field: &str, text: &str, out: &mut FileDiagnostics| {
-            check_embedded_template(text, doc, &with(&lookup_path, &[key(field)]), lines, out)
+            check_embedded_template(text, doc, &with(&lookup_path, &[key(field)]), lines, out, partials)
         };
-        let name_template = template_at("name", &lookup.name, out);
-        let namespace_template = lookup
-            .namespace
-            .as_ref()
-            .map(|text| template_at("namespace", text, out));
         let json_path = lookup
             .json_path
             .as_ref()
             .map(|text| check_json_path(text, doc, &with(&lookup_path, &[key("jsonPath")]), out));
+        let target = match (&lookup.name, &lookup.selector) {
+            (Some(object_name), None) => {
+                for (field, set) in [
+                    ("allNamespaces", lookup.all_namespaces),
+                    ("maxItems", lookup.max_items.is_some()),
+                ] {
+                    if set {
+                        out.error(
+                            doc.pos_of(&with(&lookup_path, &[key(field)])),
+                            DiagnosticCode::Value,
+                            format!("lookup `{name}`: `{field}` is for a lookup by `selector`, not by `name`"),
+                        );
+                    }
+                }
+                let name_template = template_at("name", object_name, out);
+                let namespace_template = lookup
+                    .namespace
+                    .as_ref()
+                    .map(|text| template_at("namespace", text, out));
+                match (name_template, namespace_template.map_or(Some(None), |t| t.map(Some))) {
+                    (Some(name), Some(namespace)) => Some(LookupTarget::Named { name, namespace }),
+                    _ => None,
+                }
+            }
+            (None, Some(selector)) => {
+                check_selector(selector, doc, &with(&lookup_path, &[key("selector")]), out);
+                check_selection(name, lookup, doc, &lookup_path, out).map(LookupTarget::Selected)
+            }
+            (Some(_), Some(_)) | (None, None) => {
+                out.error(
+                    doc.pos_of(&lookup_path),
+                    DiagnosticCode::Value,
+                    format!(
+                        "lookup `{name}` needs exactly one of `name` (one object) and `selector` (the list of objects \
+                         whose labels match)"
+                    ),
+                );
+                None
+            }
+        };
         // A part that failed to compile was reported; the rule is then not returned at all.
-        if let (Some(name_template), Some(namespace_template), Some(json_path)) = (
-            name_template,
-            namespace_template.map_or(Some(None), |t| t.map(Some)),
-            json_path.map_or(Some(None), |p| p.map(Some)),
-        ) {
+        if let (Some(target), Some(json_path)) = (target, json_path.map_or(Some(None), |p| p.map(Some))) {
             lookups.push(ResolvedLookup {
                 name: name.clone(),
                 spec: lookup.clone(),
-                name_template,
-                namespace_template,
+                target,
                 json_path,
                 namespaced: true,
             });
@@ -107,7 +152,7 @@ pub(crate) fn check_reconciler(
             }
             let template_path = with(&child_path, &[key("template")]);
             let template_pos = doc.value_pos_of(&template_path);
-            let template = check_embedded_template(&child.template, doc, &template_path, lines, out);
+            let template = check_embedded_template(&child.template, doc, &template_path, lines, out, partials);
             let static_kind = child.static_kind();
             if template.is_some() && static_kind.is_none() {
                 out.error(
@@ -128,10 +173,31 @@ pub(crate) fn check_reconciler(
                 .include_when
                 .as_ref()
                 .map(|text| check_json_path(text, doc, &with(&child_path, &[key("includeWhen")]), out));
-            let namespace = child
-                .namespace
-                .as_ref()
-                .map(|text| check_embedded_template(text, doc, &with(&child_path, &[key("namespace")]), lines, out));
+            let namespace = child.namespace.as_ref().map(|text| {
+                check_embedded_template(text, doc, &with(&child_path, &[key("namespace")]), lines, out, partials)
+            });
+            if child.recreate && list_path.len() > 2 {
+                out.error(
+                    doc.value_pos_of(&with(&child_path, &[key("recreate")])),
+                    DiagnosticCode::Value,
+                    format!(
+                        "child `{}`: `recreate` is for `children`; a `finalize` child is applied once, while its \
+                         parent is deleted",
+                        child.id
+                    ),
+                );
+            }
+            if child.retain && child.recreate {
+                out.error(
+                    doc.value_pos_of(&with(&child_path, &[key("recreate")])),
+                    DiagnosticCode::Value,
+                    format!(
+                        "child `{}`: `recreate` deletes the object to create it again, which a `retain: true` child \
+                         must never be; drop one of them",
+                        child.id
+                    ),
+                );
+            }
             let in_finalize = list_path.len() > 2;
             let collection = check_collection(child, in_finalize, doc, &child_path, out);
             let hand_over = check_hand_over(&child.hand_over, doc, &with(&child_path, &[key("handOver")]), out);
@@ -156,9 +222,23 @@ pub(crate) fn check_reconciler(
                     kind,
                     source: out.location(template_pos),
                     retain: child.retain,
-                    depends_on: referenced_children(&child.template),
+                    adopt: child.adopt.unwrap_or(rule.spec.adopt),
+                    recreate: child.recreate,
+                    // What the partials it includes read and write is the template's too.
+                    depends_on: std::iter::once(child.template.as_str())
+                        .chain(template.partials().sources())
+                        .flat_map(referenced_children)
+                        .fold(Vec::new(), |mut ids, id| {
+                            if !ids.contains(&id) {
+                                ids.push(id);
+                            }
+                            ids
+                        }),
+                    sets_namespace: namespace.is_some()
+                        || std::iter::once(child.template.as_str())
+                            .chain(template.partials().sources())
+                            .any(|text| text.contains("namespace:")),
                     template,
-                    sets_namespace: namespace.is_some() || child.template.contains("namespace:"),
                     namespace,
                     ready_when,
                     include_when,
@@ -171,22 +251,34 @@ pub(crate) fn check_reconciler(
     let mut status = Vec::new();
     for (field, expression) in &rule.spec.status {
         let field_path = with(&spec_path, &[key("status"), key(field)]);
-        if let Some(path) = check_json_path(expression, doc, &field_path, out) {
+        let value = match expression {
+            StatusExpression::Path(text) => {
+                check_status_reference(
+                    text,
+                    &rule.spec.children,
+                    rule.spec.lookups.keys(),
+                    doc,
+                    &field_path,
+                    out,
+                );
+                check_json_path(text, doc, &field_path, out).map(StatusSource::Path)
+            }
+            StatusExpression::Value(literal) => Some(StatusSource::Literal(literal.value.clone())),
+            StatusExpression::Template(template) => {
+                let template_path = with(&field_path, &[key("template")]);
+                check_template_status_references(&template.template, &rule.spec.children, doc, &template_path, out);
+                check_embedded_template(&template.template, doc, &template_path, lines, out, partials)
+                    .map(|compiled| StatusSource::Template(compiled, template.value_type))
+            }
+        };
+        if let Some(value) = value {
             status.push(StatusField {
                 name: field.clone(),
-                path,
+                value,
             });
         }
-        check_status_reference(
-            expression,
-            &rule.spec.children,
-            rule.spec.lookups.keys(),
-            doc,
-            &field_path,
-            out,
-        );
     }
-    let patches = check_patches(rule, doc, lines, out);
+    let patches = check_patches(rule, doc, lines, out, partials);
     let mut lists = child_lists.into_iter().map(|(_, _, compiled)| compiled);
     let children = lists.next().unwrap_or_default();
     let finalize_children = lists.next().unwrap_or_default();
@@ -203,6 +295,7 @@ pub(crate) fn check_reconciler(
         patches,
         kinds: Default::default(),
         render_order,
+        partials: partials.clone(),
     })
 }
 
@@ -241,8 +334,15 @@ fn check_hand_over(
     split
 }
 
-/// Checks `patches` (ids, name or selector, templates with a literal kind) and compiles them.
-fn check_patches(rule: &ReconcilerRule, doc: &Node, lines: &[&str], out: &mut FileDiagnostics) -> Vec<ResolvedPatch> {
+/// Checks `patches` (ids, name or selector, templates with a literal kind) and compiles them; their templates may
+/// include the file's partials, as children's do.
+fn check_patches(
+    rule: &ReconcilerRule,
+    doc: &Node,
+    lines: &[&str],
+    out: &mut FileDiagnostics,
+    partials: &Partials,
+) -> Vec<ResolvedPatch> {
     let mut compiled = Vec::new();
     let mut ids: HashMap<&str, usize> = HashMap::new();
     for (index, patch) in rule.spec.patches.iter().enumerate() {
@@ -257,7 +357,7 @@ fn check_patches(rule: &ReconcilerRule, doc: &Node, lines: &[&str], out: &mut Fi
         }
         let template_path = with(&patch_path, &[key("template")]);
         let template_pos = doc.value_pos_of(&template_path);
-        let template = check_embedded_template(&patch.template, doc, &template_path, lines, out);
+        let template = check_embedded_template(&patch.template, doc, &template_path, lines, out, partials);
         let static_kind = patch.static_kind();
         if template.is_some() && static_kind.is_none() {
             out.error(
@@ -271,8 +371,10 @@ fn check_patches(rule: &ReconcilerRule, doc: &Node, lines: &[&str], out: &mut Fi
             );
         }
         let target = match (&patch.name, &patch.selector) {
-            (Some(name), None) => check_embedded_template(name, doc, &with(&patch_path, &[key("name")]), lines, out)
-                .map(PatchTarget::Name),
+            (Some(name), None) => {
+                check_embedded_template(name, doc, &with(&patch_path, &[key("name")]), lines, out, partials)
+                    .map(PatchTarget::Name)
+            }
             (None, Some(selector)) => {
                 let selector_path = with(&patch_path, &[key("selector")]);
                 check_selector(selector, doc, &selector_path, out);
@@ -281,7 +383,8 @@ fn check_patches(rule: &ReconcilerRule, doc: &Node, lines: &[&str], out: &mut Fi
                     .iter()
                     .map(|(label, value)| {
                         let value_path = with(&selector_path, &[key("matchLabels"), key(label)]);
-                        check_embedded_template(value, doc, &value_path, lines, out).map(|t| (label.clone(), t))
+                        check_embedded_template(value, doc, &value_path, lines, out, partials)
+                            .map(|t| (label.clone(), t))
                     })
                     .collect();
                 if selector.match_labels.is_empty() && selector.match_expressions.is_empty() {
@@ -462,6 +565,28 @@ fn check_collection(
     }))
 }
 
+/// A status template's `children.<id>` and `ready.<id>` must name children of the rule: a misspelt id would only
+/// show as a missing field once a parent is reconciled.
+fn check_template_status_references(
+    text: &str,
+    children: &[ChildTemplate],
+    doc: &Node,
+    template_path: &[PathStep],
+    out: &mut FileDiagnostics,
+) {
+    let ready = text.replace("ready.", "children.");
+    for id in referenced_children(&ready) {
+        if !children.iter().any(|child| child.id == id) {
+            let suggestion = did_you_mean(&id, children.iter().map(|c| c.id.as_str()));
+            out.error(
+                doc.value_pos_of(template_path),
+                DiagnosticCode::Reference,
+                format!("status template refers to child `{id}`, which is not among `children`{suggestion}"),
+            );
+        }
+    }
+}
+
 /// The ids a template reads as `children.<id>` (e.g. `{{children.svc.spec.clusterIP}}`), each once.
 fn referenced_children(template: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
@@ -589,7 +714,9 @@ fn check_status_reference<'a>(
     let mut segments = inner.split(['.', '[', '}']);
     let lookups: Vec<&String> = lookups.collect();
     match (segments.next(), segments.next()) {
-        (Some("children"), Some(id)) if !id.is_empty() && id != "*" && !children.iter().any(|c| c.id == id) => {
+        (Some("children" | "ready"), Some(id))
+            if !id.is_empty() && id != "*" && !children.iter().any(|c| c.id == id) =>
+        {
             let suggestion = did_you_mean(id, children.iter().map(|c| c.id.as_str()));
             out.error(
                 doc.value_pos_of(field_path),
@@ -609,4 +736,50 @@ fn check_status_reference<'a>(
         }
         _ => {}
     }
+}
+
+/// A selector lookup's namespace and cap, checked: its namespace is a literal (a template would let data read from
+/// the cluster choose where the selector reads), and not given together with `allNamespaces`.
+fn check_selection(
+    name: &str,
+    lookup: &Lookup,
+    doc: &Node,
+    lookup_path: &[PathStep],
+    out: &mut FileDiagnostics,
+) -> Option<Selection> {
+    let namespace = match (&lookup.namespace, lookup.all_namespaces) {
+        (Some(_), true) => {
+            out.error(
+                doc.pos_of(&with(lookup_path, &[key("allNamespaces")])),
+                DiagnosticCode::Value,
+                format!("lookup `{name}`: `namespace` and `allNamespaces` exclude each other"),
+            );
+            return None;
+        }
+        (Some(namespace), false) if !is_dns_label(namespace) => {
+            let message = if namespace.contains("{{") {
+                format!(
+                    "lookup `{name}`: a selector lookup's namespace must be a literal: data read from the cluster \
+                     must not choose where it reads (`allNamespaces: true` reads every namespace)"
+                )
+            } else {
+                format!("lookup `{name}`: namespace `{namespace}` must be a lower-case DNS label")
+            };
+            out.error(
+                doc.value_pos_of(&with(lookup_path, &[key("namespace")])),
+                DiagnosticCode::Value,
+                message,
+            );
+            return None;
+        }
+        (Some(namespace), false) => SelectionNamespace::Literal(namespace.clone()),
+        (None, true) => SelectionNamespace::All,
+        (None, false) => SelectionNamespace::Parent,
+    };
+    let selector = lookup.selector.clone()?;
+    Some(Selection {
+        selector,
+        namespace,
+        max_items: usize::try_from(lookup.max_items.unwrap_or(DEFAULT_LOOKUP_MAX_ITEMS)).unwrap_or(usize::MAX),
+    })
 }

@@ -2,12 +2,17 @@
 
 mod checks;
 mod fights;
+#[cfg(test)]
+mod lookup_tests;
 mod parent_plan;
 mod plan;
 mod preview;
+mod refusal;
 mod render;
 mod resolved;
 mod schema_check;
+#[cfg(test)]
+mod status_tests;
 mod types;
 mod warnings;
 
@@ -24,13 +29,19 @@ pub use plan::{
     parent_conditions, parent_reference, plan_children, record_child, unrendered_fate,
 };
 pub use preview::{ChildChange, ParentPreview, preview_parent};
+pub use refusal::{RefusedApply, immutable_summary, is_immutable_refusal, refused_apply};
 pub use render::{
     OutputYamlProblem, RenderError, Rendered, child_ready, compute_status, find_lookup_object, gather_lookups,
-    project_lookup, render_children, render_children_observing, render_finalize_children, render_lookup_target,
+    gather_lookups_offline, project_lookup, project_status, render_children, render_children_observing,
+    render_finalize_children, render_lookup_target, select_lookup_objects, selection_namespace, selects_lookup_object,
 };
 pub use resolved::{
-    Child, DEFAULT_CONCURRENCY, KindRef, Reconciler, ReconcilerKinds, ResolvedLookup, ResolvedPatch, StatusField,
+    Child, DEFAULT_CONCURRENCY, KindRef, Reconciler, ReconcilerKinds, ResolvedLookup, ResolvedPatch, Selection,
+    SelectionNamespace, StatusField,
 };
 pub use schema_check::{schema_diagnostics, synthetic_parent_diagnostics};
-pub use types::{ChildTemplate, FinalizeSpec, Lookup, PatchTemplate, ReconcilerRule, ReconcilerSpec, WatchedKind};
+pub use types::{
+    ChildTemplate, DEFAULT_LOOKUP_MAX_ITEMS, FinalizeSpec, Lookup, PatchTemplate, ReconcilerRule, ReconcilerSpec,
+    StatusExpression, StatusTemplate, StatusType, StatusValue, WatchedKind,
+};
 pub use warnings::{RuleWarning, reconciler_warnings};

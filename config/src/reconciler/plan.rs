@@ -77,9 +77,10 @@ pub struct ChildApply {
     pub key: ObjectKey,
     /// No object of this parent with this key was observed.
     pub created: bool,
-    /// A created child with `handOver` fields: the whole object, created under the hand-over field manager that
-    /// never applies again; `object` leaves the handed-over fields out and is applied right after under the
-    /// reconciler's (see `ownership::HANDOVER_FIELD_MANAGER`).
+    /// A child with `handOver` fields: the whole object, what its creation (the first, or a `recreate`) sends
+    /// under the hand-over field manager that never applies again; `object` leaves the handed-over fields out and
+    /// is applied right after under the reconciler's (see `ownership::HANDOVER_FIELD_MANAGER`). Unused by an
+    /// update.
     pub initial: Option<Value>,
 }
 

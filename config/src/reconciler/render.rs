@@ -2,8 +2,10 @@
 
 use serde_json::{Map, Value};
 
-use super::resolved::{Child, Collection, CollectionItems, Reconciler, ResolvedLookup};
-use super::types::Lookup;
+use super::resolved::{
+    Child, Collection, CollectionItems, LookupTarget, Reconciler, ResolvedLookup, SelectionNamespace, StatusSource,
+};
+use super::types::{Lookup, StatusType};
 use crate::diagnostics::SourceLocation;
 use crate::jsonpath::is_truthy;
 use crate::naming::{is_dns_label, is_dns_subdomain};
@@ -72,6 +74,16 @@ pub enum RenderError {
         /// What is wrong.
         message: String,
     },
+    /// A status field's template failed.
+    #[error("{location}: status field `{field}`: {error}")]
+    Status {
+        /// The status field.
+        field: String,
+        /// Where the rule is in its file.
+        location: SourceLocation,
+        /// The template error.
+        error: TemplateRenderError,
+    },
     /// A lookup's name or namespace template failed.
     #[error("lookup `{lookup}`: {error}")]
     Lookup {
@@ -117,7 +129,9 @@ impl RenderError {
     /// Short category.
     pub fn category(&self) -> &'static str {
         match self {
-            RenderError::Template { error, .. } | RenderError::Lookup { error, .. } => error.category(),
+            RenderError::Template { error, .. }
+            | RenderError::Lookup { error, .. }
+            | RenderError::Status { error, .. } => error.category(),
             RenderError::OutputYaml { .. } => "output-yaml",
             RenderError::OutputObject { .. } => "output-object",
             RenderError::Collection { .. } => "collection",
@@ -381,22 +395,122 @@ pub fn render_finalize_children(
     render_child_list(rule, &rule.finalize_children, parent, lookups)
 }
 
-/// Status fields from JSONPaths over `{parent fields…, children: {id: object}, lookups}`. Paths that select
-/// nothing are left out, so a field appears once the child reports it.
+/// Status fields over `{parent fields…, children: {id: object or list}, lookups, ready: {id: count}}`: paths
+/// that select nothing and templates that render empty are left out, so a field appears once the child reports
+/// it. A template that fails leaves its field out ([`project_status`] tells why).
 pub fn compute_status(
     rule: &Reconciler,
     parent: &Value,
     children: &Map<String, Value>,
     lookups: &Map<String, Value>,
 ) -> Map<String, Value> {
+    project_status(rule, parent, children, lookups).0
+}
+
+/// [`compute_status`], with the first failure of a status template: the worker reports it on the parent
+/// (`Synced=False`) while the other fields are still written, and the children are applied regardless.
+pub fn project_status(
+    rule: &Reconciler,
+    parent: &Value,
+    children: &Map<String, Value>,
+    lookups: &Map<String, Value>,
+) -> (Map<String, Value>, Option<RenderError>) {
+    let mut fields = Map::new();
+    let mut failure = None;
+    for (field, value) in status_values(rule, parent, children, lookups) {
+        match value {
+            Ok(Some(value)) => {
+                fields.insert(field.to_string(), value);
+            }
+            Ok(None) => {}
+            Err(error) => {
+                failure.get_or_insert(error);
+            }
+        }
+    }
+    (fields, failure)
+}
+
+/// Each status field with its value (`None`: left out), or the failure of its template.
+fn status_values<'a>(
+    rule: &'a Reconciler,
+    parent: &Value,
+    children: &Map<String, Value>,
+    lookups: &Map<String, Value>,
+) -> impl Iterator<Item = (&'a str, Result<Option<Value>, RenderError>)> {
+    let scope = status_scope(rule, parent, children, lookups);
+    rule.status.iter().map(move |field| {
+        let value = match &field.value {
+            StatusSource::Path(path) => Ok(path.select_one(&scope)),
+            StatusSource::Literal(value) => Ok(Some(value.clone())),
+            StatusSource::Template(template, value_type) => template
+                .render(&scope)
+                .map(|text| typed_status_text(&text, *value_type))
+                .map_err(|error| RenderError::Status {
+                    field: field.name.clone(),
+                    location: rule.source.clone(),
+                    error,
+                }),
+        };
+        (field.name.as_str(), value)
+    })
+}
+
+/// The scope status fields read: the parent's fields, `lookups`, `children` by id (a collection as the list of
+/// its objects) and `ready`: per child id, how many of its objects are ready by its `readyWhen` (a single child:
+/// 0 or 1; a child not there yet: 0).
+fn status_scope(
+    rule: &Reconciler,
+    parent: &Value,
+    children: &Map<String, Value>,
+    lookups: &Map<String, Value>,
+) -> Value {
     let mut scope = template_context(parent, lookups);
+    let ready: Map<String, Value> = rule
+        .children
+        .iter()
+        .map(|child| {
+            let count = match children.get(&child.id) {
+                None | Some(Value::Null) => 0,
+                Some(Value::Array(items)) if child.is_collection() => {
+                    items.iter().filter(|item| child.is_item_ready(item)).count()
+                }
+                Some(object) => usize::from(child.is_item_ready(object)),
+            };
+            (child.id.clone(), Value::from(count))
+        })
+        .collect();
     if let Value::Object(fields) = &mut scope {
         fields.insert("children".to_string(), Value::Object(children.clone()));
+        fields.insert("ready".to_string(), Value::Object(ready));
     }
-    rule.status
-        .iter()
-        .filter_map(|field| field.path.select_one(&scope).map(|value| (field.name.clone(), value)))
-        .collect()
+    scope
+}
+
+/// A status template's text as one scalar: trimmed; empty → left out; with `auto`, `true`/`false` a boolean and
+/// a JSON number a number, anything else a string. Bounded like every message Ruleplane writes about a parent:
+/// the text may carry values read from the cluster.
+fn typed_status_text(text: &str, value_type: StatusType) -> Option<Value> {
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    if value_type == StatusType::Auto {
+        match text {
+            "true" => return Some(Value::Bool(true)),
+            "false" => return Some(Value::Bool(false)),
+            _ => {}
+        }
+        let numeric = text.starts_with(|c: char| c == '-' || c.is_ascii_digit());
+        if numeric && let Ok(Value::Number(number)) = serde_json::from_str::<Value>(text) {
+            // Digits past 64 bits (an id) would only be a rounded float: they stay text.
+            let written_as_integer = !text.contains(['.', 'e', 'E']);
+            if !(written_as_integer && number.is_f64()) {
+                return Some(Value::Number(number));
+            }
+        }
+    }
+    Some(Value::String(truncate(text, crate::redaction::MAX_MESSAGE_CHARS)))
 }
 
 /// Whether an observed child is ready according to its `readyWhen` (no `readyWhen`: ready once it exists).
@@ -406,8 +520,18 @@ pub fn child_ready(child: &Child, observed: &Value) -> bool {
 
 /// The name and namespace of a lookup's object for `parent`. The namespace is the rendered `namespace`, else
 /// the parent's, except for cluster-scoped kinds (Namespace, Node, a declared cluster-scoped kind), which have
-/// none.
+/// none. A selector lookup has no one object: asking for its target is an error.
 pub fn render_lookup_target(lookup: &ResolvedLookup, parent: &Value) -> Result<(String, Option<String>), RenderError> {
+    let LookupTarget::Named {
+        name: name_template,
+        namespace: namespace_template,
+    } = &lookup.target
+    else {
+        return Err(RenderError::LookupTarget {
+            lookup: lookup.name.clone(),
+            message: "a lookup by `selector` reads a list, not one named object".to_string(),
+        });
+    };
     let context = template_context(parent, &Map::new());
     let render = |template: &CompiledTemplate| {
         template.render(&context).map_err(|error| RenderError::Lookup {
@@ -415,8 +539,8 @@ pub fn render_lookup_target(lookup: &ResolvedLookup, parent: &Value) -> Result<(
             error,
         })
     };
-    let object_name = render(&lookup.name_template)?;
-    let namespace = match &lookup.namespace_template {
+    let object_name = render(name_template)?;
+    let namespace = match namespace_template {
         _ if !lookup.namespaced => None,
         Some(namespace) => Some(render(namespace)?),
         None => parent
@@ -442,21 +566,144 @@ pub fn render_lookup_target(lookup: &ResolvedLookup, parent: &Value) -> Result<(
     Ok((object_name, namespace))
 }
 
-/// Builds the `lookups` map for `parent`: for each lookup, renders its target, asks `fetch` for the object
+/// The namespace a selector lookup reads for `parent`: `Some(namespace)`, or `None` for every namespace (the rule
+/// said `allNamespaces`, or the kind is cluster-scoped). The default is the parent's namespace; the rule may name
+/// another literally. No value of the parent widens it: a parent of a cluster-scoped kind has no namespace to
+/// default to, so such a rule must say which it reads.
+pub fn selection_namespace(
+    rule: &Reconciler,
+    lookup: &ResolvedLookup,
+    parent: &Value,
+) -> Result<Option<String>, RenderError> {
+    let Some(selection) = lookup.selection() else {
+        return render_lookup_target(lookup, parent).map(|(_, namespace)| namespace);
+    };
+    if !lookup.namespaced {
+        return Ok(None);
+    }
+    match &selection.namespace {
+        SelectionNamespace::All => Ok(None),
+        SelectionNamespace::Literal(namespace) => Ok(Some(namespace.clone())),
+        SelectionNamespace::Parent => match parent.pointer("/metadata/namespace").and_then(Value::as_str) {
+            Some(namespace) => Ok(Some(namespace.to_owned())),
+            // An offline parent (a test case, `ruleplane render`) written without its namespace: any namespace,
+            // as a lookup by name finds its object in any.
+            None if rule.kinds().parent.as_ref().is_some_and(|kind| kind.namespaced) => Ok(None),
+            None => Err(RenderError::LookupTarget {
+                lookup: lookup.name.clone(),
+                message: "the parent has no namespace to read from: give the lookup a `namespace` or \
+                          `allNamespaces: true`"
+                    .to_string(),
+            }),
+        },
+    }
+}
+
+/// Whether `object` is one a selector lookup reads in `namespace` (`None`: any): its apiVersion and kind, its
+/// namespace, and its labels matching the selector. The worker and the offline tools decide membership here.
+pub fn selects_lookup_object(lookup: &ResolvedLookup, namespace: Option<&str>, object: &Value) -> bool {
+    let Some(selection) = lookup.selection() else {
+        return false;
+    };
+    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+    let labels: std::collections::BTreeMap<String, String> = object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    text("/apiVersion") == Some(lookup.spec.api_version.as_str())
+        && text("/kind") == Some(lookup.spec.kind.as_str())
+        && namespace.is_none_or(|namespace| text("/metadata/namespace") == Some(namespace))
+        && selection.selector.matches(&labels)
+}
+
+/// What a selector lookup exposes: of `candidates`, the objects it selects in `namespace`, sorted by namespace and
+/// name (so a render does not depend on the order a cache keeps them in), each narrowed by the lookup's
+/// `jsonPath`. More than the lookup's `maxItems` is an error.
+pub fn select_lookup_objects(
+    lookup: &ResolvedLookup,
+    namespace: Option<&str>,
+    candidates: Vec<Value>,
+) -> Result<Value, RenderError> {
+    let max_items = lookup.selection().map_or(0, |selection| selection.max_items);
+    let mut selected: Vec<Value> = candidates
+        .into_iter()
+        .filter(|object| selects_lookup_object(lookup, namespace, object))
+        .collect();
+    if selected.len() > max_items {
+        return Err(RenderError::LookupTarget {
+            lookup: lookup.name.clone(),
+            message: format!(
+                "the selector matches {} objects, more than the {max_items} a lookup may read (`maxItems`)",
+                selected.len()
+            ),
+        });
+    }
+    let place = |object: &Value| {
+        let text = |pointer: &str| {
+            object
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        (text("/metadata/namespace"), text("/metadata/name"))
+    };
+    selected.sort_by_cached_key(place);
+    selected.dedup_by(|a, b| place(a) == place(b));
+    Ok(Value::Array(
+        selected
+            .iter()
+            .map(|object| project_lookup(lookup, Some(object)))
+            .collect(),
+    ))
+}
+
+/// Builds the `lookups` map for `parent`. For a lookup by name: renders its target, asks `fetch` for the object
 /// (`fetch(lookup, name, namespace)`, e.g. from a watch cache or from files given to `ruleplane render`) and
-/// projects it with [`project_lookup`]. Objects that are not found appear as `null`.
+/// projects it with [`project_lookup`]; objects that are not found appear as `null`. For a lookup by selector: asks
+/// `list` for the candidates in the namespace it reads (`list(lookup, namespace)`, `None`: every namespace) and
+/// keeps those [`select_lookup_objects`] selects, as a list.
 pub fn gather_lookups(
     rule: &Reconciler,
     parent: &Value,
     mut fetch: impl FnMut(&Lookup, &str, Option<&str>) -> Option<Value>,
+    mut list: impl FnMut(&Lookup, Option<&str>) -> Vec<Value>,
 ) -> Result<Map<String, Value>, RenderError> {
     let mut lookups = Map::new();
     for lookup in &rule.lookups {
-        let (object_name, namespace) = render_lookup_target(lookup, parent)?;
-        let object = fetch(&lookup.spec, &object_name, namespace.as_deref());
-        lookups.insert(lookup.name.clone(), project_lookup(lookup, object.as_ref()));
+        let found = if lookup.selection().is_some() {
+            let namespace = selection_namespace(rule, lookup, parent)?;
+            let candidates = list(&lookup.spec, namespace.as_deref());
+            select_lookup_objects(lookup, namespace.as_deref(), candidates)?
+        } else {
+            let (object_name, namespace) = render_lookup_target(lookup, parent)?;
+            let object = fetch(&lookup.spec, &object_name, namespace.as_deref());
+            project_lookup(lookup, object.as_ref())
+        };
+        lookups.insert(lookup.name.clone(), found);
     }
     Ok(lookups)
+}
+
+/// [`gather_lookups`] over the objects given to an offline tool (`ruleplane render`, `test`, `diff`): a lookup by
+/// name finds its object with [`find_lookup_object`], a lookup by selector selects among all of them.
+pub fn gather_lookups_offline(
+    rule: &Reconciler,
+    parent: &Value,
+    available: &[Value],
+) -> Result<Map<String, Value>, RenderError> {
+    gather_lookups(
+        rule,
+        parent,
+        |lookup, name, namespace| find_lookup_object(available, lookup, name, namespace),
+        |_, _| available.to_vec(),
+    )
 }
 
 /// Finds a lookup's object among `available` objects (files given to `ruleplane render`, a test case's
@@ -737,7 +984,7 @@ fn namespace_is_literal(template: &Child, context: &Value) -> bool {
 
 /// Kubernetes' name rules for `metadata.name`: DNS subdomains, except RBAC objects, whose names are path
 /// segments (`system:aggregate-to-view`).
-fn is_object_name(api_version: &str, name: &str) -> bool {
+pub(crate) fn is_object_name(api_version: &str, name: &str) -> bool {
     if api_version.starts_with("rbac.authorization.k8s.io/") {
         return !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%']) && name.len() <= 253;
     }

@@ -5,11 +5,12 @@ use std::ops::Deref;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use super::types::{Lookup, ReconcilerRule};
+use super::types::{Lookup, ReconcilerRule, StatusType};
+use crate::common::LabelSelector;
 use crate::diagnostics::SourceLocation;
 use crate::jsonpath::{CompiledPath, is_truthy};
 use crate::rule_set::{KindInfo, KindOrigin};
-use crate::template::CompiledTemplate;
+use crate::template::{CompiledTemplate, Partials};
 
 /// A loaded Reconciler. Only the loader makes one, after every check passed, so rendering and the worker
 /// use the compiled parts without checking anything again. Derefs to the rule document as written.
@@ -24,6 +25,8 @@ pub struct Reconciler {
     pub(crate) kinds: ReconcilerKinds,
     /// Indexes into `children` such that every child comes after the children it reads.
     pub(crate) render_order: Vec<usize>,
+    /// The partials of the rule's file (`kind: TemplatePartials`), which its templates may include.
+    pub(crate) partials: Partials,
 }
 
 /// How the apiserver serves the kinds a Reconciler reads and writes, resolved by the loader from the rule set's
@@ -118,6 +121,22 @@ impl Reconciler {
             .iter()
             .chain(&self.finalize_children)
             .find(|child| child.id == id)
+    }
+
+    /// The child (of `children` or `finalize.children`) an object rendered or observed for this rule belongs to,
+    /// by its child-id label.
+    pub fn child_of(&self, object: &Value) -> Option<&Child> {
+        let id = object
+            .pointer("/metadata/labels")
+            .and_then(|labels| labels.get(crate::ownership::CHILD_ID_LABEL))
+            .and_then(Value::as_str)?;
+        self.child(id)
+    }
+
+    /// Whether an object rendered for this rule may take over an existing object of its name that Ruleplane did
+    /// not create: its child's `adopt`, else the rule's.
+    pub fn adopts(&self, object: &Value) -> bool {
+        self.child_of(object).map_or(self.rule.spec.adopt, |child| child.adopt)
     }
 
     /// The children in dependency order (a child after those it reads); deletion goes the other way.
@@ -259,10 +278,11 @@ impl Deref for Reconciler {
     }
 }
 
-/// Two loaded rules are the same when their documents are (compiled parts follow from the document).
+/// Two loaded rules are the same when their documents and their file's partials are (compiled parts follow from
+/// those): a changed partial restarts the rules of its file.
 impl PartialEq for Reconciler {
     fn eq(&self, other: &Self) -> bool {
-        self.rule == other.rule
+        self.rule == other.rule && self.partials == other.partials
     }
 }
 
@@ -285,6 +305,11 @@ pub struct Child {
     pub source: SourceLocation,
     /// Never deleted by Ruleplane: released instead (no owner reference either).
     pub retain: bool,
+    /// Whether an existing object with this child's name that Ruleplane did not create is taken over (the child's
+    /// `adopt`, else the rule's).
+    pub adopt: bool,
+    /// Whether an apply refused as immutable deletes the object and creates it again (`recreate`).
+    pub recreate: bool,
     /// Ids of the children this one reads (`children.<id>` in its template): it is rendered once they are ready.
     pub depends_on: Vec<String>,
     pub(crate) template: CompiledTemplate,
@@ -322,13 +347,18 @@ impl Child {
     /// Whether an observed child is ready: its `readyWhen` selects a truthy value (no `readyWhen`: it exists). For
     /// a collection, `observed` is the list of its objects: ready when every one is.
     pub fn is_ready(&self, observed: &Value) -> bool {
-        let one_ready = |object: &Value| match &self.ready_when {
-            None => true,
-            Some(path) => is_truthy(path.select_one(object).as_ref()),
-        };
+        let one_ready = |object: &Value| self.is_item_ready(object);
         match (self.is_collection(), observed) {
             (true, Value::Array(items)) => items.iter().all(one_ready),
             _ => one_ready(observed),
+        }
+    }
+
+    /// Whether one object of this child is ready (for a collection: one item).
+    pub fn is_item_ready(&self, object: &Value) -> bool {
+        match &self.ready_when {
+            None => true,
+            Some(path) => is_truthy(path.select_one(object).as_ref()),
         }
     }
 
@@ -338,15 +368,14 @@ impl Child {
     }
 }
 
-/// One lookup with its compiled name/namespace templates and projection.
+/// One lookup with its compiled name/namespace templates (or its selector) and projection.
 #[derive(Clone, Debug)]
 pub struct ResolvedLookup {
     /// The name templates use (`lookups.<name>`).
     pub name: String,
     /// The lookup as written.
     pub spec: Lookup,
-    pub(crate) name_template: CompiledTemplate,
-    pub(crate) namespace_template: Option<CompiledTemplate>,
+    pub(crate) target: LookupTarget,
     pub(crate) json_path: Option<CompiledPath>,
     /// Whether the lookup's kind is namespaced (resolved with the rule set's kinds; a cluster-scoped object is
     /// read without a namespace).
@@ -382,10 +411,81 @@ pub(crate) enum PatchTarget {
     },
 }
 
+/// What a lookup reads, compiled.
+#[derive(Clone, Debug)]
+pub(crate) enum LookupTarget {
+    /// One object by name (`name`, `namespace`: templates over the parent).
+    Named {
+        name: CompiledTemplate,
+        namespace: Option<CompiledTemplate>,
+    },
+    /// The objects a label selector matches.
+    Selected(Selection),
+}
+
+/// A selector lookup as it runs: everything in it is the rule author's (literal), nothing comes from the cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selection {
+    /// The objects' labels must match.
+    pub selector: LabelSelector,
+    /// Where the objects are.
+    pub namespace: SelectionNamespace,
+    /// Past this many objects for one parent, rendering fails.
+    pub max_items: usize,
+}
+
+/// The namespaces a selector lookup reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SelectionNamespace {
+    /// The parent's namespace (the default).
+    Parent,
+    /// This namespace, spelled out by the rule (`namespace`).
+    Literal(String),
+    /// Every namespace (`allNamespaces: true`).
+    All,
+}
+
+impl ResolvedLookup {
+    /// The selector lookup's selection (`None`: a lookup by name).
+    pub fn selection(&self) -> Option<&Selection> {
+        match &self.target {
+            LookupTarget::Selected(selection) => Some(selection),
+            LookupTarget::Named { .. } => None,
+        }
+    }
+
+    /// Whether the lookup's kind is namespaced.
+    pub fn namespaced(&self) -> bool {
+        self.namespaced
+    }
+}
+
 /// One projected status field.
 #[derive(Clone, Debug)]
 pub struct StatusField {
     /// The field of the parent's status.
     pub name: String,
-    pub(crate) path: CompiledPath,
+    pub(crate) value: StatusSource,
+}
+
+/// Where a status field's value comes from, compiled.
+#[derive(Clone, Debug)]
+pub(crate) enum StatusSource {
+    /// A JSONPath over the status scope.
+    Path(CompiledPath),
+    /// The rule's own literal.
+    Literal(Value),
+    /// A template over the status scope, its text typed as a scalar.
+    Template(CompiledTemplate, StatusType),
+}
+
+impl StatusField {
+    /// The path or template text as written (empty for a literal): what warnings read.
+    pub fn source(&self) -> &str {
+        match &self.value {
+            StatusSource::Path(path) => path.source(),
+            StatusSource::Template(template, _) => template.source(),
+            StatusSource::Literal(_) => "",
+        }
+    }
 }

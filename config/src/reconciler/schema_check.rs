@@ -62,8 +62,8 @@ pub fn synthetic_parent_diagnostics(rules: &RuleSet, schemas: &KindSchemas) -> V
         let Some(parent) = schemas.synthetic_object(&kind.api_version, &kind.kind, namespace) else {
             continue;
         };
-        let rendered =
-            gather_lookups(rule, &parent, |_, _, _| None).and_then(|lookups| render_children(rule, &parent, &lookups));
+        let rendered = gather_lookups(rule, &parent, |_, _, _| None, |_, _| Vec::new())
+            .and_then(|lookups| render_children(rule, &parent, &lookups));
         if let Ok(rendered) = rendered {
             out.extend(schema_diagnostics(rule, &rendered.children, schemas));
         }

@@ -48,10 +48,12 @@ pub struct ReconcilerSpec {
     /// `{{spec.image}}`) plus `lookups`.
     #[schemars(length(min = 1))]
     pub children: Vec<ChildTemplate>,
-    /// Parent status fields, each a JSONPath over `{parent fields…, children: {<id>: object}, lookups}`,
-    /// written to the parent's status (through the status subresource when it has one).
+    /// Parent status fields, written to the parent's status (through the status subresource when it has one).
+    /// Each is a JSONPath over `{parent fields…, children: {<id>: object or list}, lookups, ready: {<id>:
+    /// number}}` (a string), a literal (`{ value: … }`) or a template (`{ template: '{{len children.subnets}}' }`)
+    /// whose text becomes a scalar (docs/reconcilers.md#status-expressions-and-counts).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub status: BTreeMap<String, String>,
+    pub status: BTreeMap<String, StatusExpression>,
     /// Cleanup when a parent is deleted: these children are applied (e.g. a backup Job) and must become
     /// ready before the parent's finalizer is removed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -64,7 +66,7 @@ pub struct ReconcilerSpec {
     #[schemars(range(min = 1, max = 1000))]
     pub concurrency: Option<u16>,
     /// Take over existing objects with a child's name that Ruleplane did not create. Without it they are
-    /// reported as conflicts and left alone.
+    /// reported as conflicts and left alone. A child's own `adopt` overrides it.
     #[serde(default)]
     pub adopt: bool,
     /// Fields set on existing objects the rule does not own (label the Pods of a StatefulSet): each entry selects
@@ -103,6 +105,68 @@ impl PatchTemplate {
     }
 }
 
+/// One status field: a JSONPath (a plain string), a literal, or a template.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum StatusExpression {
+    /// A JSONPath over the status scope, e.g. `{.children.app.status.readyReplicas}`; selecting nothing leaves
+    /// the field out.
+    Path(String),
+    /// A literal value, written as given.
+    Value(StatusValue),
+    /// A template rendered over the status scope (helpers allowed); its text is typed as a scalar.
+    Template(StatusTemplate),
+}
+
+/// `{ value: … }`: a literal status value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StatusValue {
+    /// The value, any YAML (a number, a string, a list, a mapping): the rule's own text, written as it is.
+    pub value: serde_json::Value,
+}
+
+/// `{ template: '…' }`: a templated status value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StatusTemplate {
+    /// Handlebars over the status scope (`{{len children.subnets}}`, `{{ready.subnets}}`); the rendered text,
+    /// trimmed, is one scalar: `true`/`false` a boolean, a number a number, empty leaves the field out, anything
+    /// else a string (set `type: string` to keep `1.0` or `true` as text).
+    pub template: String,
+    /// How the rendered text is typed: `auto` (default, as above) or `string` (always text).
+    #[serde(default, skip_serializing_if = "StatusType::is_auto", rename = "type")]
+    pub value_type: StatusType,
+}
+
+/// How a templated status value's text is typed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum StatusType {
+    /// `true`/`false` → boolean, a JSON number → number, anything else → string.
+    #[default]
+    Auto,
+    /// Always a string.
+    String,
+}
+
+impl StatusType {
+    fn is_auto(&self) -> bool {
+        *self == StatusType::Auto
+    }
+}
+
+impl StatusExpression {
+    /// The text of the expression (a path or a template; empty for a literal): what warnings read.
+    pub fn text(&self) -> &str {
+        match self {
+            StatusExpression::Path(path) => path,
+            StatusExpression::Template(template) => &template.template,
+            StatusExpression::Value(_) => "",
+        }
+    }
+}
+
 /// The watched kind.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -117,17 +181,23 @@ pub struct WatchedKind {
     /// Only objects in this namespace (default: all namespaces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// Only the object of this name (a literal): a rule over one named object, e.g. the parent of a fan-in (one
+    /// Ingress built from many Services), or a cluster-scoped singleton. Without `namespace`, the object of this
+    /// name in every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl WatchedKind {
-    /// Whether an object of this kind in `namespace` with `labels` is one of the rule's parents.
-    pub fn selects(&self, namespace: Option<&str>, labels: &BTreeMap<String, String>) -> bool {
+    /// Whether an object of this kind in `namespace`, named `name`, with `labels` is one of the rule's parents.
+    pub fn selects(&self, namespace: Option<&str>, name: &str, labels: &BTreeMap<String, String>) -> bool {
         self.namespace.as_deref().is_none_or(|wanted| namespace == Some(wanted))
+            && self.name.as_deref().is_none_or(|wanted| name == wanted)
             && self.selector.as_ref().is_none_or(|selector| selector.matches(labels))
     }
 }
 
-/// A related object exposed to templates.
+/// A related object exposed to templates: one object by `name`, or the list of objects a `selector` matches.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Lookup {
@@ -135,15 +205,35 @@ pub struct Lookup {
     pub api_version: String,
     /// Kind of the object.
     pub kind: String,
-    /// Object name; may be a template over the parent, e.g. `"{{metadata.name}}-config"`.
-    pub name: String,
-    /// Namespace (template allowed); defaults to the parent's namespace for namespaced kinds.
+    /// Object name; may be a template over the parent, e.g. `"{{metadata.name}}-config"`. Exactly one of `name`
+    /// and `selector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Label selector: the lookup is the list of the objects whose labels match (in the parent's namespace
+    /// unless `namespace` or `allNamespaces` says otherwise), sorted by namespace and name; each narrowed by
+    /// `jsonPath`. Exactly one of `name` and `selector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// Namespace; defaults to the parent's namespace for namespaced kinds. With `name`, a template is allowed;
+    /// with `selector`, only a literal (data read from the cluster never widens what a selector reads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    /// Expose only this part of the object, e.g. `{.data}`.
+    /// With `selector`: match objects in every namespace (the rule author's explicit choice; not with
+    /// `namespace`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_namespaces: bool,
+    /// Expose only this part of the object (of each object, for `selector`), e.g. `{.data}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json_path: Option<String>,
+    /// With `selector`: the most objects the lookup may yield for one parent; more is a render error (default
+    /// 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub max_items: Option<u32>,
 }
+
+/// The most objects a selector lookup yields for one parent when it does not set `maxItems`.
+pub const DEFAULT_LOOKUP_MAX_ITEMS: u32 = 1000;
 
 /// One child object.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
@@ -202,6 +292,16 @@ pub struct ChildTemplate {
     /// never writes them back.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hand_over: Vec<String>,
+    /// Take over an existing object with this child's name that Ruleplane did not create; overrides the rule's
+    /// `adopt` for this child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopt: Option<bool>,
+    /// When the apiserver refuses an update because a changed field is immutable (a Job's `spec.template`, an
+    /// immutable ConfigMap's data), delete this child and create it again (the delete is preconditioned on the
+    /// UID observed, so only the object Ruleplane created is deleted). Without it the refusal is reported
+    /// (`Synced=False`) and the object left as it is. Not with `retain`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recreate: bool,
 }
 
 /// The most objects a collection renders for one parent when its child does not set `maxItems`.
@@ -246,6 +346,8 @@ impl PartialEq for ChildTemplate {
             && self.count == other.count
             && self.max_items == other.max_items
             && self.hand_over == other.hand_over
+            && self.adopt == other.adopt
+            && self.recreate == other.recreate
     }
 }
 
@@ -274,21 +376,35 @@ mod tests {
         let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
             pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
         };
-        assert!(watched.selects(Some("shop"), &labels(&[("tier", "web"), ("x", "y")])));
+        assert!(watched.selects(Some("shop"), "a", &labels(&[("tier", "web"), ("x", "y")])));
         assert!(
-            !watched.selects(Some("other"), &labels(&[("tier", "web")])),
+            !watched.selects(Some("other"), "a", &labels(&[("tier", "web")])),
             "another namespace"
         );
         assert!(
-            !watched.selects(Some("shop"), &labels(&[("tier", "db")])),
+            !watched.selects(Some("shop"), "a", &labels(&[("tier", "db")])),
             "other labels"
         );
         assert!(
-            !watched.selects(None, &labels(&[("tier", "web")])),
+            !watched.selects(None, "a", &labels(&[("tier", "web")])),
             "cluster-scoped object"
         );
         let everything: WatchedKind =
             serde_json::from_value(serde_json::json!({ "apiVersion": "v1", "kind": "Namespace" })).unwrap();
-        assert!(everything.selects(None, &BTreeMap::new()));
+        assert!(everything.selects(None, "a", &BTreeMap::new()));
+    }
+
+    #[test]
+    fn a_watched_kind_with_a_name_selects_only_that_object() {
+        let watched: WatchedKind = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "exposed"
+        }))
+        .unwrap();
+        assert!(watched.selects(Some("shop"), "exposed", &BTreeMap::new()));
+        assert!(
+            watched.selects(Some("other"), "exposed", &BTreeMap::new()),
+            "every namespace"
+        );
+        assert!(!watched.selects(Some("shop"), "settings", &BTreeMap::new()));
     }
 }

@@ -58,7 +58,7 @@ pub fn reconciler_warnings(rule: &Reconciler) -> Vec<RuleWarning> {
         .map(|lookup| lookup.name.as_str())
         .collect();
     for field in rule.status_fields() {
-        let source = field.path.source();
+        let source = field.source();
         if let Some(secret) = secrets.iter().find(|name| source.contains(&format!("lookups.{name}"))) {
             let SourceLocation { file, line, column } = rule.source.clone();
             warnings.push(RuleWarning {
@@ -109,6 +109,7 @@ spec:
         data: {{{spec.data}}}
   status:
     password: "{.lookups.password}"
+    hint: { template: "{{trunc lookups.password 2}}…" }
 "#,
         )
         .expect("loads");
@@ -117,7 +118,11 @@ spec:
         };
         let warnings = reconciler_warnings(rule);
         let codes: Vec<&str> = warnings.iter().map(|w| w.code).collect();
-        assert_eq!(codes, ["raw-output", "secret-in-status"]);
+        assert_eq!(
+            codes,
+            ["raw-output", "secret-in-status", "secret-in-status"],
+            "a status template reading the Secret is warned about too"
+        );
         assert_eq!((warnings[0].line, warnings[0].column), (22, 15), "{}", warnings[0]);
     }
 }

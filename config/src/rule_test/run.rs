@@ -9,7 +9,7 @@ use crate::diagnostics::SourceLocation;
 use crate::object_diff::{is_subset, project, unified_diff, yaml};
 use crate::object_schema::KindSchemas;
 use crate::reconciler::{
-    ObjectKey, Reconciler, desired_status, find_lookup_object, gather_lookups, plan_offline, schema_diagnostics,
+    ObjectKey, Reconciler, desired_status, gather_lookups_offline, plan_offline, schema_diagnostics,
 };
 use crate::rule_set::{Rule, RuleSet};
 use crate::scheduler::SchedulerPolicy;
@@ -103,10 +103,7 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
             .map(move |object| (id.as_str(), object))
         })
         .collect();
-    let planned = gather_lookups(rule, parent, |lookup, name, namespace| {
-        find_lookup_object(available, lookup, name, namespace)
-    })
-    .and_then(|lookups| {
+    let planned = gather_lookups_offline(rule, parent, available).and_then(|lookups| {
         let targets = patch_targets(rule, parent, available);
         plan_offline(rule, parent, &lookups, &given, &targets).map(|plan| (plan, lookups))
     });

@@ -50,8 +50,9 @@ pub struct TestCase {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<Map<String, Value>>,
     /// Reconciler: objects in the cluster: what the rule's lookups find (by apiVersion, kind, name and namespace;
-    /// a lookup that matches none of them sees `null`, as in a cluster without the object) and what its `patches`
-    /// may select (an object without a namespace stands in the parent's).
+    /// a lookup that matches none of them sees `null`, as in a cluster without the object; a lookup by selector
+    /// sees those of its kind, in the namespace it reads, whose labels match: a list, maybe empty) and what its
+    /// `patches` may select (an object without a namespace stands in the parent's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lookups: Vec<Map<String, Value>>,
     /// Reconciler: children as they exist in the cluster, by child id (a Service with its `spec.clusterIP`, a

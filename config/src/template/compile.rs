@@ -11,9 +11,68 @@ use crate::diagnostics::did_you_mean;
 
 use super::*;
 
-/// Compiles a template, checking what the sandbox allows: syntax, no partials or inline partials, only known
-/// helpers with the right number of arguments. Every problem is reported, positioned in the template.
+/// Compiles a template, checking what the sandbox allows: syntax, no partials (a rule file's own aside, see
+/// [`compile_template_with`]) or inline partials, only known helpers with the right number of arguments. Every
+/// problem is reported, positioned in the template.
 pub fn compile_template(source: &str) -> Result<CompiledTemplate, Vec<TemplateProblem>> {
+    compile_template_with(source, &Partials::default())
+}
+
+/// [`compile_template`] for a template of a rule file that declares `partials`: `{{> name}}` includes one of them
+/// (an unknown name is a problem at the use), and the nesting a partial adds counts against
+/// [`MAX_TEMPLATE_NESTING`].
+pub fn compile_template_with(source: &str, partials: &Partials) -> Result<CompiledTemplate, Vec<TemplateProblem>> {
+    let checked = compile_checked(source, &|name| partials.declares(name))?;
+    let mut problems = Vec::new();
+    for used in &checked.uses {
+        // A declared partial that does not compile is reported where it is declared; nothing more to say here.
+        let Some(nesting) = partials.nesting(&used.name) else {
+            continue;
+        };
+        if used.depth + nesting > MAX_TEMPLATE_NESTING {
+            problems.push(TemplateProblem {
+                line: used.line,
+                column: used.column,
+                message: format!(
+                    "with the partial `{}`, the template nests blocks, subexpressions and partials more than \
+                     {MAX_TEMPLATE_NESTING} deep",
+                    used.name
+                ),
+            });
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let used = partials.used_from(checked.uses.iter().map(|used| used.name.as_str()));
+    Ok(CompiledTemplate {
+        compiled: Arc::new(checked.template),
+        raw_outputs: checked.raw_outputs,
+        source: Arc::from(source),
+        partials: used,
+    })
+}
+
+/// A template past the sandbox's checks and rewritten for rendering, with the partials it includes.
+pub(super) struct Checked {
+    pub(super) template: Template,
+    pub(super) raw_outputs: Vec<(usize, usize)>,
+    pub(super) uses: Vec<PartialUse>,
+    /// The deepest nesting of blocks and subexpressions in the template itself.
+    pub(super) depth: usize,
+}
+
+/// One `{{> name}}` of a template: where, and how deep (the blocks and subexpressions around it, plus one).
+#[derive(Clone, Debug)]
+pub(super) struct PartialUse {
+    pub(super) name: String,
+    pub(super) line: usize,
+    pub(super) column: usize,
+    pub(super) depth: usize,
+}
+
+/// The sandbox's checks and rewrites; `declared` tells which partial names `{{> name}}` may include.
+pub(super) fn compile_checked(source: &str, declared: &dyn Fn(&str) -> bool) -> Result<Checked, Vec<TemplateProblem>> {
     if source.len() > MAX_TEMPLATE_BYTES {
         return Err(vec![TemplateProblem {
             line: 1,
@@ -59,18 +118,25 @@ pub fn compile_template(source: &str) -> Result<CompiledTemplate, Vec<TemplatePr
             }]);
         }
     };
-    let mut problems = Vec::new();
-    check_elements(&template, (1, 1), &mut problems);
-    if problems.is_empty() {
+    let mut sandbox = Sandbox {
+        declared,
+        problems: Vec::new(),
+        uses: Vec::new(),
+        depth: 0,
+        deepest: 0,
+    };
+    sandbox.check_elements(&template, (1, 1));
+    if sandbox.problems.is_empty() {
         let mut raw_outputs = Vec::new();
         rewrite_elements(&mut template, &mut raw_outputs);
-        Ok(CompiledTemplate {
-            compiled: Arc::new(template),
+        Ok(Checked {
+            template,
             raw_outputs,
-            source: Arc::from(source),
+            uses: sandbox.uses,
+            depth: sandbox.deepest,
         })
     } else {
-        Err(problems)
+        Err(sandbox.problems)
     }
 }
 
@@ -231,68 +297,125 @@ pub fn check_template(source: &str) -> Vec<TemplateProblem> {
     compile_template(source).err().unwrap_or_default()
 }
 
-fn check_elements(template: &Template, outer: (usize, usize), problems: &mut Vec<TemplateProblem>) {
-    for (index, element) in template.elements.iter().enumerate() {
-        let at = template.mapping.get(index).map(|m| (m.0, m.1)).unwrap_or(outer);
-        check_element(element, at, problems);
-    }
+/// The sandbox's checks over one template: the problems found, the partials included, the nesting reached.
+struct Sandbox<'a> {
+    declared: &'a dyn Fn(&str) -> bool,
+    problems: Vec<TemplateProblem>,
+    uses: Vec<PartialUse>,
+    /// Blocks and subexpressions around the element being checked.
+    depth: usize,
+    deepest: usize,
 }
 
-fn check_element(element: &TemplateElement, at: (usize, usize), problems: &mut Vec<TemplateProblem>) {
-    let (line, column) = at;
-    let mut problem = |message: String| problems.push(TemplateProblem { line, column, message });
-    match element {
-        TemplateElement::PartialExpression(_) | TemplateElement::PartialBlock(_) => {
-            problem("partials (`{{> name}}`) are not allowed: rule templates are self-contained".to_string())
+impl Sandbox<'_> {
+    fn check_elements(&mut self, template: &Template, outer: (usize, usize)) {
+        for (index, element) in template.elements.iter().enumerate() {
+            let at = template.mapping.get(index).map(|m| (m.0, m.1)).unwrap_or(outer);
+            self.check_element(element, at);
         }
-        TemplateElement::DecoratorExpression(_) | TemplateElement::DecoratorBlock(_) => {
-            problem("decorators and inline partials (`{{*…}}`, `{{#*inline}}`) are not allowed".to_string())
-        }
-        TemplateElement::Expression(helper)
-        | TemplateElement::HtmlExpression(helper)
-        | TemplateElement::HelperBlock(helper) => {
-            let is_call = helper.block || !helper.params.is_empty() || !helper.hash.is_empty();
-            // A name written alone (`{{min}}`) parses as a path; Handlebars still calls a helper of that name.
-            let pure = match &helper.name {
-                Parameter::Name(name) => PureHelper::ALL.iter().find(|h| h.name == name.as_str()),
-                Parameter::Path(handlebars::Path::Relative((_, raw))) => PureHelper::ALL.iter().find(|h| h.name == raw),
-                _ => None,
-            };
-            if is_call && let Parameter::Name(name) = &helper.name {
-                check_helper_name(name, &mut problem);
-                // Arity is known statically: report it at load, not at the first render in the cluster.
-                if let Some(message) = pure.and_then(|pure| pure.arity_problem(helper.params.len())) {
-                    problem(message);
+    }
+
+    /// Checks what is inside a block or subexpression, one level deeper.
+    fn nested(&mut self, check: impl FnOnce(&mut Self)) {
+        self.depth += 1;
+        self.deepest = self.deepest.max(self.depth);
+        check(self);
+        self.depth -= 1;
+    }
+
+    fn check_element(&mut self, element: &TemplateElement, at: (usize, usize)) {
+        let (line, column) = at;
+        let mut found = Vec::new();
+        let mut problem = |message: String| found.push(TemplateProblem { line, column, message });
+        match element {
+            TemplateElement::PartialExpression(partial) => {
+                let plain = partial.params.is_empty() && partial.hash.is_empty();
+                let name = match &partial.name {
+                    Parameter::Name(name) if plain => Some(name),
+                    Parameter::Path(handlebars::Path::Relative((_, name))) if plain => Some(name),
+                    _ => None,
+                };
+                match name {
+                    None => problem(
+                        "a partial is included as `{{> name}}`: by its name alone, without arguments, a context or \
+                         a computed name"
+                            .to_string(),
+                    ),
+                    Some(name) if (self.declared)(name) => self.uses.push(PartialUse {
+                        name: name.clone(),
+                        line,
+                        column,
+                        depth: self.depth + 1,
+                    }),
+                    Some(name) => problem(format!(
+                        "unknown partial `{name}`: partials are declared in the rule file's `kind: TemplatePartials` \
+                         document"
+                    )),
                 }
-                if helper.block
-                    && let Some(pure) = pure
-                {
+            }
+            TemplateElement::PartialBlock(_) => problem(
+                "partial blocks (`{{#> name}}…{{/name}}`) are not allowed; include a partial as `{{> name}}`"
+                    .to_string(),
+            ),
+            TemplateElement::DecoratorExpression(_) | TemplateElement::DecoratorBlock(_) => {
+                problem("decorators and inline partials (`{{*…}}`, `{{#*inline}}`) are not allowed".to_string())
+            }
+            TemplateElement::Expression(helper)
+            | TemplateElement::HtmlExpression(helper)
+            | TemplateElement::HelperBlock(helper) => {
+                let is_call = helper.block || !helper.params.is_empty() || !helper.hash.is_empty();
+                // A name written alone (`{{min}}`) parses as a path; Handlebars still calls a helper of that name.
+                let pure = match &helper.name {
+                    Parameter::Name(name) => PureHelper::ALL.iter().find(|h| h.name == name.as_str()),
+                    Parameter::Path(handlebars::Path::Relative((_, raw))) => {
+                        PureHelper::ALL.iter().find(|h| h.name == raw)
+                    }
+                    _ => None,
+                };
+                if is_call && let Parameter::Name(name) = &helper.name {
+                    check_helper_name(name, &mut problem);
+                    // Arity is known statically: report it at load, not at the first render in the cluster.
+                    if let Some(message) = pure.and_then(|pure| pure.arity_problem(helper.params.len())) {
+                        problem(message);
+                    }
+                    if helper.block
+                        && let Some(pure) = pure
+                    {
+                        problem(format!(
+                            "`{{{{#{name}}}}}` is not a block helper; call it as `{{{{{name} …}}}}` or in a subexpression",
+                            name = pure.name
+                        ));
+                    }
+                } else if let Some(pure) = pure {
+                    // Handlebars calls a helper whose name is written alone, even where a field of that name was
+                    // meant (`{{#each spec.ranges}}{{min}}{{/each}}`): say so at load instead of failing at the
+                    // first render.
                     problem(format!(
-                        "`{{{{#{name}}}}}` is not a block helper; call it as `{{{{{name} …}}}}` or in a subexpression",
+                        "`{{{{{name}}}}}` calls the helper `{name}` with no arguments; to read a field named `{name}`, \
+                         write `{{{{this.{name}}}}}`",
                         name = pure.name
                     ));
                 }
-            } else if let Some(pure) = pure {
-                // Handlebars calls a helper whose name is written alone, even where a field of that name was meant
-                // (`{{#each spec.ranges}}{{min}}{{/each}}`): say so at load instead of failing at the first render.
-                problem(format!(
-                    "`{{{{{name}}}}}` calls the helper `{name}` with no arguments; to read a field named `{name}`, \
-                     write `{{{{this.{name}}}}}`",
-                    name = pure.name
-                ));
-            }
-            for parameter in helper.params.iter().chain(helper.hash.values()) {
-                if let Parameter::Subexpression(sub) = parameter {
-                    check_element(&sub.element, at, problems);
+                self.problems.append(&mut found);
+                for parameter in helper.params.iter().chain(helper.hash.values()) {
+                    if let Parameter::Subexpression(sub) = parameter {
+                        self.nested(|sandbox| sandbox.check_element(&sub.element, at));
+                    }
+                }
+                let inner: Vec<&Template> = [&helper.template, &helper.inverse].into_iter().flatten().collect();
+                if !inner.is_empty() {
+                    self.nested(|sandbox| {
+                        for inner in inner {
+                            sandbox.check_elements(inner, at);
+                        }
+                    });
                 }
             }
-            for inner in [&helper.template, &helper.inverse].into_iter().flatten() {
-                check_elements(inner, at, problems);
-            }
+            TemplateElement::RawString(_) | TemplateElement::Comment(_) => {}
+            // A construct added by a future Handlebars version is rejected until it has been vetted for the sandbox.
+            _ => problem("unsupported template construct".to_string()),
         }
-        TemplateElement::RawString(_) | TemplateElement::Comment(_) => {}
-        // A construct added by a future Handlebars version is rejected until it has been vetted for the sandbox.
-        _ => problem("unsupported template construct".to_string()),
+        self.problems.append(&mut found);
     }
 }
 

@@ -1,4 +1,5 @@
-//! Sandboxed Handlebars templates: strict, no partials, bounded output size, render time and nesting, and
+//! Sandboxed Handlebars templates: strict, only the rule file's own partials, bounded output size, render time
+//! and nesting, and
 //! structure-preserving: an interpolated value fills in a scalar, it never adds keys or nesting.
 
 use std::cell::RefCell;
@@ -14,8 +15,10 @@ use serde_json::Value;
 
 mod compile;
 mod helpers;
+mod partials;
 
-pub use compile::{check_template, compile_template};
+pub use compile::{check_template, compile_template, compile_template_with};
+pub use partials::{MAX_PARTIALS, PartialProblem, Partials, compile_partials};
 
 pub use helpers::HELPERS;
 use helpers::{PureHelper, helper_indent, helper_json, helper_quote, helper_yaml, text_of};
@@ -132,6 +135,8 @@ pub struct CompiledTemplate {
     raw_outputs: Vec<(usize, usize)>,
     /// The template as written: offline checks point at its lines.
     source: Arc<str>,
+    /// The rule file's partials this template includes (and those they include).
+    partials: Partials,
 }
 
 impl CompiledTemplate {
@@ -146,23 +151,28 @@ impl CompiledTemplate {
         &self.raw_outputs
     }
 
+    /// The partials this template includes, with those they include.
+    pub fn partials(&self) -> &Partials {
+        &self.partials
+    }
+
     /// Renders over `data` as plain text (a name, a namespace) within the output and time budgets.
     pub fn render(&self, data: &Value) -> Result<String, TemplateRenderError> {
-        render_compiled(&self.compiled, data)
+        render_collecting(self, data, None, false).map(|(text, _)| text)
     }
 
     /// Renders a YAML document over `data` so that no value can change its structure: values that could (a
     /// newline, `: `, a quote, …) stand as placeholders in the text, filled in as strings after the text is
     /// parsed ([`StructuredText::fill`]); `json`/`yaml`/`quote` insert their value as one whole node.
     pub fn render_structured(&self, data: &Value) -> Result<StructuredText, TemplateRenderError> {
-        render_collecting(&self.compiled, data, Some(Vec::new()), false)
+        render_collecting(self, data, Some(Vec::new()), false)
             .map(|(text, interpolated)| StructuredText { text, interpolated })
     }
 
     /// A structured render in which every value, safe or not, stands as a placeholder: what the rule's own
     /// text decides, with [`StructuredText::has_placeholder`] telling where data went.
     pub fn render_structured_masked(&self, data: &Value) -> Result<StructuredText, TemplateRenderError> {
-        render_collecting(&self.compiled, data, Some(Vec::new()), true)
+        render_collecting(self, data, Some(Vec::new()), true)
             .map(|(text, interpolated)| StructuredText { text, interpolated })
     }
 
@@ -170,7 +180,7 @@ impl CompiledTemplate {
     /// values read from the cluster (a looked-up Secret's data, say). Line numbers match
     /// [`render_structured`](Self::render_structured)'s text.
     pub fn render_masked(&self, data: &Value) -> Result<String, TemplateRenderError> {
-        let (text, _) = render_collecting(&self.compiled, data, Some(Vec::new()), true)?;
+        let (text, _) = render_collecting(self, data, Some(Vec::new()), true)?;
         Ok(mask_placeholders(&text))
     }
 }
@@ -396,14 +406,10 @@ fn is_structure_safe(text: &str) -> bool {
     bytes.iter().all(allowed) && !breaks_out
 }
 
-fn render_compiled(template: &Template, data: &Value) -> Result<String, TemplateRenderError> {
-    render_collecting(template, data, None, false).map(|(text, _)| text)
-}
-
 /// Renders with this thread's [`RenderState`] set up (restored afterwards, so a render inside a render — none
 /// today — would not lose its caller's state).
 fn render_collecting(
-    template: &Template,
+    template: &CompiledTemplate,
     data: &Value,
     interpolated: Option<Vec<Interpolated>>,
     mask_all: bool,
@@ -420,7 +426,7 @@ fn render_collecting(
     result.map(|text| (text, values))
 }
 
-fn render_budgeted(template: &Template, data: &Value, started: Instant) -> Result<String, TemplateRenderError> {
+fn render_budgeted(template: &CompiledTemplate, data: &Value, started: Instant) -> Result<String, TemplateRenderError> {
     let mut sink = BudgetedWriter {
         buffer: Vec::new(),
         started,
@@ -428,7 +434,13 @@ fn render_budgeted(template: &Template, data: &Value, started: Instant) -> Resul
     };
     let result = Context::wraps(data).and_then(|context| {
         let mut render_context = RenderContext::new(None);
-        template.render(
+        // The partials are the template's own, compiled once at load: `{{> name}}` finds them in the root block.
+        if let Some(root) = render_context.block_mut() {
+            for (name, partial) in template.partials.iter() {
+                root.set_local_partial(name.clone(), &partial.template);
+            }
+        }
+        template.compiled.render(
             engine(),
             &context,
             &mut render_context,
@@ -653,3 +665,6 @@ impl ValueHelper for RawHelper {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod partials_tests;

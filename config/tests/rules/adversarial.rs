@@ -333,14 +333,16 @@ fn a_lookup_name_from_data_cannot_steer_the_request_path() {
         asked.push(format!("{}/{name}", namespace.unwrap_or_default()));
         None
     };
-    gather_lookups(rule, &parent("settings", "tenant-a"), &mut fetch).expect("a valid reference is read");
+    gather_lookups(rule, &parent("settings", "tenant-a"), &mut fetch, |_, _| Vec::new())
+        .expect("a valid reference is read");
     let steering = [
         ("../../secrets/x", "tenant-a"),
         ("settings", "tenant-a/../kube-system"),
         ("a/b", "x"),
     ];
     for (reference, namespace) in steering {
-        let error = gather_lookups(rule, &parent(reference, namespace), &mut fetch).expect_err("refused");
+        let error =
+            gather_lookups(rule, &parent(reference, namespace), &mut fetch, |_, _| Vec::new()).expect_err("refused");
         assert_eq!(error.category(), "lookup-target", "{error}");
     }
     assert_eq!(asked, ["tenant-a/settings"], "nothing else was asked for");

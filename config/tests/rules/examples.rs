@@ -31,10 +31,13 @@ fn every_example_loads() {
             "pod2-runner",
             "scaled-app.apps.example.org",
             "scaled-app",
+            "service-ingress",
             "spread",
             "team-card",
             "web-app.apps.example.org",
-            "web-ports"
+            "web-ports",
+            "zoned-cache.apps.example.org",
+            "zoned-cache"
         ]
     );
 }

@@ -182,13 +182,18 @@ fn lookups_and_finalizers_render() {
         json!("YWRh")
     );
     assert_eq!(project_lookup(lookup, None), serde_json::Value::Null);
-    let gathered = gather_lookups(rule, &parent, |lookup, name, namespace| {
-        assert_eq!(
-            (lookup.kind.as_str(), name, namespace),
-            ("Secret", "cm-owner", Some("ns"))
-        );
-        Some(json!({"data": {"user": "YWRh"}}))
-    })
+    let gathered = gather_lookups(
+        rule,
+        &parent,
+        |lookup, name, namespace| {
+            assert_eq!(
+                (lookup.kind.as_str(), name, namespace),
+                ("Secret", "cm-owner", Some("ns"))
+            );
+            Some(json!({"data": {"user": "YWRh"}}))
+        },
+        |_, _| Vec::new(),
+    )
     .unwrap();
     assert_eq!(gathered["owner"], "YWRh");
     let rendered = render_children(rule, &parent, &Map::new()).unwrap();

@@ -228,6 +228,19 @@ impl ObjectCache {
             .collect()
     }
 
+    /// The cached objects in `namespace` (`None`: all) as JSON values: the members a selector lookup reads from a
+    /// watch already narrowed to its selector.
+    pub fn values_in(&self, namespace: Option<&str>) -> Vec<serde_json::Value> {
+        let prefix = namespace.map(|namespace| format!("{namespace}/"));
+        let contents = self.contents.read().unwrap_or_else(|e| e.into_inner());
+        contents
+            .objects
+            .iter()
+            .filter(|(key, _)| prefix.as_deref().is_none_or(|prefix| key.starts_with(prefix)))
+            .filter_map(|(_, stored)| stored.read(|o| serde_json::to_value(o).ok()))
+            .collect()
+    }
+
     /// Every cached object (a resync or a rebuild reads them all).
     pub fn state(&self) -> Vec<Arc<DynamicObject>> {
         let contents = self.contents.read().unwrap_or_else(|e| e.into_inner());

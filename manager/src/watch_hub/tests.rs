@@ -158,6 +158,14 @@ fn serves_objects(cache: ObjectCache) {
         ],
         "every object's metadata, one at a time"
     );
+    let in_default = cache.values_in(Some("default"));
+    assert_eq!(in_default.len(), 1, "the namespace's objects only");
+    assert_eq!(in_default[0]["metadata"]["name"], "a");
+    assert_eq!(
+        cache.values_in(None).len(),
+        2,
+        "every namespace and the cluster-scoped ones"
+    );
     cache.upsert(&Arc::new(object("a", "2")));
     assert_eq!(cache.get_value(Some("default"), "a").expect("a")["data"]["value"], "2");
     cache.remove(&object("a", "2"));

@@ -33,9 +33,11 @@ pub(super) fn split(rule: &Reconciler, desired: &[Value]) -> (Vec<Value>, Vec<(O
     (compared, handed)
 }
 
-/// Gives each created child with handed-over fields its `initial` object: what is applied, plus those fields.
+/// Gives each child with handed-over fields its `initial` object: what is applied, plus those fields. An update
+/// carries it too, because an update refused as immutable may be recreated (`recreate`), and that creation must
+/// be whole again under the hand-over manager, as the first one was.
 pub(super) fn attach_initial(applies: &mut [ChildApply], handed: &[(ObjectKey, Value)]) {
-    for apply in applies.iter_mut().filter(|apply| apply.created) {
+    for apply in applies.iter_mut() {
         if let Some((_, fields)) = handed.iter().find(|(key, _)| *key == apply.key) {
             let mut initial = apply.object.clone();
             merge(&mut initial, fields);

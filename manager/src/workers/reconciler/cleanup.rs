@@ -184,7 +184,7 @@ async fn release(
 /// Lists the kind's metadata once; nothing to do for a rule that selects every parent.
 pub(super) async fn sweep_unselected(reconciler: &ParentReconciler) {
     let watched = &reconciler.rule.spec.watched;
-    if watched.selector.is_none() && watched.namespace.is_none() {
+    if watched.selector.is_none() && watched.namespace.is_none() && watched.name.is_none() {
         return;
     }
     let resource = &reconciler.parent.watch.resource;

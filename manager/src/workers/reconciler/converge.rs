@@ -5,7 +5,8 @@
 use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
 use ruleplane_config::{
-    ObjectKey, ParentPlan, PlanInput, Removal, each_child, forget_child, order_collections, plan_parent, record_child,
+    ChildApply, ObjectKey, ParentPlan, PlanInput, Reconciler, RefusedApply, Removal, each_child, forget_child,
+    order_collections, plan_parent, record_child, refused_apply,
 };
 use serde_json::Value;
 
@@ -61,15 +62,16 @@ impl ParentReconciler {
         // One child's conflict or rejection does not hold back the others, nor pruning; the first error is
         // reported after all were tried.
         let mut first_error = None;
-        let (mut created, mut updated) = (Vec::new(), Vec::new());
+        let (mut created, mut updated, mut recreated) = (Vec::new(), Vec::new(), Vec::new());
         // A parent's children go out at once: their order within a round does not matter (a child that reads
         // another is only rendered once that one exists and is ready), and a parent's latency is then one
         // round trip instead of one per child.
         // With children waiting for one of these, the echo is what renders them next: keep it.
         let echoes_carry_nothing = waiting.is_empty();
+        let observed_of =
+            |key: &ObjectKey| each_child(&observed_by_id).find(|child| ObjectKey::of(child).as_ref() == Some(key));
         let version_of = |key: &ObjectKey| {
-            each_child(&observed_by_id)
-                .find(|child| ObjectKey::of(child).as_ref() == Some(key))
+            observed_of(key)
                 .and_then(|child| child.pointer("/metadata/resourceVersion"))
                 .and_then(Value::as_str)
         };
@@ -78,12 +80,32 @@ impl ParentReconciler {
                 Ok(watched) => {
                     let object = self.child_object(watched, &apply.key);
                     let write = writer.apply(self, watched, apply, parent);
-                    if echoes_carry_nothing {
+                    let written = if echoes_carry_nothing {
                         let before = version_of(&apply.key);
                         self.writes.track(key.clone(), object, before, write).await
                     } else {
                         self.writes.forget(&object);
                         write.await
+                    };
+                    match written {
+                        Err(ReconcilerError::Rejected {
+                            child,
+                            message,
+                            immutable: true,
+                        }) => {
+                            // decide (pure): recreate only a `recreate` child this parent owns, never a retained one
+                            match refused_apply(&self.rule, apply, observed_of(&apply.key)) {
+                                RefusedApply::Recreate { uid } => {
+                                    writer.recreate(self, watched, apply, parent, &uid).await
+                                }
+                                RefusedApply::Report => Err(ReconcilerError::Rejected {
+                                    message: immutable_hint(&self.rule, apply, message),
+                                    child,
+                                    immutable: true,
+                                }),
+                            }
+                        }
+                        other => other,
                     }
                 }
                 Err(error) => Err(error),
@@ -106,6 +128,7 @@ impl ParentReconciler {
                     match applied.change {
                         ChildChange::Created => created.push(apply.key.clone()),
                         ChildChange::Updated => updated.push(apply.key.clone()),
+                        ChildChange::Recreated => recreated.push(apply.key.clone()),
                         ChildChange::Unchanged => {}
                     }
                     record_child(&self.rule, &mut now, applied.object);
@@ -117,6 +140,7 @@ impl ParentReconciler {
         }
         writer.announce(self, parent, "Created", &created).await;
         writer.announce(self, parent, "Updated", &updated).await;
+        writer.announce(self, parent, "Recreated", &recreated).await;
         // A fight is told once, when it starts; the `Synced` message carries it while it lasts.
         for fight in fights {
             let note = format!(
@@ -168,5 +192,16 @@ impl ParentReconciler {
                 excluded,
             }),
         }
+    }
+}
+
+/// The apiserver's immutable refusal, with what the rule could do about it when the child does not `recreate`.
+fn immutable_hint(rule: &Reconciler, apply: &ChildApply, message: String) -> String {
+    match rule.child_of(&apply.object) {
+        Some(child) if !child.recreate && !child.retain => format!(
+            "{message} (set `recreate: true` on child `{}` to have it deleted and created again)",
+            child.id
+        ),
+        _ => message,
     }
 }

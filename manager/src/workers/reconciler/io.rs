@@ -2,12 +2,12 @@
 //! and the Events that tell the story on the parent.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use ruleplane_config::ownership::{HANDOVER_FIELD_MANAGER, LEGACY_CLEANUP_FINALIZER, RECONCILER_FIELD_MANAGER};
 use ruleplane_config::redaction::shown_message;
-use ruleplane_config::{ChildApply, FieldConflict, ObjectKey, PatchApply};
+use ruleplane_config::{ChildApply, FieldConflict, ObjectKey, PatchApply, immutable_summary, is_immutable_refusal};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -40,11 +40,20 @@ pub(super) async fn apply_child(
     let api = api_for(reconciler, watched, key.namespace.as_deref());
     let params = PatchParams::apply(RECONCILER_FIELD_MANAGER).force();
     let rejected = |error: kube::Error| match error {
-        kube::Error::Api(status) if status.code == 422 || status.code == 400 => ReconcilerError::Rejected {
-            child: key.clone(),
-            // The apiserver quotes rejected values: a Secret's data must not reach statuses, Events and logs.
-            message: shown_message(&status.message, reconciler.rule.reads_secrets()),
-        },
+        kube::Error::Api(status) if status.code == 422 || status.code == 400 => {
+            let immutable = is_immutable_refusal(status.code, &status.message);
+            let message = if immutable {
+                immutable_summary(&status.message)
+            } else {
+                status.message
+            };
+            ReconcilerError::Rejected {
+                child: key.clone(),
+                immutable,
+                // The apiserver quotes rejected values: a Secret's data must not reach statuses, Events and logs.
+                message: shown_message(&message, reconciler.rule.reads_secrets()),
+            }
+        }
         other => ReconcilerError::Api(other),
     };
     let mut applied = None;
@@ -52,7 +61,8 @@ pub(super) async fn apply_child(
     let mut ours_before = None;
     // A child with handed-over fields is created whole under the hand-over manager, which never applies again.
     let initial = apply.initial.as_ref().filter(|_| apply.created);
-    if apply.created && (!reconciler.rule.spec.adopt || initial.is_some()) {
+    let adopts = reconciler.rule.adopts(&apply.object);
+    if apply.created && (!adopts || initial.is_some()) {
         // A resourceVersion no stored object has makes the apply create-only: the apiserver creates the object
         // when the name is free (a precondition only applies to an existing object) and answers 409 when it is
         // taken, changing nothing. One request instead of a read, then the apply.
@@ -81,7 +91,7 @@ pub(super) async fn apply_child(
                     .map_err(rejected)?;
                 applied = Some(owned);
             }
-            Err(kube::Error::Api(status)) if status.code == 409 && reconciler.rule.spec.adopt => {}
+            Err(kube::Error::Api(status)) if status.code == 409 && adopts => {}
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 // Taken: by this parent (our earlier write, not yet in the cache) or by someone else.
                 let uid = parent.uid().unwrap_or_default();
@@ -156,11 +166,75 @@ pub(super) async fn apply_child(
     })
 }
 
+/// Recreates a child whose apply was refused as immutable (the plan's `RefusedApply::Recreate`): deletes the
+/// object only while its UID is still `uid` (the object of this parent the plan saw, never one someone put in
+/// its place), waits until it is gone, then creates it as rendered, create-only as any new child.
+pub(super) async fn recreate_child(
+    reconciler: &ParentReconciler,
+    watched: &Watched,
+    apply: &ChildApply,
+    parent: &DynamicObject,
+    uid: &str,
+) -> Result<AppliedChild, ReconcilerError> {
+    let key = &apply.key;
+    reconciler.writes.forget(&reconciler.child_object(watched, key));
+    let api = api_for(reconciler, watched, key.namespace.as_deref());
+    let delete = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(&key.name, &delete).await {
+        Ok(_) => {}
+        // Gone already: nothing left to delete.
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        // 409: the UID changed, another object stands under the name now; the next reconcile sees it afresh.
+        Err(error) => return Err(error.into()),
+    }
+    if !wait_until_gone(&api, &key.name, uid).await? {
+        return Err(ReconcilerError::StillDeleting { child: key.clone() });
+    }
+    info!(rule = reconciler.rule.name(), child = %key, "child deleted to be recreated (a changed field is immutable)");
+    let create = ChildApply {
+        created: true,
+        ..apply.clone()
+    };
+    let mut applied = apply_child(reconciler, watched, &create, parent).await?;
+    applied.change = ChildChange::Recreated;
+    Ok(applied)
+}
+
+/// How long a recreate waits for the old object to be gone (finalizers of other controllers may hold it); past
+/// it the reconcile fails and is retried, deleting nothing more (the object is already being deleted).
+const RECREATE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits until no object with `uid` stands under `name` (a quorum read each time: the cache may lag); `false`
+/// when it still does after [`RECREATE_WAIT`].
+async fn wait_until_gone(api: &Api<DynamicObject>, name: &str, uid: &str) -> Result<bool, kube::Error> {
+    let deadline = tokio::time::Instant::now() + RECREATE_WAIT;
+    let mut pause = std::time::Duration::from_millis(50);
+    loop {
+        match get_metadata_opt(api, name).await? {
+            Some(existing) if existing.uid().as_deref() == Some(uid) => {}
+            _ => return Ok(true),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_secs(1));
+    }
+}
+
 /// What a child's apply did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum ChildChange {
     Created,
     Updated,
+    /// Deleted and created again: an update was refused as immutable and the child says `recreate`.
+    Recreated,
     /// The object was already as applied: a create-only apply ran into our own earlier write, not yet in the
     /// cache (e.g. a resync forgot it), and applying again changed nothing.
     Unchanged,
@@ -171,6 +245,7 @@ impl ChildChange {
         match self {
             ChildChange::Created => "created",
             ChildChange::Updated => "updated",
+            ChildChange::Recreated => "recreated",
             ChildChange::Unchanged => "unchanged",
         }
     }
@@ -448,10 +523,20 @@ pub(super) async fn apply_patch(
         // Gone (409 "uid mismatch"), or replaced by a new object of that name (422 "metadata.uid: field is
         // immutable"): nothing of ours to patch; the newcomer's own watch event brings a plan with its uid.
         Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 || names_uid(&status) => Ok(false),
-        Err(kube::Error::Api(status)) if status.code == 422 || status.code == 400 => Err(ReconcilerError::Rejected {
-            child: apply.key.clone(),
-            message: shown_message(&status.message, reconciler.rule.reads_secrets()),
-        }),
+        // Reported, never recreated: the object is not Ruleplane's to delete.
+        Err(kube::Error::Api(status)) if status.code == 422 || status.code == 400 => {
+            let immutable = is_immutable_refusal(status.code, &status.message);
+            let message = if immutable {
+                immutable_summary(&status.message)
+            } else {
+                status.message
+            };
+            Err(ReconcilerError::Rejected {
+                child: apply.key.clone(),
+                immutable,
+                message: shown_message(&message, reconciler.rule.reads_secrets()),
+            })
+        }
         Err(error) => Err(error.into()),
     }
 }

@@ -22,7 +22,7 @@ use kube::discovery::Scope;
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
 use ruleplane_config::{
     Fights, KindRef, ObjectKey, PatchCandidate, PatchFilter, Reconciler, RenderError, Scopes, children_by_id,
-    compute_status, is_own_child, next_status, parent_conditions,
+    is_own_child, next_status, parent_conditions, project_status,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -59,9 +59,17 @@ pub enum ReconcilerError {
     /// A child's name is taken by an object this rule did not create for this parent (permanent).
     #[error("{child} exists and was not created by this rule for this parent; set `adopt: true` to take it over")]
     Conflict { child: ObjectKey },
-    /// The apiserver refused an apply: invalid for the kind, or denied by admission (permanent).
+    /// The apiserver refused an apply: invalid for the kind, or denied by admission (permanent). `immutable`: it
+    /// refused a change of a field that cannot change (a child with `recreate` is then deleted and created).
     #[error("the apiserver rejected {child}: {message}")]
-    Rejected { child: ObjectKey, message: String },
+    Rejected {
+        child: ObjectKey,
+        message: String,
+        immutable: bool,
+    },
+    /// A child deleted to be recreated (`recreate`) is still there, held by finalizers (transient: retried).
+    #[error("{child} is being deleted to be created again (a changed field is immutable); it is created once gone")]
+    StillDeleting { child: ObjectKey },
     /// A rendered child's kind has no watch of this worker (permanent until the rule changes).
     #[error("child kind {api_version} {kind} is not served by the apiserver")]
     UnknownChildKind { api_version: String, kind: String },
@@ -76,6 +84,7 @@ impl ReconcileError for ReconcilerError {
             ReconcilerError::Render(error) => error.category(),
             ReconcilerError::Conflict { .. } => "conflict",
             ReconcilerError::Rejected { .. } => "rejected",
+            ReconcilerError::StillDeleting { .. } => "recreating",
             ReconcilerError::UnknownChildKind { .. } => "unknown-kind",
             ReconcilerError::Api(_) => "api",
         }
@@ -83,7 +92,7 @@ impl ReconcileError for ReconcilerError {
 
     /// Render errors, conflicts and rejections need a change of the parent, the rule or the cluster.
     fn is_permanent(&self) -> bool {
-        !matches!(self, ReconcilerError::Api(_))
+        !matches!(self, ReconcilerError::Api(_) | ReconcilerError::StillDeleting { .. })
     }
 }
 
@@ -94,6 +103,7 @@ impl ReconcilerError {
             ReconcilerError::Render(_) => "RenderError",
             ReconcilerError::Conflict { .. } => "Conflict",
             ReconcilerError::Rejected { .. } => "ApplyRejected",
+            ReconcilerError::StillDeleting { .. } => "Recreating",
             ReconcilerError::UnknownChildKind { .. } => "UnknownKind",
             ReconcilerError::Api(_) => "ApplyFailed",
         }
@@ -187,11 +197,20 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         .as_ref()
         .map(|s| s.to_query_string())
         .filter(|s| !s.is_empty());
-    let field_selector = watched
-        .namespace
-        .as_ref()
-        .filter(|_| namespaced)
-        .map(|namespace| format!("metadata.namespace={namespace}"));
+    // A rule over one named object (`for.name`) watches that object alone.
+    let field_selector = [
+        watched.name.as_ref().map(|name| format!("metadata.name={name}")),
+        watched
+            .namespace
+            .as_ref()
+            .filter(|_| namespaced)
+            .map(|namespace| format!("metadata.namespace={namespace}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(",");
+    let field_selector = (!field_selector.is_empty()).then_some(field_selector);
     let parent = Watched {
         watch: ctx
             .hub
@@ -302,6 +321,7 @@ fn selected_by(rule: &Reconciler, parent: &ObjectMeta) -> bool {
     let no_labels = std::collections::BTreeMap::new();
     rule.spec.watched.selects(
         parent.namespace.as_deref(),
+        parent.name.as_deref().unwrap_or_default(),
         parent.labels.as_ref().unwrap_or(&no_labels),
     )
 }
@@ -605,12 +625,19 @@ impl ParentReconciler {
         if !self.writes_status {
             return None;
         }
-        let projected = compute_status(&self.rule, parent_value, children, lookups);
+        let (projected, status_failure) = project_status(&self.rule, parent_value, children, lookups);
+        // A status template that fails leaves its field out and is reported like a failed reconcile.
+        let status_failure = status_failure.map(|error| {
+            let message = ruleplane_config::redaction::shown_message(&error.to_string(), self.rule.reads_secrets());
+            ("StatusError", message)
+        });
         let mut conditions = parent_conditions(
             &self.rule,
             children,
             excluded,
-            failure.map(|error| (error.reason(), error.to_string())),
+            failure
+                .map(|error| (error.reason(), error.to_string()))
+                .or(status_failure),
         );
         let fights = self
             .fights
@@ -758,6 +785,7 @@ impl Reconcile for ParentReconciler {
             return Ok(Action::AwaitChange.into());
         }
         let parent_value = serde_json::to_value(&*parent).map_err(|e| ReconcilerError::Rejected {
+            immutable: false,
             child: ObjectKey {
                 api_version: String::new(),
                 kind: parent.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default(),

@@ -25,6 +25,7 @@ spec:
   for: { apiVersion: v1, kind: ConfigMap }
   children:
     - id: settings
+      recreate: true
       template: |
         apiVersion: v1
         kind: ConfigMap
@@ -58,6 +59,8 @@ struct Recording {
     stored: Mutex<Vec<Value>>,
     /// Another field manager holding `.data.size` of every child an update applies (a writer fighting the rule).
     intruder: Mutex<Option<String>>,
+    /// Names whose updates the "apiserver" refuses as immutable (creates pass).
+    immutable: Mutex<HashSet<String>>,
 }
 
 impl Recording {
@@ -93,6 +96,13 @@ impl ChildWriter for Recording {
     ) -> Result<AppliedChild, ReconcilerError> {
         let verb = if apply.created { "create" } else { "update" };
         self.note(format!("{verb} {}", apply.key));
+        if !apply.created && self.immutable.lock().unwrap().contains(&apply.key.name) {
+            return Err(ReconcilerError::Rejected {
+                child: apply.key.clone(),
+                message: "data: Forbidden: field is immutable when `immutable` is set".into(),
+                immutable: true,
+            });
+        }
         let mut object = apply.object.clone();
         object["metadata"]["uid"] = json!(format!("uid-{}", apply.key.name));
         object["metadata"]["resourceVersion"] = json!("2");
@@ -116,6 +126,26 @@ impl ChildWriter for Recording {
             object,
             change,
             conflicts,
+        })
+    }
+
+    async fn recreate(
+        &self,
+        _: &ParentReconciler,
+        _: &Watched,
+        apply: &ChildApply,
+        _: &DynamicObject,
+        uid: &str,
+    ) -> Result<AppliedChild, ReconcilerError> {
+        self.note(format!("delete {} if uid {uid}, then create it", apply.key));
+        let mut object = apply.object.clone();
+        object["metadata"]["uid"] = json!(format!("uid-{}-2", apply.key.name));
+        object["metadata"]["resourceVersion"] = json!("3");
+        self.stored.lock().unwrap().push(object.clone());
+        Ok(AppliedChild {
+            object,
+            change: ChildChange::Recreated,
+            conflicts: Vec::new(),
         })
     }
 
@@ -175,7 +205,8 @@ async fn worker() -> ParentReconciler {
     worker_for(RULES).await
 }
 
-/// A worker for the rule `shop` of `rules` (its children ConfigMaps, any patches of Pods).
+/// A worker for the rule `shop` of `rules` (a variant of the rule above: its children ConfigMaps, any patches of
+/// Pods).
 async fn worker_for(rules: &str) -> ParentReconciler {
     let rules = ruleplane_config::load_str("rules.yaml", rules).expect("rules load");
     let Some(ruleplane_config::Rule::Reconciler(rule)) = rules.get("shop") else {
@@ -471,4 +502,54 @@ async fn a_field_fight_is_told_once_from_the_second_conflict_on() {
     changed_by_intruder(&worker);
     reconcile(&worker, &recording, json!({"size": "3"}), true).await;
     assert!(!worker.fights.lock().unwrap().contains_key(&key()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_refused_as_immutable_recreates_a_recreate_child_under_the_uid_it_saw() {
+    let worker = worker().await;
+    let recording = Recording::default();
+    reconcile(&worker, &recording, json!({"size": "3"}), true).await;
+    echo(&worker, &recording);
+    recording
+        .immutable
+        .lock()
+        .unwrap()
+        .extend(["web-settings".to_string(), "web-mirror".to_string()]);
+    let (object, value) = parent(json!({"size": "4"}), true);
+    let converged = worker
+        .converge(&recording, &key(), &object, &value)
+        .await
+        .expect("the recreate child converges");
+    assert_eq!(
+        recording.take(),
+        [
+            "delete ConfigMap team-a/web-settings if uid uid-web-settings, then create it",
+            "event Recreated (1)",
+            "update ConfigMap team-a/web-settings",
+        ]
+    );
+    assert_eq!(converged.children["settings"]["metadata"]["uid"], "uid-web-settings-2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_refused_as_immutable_is_reported_for_a_child_without_recreate() {
+    let worker = worker_for(&RULES.replacen("      recreate: true\n", "", 1)).await;
+    let recording = Recording::default();
+    reconcile(&worker, &recording, json!({"size": "3"}), true).await;
+    echo(&worker, &recording);
+    recording.immutable.lock().unwrap().insert("web-settings".to_string());
+    let (object, value) = parent(json!({"size": "4"}), true);
+    let error = worker
+        .converge(&recording, &key(), &object, &value)
+        .await
+        .err()
+        .expect("the refusal is the reconcile's error");
+    let message = error.to_string();
+    assert!(message.contains("field is immutable"), "{message}");
+    assert!(
+        message.contains("set `recreate: true` on child `settings`"),
+        "{message}"
+    );
+    // Nothing deleted: the object is left as it is.
+    assert_eq!(recording.take(), ["update ConfigMap team-a/web-settings"]);
 }

@@ -42,6 +42,18 @@ pub(super) trait ChildWriter: Sync {
         io::apply_child(reconciler, watched, apply, parent).await
     }
 
+    /// Deletes a child refused as immutable (only while its UID is `uid`), waits until it is gone, creates it.
+    async fn recreate(
+        &self,
+        reconciler: &ParentReconciler,
+        watched: &Watched,
+        apply: &ChildApply,
+        parent: &DynamicObject,
+        uid: &str,
+    ) -> Result<AppliedChild, ReconcilerError> {
+        io::recreate_child(reconciler, watched, apply, parent, uid).await
+    }
+
     /// Deletes or releases one child of the parent (the plans only pass the parent's own children).
     async fn remove(
         &self,

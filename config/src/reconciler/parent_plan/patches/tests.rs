@@ -280,3 +280,77 @@ fn the_patch_filter_keeps_kind_namespace_name_and_rendered_labels() {
     let filter = PatchFilter::new(&by_lookup, &parent, true);
     assert!(filter.may_patch(&candidate("Pod", "shop", "whatever", &none)));
 }
+
+/// The rule of [`rule`] with the file's partials: the Pods' labels written by a partial.
+const PARTIAL_PATCH: &str = r#"apiVersion: ruleplane.dev/v1alpha1
+kind: TemplatePartials
+metadata: { name: labels }
+spec:
+  partials:
+    team: |
+      team: "{{data.team}}"
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: label-pods }
+spec:
+  for: { apiVersion: v1, kind: ConfigMap }
+  children:
+    - id: settings
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-settings" }
+  patches:
+    - id: team
+      selector: { matchLabels: { app: "{{metadata.name}}" } }
+      template: |
+        apiVersion: v1
+        kind: Pod
+        metadata:
+          labels:
+            {{> PARTIAL}}
+"#;
+
+#[test]
+fn a_patch_template_includes_the_files_partials_and_an_unknown_one_is_a_located_load_error() {
+    let rule = reconciler(&PARTIAL_PATCH.replace("PARTIAL", "team"), "label-pods");
+    let plan = plan_patches(
+        &rule,
+        &parent("blue"),
+        true,
+        &Map::new(),
+        &[pod("web-0", "shop", json!({"app": "web"}))],
+    )
+    .expect("plans");
+    assert_eq!(plan.apply[0].body["metadata"]["labels"], json!({"team": "blue"}));
+    let errors = crate::load_str("rules.yaml", &PARTIAL_PATCH.replace("PARTIAL", "taem"))
+        .expect_err("an unknown partial")
+        .to_string();
+    assert!(
+        errors.contains("rules.yaml:28:") && errors.contains("unknown partial `taem`"),
+        "{errors}"
+    );
+}
+
+#[test]
+fn an_update_of_a_child_with_handed_over_fields_carries_them_for_a_recreate() {
+    let rule = scaled_rule();
+    let parent = parent("blue");
+    let created = crate::test_rules::with_plan_input(&rule, &parent, &[], |input| plan_parent(input).expect("plans"));
+    let mut stored = created.children.apply[0].initial.clone().expect("created whole");
+    stored["metadata"]["uid"] = json!("d-1");
+    stored["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:old");
+    let update =
+        crate::test_rules::with_plan_input(&rule, &parent, &[stored], |input| plan_parent(input).expect("plans"));
+    let apply = &update.children.apply[0];
+    assert!(!apply.created);
+    assert_eq!(apply.object.pointer("/spec/replicas"), None, "the update leaves it out");
+    // Refused as immutable and recreated, the child is created whole again under the hand-over manager.
+    let initial = apply.initial.as_ref().expect("what a recreate creates");
+    assert_eq!(initial.pointer("/spec/replicas"), Some(&json!(1)));
+    assert_eq!(
+        initial.pointer("/spec/template"),
+        apply.object.pointer("/spec/template")
+    );
+}
