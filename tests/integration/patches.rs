@@ -560,3 +560,96 @@ async fn a_patch_body_never_creates_a_deleted_object_nor_patches_its_successor()
     let labels = labels_of(&pods, "web-0").await.expect("the new web-0");
     assert_eq!(labels.get("team"), None, "{labels:?}");
 }
+
+/// An immutable ConfigMap child with a handed-over field and `recreate`: a changed version cannot be applied.
+fn immutable_settings(ns: &str) -> String {
+    format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: frozen-settings }}
+spec:
+  for: {{ apiVersion: v1, kind: ConfigMap, namespace: {ns}, selector: {{ matchLabels: {{ frozen: "yes" }} }} }}
+  children:
+    - id: settings
+      recreate: true
+      handOver: [data.note]
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-settings" }}
+        immutable: true
+        data: {{ version: "{{{{data.version}}}}", note: "as created" }}
+"#
+    )
+}
+
+/// The field managers holding `.data.note` of a ConfigMap.
+fn note_owners(config_map: &ConfigMap) -> Vec<String> {
+    config_map
+        .managed_fields()
+        .iter()
+        .filter(|entry| {
+            entry
+                .fields_v1
+                .as_ref()
+                .and_then(|fields| fields.0.pointer("/f:data/f:note"))
+                .is_some()
+        })
+        .filter_map(|entry| entry.manager.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_recreated_child_is_created_whole_again_with_its_handed_over_fields() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "hand-over-recreate").await;
+    let dir = temp_dir("hand-over-recreate");
+    write(&dir, "rules.yaml", &immutable_settings(&ns));
+    let manager = ManagerProcess::start(&dir, &ns, "hand-over-recreate", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let parent: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "shop", "labels": {"frozen": "yes"}}, "data": {"version": "1"}}),
+    )
+    .expect("a ConfigMap");
+    config_maps
+        .create(&PostParams::default(), &parent)
+        .await
+        .expect("create the parent");
+    let first = eventually(Duration::from_secs(30), "the settings child", || async {
+        config_maps.get_opt("shop-settings").await.ok().flatten()
+    })
+    .await;
+    let first_uid = first.uid().expect("uid");
+    assert_eq!(
+        note_owners(&first),
+        ["ruleplane-handover"],
+        "created under the hand-over manager"
+    );
+    // The data of an immutable ConfigMap cannot change: the update is refused, and the child recreated.
+    config_maps
+        .patch(
+            "shop",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"version": "2"}})),
+        )
+        .await
+        .expect("change the version");
+    let second = eventually(Duration::from_secs(60), "the settings child recreated", || async {
+        let settings = config_maps.get_opt("shop-settings").await.ok().flatten()?;
+        let data = settings.data.as_ref()?;
+        (settings.uid()? != first_uid && data.get("version")? == "2").then_some(settings)
+    })
+    .await;
+    let data = second.data.as_ref().expect("data");
+    assert_eq!(
+        data.get("note").map(String::as_str),
+        Some("as created"),
+        "the handed-over field is created again with the object"
+    );
+    assert_eq!(
+        note_owners(&second),
+        ["ruleplane-handover"],
+        "and held by the hand-over manager, not the reconciler's"
+    );
+}
