@@ -38,6 +38,47 @@ pub fn is_retained(object: &serde_json::Value) -> bool {
 pub const CRD_FIELD_MANAGER: &str = "ruleplane-crd";
 /// Field manager of the Reconciler worker's server-side applies.
 pub const RECONCILER_FIELD_MANAGER: &str = "ruleplane-reconciler";
+/// Field manager of a child's creation when it has `handOver` fields: that one apply sets them (with the rest of
+/// the child), and nothing ever applies under this manager again. The fields keep their value until another
+/// controller takes them over, while the reconciler's own applies leave them out (omitting a field its manager
+/// solely owned would delete it).
+pub const HANDOVER_FIELD_MANAGER: &str = "ruleplane-handover";
+/// Prefix of every patch's field manager ([`patch_field_manager`]).
+pub const PATCH_FIELD_MANAGER_PREFIX: &str = "ruleplane-patch/";
+/// The longest field manager name the apiserver accepts.
+const FIELD_MANAGER_MAX: usize = 128;
+
+/// The field manager of one `patches` entry of `rule` for the parent with `parent_uid`:
+/// `ruleplane-patch/<rule>/<patch>/<parent-uid>`. One per parent, because two parents may patch the same object
+/// (each its own fields): an apply under a manager shared by both would drop the other parent's fields. Names
+/// longer than fit in a field manager's 128 characters are shortened with a digest.
+pub fn patch_field_manager(rule: &str, patch: &str, parent_uid: &str) -> String {
+    let manager = format!("{}{}/{parent_uid}", patch_manager_prefix(rule), shorten(patch, 30));
+    debug_assert!(manager.len() <= FIELD_MANAGER_MAX || parent_uid.len() > 36);
+    manager
+}
+
+/// What every patch field manager of `rule` starts with: a removed rule's patches are found by it.
+pub fn patch_manager_prefix(rule: &str) -> String {
+    format!("{PATCH_FIELD_MANAGER_PREFIX}{}/", shorten(rule, 40))
+}
+
+/// `text` itself when at most `max` bytes long, else its head and a digest of the whole (distinct texts stay
+/// distinct, and the result is at most `max` bytes).
+fn shorten(text: &str, max: usize) -> String {
+    use sha2::Digest as _;
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    let short: String = digest.iter().take(4).map(|byte| format!("{byte:02x}")).collect();
+    let mut head = max - short.len() - 1;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    format!("{}-{short}", &text[..head])
+}
+
 /// The finalizer one shared by every Reconciler rule (before each rule had its own): still honoured and removed
 /// where found, never added.
 pub const LEGACY_CLEANUP_FINALIZER: &str = "ruleplane.dev/cleanup";
@@ -93,6 +134,26 @@ mod finalizer_tests {
         let name = finalizer.strip_prefix(CLEANUP_FINALIZER_PREFIX).unwrap_or_default();
         assert!(name.len() <= 63, "{name}");
         assert_ne!(finalizer, cleanup_finalizer(&format!("{}.example.org", "a".repeat(70))));
+    }
+
+    #[test]
+    fn patch_field_managers_are_per_rule_patch_and_parent_and_fit_the_apiserver_limit() {
+        let uid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+        let manager = patch_field_manager("label-pods", "team", uid);
+        assert_eq!(manager, format!("ruleplane-patch/label-pods/team/{uid}"));
+        assert!(manager.starts_with(&patch_manager_prefix("label-pods")));
+        assert!(
+            !manager.starts_with(&patch_manager_prefix("label")),
+            "a rule's prefix ends with a slash"
+        );
+        let long_rule = "r".repeat(253);
+        let long = patch_field_manager(&long_rule, &"p".repeat(60), uid);
+        assert!(long.len() <= FIELD_MANAGER_MAX, "{} bytes", long.len());
+        assert!(long.starts_with(&patch_manager_prefix(&long_rule)));
+        assert_ne!(
+            patch_manager_prefix(&long_rule),
+            patch_manager_prefix(&format!("{}x", "r".repeat(252)))
+        );
     }
 
     #[test]

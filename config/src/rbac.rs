@@ -200,6 +200,15 @@ fn reconciler_permissions(reconciler: &Reconciler) -> Vec<Permission> {
             None,
         ));
     }
+    // `patches`: the kind's objects watched, set by server-side apply (`patch`), never created or deleted.
+    for patched in &kinds.patched {
+        out.extend(permissions(
+            &["get", "list", "watch", "patch"],
+            &group_of(patched),
+            &patched.plural,
+            None,
+        ));
+    }
     // A kind a ResourceDefinition of the rule set declares, or another tool installs, is waited for on the shared
     // watch of CRDs.
     if kinds.declared().next().is_some() || kinds.has_installed() {
@@ -469,6 +478,37 @@ mod reconciler_tests {
         assert!(
             !granted.iter().any(|p| p.starts_with("patch services")),
             "lookups are only read"
+        );
+    }
+}
+
+#[cfg(test)]
+mod patch_tests {
+    use super::*;
+
+    #[test]
+    fn patches_may_read_and_apply_their_kind_but_never_create_or_delete_it() {
+        let children = crate::test_rules::config_map_child("settings", "settings", "", "");
+        let rules = crate::load_str(
+            "rules.yaml",
+            &(crate::test_rules::config_map_reconciler("label-pods", &children)
+                + "  patches:\n    - id: team\n      selector: { matchLabels: { app: x } }\n      template: |\n        \
+                   apiVersion: v1\n        kind: Pod\n        metadata: { labels: { team: a } }\n"),
+        )
+        .unwrap_or_else(|d| panic!("{d}"));
+        let granted: Vec<String> = rule_permissions(&rules.rules()[0])
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        for verb in ["get", "list", "watch", "patch"] {
+            let wanted = format!("{verb} pods.core (cluster-wide)");
+            assert!(granted.contains(&wanted), "{wanted} missing from {granted:?}");
+        }
+        assert!(
+            !granted
+                .iter()
+                .any(|p| p.starts_with("create pods") || p.starts_with("delete pods")),
+            "{granted:?}"
         );
     }
 }

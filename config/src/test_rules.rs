@@ -53,6 +53,7 @@ pub(crate) fn with_plan_input<T>(
         parent,
         lookups: &serde_json::Map::new(),
         observed,
+        patch_targets: &[],
         scopes: &scopes,
         signer: &crate::provenance::ChildSigner::Unsigned,
     })

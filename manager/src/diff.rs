@@ -349,6 +349,8 @@ async fn diff_rule(
                 parent,
                 lookups: &lookups,
                 observed: &observed,
+                // What patches would select is not listed: `diff` shows children (docs/reconcilers.md).
+                patch_targets: &[],
                 scopes: &scopes,
                 signer,
             };

@@ -150,7 +150,7 @@ pub fn render(args: &RenderArgs) -> ExitCode {
         // The worker's own plan for this parent with no child existing yet: the children as they would be
         // applied (labels, parent annotation, owner reference).
         let planned = ruleplane_config::gather_lookups_offline(rule, &parent, &available)
-            .and_then(|lookups| ruleplane_config::plan_offline(rule, &parent, &lookups, &[]));
+            .and_then(|lookups| ruleplane_config::plan_offline(rule, &parent, &lookups, &[], &[]));
         match planned {
             Ok(plan) => {
                 schema_problems.extend(ruleplane_config::schema_diagnostics(rule, &plan.desired, &schemas));

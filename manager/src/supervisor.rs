@@ -104,9 +104,13 @@ impl Supervisor {
         for (name, rule) in &new {
             match self.rules.get(name) {
                 Some(old) if old == rule => continue,
-                Some(_) => {
+                Some(old) => {
+                    let old = old.clone();
                     info!(rule = %name, "rule changed; restarting its worker");
                     self.stop_worker(name, true).await;
+                    if self.leading {
+                        workers::on_rule_changed(&old, rule, &self.ctx).await;
+                    }
                 }
                 None => info!(rule = %name, kind = rule.kind().as_str(), "rule added"),
             }

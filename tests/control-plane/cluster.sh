@@ -30,6 +30,8 @@ log() { printf '[control-plane] %s\n' "$*" >&2; }
 # Helm chart's Deployment starts no pods) nor the root-CA ConfigMap publisher (no extra ConfigMap per namespace).
 KCM_CONTROLLERS=garbage-collector-controller,namespace-controller,serviceaccount-controller
 KCM_CONTROLLERS+=,serviceaccount-token-controller,persistentvolume-binder-controller,pod-garbage-collector-controller
+# The HPA controller scales a target up to minReplicas even without metrics (handed-over fields are tested so).
+KCM_CONTROLLERS+=,horizontal-pod-autoscaler-controller
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

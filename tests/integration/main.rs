@@ -11,6 +11,7 @@ mod helm_chart;
 mod leader_election;
 mod manager_runtime;
 mod openapi_snapshot;
+mod patches;
 mod reconcilers;
 mod resource_definitions;
 mod scheduler_fidelity;

@@ -4,10 +4,12 @@ use std::collections::HashMap;
 
 use super::render::is_object_name;
 use super::resolved::{
-    Child, Collection, CollectionItems, LookupTarget, Reconciler, ResolvedLookup, Selection, SelectionNamespace,
-    StatusField, StatusSource,
+    Child, Collection, CollectionItems, LookupTarget, PatchTarget, Reconciler, ResolvedLookup, ResolvedPatch,
+    Selection, SelectionNamespace, StatusField, StatusSource,
 };
-use super::types::{ChildTemplate, DEFAULT_LOOKUP_MAX_ITEMS, DEFAULT_MAX_ITEMS, Lookup, ReconcilerRule, StatusExpression};
+use super::types::{
+    ChildTemplate, DEFAULT_LOOKUP_MAX_ITEMS, DEFAULT_MAX_ITEMS, Lookup, ReconcilerRule, StatusExpression,
+};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics, did_you_mean};
 use crate::jsonpath::CompiledPath;
 use crate::load::{
@@ -198,6 +200,7 @@ pub(crate) fn check_reconciler(
             }
             let in_finalize = list_path.len() > 2;
             let collection = check_collection(child, in_finalize, doc, &child_path, out);
+            let hand_over = check_hand_over(&child.hand_over, doc, &with(&child_path, &[key("handOver")]), out);
             if let (
                 Some(template),
                 Some((api_version, kind)),
@@ -240,6 +243,7 @@ pub(crate) fn check_reconciler(
                     ready_when,
                     include_when,
                     collection,
+                    hand_over,
                 });
             }
         }
@@ -274,6 +278,7 @@ pub(crate) fn check_reconciler(
             });
         }
     }
+    let patches = check_patches(rule, doc, lines, out, partials);
     let mut lists = child_lists.into_iter().map(|(_, _, compiled)| compiled);
     let children = lists.next().unwrap_or_default();
     let finalize_children = lists.next().unwrap_or_default();
@@ -287,10 +292,138 @@ pub(crate) fn check_reconciler(
         finalize_children,
         lookups,
         status,
+        patches,
         kinds: Default::default(),
         render_order,
         partials: partials.clone(),
     })
+}
+
+/// Checks a child's `handOver` paths (dotted map field names) and splits them into field names.
+fn check_hand_over(
+    paths: &[String],
+    doc: &Node,
+    list_path: &[PathStep],
+    out: &mut FileDiagnostics,
+) -> Vec<Vec<String>> {
+    let mut split = Vec::new();
+    for (index, text) in paths.iter().enumerate() {
+        let fields: Vec<String> = text.split('.').map(str::to_string).collect();
+        let bad = fields
+            .iter()
+            .any(|field| field.is_empty() || field.contains(['[', ']', '{', '}', ' ']));
+        // `metadata` as a whole, or its name, namespace or labels: what makes the object the rule's child.
+        let identity = matches!(
+            fields.iter().map(String::as_str).collect::<Vec<_>>().as_slice(),
+            ["apiVersion"] | ["kind"] | ["metadata"] | ["metadata", "name" | "namespace" | "labels" | "annotations"]
+        );
+        if bad || identity {
+            out.error(
+                doc.value_pos_of(&with(list_path, &[PathStep::Index(index)])),
+                DiagnosticCode::Value,
+                if bad {
+                    format!("handOver path `{text}` must be field names separated by dots, e.g. `spec.replicas`")
+                } else {
+                    format!("handOver path `{text}` would hand over what marks the object as the rule's child")
+                },
+            );
+            continue;
+        }
+        split.push(fields);
+    }
+    split
+}
+
+/// Checks `patches` (ids, name or selector, templates with a literal kind) and compiles them; their templates may
+/// include the file's partials, as children's do.
+fn check_patches(
+    rule: &ReconcilerRule,
+    doc: &Node,
+    lines: &[&str],
+    out: &mut FileDiagnostics,
+    partials: &Partials,
+) -> Vec<ResolvedPatch> {
+    let mut compiled = Vec::new();
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    for (index, patch) in rule.spec.patches.iter().enumerate() {
+        let patch_path = path(&["spec", "patches"]);
+        let patch_path = with(&patch_path, &[PathStep::Index(index)]);
+        if let Some(first) = ids.insert(patch.id.as_str(), index) {
+            out.error(
+                doc.value_pos_of(&with(&patch_path, &[key("id")])),
+                DiagnosticCode::Duplicate,
+                format!("patch id `{}` is already used by spec.patches[{first}]", patch.id),
+            );
+        }
+        let template_path = with(&patch_path, &[key("template")]);
+        let template_pos = doc.value_pos_of(&template_path);
+        let template = check_embedded_template(&patch.template, doc, &template_path, lines, out, partials);
+        let static_kind = patch.static_kind();
+        if template.is_some() && static_kind.is_none() {
+            out.error(
+                template_pos,
+                DiagnosticCode::Template,
+                format!(
+                    "patch `{}`: the template must spell out `apiVersion:` and `kind:` literally on top-level lines \
+                     (they tell Ruleplane which kind to watch and to grant access to)",
+                    patch.id
+                ),
+            );
+        }
+        let target = match (&patch.name, &patch.selector) {
+            (Some(name), None) => {
+                check_embedded_template(name, doc, &with(&patch_path, &[key("name")]), lines, out, partials)
+                    .map(PatchTarget::Name)
+            }
+            (None, Some(selector)) => {
+                let selector_path = with(&patch_path, &[key("selector")]);
+                check_selector(selector, doc, &selector_path, out);
+                let match_labels: Option<Vec<(String, crate::template::CompiledTemplate)>> = selector
+                    .match_labels
+                    .iter()
+                    .map(|(label, value)| {
+                        let value_path = with(&selector_path, &[key("matchLabels"), key(label)]);
+                        check_embedded_template(value, doc, &value_path, lines, out, partials)
+                            .map(|t| (label.clone(), t))
+                    })
+                    .collect();
+                if selector.match_labels.is_empty() && selector.match_expressions.is_empty() {
+                    out.error(
+                        doc.pos_of(&selector_path),
+                        DiagnosticCode::Value,
+                        format!(
+                            "patch `{}`: an empty selector would patch every object of the kind",
+                            patch.id
+                        ),
+                    );
+                }
+                match_labels.map(|match_labels| PatchTarget::Selector {
+                    match_labels,
+                    selector: selector.clone(),
+                })
+            }
+            _ => {
+                out.error(
+                    doc.pos_of(&patch_path),
+                    DiagnosticCode::Structure,
+                    format!("patch `{}` needs exactly one of `name` and `selector`", patch.id),
+                );
+                None
+            }
+        };
+        if let (Some(template), Some((api_version, kind)), Some(target)) = (template, static_kind, target) {
+            compiled.push(ResolvedPatch {
+                id: patch.id.clone(),
+                api_version,
+                kind,
+                source: out.location(template_pos),
+                namespaced: true,
+                target,
+                template,
+            });
+        }
+    }
+    compiled
 }
 
 /// Top-level names of the template context besides the parent's own fields: a collection's binding must not

@@ -1,6 +1,7 @@
 //! The Reconciler rule kind: types, checks and rendering (parent + lookups → children + status).
 
 mod checks;
+mod fights;
 #[cfg(test)]
 mod lookup_tests;
 mod parent_plan;
@@ -16,9 +17,11 @@ mod types;
 mod warnings;
 
 pub(crate) use checks::check_reconciler;
+pub use fights::{FieldConflict, Fights, conflicts_of};
 pub use parent_plan::{
-    DeletionPlan, ParentPlan, PlanInput, Removal, Scopes, declared_child_scope, observed_as_written, plan_deletion,
-    plan_offline, plan_parent,
+    DeletionPlan, ParentPlan, PatchApply, PatchCandidate, PatchFilter, PatchPlan, PatchRelease, PlanInput, Removal,
+    Scopes, declared_child_scope, dropped_patches, observed_as_written, patch_releases, plan_deletion, plan_offline,
+    plan_parent, plan_patches,
 };
 pub use plan::{
     ChildApply, ChildPlan, Condition, ObjectKey, Unrendered, attach_parent, child_id, children_by_id, contains,
@@ -33,12 +36,12 @@ pub use render::{
     render_finalize_children, render_lookup_target, select_lookup_objects, selection_namespace, selects_lookup_object,
 };
 pub use resolved::{
-    Child, DEFAULT_CONCURRENCY, KindRef, Reconciler, ReconcilerKinds, ResolvedLookup, Selection, SelectionNamespace,
-    StatusField,
+    Child, DEFAULT_CONCURRENCY, KindRef, Reconciler, ReconcilerKinds, ResolvedLookup, ResolvedPatch, Selection,
+    SelectionNamespace, StatusField,
 };
 pub use schema_check::{schema_diagnostics, synthetic_parent_diagnostics};
 pub use types::{
-    ChildTemplate, DEFAULT_LOOKUP_MAX_ITEMS, FinalizeSpec, Lookup, ReconcilerRule, ReconcilerSpec, StatusExpression,
-    StatusTemplate, StatusType, StatusValue, WatchedKind,
+    ChildTemplate, DEFAULT_LOOKUP_MAX_ITEMS, FinalizeSpec, Lookup, PatchTemplate, ReconcilerRule, ReconcilerSpec,
+    StatusExpression, StatusTemplate, StatusType, StatusValue, WatchedKind,
 };
 pub use warnings::{RuleWarning, reconciler_warnings};

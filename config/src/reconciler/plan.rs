@@ -77,6 +77,11 @@ pub struct ChildApply {
     pub key: ObjectKey,
     /// No object of this parent with this key was observed.
     pub created: bool,
+    /// A child with `handOver` fields: the whole object, what its creation (the first, or a `recreate`) sends
+    /// under the hand-over field manager that never applies again; `object` leaves the handed-over fields out and
+    /// is applied right after under the reconciler's (see `ownership::HANDOVER_FIELD_MANAGER`). Unused by an
+    /// update.
+    pub initial: Option<Value>,
 }
 
 /// What becomes of an observed child that was not rendered this time.
@@ -128,6 +133,7 @@ pub fn plan_children(rendered: Vec<Value>, observed: &[Value], unrendered: impl 
                 created: existing.is_none(),
                 key: key.clone(),
                 object: child,
+                initial: None,
             }),
         }
         desired_keys.push(key);

@@ -71,7 +71,10 @@ pub fn preview_parent(input: &PlanInput, now: &str) -> Result<ParentPreview, Ren
     };
     for apply in &plan.children.apply {
         match each_child(&plan.observed).find(|o| ObjectKey::of(o).as_ref() == Some(&apply.key)) {
-            None => preview.create.push(apply.object.clone()),
+            // A child with handed-over fields is created with them.
+            None => preview
+                .create
+                .push(apply.initial.as_ref().unwrap_or(&apply.object).clone()),
             Some(live) => {
                 let desired = without_fingerprint(&apply.object);
                 let live = project(&without_fingerprint(live), &desired);
@@ -210,6 +213,22 @@ mod tests {
             result.change[0]
                 .diff
                 .contains("-  greeting: edited by hand\n+  greeting: hi\n")
+        );
+    }
+
+    #[test]
+    fn a_child_is_shown_created_with_its_handed_over_fields_and_their_new_owner_is_no_change() {
+        let child =
+            crate::test_rules::config_map_child("copy", "copy", "      handOver: [data.size]\n", "{ size: \"1\" }");
+        let rule = crate::test_rules::reconciler(&crate::test_rules::config_map_reconciler("web", &child), "web");
+        let first = preview(&rule, &parent("hi"), &[]);
+        assert_eq!(first.create[0]["data"]["size"], "1", "created with it");
+        let mut live = as_stored(first.create[0].clone());
+        live["data"]["size"] = json!("5");
+        let again = preview(&rule, &parent("hi"), &[live]);
+        assert!(
+            again.is_empty(),
+            "another controller's value is not a change: {again:#?}"
         );
     }
 }

@@ -110,6 +110,7 @@ spec:
             key: ObjectKey::of(&object).unwrap(),
             object,
             created,
+            initial: None,
         }
     }
 

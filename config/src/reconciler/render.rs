@@ -100,6 +100,16 @@ pub enum RenderError {
         /// What is wrong.
         message: String,
     },
+    /// A `patches` entry cannot be rendered or placed for this parent.
+    #[error("{location}: patch `{patch}`: {message}")]
+    Patch {
+        /// The patch's id.
+        patch: String,
+        /// Where its template starts in the rule file.
+        location: SourceLocation,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 /// A YAML problem in rendered output.
@@ -126,6 +136,7 @@ impl RenderError {
             RenderError::OutputObject { .. } => "output-object",
             RenderError::Collection { .. } => "collection",
             RenderError::LookupTarget { .. } => "lookup-target",
+            RenderError::Patch { .. } => "patch",
         }
     }
 }
@@ -723,7 +734,7 @@ pub fn project_lookup(lookup: &ResolvedLookup, object: Option<&Value>) -> Value 
 }
 
 /// The data templates see: the parent's fields at the top level, plus `lookups`.
-fn template_context(parent: &Value, lookups: &Map<String, Value>) -> Value {
+pub(crate) fn template_context(parent: &Value, lookups: &Map<String, Value>) -> Value {
     let mut context = match parent {
         Value::Object(fields) => fields.clone(),
         _ => Map::new(),

@@ -21,6 +21,7 @@ pub struct Reconciler {
     pub(crate) finalize_children: Vec<Child>,
     pub(crate) lookups: Vec<ResolvedLookup>,
     pub(crate) status: Vec<StatusField>,
+    pub(crate) patches: Vec<ResolvedPatch>,
     pub(crate) kinds: ReconcilerKinds,
     /// Indexes into `children` such that every child comes after the children it reads.
     pub(crate) render_order: Vec<usize>,
@@ -40,6 +41,8 @@ pub struct ReconcilerKinds {
     pub children: Vec<KindInfo>,
     /// The kinds of `lookups` (unresolved ones left out).
     pub lookups: Vec<KindInfo>,
+    /// The kinds of `patches` (unresolved ones left out).
+    pub patched: Vec<KindInfo>,
     /// The kinds only the apiserver can tell about, each once: `ruleplane run` loads rules whose kinds another
     /// tool installs (maybe later) without their manifests.
     pub unresolved: Vec<KindRef>,
@@ -64,7 +67,11 @@ impl std::fmt::Display for KindRef {
 impl ReconcilerKinds {
     /// Every resolved kind (parent, children, lookups; a kind may come more than once).
     pub fn all(&self) -> impl Iterator<Item = &KindInfo> {
-        self.parent.iter().chain(&self.children).chain(&self.lookups)
+        self.parent
+            .iter()
+            .chain(&self.children)
+            .chain(&self.lookups)
+            .chain(&self.patched)
     }
 
     /// The kinds declared by a ResourceDefinition of the rule set (parent, children, lookups; a kind may come
@@ -195,6 +202,17 @@ impl Reconciler {
             .iter()
             .filter_map(|lookup| find(&lookup.spec.api_version, &lookup.spec.kind))
             .collect();
+        let patched: Vec<KindInfo> = self
+            .patches
+            .iter()
+            .filter_map(|patch| find(&patch.api_version, &patch.kind))
+            .collect();
+        for patch in &mut self.patches {
+            patch.namespaced = patched
+                .iter()
+                .find(|k| k.api_version == patch.api_version && k.kind == patch.kind)
+                .is_none_or(|kind| kind.namespaced);
+        }
         for lookup in &mut self.lookups {
             let kind = lookups
                 .iter()
@@ -205,6 +223,7 @@ impl Reconciler {
             parent,
             children,
             lookups,
+            patched,
             unresolved,
         };
     }
@@ -244,6 +263,11 @@ impl Reconciler {
     /// The projected status fields.
     pub fn status_fields(&self) -> &[StatusField] {
         &self.status
+    }
+
+    /// The `patches` entries, in the rule's order.
+    pub fn patches(&self) -> &[ResolvedPatch] {
+        &self.patches
     }
 }
 
@@ -298,6 +322,8 @@ pub struct Child {
     pub(crate) include_when: Option<CompiledPath>,
     /// `forEach` or `count`: the child is rendered once per item (`None`: once).
     pub(crate) collection: Option<Collection>,
+    /// `handOver`: the paths (field names) set only at creation.
+    pub(crate) hand_over: Vec<Vec<String>>,
 }
 
 /// How a collection child finds its items, compiled.
@@ -354,6 +380,35 @@ pub struct ResolvedLookup {
     /// Whether the lookup's kind is namespaced (resolved with the rule set's kinds; a cluster-scoped object is
     /// read without a namespace).
     pub(crate) namespaced: bool,
+}
+
+/// One `patches` entry with its compiled templates.
+#[derive(Clone, Debug)]
+pub struct ResolvedPatch {
+    /// The entry's id within the rule.
+    pub id: String,
+    /// `apiVersion` of the patched objects, as spelled literally in the template.
+    pub api_version: String,
+    /// `kind` of the patched objects.
+    pub kind: String,
+    /// Where the template starts in the rule file.
+    pub source: SourceLocation,
+    /// Whether the patched kind is namespaced (resolved with the rule set's kinds).
+    pub namespaced: bool,
+    pub(crate) target: PatchTarget,
+    pub(crate) template: CompiledTemplate,
+}
+
+/// How a patch selects its objects, compiled.
+#[derive(Clone, Debug)]
+pub(crate) enum PatchTarget {
+    /// One object by (rendered) name.
+    Name(CompiledTemplate),
+    /// Every object whose labels match: `matchLabels` values rendered, `matchExpressions` as written.
+    Selector {
+        match_labels: Vec<(String, CompiledTemplate)>,
+        selector: crate::common::LabelSelector,
+    },
 }
 
 /// What a lookup reads, compiled.

@@ -69,6 +69,40 @@ pub struct ReconcilerSpec {
     /// reported as conflicts and left alone. A child's own `adopt` overrides it.
     #[serde(default)]
     pub adopt: bool,
+    /// Fields set on existing objects the rule does not own (label the Pods of a StatefulSet): each entry selects
+    /// objects in the parent's namespace and sets only the fields its template gives, under its own field manager
+    /// per parent. Never creates an object; the fields are released when the parent, the entry or the rule goes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<PatchTemplate>,
+}
+
+/// Fields set on existing objects the rule does not own (`spec.patches`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PatchTemplate {
+    /// Identifier of the patch within the rule (part of its field manager's name).
+    #[schemars(regex(pattern = crate::common::IDENTIFIER_PATTERN))]
+    pub id: String,
+    /// The object's name; may be a template over the parent and lookups, e.g. `"{{metadata.name}}-0"`. Not with
+    /// `selector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The objects whose labels match; `matchLabels` values may be templates, e.g. `app: '{{metadata.name}}'`.
+    /// Not with `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// Handlebars template producing a partial object: `apiVersion` and `kind` spelled literally, then only the
+    /// fields to set (e.g. `metadata.labels`). Values read from the cluster fill in scalars only. The objects are
+    /// looked for in the parent's namespace (a Namespace parent: in that namespace); a cluster-scoped kind by name
+    /// or selector alone.
+    pub template: String,
+}
+
+impl PatchTemplate {
+    /// The patched `apiVersion` and `kind` as spelled literally on the template's top-level lines.
+    pub fn static_kind(&self) -> Option<(String, String)> {
+        static_kind_of(&self.template)
+    }
 }
 
 /// One status field: a JSONPath (a plain string), a literal, or a template.
@@ -251,6 +285,13 @@ pub struct ChildTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100000))]
     pub max_items: Option<u32>,
+    /// Fields set only when the child is created, then left to another controller (`spec.replicas` under a
+    /// HorizontalPodAutoscaler): each a path of map fields separated by dots, e.g. `spec.replicas` (no list
+    /// indexes; a field name cannot contain a dot). The creation sets them under a field manager of their own
+    /// that never applies again, so they keep their value until the other controller takes them, and Ruleplane
+    /// never writes them back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hand_over: Vec<String>,
     /// Take over an existing object with this child's name that Ruleplane did not create; overrides the rule's
     /// `adopt` for this child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -277,16 +318,21 @@ impl ChildTemplate {
     /// The loader requires them to be literal so the children's kinds are known before anything is rendered:
     /// workers watch those kinds for drift, and `ruleplane rbac` grants access to them.
     pub fn static_kind(&self) -> Option<(String, String)> {
-        let top_level = |field: &str| {
-            self.template.lines().find_map(|line| {
-                let value = line.strip_prefix(field)?.strip_prefix(':')?;
-                let value = value.split(" #").next().unwrap_or(value).trim();
-                let value = value.trim_matches(|c| c == '"' || c == '\'');
-                (!value.is_empty() && !value.contains("{{")).then(|| value.to_string())
-            })
-        };
-        Some((top_level("apiVersion")?, top_level("kind")?))
+        static_kind_of(&self.template)
     }
+}
+
+/// `apiVersion` and `kind` as spelled literally on a template's top-level lines.
+fn static_kind_of(template: &str) -> Option<(String, String)> {
+    let top_level = |field: &str| {
+        template.lines().find_map(|line| {
+            let value = line.strip_prefix(field)?.strip_prefix(':')?;
+            let value = value.split(" #").next().unwrap_or(value).trim();
+            let value = value.trim_matches(|c| c == '"' || c == '\'');
+            (!value.is_empty() && !value.contains("{{")).then(|| value.to_string())
+        })
+    };
+    Some((top_level("apiVersion")?, top_level("kind")?))
 }
 
 impl PartialEq for ChildTemplate {
@@ -299,6 +345,7 @@ impl PartialEq for ChildTemplate {
             && self.for_each == other.for_each
             && self.count == other.count
             && self.max_items == other.max_items
+            && self.hand_over == other.hand_over
             && self.adopt == other.adopt
             && self.recreate == other.recreate
     }

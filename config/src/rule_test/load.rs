@@ -76,6 +76,8 @@ pub enum CaseCheck {
         children: Option<Vec<Value>>,
         /// Expected status (subset), when given.
         status: Option<Value>,
+        /// Every patch body expected (subsets), when given.
+        patches: Option<Vec<Value>>,
         /// Expected render error text, when given.
         error: Option<String>,
     },
@@ -318,11 +320,11 @@ fn reconciler_case(
             "the parent needs `metadata.name`",
         );
     }
-    if expect.children.is_none() && expect.status.is_none() && expect.error.is_none() {
+    if expect.children.is_none() && expect.status.is_none() && expect.patches.is_none() && expect.error.is_none() {
         out.error(
             at.pos(&[key("expect")]),
             DiagnosticCode::MissingField,
-            "`expect` needs `children`, `status` or `error` for a Reconciler case",
+            "`expect` needs `children`, `status`, `patches` or `error` for a Reconciler case",
         );
     }
     if expect.error.is_some() && (expect.children.is_some() || expect.status.is_some()) {
@@ -360,6 +362,10 @@ fn reconciler_case(
             .as_ref()
             .map(|c| c.iter().cloned().map(Value::Object).collect()),
         status: expect.status.clone().map(Value::Object),
+        patches: expect
+            .patches
+            .as_ref()
+            .map(|p| p.iter().cloned().map(Value::Object).collect()),
         error: expect.error.clone(),
     })
 }
@@ -375,6 +381,7 @@ fn scheduler_case(case: &TestCase, at: &CaseAt, out: &mut FileDiagnostics) -> Op
             ("observed", !case.observed.is_empty()),
             ("expect.children", expect.children.is_some()),
             ("expect.status", expect.status.is_some()),
+            ("expect.patches", expect.patches.is_some()),
             ("expect.error", expect.error.is_some()),
         ],
         "SchedulerPolicy",

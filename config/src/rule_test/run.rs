@@ -83,6 +83,7 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
         observed,
         children,
         status,
+        patches,
         error,
     } = &case.check
     else {
@@ -102,8 +103,10 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
             .map(move |object| (id.as_str(), object))
         })
         .collect();
-    let planned = gather_lookups_offline(rule, parent, available)
-        .and_then(|lookups| plan_offline(rule, parent, &lookups, &given).map(|plan| (plan, lookups)));
+    let planned = gather_lookups_offline(rule, parent, available).and_then(|lookups| {
+        let targets = patch_targets(rule, parent, available);
+        plan_offline(rule, parent, &lookups, &given, &targets).map(|plan| (plan, lookups))
+    });
     let (plan, lookups) = match (planned, error) {
         (Err(failure), Some(expected)) if failure.to_string().contains(expected.as_str()) => return Vec::new(),
         (Err(failure), Some(expected)) => {
@@ -127,6 +130,10 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
     if let Some(expected) = children {
         failures.extend(children_failures(expected, &plan.desired, &plan.waiting));
     }
+    if let Some(expected) = patches {
+        let bodies: Vec<Value> = plan.patches.apply.iter().map(|apply| apply.body.clone()).collect();
+        failures.extend(patches_failures(expected, &bodies));
+    }
     if let Some(expected) = status {
         let now = plan.children_after(rule);
         // Offline there is no discovery: a parent that gives `metadata.generation` is reported as with a status
@@ -141,6 +148,64 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
                     "actual status",
                     &yaml(&project(&actual, expected))
                 )
+            ));
+        }
+    }
+    failures
+}
+
+/// The case's objects as in the cluster for `patches`: an object of a namespaced patched kind without a namespace
+/// stands in the parent's (as a case's observed children do).
+fn patch_targets(rule: &Reconciler, parent: &Value, available: &[Value]) -> Vec<Value> {
+    if rule.patches().is_empty() {
+        return Vec::new();
+    }
+    let namespace = parent.pointer("/metadata/namespace").cloned();
+    available
+        .iter()
+        .map(|object| {
+            let mut object = object.clone();
+            let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+            let (api_version, kind) = (text("/apiVersion"), text("/kind"));
+            let namespaced = rule.patches().iter().any(|patch| {
+                patch.namespaced
+                    && Some(&patch.api_version) == api_version.as_ref()
+                    && Some(&patch.kind) == kind.as_ref()
+            });
+            if namespaced
+                && text("/metadata/namespace").is_none()
+                && let (Some(namespace), Some(metadata)) = (
+                    namespace.clone(),
+                    object.get_mut("metadata").and_then(Value::as_object_mut),
+                )
+            {
+                metadata.insert("namespace".into(), namespace);
+            }
+            object
+        })
+        .collect()
+}
+
+/// Every expected patch body was applied (a subset of it), and nothing else.
+fn patches_failures(expected: &[Value], applied: &[Value]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for want in expected {
+        match applied.iter().find(|have| same_child(want, have)) {
+            None => failures.push(format!("no patch of {}", describe(want))),
+            Some(have) if !is_subset(want, have) => failures.push(format!(
+                "patch of {} differs:\n{}",
+                describe(want),
+                unified_diff("expected", &yaml(want), "applied", &yaml(&project(have, want)))
+            )),
+            Some(_) => {}
+        }
+    }
+    for have in applied {
+        if !expected.iter().any(|want| same_child(want, have)) {
+            failures.push(format!(
+                "{} is patched but not expected:\n{}",
+                describe(have),
+                yaml(have)
             ));
         }
     }

@@ -49,9 +49,10 @@ pub struct TestCase {
     /// needed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<Map<String, Value>>,
-    /// Reconciler: the objects the rule's lookups find (by apiVersion, kind, name and namespace); a lookup that
-    /// matches none of them sees `null`, as in a cluster without the object. A lookup by selector sees those of
-    /// its kind, in the namespace it reads, whose labels match (a list, maybe empty).
+    /// Reconciler: objects in the cluster: what the rule's lookups find (by apiVersion, kind, name and namespace;
+    /// a lookup that matches none of them sees `null`, as in a cluster without the object; a lookup by selector
+    /// sees those of its kind, in the namespace it reads, whose labels match: a list, maybe empty) and what its
+    /// `patches` may select (an object without a namespace stands in the parent's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lookups: Vec<Map<String, Value>>,
     /// Reconciler: children as they exist in the cluster, by child id (a Service with its `spec.clusterIP`, a
@@ -92,6 +93,12 @@ pub struct Expectation {
     /// `conditions: [{type: Ready, status: "True"}]` checks only `Ready`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Map<String, Value>>,
+    /// Reconciler: every object the rule's `patches` would write to, each the applied body (a partial object)
+    /// identified by `apiVersion`, `kind`, `metadata.name` (and `metadata.namespace` when given); an object
+    /// patched but not listed, or listed but not patched (not among `lookups`, not selected, already as the patch
+    /// sets it), fails the case. `[]` expects none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patches: Option<Vec<Map<String, Value>>>,
     /// Reconciler: rendering fails with a message containing this text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]

@@ -29,6 +29,8 @@ fn every_example_loads() {
             "service-certificate",
             "pod2s.samples.ruleplane.dev",
             "pod2-runner",
+            "scaled-app.apps.example.org",
+            "scaled-app",
             "service-ingress",
             "spread",
             "team-card",

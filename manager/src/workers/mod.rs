@@ -33,6 +33,14 @@ pub async fn run(
     }
 }
 
+/// What a changed rule leaves behind that its restarted worker will not see (only called on the leader): a
+/// Reconciler's dropped patches are released.
+pub async fn on_rule_changed(old: &Rule, new: &Rule, ctx: &WorkerContext) {
+    if let (Rule::Reconciler(old), Rule::Reconciler(new)) = (old, new) {
+        reconciler::on_rule_changed(old, new, ctx).await;
+    }
+}
+
 /// Applies a removed rule's deletion policy (only called on the leader); `remaining` is the new rule set.
 pub async fn on_rule_removed(rule: &Rule, remaining: &[Rule], ctx: &WorkerContext) {
     match rule {

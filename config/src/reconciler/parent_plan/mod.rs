@@ -4,8 +4,13 @@
 use serde_json::{Map, Value};
 
 mod deletion;
+mod hand_over;
+mod patches;
 
 pub use deletion::{DeletionPlan, Removal, plan_deletion};
+pub use patches::{
+    PatchApply, PatchCandidate, PatchFilter, PatchPlan, PatchRelease, dropped_patches, patch_releases, plan_patches,
+};
 
 use super::plan::{
     ChildPlan, ObjectKey, attach_parent, children_by_id, each_child, is_own_child, order_collections, parent_reference,
@@ -59,12 +64,15 @@ pub fn declared_child_scope(rule: &Reconciler) -> impl Fn(&str, &str) -> bool + 
 
 /// What one parent's plan is decided from: the rule, the parent as observed, its lookups (as
 /// [`super::gather_lookups`] returns them), the objects found by the rule's and the parent's labels (only those
-/// that pass the identity check count), how the kinds are served, and the key children are signed and proven with.
+/// that pass the identity check count), the objects of the patched kinds its `patches` may select (see
+/// [`plan_patches`]; none for a rule without patches), how the kinds are served, and the key children are signed
+/// and proven with.
 pub struct PlanInput<'a> {
     pub rule: &'a Reconciler,
     pub parent: &'a Value,
     pub lookups: &'a Map<String, Value>,
     pub observed: &'a [Value],
+    pub patch_targets: &'a [Value],
     pub scopes: &'a Scopes<'a>,
     pub signer: &'a ChildSigner,
 }
@@ -113,9 +121,9 @@ pub struct ParentPlan {
     pub desired: Vec<Value>,
     /// What differs from the observed children: to apply, prune, release.
     pub children: ChildPlan,
-    /// The parent needs its cleanup finalizer before any child is written: the rule has `finalize` children, or
-    /// a child no owner reference can clean up (another namespace, cluster-scoped under a namespaced parent) that
-    /// is not retained.
+    /// The parent needs its cleanup finalizer before any child is written: the rule has `finalize` children or
+    /// `patches` (their fields are released when the parent goes), or a child no owner reference can clean up
+    /// (another namespace, cluster-scoped under a namespaced parent) that is not retained.
     pub needs_finalizer: bool,
     /// The finalizer is needed and the parent does not carry this rule's own yet (or still carries the legacy
     /// shared one, which this rule's replaces): the worker adds it before writing any child.
@@ -129,6 +137,8 @@ pub struct ParentPlan {
     pub projected_status: Map<String, Value>,
     /// The observed objects that passed the identity check: this parent's children as they are, by id.
     pub observed: Map<String, Value>,
+    /// The `patches` of objects the rule does not own: what to apply to which of the `patch_targets`.
+    pub patches: PatchPlan,
 }
 
 impl ParentPlan {
@@ -202,13 +212,14 @@ pub fn observed_as_written(
 }
 
 /// The plan as the offline tools (`ruleplane render`, `ruleplane test`) make it: scopes as the rule set declares
-/// them, nothing signed, and the `given` children (by id, as a test case gives them) marked as the worker marks
-/// what it writes.
+/// them, nothing signed, the `given` children (by id, as a test case gives them) marked as the worker marks
+/// what it writes, and `patch_targets` the objects given as in the cluster.
 pub fn plan_offline(
     rule: &Reconciler,
     parent: &Value,
     lookups: &Map<String, Value>,
     given: &[(&str, &Value)],
+    patch_targets: &[Value],
 ) -> Result<ParentPlan, RenderError> {
     let child_scope = declared_child_scope(rule);
     let scopes = Scopes::declared(rule, &child_scope);
@@ -221,6 +232,7 @@ pub fn plan_offline(
         parent,
         lookups,
         observed: &observed,
+        patch_targets,
         scopes: &scopes,
         signer: &ChildSigner::Unsigned,
     })
@@ -238,6 +250,7 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
     let mut desired = std::mem::take(&mut rendered.children);
     input.attach(&mut desired);
     let needs_finalizer = !rule.finalize_children().is_empty()
+        || !rule.patches().is_empty()
         || desired
             .iter()
             .any(|child| child.pointer("/metadata/ownerReferences").is_none() && !is_retained(child));
@@ -250,9 +263,17 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
     let add_finalizer =
         needs_finalizer && (!finalizers.contains(&own.as_str()) || finalizers.contains(&LEGACY_CLEANUP_FINALIZER));
     order_collections(&mut observed_by_id, &desired);
-    let children = plan_children(desired.clone(), &observed, |child| {
-        unrendered_fate(rule, &rendered, child)
-    });
+    // Handed-over fields are neither compared nor applied after creation: another controller owns them then.
+    let (compared, handed) = hand_over::split(rule, &desired);
+    let mut children = plan_children(compared, &observed, |child| unrendered_fate(rule, &rendered, child));
+    hand_over::attach_initial(&mut children.apply, &handed);
+    let patches = plan_patches(
+        rule,
+        parent,
+        input.scopes.parent_namespaced,
+        lookups,
+        input.patch_targets,
+    )?;
     Ok(ParentPlan {
         desired,
         children,
@@ -262,6 +283,7 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
         excluded: rendered.excluded,
         projected_status: rendered.status,
         observed: observed_by_id,
+        patches,
     })
 }
 

@@ -6,8 +6,10 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::events::EventType;
-use ruleplane_config::ownership::{LEGACY_CLEANUP_FINALIZER, cleanup_finalizer};
-use ruleplane_config::{PlanInput, Reconciler, plan_deletion};
+use ruleplane_config::ownership::{
+    LEGACY_CLEANUP_FINALIZER, cleanup_finalizer, patch_field_manager, patch_manager_prefix,
+};
+use ruleplane_config::{PlanInput, Reconciler, ResolvedPatch, plan_deletion};
 use serde_json::Value;
 use tracing::{info, warn};
 
@@ -52,6 +54,7 @@ pub(super) async fn finalize(
             parent: parent_value,
             lookups: &lookups,
             observed: &labelled,
+            patch_targets: &[],
             scopes,
             signer: &reconciler.ctx.signer,
         };
@@ -85,10 +88,45 @@ pub(super) async fn finalize(
         let watched = reconciler.child_kind(&child_key.api_version, &child_key.kind)?;
         writer.remove(reconciler, watched, child_key, parent, *removal).await?;
     }
-    // 3. the finalizer goes: the apiserver completes the deletion
+    // 3. the fields its patches set on objects it does not own are released (their values stay where others
+    // own them too)
+    release_parent_patches(reconciler, writer, parent).await?;
+    // 4. the finalizer goes: the apiserver completes the deletion
     writer.remove_finalizer(reconciler, parent).await?;
     info!(rule = rule.name(), parent = ?key, "parent cleaned up; finalizer removed");
     Ok(Action::AwaitChange)
+}
+
+/// Releases the fields the rule's patches set for `parent` (its own field managers) on the objects of the patched
+/// kinds where it may patch: the parent goes, or leaves the rule's selection.
+async fn release_parent_patches(
+    reconciler: &ParentReconciler,
+    writer: &impl ChildWriter,
+    parent: &DynamicObject,
+) -> Result<(), ReconcilerError> {
+    let rule = &reconciler.rule;
+    let uid = parent.uid().unwrap_or_default();
+    let namespace = if reconciler.parent.namespaced {
+        parent.namespace()
+    } else {
+        Some(parent.name_any())
+    };
+    for (kind, watched) in &reconciler.patched {
+        let managers: Vec<String> = rule
+            .patches()
+            .iter()
+            .filter(|patch| patch.api_version == kind.api_version && patch.kind == kind.kind)
+            .map(|patch| patch_field_manager(rule.name(), &patch.id, &uid))
+            .collect();
+        if managers.is_empty() {
+            continue;
+        }
+        let namespace = namespace.as_deref().filter(|_| watched.namespaced);
+        writer
+            .release_patches(reconciler, watched, namespace, &managers)
+            .await?;
+    }
+    Ok(())
 }
 
 /// How long ago the parent's deletion was requested.
@@ -116,13 +154,15 @@ pub(super) async fn release_deselected(reconciler: &ParentReconciler, key: &Pare
 }
 
 /// Removes this rule's finalizer (and the legacy shared one) from a parent it does not select, keeping the
-/// children, and says so with a Normal Event `Released`.
+/// children (the fields its patches set are released), and says so with a Normal Event `Released`.
 async fn release(
     reconciler: &ParentReconciler,
     api: &Api<DynamicObject>,
     parent: &DynamicObject,
-) -> Result<(), kube::Error> {
+) -> Result<(), ReconcilerError> {
     let finalizer = reconciler.finalizer.as_str();
+    // Its patches no longer apply to it: their fields are released, as when the rule goes.
+    release_parent_patches(reconciler, &super::writer::ApiWriter, parent).await?;
     io::patch_finalizers(api, parent, None, &[finalizer, LEGACY_CLEANUP_FINALIZER]).await?;
     info!(rule = reconciler.rule.name(), parent = %parent.name_any(), "parent not selected; cleanup finalizer removed, children kept");
     io::publish(
@@ -177,10 +217,12 @@ pub(super) async fn sweep_unselected(reconciler: &ParentReconciler) {
     }
 }
 
-/// A removed rule keeps its children (no implicit deletion of what users see) but must not leave parents stuck
-/// in Terminating: its own finalizer is removed from every parent, and the legacy shared one from parents no
+/// A removed rule keeps its children (no implicit deletion of what users see), releases the fields its patches set
+/// on objects it does not own, and must not leave parents stuck in Terminating: its own finalizer is removed from every parent, and the legacy shared one from parents no
 /// remaining rule selects (a remaining rule that selects the parent runs its own deletion).
 pub async fn on_rule_removed(rule: &Reconciler, remaining: &[&Reconciler], ctx: &WorkerContext) {
+    let patches: Vec<&ResolvedPatch> = rule.patches().iter().collect();
+    release_rule_patches(rule, &patches, ctx).await;
     let watched = &rule.spec.watched;
     let Ok(Served { resource, .. }) = discover(&ctx.discovery, rule, &watched.api_version, &watched.kind).await else {
         return;
@@ -216,5 +258,53 @@ pub async fn on_rule_removed(rule: &Reconciler, remaining: &[&Reconciler], ctx: 
                 warn!(rule = rule.name(), parent = %parent.name_any(), error = %e, "could not remove the cleanup finalizer")
             }
         }
+    }
+}
+
+/// Releases the fields `patches` of `rule` set, on every object of their kinds where the rule's parents may be: a
+/// removed rule's patches (all of them), or the entries a changed rule dropped. Lists each kind once.
+async fn release_rule_patches(rule: &Reconciler, patches: &[&ResolvedPatch], ctx: &WorkerContext) {
+    let mut kinds: Vec<(&str, &str)> = patches
+        .iter()
+        .map(|p| (p.api_version.as_str(), p.kind.as_str()))
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let prefix = patch_manager_prefix(rule.name());
+    for (api_version, kind) in kinds {
+        let Ok(Served {
+            resource, namespaced, ..
+        }) = discover(&ctx.discovery, rule, api_version, kind).await
+        else {
+            continue;
+        };
+        let ids: Vec<&str> = patches
+            .iter()
+            .filter(|p| p.api_version == api_version && p.kind == kind)
+            .map(|p| p.id.as_str())
+            .collect();
+        // `<prefix><id>/<parent-uid>`: the entry's managers for every parent.
+        let picks = |manager: &str| {
+            manager.strip_prefix(&prefix).is_some_and(|rest| {
+                ids.iter().any(|id| {
+                    patch_field_manager(rule.name(), id, "")
+                        .strip_prefix(&prefix)
+                        .is_some_and(|entry| rest.starts_with(entry))
+                })
+            })
+        };
+        let namespace = rule.spec.watched.namespace.as_deref().filter(|_| namespaced);
+        match io::release_patches(&ctx.client, &resource, namespace, picks).await {
+            Ok(released) => info!(rule = rule.name(), kind, released, "patches released"),
+            Err(e) => warn!(rule = rule.name(), kind, error = %e, "could not release the rule's patches"),
+        }
+    }
+}
+
+/// A changed rule: the fields of the patches it no longer has (or that now patch another kind) are released.
+pub async fn on_rule_changed(old: &Reconciler, new: &Reconciler, ctx: &WorkerContext) {
+    let dropped = ruleplane_config::dropped_patches(old, new);
+    if !dropped.is_empty() {
+        release_rule_patches(old, &dropped, ctx).await;
     }
 }

@@ -1,7 +1,9 @@
-//! One reconcile of a live parent: fetch (caches, lookups) → the plan (`plan_parent`, as `diff` and `test` run
-//! it) → its writes through a [`ChildWriter`] → the children as they now are, for the status report.
+//! One reconcile of a live parent: fetch (caches, lookups, patched objects) → the plan (`plan_parent`, as `diff` and
+//! `test` run it) → its writes (children, patches) through a [`ChildWriter`] → the children as they now are, for
+//! the status report.
 
 use kube::api::DynamicObject;
+use kube::runtime::events::EventType;
 use ruleplane_config::{
     ChildApply, ObjectKey, ParentPlan, PlanInput, Reconciler, RefusedApply, Removal, each_child, forget_child,
     order_collections, plan_parent, record_child, refused_apply,
@@ -28,6 +30,7 @@ impl ParentReconciler {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let labelled = self.labelled_children(uid);
+        let patch_targets = self.patch_targets(parent_value);
         // decide: the one plan (identity check, render, attach, compare) that `diff` and `test` run too
         let ParentPlan {
             desired,
@@ -36,6 +39,7 @@ impl ParentReconciler {
             waiting,
             excluded,
             observed: observed_by_id,
+            patches,
             ..
         } = self.with_scopes(|scopes| {
             let input = PlanInput {
@@ -43,6 +47,7 @@ impl ParentReconciler {
                 parent: parent_value,
                 lookups: &lookups,
                 observed: &labelled,
+                patch_targets: &patch_targets,
                 scopes,
                 signer: &self.ctx.signer,
             };
@@ -113,9 +118,13 @@ impl ParentReconciler {
         {
             self.change_to_applied.observe(latency.as_secs_f64());
         }
+        let mut fights = Vec::new();
         for (apply, applied) in applies {
             match applied {
                 Ok(applied) => {
+                    if !apply.created {
+                        fights.extend(self.record_fights(key, &apply.key, &applied.conflicts));
+                    }
                     match applied.change {
                         ChildChange::Created => created.push(apply.key.clone()),
                         ChildChange::Updated => updated.push(apply.key.clone()),
@@ -132,6 +141,37 @@ impl ParentReconciler {
         writer.announce(self, parent, "Created", &created).await;
         writer.announce(self, parent, "Updated", &updated).await;
         writer.announce(self, parent, "Recreated", &recreated).await;
+        // A fight is told once, when it starts; the `Synced` message carries it while it lasts.
+        for fight in fights {
+            let note = format!(
+                "{fight}, which keeps changing it back; list the field in the child's `handOver` or stop the other writer"
+            );
+            writer
+                .publish(self, parent, EventType::Warning, "FieldFight", note)
+                .await;
+        }
+        // patches of objects the rule does not own: only the fields that differ, never creating an object; sent
+        // together, as the children are
+        if !patches.apply.is_empty() {
+            let mut patched = Vec::new();
+            let done = futures::future::join_all(patches.apply.iter().map(|apply| async move {
+                match self.patched_kind(&apply.key.api_version, &apply.key.kind) {
+                    Ok(watched) => writer.patch(self, watched, apply).await,
+                    Err(error) => Err(error),
+                }
+            }))
+            .await;
+            for (apply, done) in patches.apply.iter().zip(done) {
+                match done {
+                    Ok(true) => patched.push(apply.key.clone()),
+                    Ok(false) => {}
+                    Err(error) => {
+                        first_error.get_or_insert(error);
+                    }
+                }
+            }
+            writer.announce(self, parent, "Patched", &patched).await;
+        }
         let removals = plan
             .prune
             .iter()

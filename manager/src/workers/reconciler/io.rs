@@ -5,9 +5,9 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
-use ruleplane_config::ownership::{LEGACY_CLEANUP_FINALIZER, RECONCILER_FIELD_MANAGER};
+use ruleplane_config::ownership::{HANDOVER_FIELD_MANAGER, LEGACY_CLEANUP_FINALIZER, RECONCILER_FIELD_MANAGER};
 use ruleplane_config::redaction::shown_message;
-use ruleplane_config::{ChildApply, ObjectKey, immutable_summary, is_immutable_refusal};
+use ruleplane_config::{ChildApply, FieldConflict, ObjectKey, PatchApply, immutable_summary, is_immutable_refusal};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -26,9 +26,10 @@ pub(super) fn api_for(reconciler: &ParentReconciler, watched: &Watched, namespac
 }
 
 /// Applies one child (server-side apply, our field manager, forced: the rule owns every field it renders, which
-/// is what repairs hand edits). A child that does not exist yet must not land on a foreign object of the same
-/// name (a conflict, unless the rule adopts): its first apply is create-only, and only when the name is taken
-/// is the object read to see whose it is.
+/// is what repairs hand edits; an update is sent unforced first, to learn which fields other managers held). A
+/// child that does not exist yet must not land on a foreign object of the same name (a conflict, unless the rule
+/// adopts): its first apply is create-only, and only when the name is taken is the object read to see whose it
+/// is. A child with handed-over fields is created whole under the hand-over manager, then applied without them.
 pub(super) async fn apply_child(
     reconciler: &ParentReconciler,
     watched: &Watched,
@@ -58,14 +59,39 @@ pub(super) async fn apply_child(
     let mut applied = None;
     // The version of our own earlier write a create-only apply ran into (it was not in the cache yet).
     let mut ours_before = None;
-    if apply.created && !reconciler.rule.adopts(&apply.object) {
+    // A child with handed-over fields is created whole under the hand-over manager, which never applies again.
+    let initial = apply.initial.as_ref().filter(|_| apply.created);
+    let adopts = reconciler.rule.adopts(&apply.object);
+    if apply.created && (!adopts || initial.is_some()) {
         // A resourceVersion no stored object has makes the apply create-only: the apiserver creates the object
         // when the name is free (a precondition only applies to an existing object) and answers 409 when it is
         // taken, changing nothing. One request instead of a read, then the apply.
-        let mut create_only = apply.object.clone();
+        let (body, manager) = match initial {
+            Some(initial) => (initial, HANDOVER_FIELD_MANAGER),
+            None => (&apply.object, RECONCILER_FIELD_MANAGER),
+        };
+        let mut create_only = body.clone();
         create_only["metadata"]["resourceVersion"] = Value::from(NO_STORED_VERSION);
-        match patch_value(reconciler, &api, None, &key.name, &params, &Patch::Apply(&create_only)).await {
-            Ok(created) => applied = Some(created),
+        let create_params = PatchParams::apply(manager).force();
+        match patch_value(
+            reconciler,
+            &api,
+            None,
+            &key.name,
+            &create_params,
+            &Patch::Apply(&create_only),
+        )
+        .await
+        {
+            Ok(created) if initial.is_none() => applied = Some(created),
+            Ok(_) => {
+                // The rule's own fields under the reconciler's manager, the handed-over ones left with the creation.
+                let owned = patch_value(reconciler, &api, None, &key.name, &params, &Patch::Apply(&apply.object))
+                    .await
+                    .map_err(rejected)?;
+                applied = Some(owned);
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 && adopts => {}
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 // Taken: by this parent (our earlier write, not yet in the cache) or by someone else.
                 let uid = parent.uid().unwrap_or_default();
@@ -87,12 +113,37 @@ pub(super) async fn apply_child(
             Err(error) => return Err(rejected(error)),
         }
     }
+    let mut conflicts = Vec::new();
     let (object, change) = match applied {
         Some(created) => (created, ChildChange::Created),
         None => {
-            let object = patch_value(reconciler, &api, None, &key.name, &params, &Patch::Apply(&apply.object))
-                .await
-                .map_err(rejected)?;
+            // Unforced first: the apiserver names any field another manager holds (a hand edit, or a writer
+            // fighting the rule), which fight detection needs; then forced, as the rule owns what it renders.
+            let unforced = PatchParams::apply(RECONCILER_FIELD_MANAGER);
+            let object = match patch_value(
+                reconciler,
+                &api,
+                None,
+                &key.name,
+                &unforced,
+                &Patch::Apply(&apply.object),
+            )
+            .await
+            {
+                Err(kube::Error::Api(status)) if status.code == 409 && status.reason == "Conflict" => {
+                    let causes: Vec<(String, String)> = status
+                        .details
+                        .iter()
+                        .flat_map(|details| &details.causes)
+                        .filter(|cause| cause.reason == "FieldManagerConflict")
+                        .map(|cause| (cause.field.clone(), cause.message.clone()))
+                        .collect();
+                    conflicts = ruleplane_config::conflicts_of(key, &causes);
+                    patch_value(reconciler, &api, None, &key.name, &params, &Patch::Apply(&apply.object)).await
+                }
+                answer => answer,
+            }
+            .map_err(rejected)?;
             let version = object.pointer("/metadata/resourceVersion").and_then(Value::as_str);
             let change = match ours_before.as_deref() {
                 // Our earlier write applied again, nothing changed: no news (its creation was announced then).
@@ -108,7 +159,11 @@ pub(super) async fn apply_child(
     if change != ChildChange::Unchanged {
         info!(rule = reconciler.rule.name(), child = %key, "child {}", change.verb());
     }
-    Ok(AppliedChild { object, change })
+    Ok(AppliedChild {
+        object,
+        change,
+        conflicts,
+    })
 }
 
 /// Recreates a child whose apply was refused as immutable (the plan's `RefusedApply::Recreate`): deletes the
@@ -196,10 +251,11 @@ impl ChildChange {
     }
 }
 
-/// A child's apply: the object as stored, and what the apply did to it.
+/// A child's apply: the object as stored, what the apply did to it, and the fields it took from other managers.
 pub(super) struct AppliedChild {
     pub object: Value,
     pub change: ChildChange,
+    pub conflicts: Vec<FieldConflict>,
 }
 
 impl StoredAnswer for AppliedChild {
@@ -437,4 +493,109 @@ pub(super) async fn change_finalizer(
     };
     patch_finalizers(&api, parent, added, &removed).await?;
     Ok(())
+}
+
+/// Applies one patch of an object the rule does not own, under the patch's own field manager (forced: the rule
+/// sets these fields). The body carries the object's uid, so an object gone answers 409 instead of being created,
+/// and one replaced under its name 422 instead of being patched: nothing to patch then (both are tested in
+/// `tests/integration/patches.rs`). Answers whether the object was patched.
+pub(super) async fn apply_patch(
+    reconciler: &ParentReconciler,
+    watched: &Watched,
+    apply: &PatchApply,
+) -> Result<bool, ReconcilerError> {
+    let api = api_for(reconciler, watched, apply.key.namespace.as_deref());
+    let params = PatchParams::apply(&apply.manager).force();
+    match patch_value(
+        reconciler,
+        &api,
+        None,
+        &apply.key.name,
+        &params,
+        &Patch::Apply(&apply.body),
+    )
+    .await
+    {
+        Ok(_) => {
+            info!(rule = reconciler.rule.name(), object = %apply.key, patch = %apply.patch, "patched");
+            Ok(true)
+        }
+        // Gone (409 "uid mismatch"), or replaced by a new object of that name (422 "metadata.uid: field is
+        // immutable"): nothing of ours to patch; the newcomer's own watch event brings a plan with its uid.
+        Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 || names_uid(&status) => Ok(false),
+        // Reported, never recreated: the object is not Ruleplane's to delete.
+        Err(kube::Error::Api(status)) if status.code == 422 || status.code == 400 => {
+            let immutable = is_immutable_refusal(status.code, &status.message);
+            let message = if immutable {
+                immutable_summary(&status.message)
+            } else {
+                status.message
+            };
+            Err(ReconcilerError::Rejected {
+                child: apply.key.clone(),
+                immutable,
+                message: shown_message(&message, reconciler.rule.reads_secrets()),
+            })
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Whether a refusal is about `metadata.uid`: an apply that carried the uid of an object since replaced.
+fn names_uid(status: &kube::core::Status) -> bool {
+    status.code == 422
+        && status
+            .details
+            .iter()
+            .flat_map(|details| &details.causes)
+            .any(|cause| cause.field == "metadata.uid")
+}
+
+/// Releases patch field managers: lists the objects of `resource` (in `namespace`, or everywhere) with their
+/// managedFields, and applies an empty configuration under each manager `releases` picks, so the apiserver drops
+/// the fields only that manager set (values others own stay). Objects gone meanwhile are skipped (the uid in the
+/// body keeps a release from creating anything). Answers how many managers were released.
+pub(super) async fn release_patches(
+    client: &kube::Client,
+    resource: &kube::api::ApiResource,
+    namespace: Option<&str>,
+    releases: impl Fn(&str) -> bool,
+) -> Result<usize, kube::Error> {
+    let list: Api<DynamicObject> = match namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+        None => Api::all_with(client.clone(), resource),
+    };
+    let objects: Vec<Value> = list
+        .list(&kube::api::ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|object| {
+            let mut value = serde_json::to_value(object).ok()?;
+            // List items may come without their kind.
+            value["apiVersion"] = Value::from(resource.api_version.clone());
+            value["kind"] = Value::from(resource.kind.clone());
+            Some(value)
+        })
+        .collect();
+    let mut released = 0;
+    for release in ruleplane_config::patch_releases(&objects, releases) {
+        let api: Api<DynamicObject> = match &release.key.namespace {
+            Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+            None => Api::all_with(client.clone(), resource),
+        };
+        let params = PatchParams::apply(&release.manager);
+        match api
+            .patch(&release.key.name, &params, &Patch::Apply(&release.body))
+            .await
+        {
+            Ok(_) => {
+                info!(object = %release.key, manager = %release.manager, "patch released");
+                released += 1;
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 || names_uid(&status) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(released)
 }

@@ -9,9 +9,9 @@ mod lookups;
 mod writer;
 mod writes;
 
-pub use cleanup::on_rule_removed;
+pub use cleanup::{on_rule_changed, on_rule_removed};
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,8 +21,8 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::Scope;
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
 use ruleplane_config::{
-    KindRef, ObjectKey, Reconciler, RenderError, Scopes, children_by_id, is_own_child, next_status, parent_conditions,
-    project_status,
+    Fights, KindRef, ObjectKey, PatchCandidate, PatchFilter, Reconciler, RenderError, Scopes, children_by_id,
+    is_own_child, next_status, parent_conditions, project_status,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -127,6 +127,11 @@ pub struct ParentReconciler {
     parent: Watched,
     /// Child watches by `apiVersion`/`kind` of the templates.
     children: BTreeMap<KindRef, Watched>,
+    /// Watches of the kinds `patches` set fields on (every object where parents may patch: the patched objects
+    /// carry no label of ours), by `apiVersion`/`kind`.
+    patched: BTreeMap<KindRef, Watched>,
+    /// Per parent, the children's fields another writer keeps taking back (reported once, see `Fights`).
+    fights: Mutex<HashMap<ParentKey, Fights>>,
     /// What the templates read from other objects, and who read what.
     lookups: lookups::Lookups,
     /// Whether the parent's status is ours to write (kinds declared by ResourceDefinitions, not built-ins).
@@ -233,6 +238,27 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         );
         children.insert(kind, Watched { watch, namespaced });
     }
+    let mut patched = BTreeMap::new();
+    for patch in rule.patches() {
+        let kind = KindRef {
+            api_version: patch.api_version.clone(),
+            kind: patch.kind.clone(),
+        };
+        if patched.contains_key(&kind) {
+            continue;
+        }
+        let Served {
+            resource, namespaced, ..
+        } = discover(&ctx.discovery, &rule, &patch.api_version, &patch.kind).await?;
+        // Where the parents are: a rule for one namespace's parents caches that namespace's objects only.
+        let in_namespace = watched
+            .namespace
+            .as_ref()
+            .filter(|_| namespaced)
+            .map(|namespace| format!("metadata.namespace={namespace}"));
+        let watch = ctx.hub.watch_filtered(&resource, None, in_namespace.as_deref());
+        patched.insert(kind, Watched { watch, namespaced });
+    }
     let labels = crate::metrics::Metrics::labels(rule.name(), KIND);
     let lookup_contents = ctx.metrics.lookup_contents.get_or_create(&labels).clone();
     let change_to_applied = ctx.metrics.change_to_applied.get_or_create(&labels).clone();
@@ -241,8 +267,10 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
     // A child watch is shared by every rule with children of its kind: this rule hears only its own children.
     subscriptions.extend(children.values().map(|c| c.watch.subscribe_labelled(rule.name())));
     subscriptions.extend(lookups.watches().map(|w| w.subscribe()));
+    subscriptions.extend(patched.values().map(|p| p.watch.subscribe()));
     let watches: Vec<Arc<SharedWatch>> = std::iter::once(parent.watch.clone())
         .chain(children.values().map(|c| c.watch.clone()))
+        .chain(patched.values().map(|p| p.watch.clone()))
         .chain(lookups.watches().cloned())
         .collect();
     for watch in &watches {
@@ -267,6 +295,8 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         ctx,
         parent,
         children,
+        patched,
+        fights: Mutex::new(HashMap::new()),
         lookups,
         writes_status,
         status_subresource,
@@ -351,6 +381,112 @@ impl ParentReconciler {
                 name: parent.name.clone().unwrap_or_default(),
             })
         })
+    }
+
+    /// The selected parents whose patches may select `object` (of the patched kind `kind`): among those in its
+    /// namespace (and a Namespace parent of that name; every parent for a cluster-scoped object), the ones
+    /// `may_patch` keeps.
+    fn parents_patching(&self, kind: &KindRef, object: &DynamicObject) -> Vec<ParentKey> {
+        let namespace = object.metadata.namespace.as_deref();
+        let mut parents = self.all_parents();
+        if let Some(namespace) = namespace {
+            parents.retain(|parent| match &parent.namespace {
+                Some(own) => own == namespace,
+                None => parent.name == namespace,
+            });
+        }
+        let no_labels = BTreeMap::new();
+        let candidate = PatchCandidate {
+            api_version: &kind.api_version,
+            kind: &kind.kind,
+            namespace,
+            name: object.metadata.name.as_deref().unwrap_or_default(),
+            labels: object.metadata.labels.as_ref().unwrap_or(&no_labels),
+        };
+        parents.retain(|key| {
+            self.parent
+                .watch
+                .get_value(key.namespace.as_deref(), &key.name)
+                .is_some_and(|parent| {
+                    PatchFilter::new(&self.rule, &parent, self.parent.namespaced).may_patch(&candidate)
+                })
+        });
+        parents
+    }
+
+    /// The objects of the patched kinds the parent's patches may select: in its namespace (a Namespace parent:
+    /// in that namespace), every one of a cluster-scoped kind; with their kind (cached list items may lack it).
+    fn patch_targets(&self, parent: &Value) -> Vec<Value> {
+        let namespace = if self.parent.namespaced {
+            parent.pointer("/metadata/namespace")
+        } else {
+            parent.pointer("/metadata/name")
+        }
+        .and_then(Value::as_str);
+        let mut targets = Vec::new();
+        let no_labels = BTreeMap::new();
+        let filter = PatchFilter::new(&self.rule, parent, self.parent.namespaced);
+        for (kind, watched) in &self.patched {
+            // Only objects a patch may select are read whole: a namespace's other Pods are never parsed.
+            let names = watched.watch.store.map_metadata(|meta| {
+                let candidate = PatchCandidate {
+                    api_version: &kind.api_version,
+                    kind: &kind.kind,
+                    namespace: meta.namespace.as_deref(),
+                    name: meta.name.as_deref().unwrap_or_default(),
+                    labels: meta.labels.as_ref().unwrap_or(&no_labels),
+                };
+                (!watched.namespaced || meta.namespace.as_deref() == namespace)
+                    .then_some(())
+                    .filter(|()| filter.may_patch(&candidate))
+                    .map(|()| (meta.namespace.clone(), meta.name.clone().unwrap_or_default()))
+            });
+            for (object_namespace, name) in names {
+                if let Some(mut object) = watched.watch.get_value(object_namespace.as_deref(), &name) {
+                    // The uid is what keeps a patch from creating an object: never without it.
+                    if object.pointer("/metadata/uid").is_none() {
+                        continue;
+                    }
+                    object["apiVersion"] = Value::from(kind.api_version.clone());
+                    object["kind"] = Value::from(kind.kind.clone());
+                    targets.push(object);
+                }
+            }
+        }
+        targets
+    }
+
+    /// The watch of a patched kind.
+    fn patched_kind(&self, api_version: &str, kind: &str) -> Result<&Watched, ReconcilerError> {
+        self.patched
+            .get(&KindRef {
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+            })
+            .ok_or_else(|| ReconcilerError::UnknownChildKind {
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+            })
+    }
+
+    /// Records one apply of a child of `parent` and the fields it took from other managers; answers the fights
+    /// that start now (to report once).
+    fn record_fights(
+        &self,
+        parent: &ParentKey,
+        child: &ObjectKey,
+        conflicts: &[ruleplane_config::FieldConflict],
+    ) -> Vec<ruleplane_config::FieldConflict> {
+        let mut fights = self.fights.lock().unwrap_or_else(|e| e.into_inner());
+        if conflicts.is_empty() && !fights.contains_key(parent) {
+            return Vec::new();
+        }
+        let entry = fights.entry(parent.clone()).or_default();
+        let started = entry.applied(child, conflicts);
+        if entry.is_empty() {
+            fights.remove(parent);
+        }
+        started
     }
 
     /// The parent a child points to through its annotation, if the child is this rule's.
@@ -495,7 +631,7 @@ impl ParentReconciler {
             let message = ruleplane_config::redaction::shown_message(&error.to_string(), self.rule.reads_secrets());
             ("StatusError", message)
         });
-        let conditions = parent_conditions(
+        let mut conditions = parent_conditions(
             &self.rule,
             children,
             excluded,
@@ -503,6 +639,15 @@ impl ParentReconciler {
                 .map(|error| (error.reason(), error.to_string()))
                 .or(status_failure),
         );
+        let fights = self
+            .fights
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&ParentKey::of(parent))
+            .and_then(Fights::message);
+        if let (Some(fights), [_, synced]) = (fights, &mut conditions) {
+            synced.message = format!("{}; {fights}", synced.message);
+        }
         let patch = next_status(
             parent_value.get("status"),
             &projected,
@@ -583,6 +728,11 @@ impl Reconcile for ParentReconciler {
         {
             keys.insert(parent);
         }
+        if let Some((patched_kind, _)) = self.patched.iter().find(|(_, patched)| patched.watch.key == *kind) {
+            // A patched object changed or appeared (a new Pod of the app): the parents whose patches may select
+            // it look (not every parent near it: most Pods' status updates concern none).
+            keys.extend(self.parents_patching(patched_kind, object));
+        }
         keys.extend(self.lookups.readers_of(kind, change));
         keys.into_iter().collect()
     }
@@ -597,6 +747,7 @@ impl Reconcile for ParentReconciler {
             // Gone: children with an owner reference go with it (garbage collector); what it read is not kept.
             debug!(parent = ?key, "parent not found");
             self.lookups.forget(key);
+            self.fights.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
             let left = self
                 .left_selection
                 .lock()

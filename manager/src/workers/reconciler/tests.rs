@@ -1,14 +1,14 @@
 //! The Reconciler worker without a cluster: caches fed synthetic objects, writes made to a recording, so a
 //! reconcile and a deletion are checked write by write.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
 use kube::runtime::watcher::Event;
 use ruleplane_config::ownership::{PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
-use ruleplane_config::{ChildApply, KindRef, ObjectKey, Reconciler, Removal};
+use ruleplane_config::{ChildApply, KindRef, ObjectKey, PatchApply, Reconciler, Removal};
 use serde_json::{Value, json};
 
 use super::io::{AppliedChild, ChildChange};
@@ -57,6 +57,8 @@ spec:
 struct Recording {
     writes: Mutex<Vec<String>>,
     stored: Mutex<Vec<Value>>,
+    /// Another field manager holding `.data.size` of every child an update applies (a writer fighting the rule).
+    intruder: Mutex<Option<String>>,
     /// Names whose updates the "apiserver" refuses as immutable (creates pass).
     immutable: Mutex<HashSet<String>>,
 }
@@ -110,7 +112,21 @@ impl ChildWriter for Recording {
         } else {
             ChildChange::Updated
         };
-        Ok(AppliedChild { object, change })
+        let conflicts = match (&*self.intruder.lock().unwrap(), apply.created) {
+            (Some(manager), false) => {
+                let cause = (
+                    ".data.size".to_string(),
+                    format!("conflict with \"{manager}\" using v1"),
+                );
+                ruleplane_config::conflicts_of(&apply.key, &[cause])
+            }
+            _ => Vec::new(),
+        };
+        Ok(AppliedChild {
+            object,
+            change,
+            conflicts,
+        })
     }
 
     async fn recreate(
@@ -129,6 +145,7 @@ impl ChildWriter for Recording {
         Ok(AppliedChild {
             object,
             change: ChildChange::Recreated,
+            conflicts: Vec::new(),
         })
     }
 
@@ -145,6 +162,26 @@ impl ChildWriter for Recording {
             Removal::Release => "release",
         };
         self.note(format!("{verb} {key}"));
+        Ok(())
+    }
+
+    async fn patch(&self, _: &ParentReconciler, _: &Watched, apply: &PatchApply) -> Result<bool, ReconcilerError> {
+        self.note(format!("patch {} as {}", apply.key, apply.manager));
+        Ok(true)
+    }
+
+    async fn release_patches(
+        &self,
+        _: &ParentReconciler,
+        _: &Watched,
+        namespace: Option<&str>,
+        managers: &[String],
+    ) -> Result<(), ReconcilerError> {
+        self.note(format!(
+            "release {} in {}",
+            managers.join(", "),
+            namespace.unwrap_or_default()
+        ));
         Ok(())
     }
 
@@ -168,7 +205,8 @@ async fn worker() -> ParentReconciler {
     worker_for(RULES).await
 }
 
-/// A worker for `rules` (a variant of the rule above, named `shop`).
+/// A worker for the rule `shop` of `rules` (a variant of the rule above: its children ConfigMaps, any patches of
+/// Pods).
 async fn worker_for(rules: &str) -> ParentReconciler {
     let rules = ruleplane_config::load_str("rules.yaml", rules).expect("rules load");
     let Some(ruleplane_config::Rule::Reconciler(rule)) = rules.get("shop") else {
@@ -207,6 +245,17 @@ async fn worker_for(rules: &str) -> ParentReconciler {
         ctx,
         parent,
         children,
+        patched: BTreeMap::from([(
+            KindRef {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+            },
+            Watched {
+                watch: SharedWatch::new(ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()), &metrics),
+                namespaced: true,
+            },
+        )]),
+        fights: Mutex::new(HashMap::new()),
         lookups,
         writes_status: false,
         status_subresource: false,
@@ -327,6 +376,132 @@ async fn a_deletion_removes_children_then_the_finalizer() {
             "release ConfigMap team-a/web-audit",
         ]
     );
+}
+
+const PATCHING_RULES: &str = r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: shop }
+spec:
+  for: { apiVersion: v1, kind: ConfigMap }
+  children:
+    - id: settings
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-settings" }
+  patches:
+    - id: team
+      selector: { matchLabels: { app: "{{metadata.name}}" } }
+      template: |
+        apiVersion: v1
+        kind: Pod
+        metadata:
+          labels: { team: "{{data.team}}" }
+"#;
+
+/// A Pod of the parent's app arrives in the patched kind's watch.
+fn pod_arrives(worker: &ParentReconciler, name: &str, labels: Value) {
+    let watch = &worker.patched.values().next().expect("a patched kind").watch;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": name, "namespace": "team-a", "uid": format!("uid-{name}"), "labels": labels}});
+    watch.apply(Event::Apply(serde_json::from_value(pod).expect("pod")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patches_set_fields_on_the_selected_pods_once_and_are_released_with_the_parent() {
+    let worker = worker_for(PATCHING_RULES).await;
+    let recording = Recording::default();
+    pod_arrives(&worker, "web-0", json!({"app": "web"}));
+    pod_arrives(&worker, "db-0", json!({"app": "db"}));
+    assert_eq!(
+        reconcile(&worker, &recording, json!({"team": "blue"}), false).await,
+        [
+            "add finalizer",
+            "create ConfigMap team-a/web-settings",
+            "event Created (1)",
+            "event Patched (1)",
+            "patch Pod team-a/web-0 as ruleplane-patch/shop/team/u-1",
+        ]
+    );
+    echo(&worker, &recording);
+    // The patched Pod as stored, and a new Pod of the app: only the new one is patched.
+    pod_arrives(&worker, "web-0", json!({"app": "web", "team": "blue"}));
+    pod_arrives(&worker, "web-1", json!({"app": "web"}));
+    assert_eq!(
+        reconcile(&worker, &recording, json!({"team": "blue"}), true).await,
+        [
+            "event Patched (1)",
+            "patch Pod team-a/web-1 as ruleplane-patch/shop/team/u-1"
+        ]
+    );
+    let (object, value) = parent(json!({"team": "blue"}), true);
+    cleanup::finalize(&worker, &recording, &key(), &object, &value)
+        .await
+        .expect("finalizes");
+    let writes = std::mem::take(&mut *recording.writes.lock().unwrap());
+    assert_eq!(
+        writes,
+        [
+            "delete ConfigMap team-a/web-settings",
+            "release ruleplane-patch/shop/team/u-1 in team-a",
+            "remove finalizer",
+        ]
+    );
+}
+
+/// The other writer's change of `web-settings` arrives in the child watch (not the rule's value any more).
+fn changed_by_intruder(worker: &ParentReconciler) {
+    let watched = worker.child_watch("v1", "ConfigMap").expect("watched");
+    let key = ObjectKey {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: Some("team-a".into()),
+        name: "web-settings".into(),
+    };
+    // Not the echo of our write: the worker reads the cache again.
+    worker.writes.forget(&worker.child_object(watched, &key));
+    let watch = &watched.watch;
+    let mut object = watch.get_value(Some("team-a"), "web-settings").expect("cached");
+    object["data"]["size"] = json!("theirs");
+    object["metadata"]["resourceVersion"] = json!("9");
+    watch.apply(Event::Apply(serde_json::from_value(object).expect("object")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_fight_is_told_once_from_the_second_conflict_on() {
+    let worker = worker().await;
+    let recording = Recording::default();
+    reconcile(&worker, &recording, json!({"size": "3"}), false).await;
+    echo(&worker, &recording);
+    *recording.intruder.lock().unwrap() = Some("intruder".into());
+    let mut fights = Vec::new();
+    for _ in 0..4 {
+        changed_by_intruder(&worker);
+        let writes = reconcile(&worker, &recording, json!({"size": "3"}), true).await;
+        assert!(
+            writes.contains(&"update ConfigMap team-a/web-settings".to_string()),
+            "{writes:?}"
+        );
+        fights.push(writes.iter().filter(|w| *w == "event FieldFight").count());
+        echo(&worker, &recording);
+    }
+    assert_eq!(
+        fights,
+        [0, 1, 0, 0],
+        "a hand edit repaired once is no fight; then one Warning, not one per round"
+    );
+    let ongoing = worker
+        .fights
+        .lock()
+        .unwrap()
+        .get(&key())
+        .and_then(ruleplane_config::Fights::message);
+    assert!(ongoing.is_some_and(|m| m.contains(".data.size") && m.contains("intruder")));
+    // The other writer stops: the next apply meets nobody, and the fight is over.
+    *recording.intruder.lock().unwrap() = None;
+    changed_by_intruder(&worker);
+    reconcile(&worker, &recording, json!({"size": "3"}), true).await;
+    assert!(!worker.fights.lock().unwrap().contains_key(&key()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,7 @@
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL};
-use ruleplane_config::{ChildApply, ObjectKey, Removal};
+use ruleplane_config::{ChildApply, ObjectKey, PatchApply, Removal};
 use serde_json::json;
 
 use super::io::{self, AppliedChild};
@@ -88,6 +88,33 @@ pub(super) trait ChildWriter: Sync {
             }
         };
         io::report_done(reconciler, parent, result, reason, note).await
+    }
+
+    /// Applies one patch of an object the rule does not own; answers whether the object was there to patch.
+    async fn patch(
+        &self,
+        reconciler: &ParentReconciler,
+        watched: &Watched,
+        apply: &PatchApply,
+    ) -> Result<bool, ReconcilerError> {
+        io::apply_patch(reconciler, watched, apply).await
+    }
+
+    /// Releases `managers` (a deleted parent's patch field managers) from the objects of one patched kind in
+    /// `namespace` (`None`: a cluster-scoped kind).
+    async fn release_patches(
+        &self,
+        reconciler: &ParentReconciler,
+        watched: &Watched,
+        namespace: Option<&str>,
+        managers: &[String],
+    ) -> Result<(), ReconcilerError> {
+        let resource = &watched.watch.resource;
+        io::release_patches(&reconciler.ctx.client, resource, namespace, |manager| {
+            managers.iter().any(|m| m == manager)
+        })
+        .await?;
+        Ok(())
     }
 
     /// Tells the parent's story: one Event for the children a reconcile created (or updated).
