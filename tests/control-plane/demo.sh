@@ -4,10 +4,13 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
 target=${CARGO_TARGET_DIR:-$cache/target}
-"$root/tests/control-plane/cluster.sh" up >/dev/null
+# RULEPLANE_CLUSTER_DIR: the control plane's directory (cluster.sh --dir), e.g. a throwaway one under /tmp; by
+# default the one `make cluster-up` starts.
+cluster_dir=${RULEPLANE_CLUSTER_DIR:-$cache/cluster}
+"$root/tests/control-plane/cluster.sh" up --dir "$cluster_dir" >/dev/null
 # shellcheck disable=SC1091
-. "$cache/cluster/env"
-export KUBECONFIG="$cache/cluster/kubeconfig"
+. "$cluster_dir/env"
+export KUBECONFIG="$cluster_dir/kubeconfig"
 kubectl() { "$BIN_DIR/kubectl" "$@"; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 explain() { printf '   %s\n' "$@"; }
@@ -46,7 +49,7 @@ explain "(--crds here only says examples/crds/ holds no rules: the manager asks 
 manager=$!
 trap 'kill $manager 2>/dev/null || true; wait $manager 2>/dev/null || true' EXIT
 for _ in $(seq 1 60); do
-  curl -fs http://127.0.0.1:$health_port/readyz >/dev/null 2>&1 && break
+  curl -fs "http://127.0.0.1:$health_port/readyz" >/dev/null 2>&1 && break
   sleep 0.5
 done
 head -n 25 "$log" | sed 's/^/   /'
@@ -129,6 +132,7 @@ explain "(No kubelet runs in this control plane, so the Pod stays Pending.)"
 explain "" "Parent data is untrusted: it fills in values, never structure (docs/security.md). A ConfigMap whose"
 explain "team name tries to move its team card (examples/team-card.yaml) into kube-system:"
 kubectl delete configmap sneaky --ignore-not-found >/dev/null
+# shellcheck disable=SC2028 # the command as typed: \n stays two characters
 echo "   \$ kubectl create configmap sneaky --from-literal=team=\$'x\\n  namespace: kube-system'"
 kubectl create configmap sneaky --from-literal=team=$'x\n  namespace: kube-system' | sed 's/^/   /'
 kubectl label configmap sneaky example.ruleplane.dev/team-card=yes | sed 's/^/   /'
@@ -226,6 +230,118 @@ for _ in $(seq 1 60); do
   sleep 0.25
 done
 printf '   %s\n' "$(ingress_hosts)"
+
+explain "" "Partials, status expressions and recreate (examples/zoned-cache.yaml): a ZonedCache gets one Service per zone" \
+  "and a warm-up Job, all labelled by the rule file's partial ({{> labels}}, from its TemplatePartials); its status" \
+  "counts the zones whose Service has its address (ready.zones) and says it as a number, a text and a boolean:"
+kubectl wait --for=condition=Established crd/zonedcaches.apps.example.org --timeout=30s >/dev/null 2>&1 || true
+kubectl delete zonedcache cache --ignore-not-found --cascade=foreground --wait=true --timeout=30s >/dev/null 2>&1 || true # an earlier demo's
+cat <<'YAML' | kubectl apply -f - | sed 's/^/   /' || true
+apiVersion: apps.example.org/v1
+kind: ZonedCache
+metadata: { name: cache, namespace: default }
+spec: { image: "redis:7.2", version: "7.10", zones: [a, b, c] }
+YAML
+for _ in $(seq 1 80); do
+  [ "$(kubectl get zonedcache cache -o jsonpath='{.status.summary}' 2>/dev/null)" = "3/3 zones ready" ] && break
+  sleep 0.25
+done
+echo "   \$ kubectl get services,jobs -l app.kubernetes.io/part-of=zoned-cache -L app.kubernetes.io/name,example.org/zone"
+kubectl get services,jobs -l app.kubernetes.io/part-of=zoned-cache,app.kubernetes.io/name=cache \
+  -L app.kubernetes.io/name,example.org/zone | sed 's/^/   /'
+explain "" "The status without its conditions (version: \"7.10\" kept as text by type: string):"
+echo "   \$ kubectl get zonedcache cache -o jsonpath='{.status}'    (conditions left out)"
+kubectl get zonedcache cache -o json 2>/dev/null |
+  python3 -c 'import json,sys; s=json.load(sys.stdin).get("status",{}); s.pop("conditions",None); print(json.dumps(s, separators=(",", ":")))' |
+  sed 's/^/   /' || true
+explain "" "A Job's Pod template is immutable. The warm-up Job says recreate: true, so a new image deletes the Job (with a" \
+  "UID precondition: only the one this ZonedCache owns) and creates it anew, instead of reporting the refusal:"
+cache_uid=$(kubectl get zonedcache cache -o jsonpath='{.metadata.uid}' 2>/dev/null || true)
+job_path='{.metadata.uid} {.spec.template.spec.containers[0].image}'
+echo "   \$ kubectl get job cache-warmup -o jsonpath='$job_path'"
+old_job=$(kubectl get job cache-warmup -o jsonpath='{.metadata.uid}' 2>/dev/null || true)
+printf '   %s\n' "$(kubectl get job cache-warmup -o jsonpath="$job_path" 2>/dev/null || true)"
+echo "   \$ kubectl patch zonedcache cache --type=merge -p '{\"spec\":{\"image\":\"redis:7.4\"}}'"
+kubectl patch zonedcache cache --type=merge -p '{"spec":{"image":"redis:7.4"}}' | sed 's/^/   /' || true
+for _ in $(seq 1 160); do
+  new_job=$(kubectl get job cache-warmup -o jsonpath='{.metadata.uid}' 2>/dev/null || true)
+  [ -n "$new_job" ] && [ "$new_job" != "$old_job" ] && break
+  sleep 0.25
+done
+printf '   %s\n' "$(kubectl get job cache-warmup -o jsonpath="$job_path" 2>/dev/null || true)"
+echo "   \$ kubectl get events --field-selector involvedObject.name=cache,reason=Recreated"
+kubectl get events --field-selector "involvedObject.uid=$cache_uid,reason=Recreated" | sed 's/^/   /'
+
+explain "" "Fields handed to other controllers (examples/scaled-app.yaml): a ScaledApp runs as a Deployment and an HPA" \
+  "around it. The Deployment is created with spec.minReplicas replicas; then spec.replicas is the HPA's" \
+  "(handOver: [spec.replicas]) and Ruleplane never writes it again. kube-controller-manager runs the HPA controller" \
+  "here; with no metrics it only keeps the replicas within minReplicas..maxReplicas, checking every 15 s:"
+kubectl wait --for=condition=Established crd/scaledapps.apps.example.org --timeout=30s >/dev/null 2>&1 || true
+kubectl delete scaledapp api --ignore-not-found --cascade=foreground --wait=true --timeout=30s >/dev/null 2>&1 || true # an earlier demo's
+kubectl delete pod api-manual --ignore-not-found --wait=true --timeout=30s >/dev/null 2>&1 || true
+cat <<'YAML' | kubectl apply -f - | sed 's/^/   /' || true
+apiVersion: apps.example.org/v1
+kind: ScaledApp
+metadata: { name: api, namespace: default }
+spec: { image: "nginx:1.27", team: payments, minReplicas: 2, maxReplicas: 5 }
+YAML
+# spec.replicas of Deployment api, and the field managers that own it.
+replicas() {
+  kubectl get deployment api -o json --show-managed-fields 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+owners = [m["manager"] for m in d["metadata"].get("managedFields", [])
+          if "f:replicas" in m.get("fieldsV1", {}).get("f:spec", {})]
+print(d["spec"].get("replicas"), "(spec.replicas owned by " + (", ".join(owners) or "nobody") + ")")' 2>/dev/null || true
+}
+wait_replicas() { # count seconds
+  for _ in $(seq 1 $(($2 * 4))); do
+    case "$(replicas)" in "$1 "*) break ;; esac
+    sleep 0.25
+  done
+}
+wait_replicas 2 15
+echo "   \$ kubectl get deployment api --show-managed-fields -o json    (spec.replicas and the managers owning it)"
+printf '   %s\n' "$(replicas)"
+explain "" "minReplicas raised to 3: Ruleplane updates the HPA, the HPA controller scales the Deployment:"
+echo "   \$ kubectl patch scaledapp api --type=merge -p '{\"spec\":{\"minReplicas\":3}}'"
+kubectl patch scaledapp api --type=merge -p '{"spec":{"minReplicas":3}}' | sed 's/^/   /' || true
+hpa_started=$SECONDS
+wait_replicas 3 60
+printf '   %s    (after %d s)\n' "$(replicas)" $((SECONDS - hpa_started))
+explain "" "minReplicas lowered to 1: the template now says replicas: 1, but the replicas stay the HPA's 3:"
+echo "   \$ kubectl patch scaledapp api --type=merge -p '{\"spec\":{\"minReplicas\":1}}'"
+kubectl patch scaledapp api --type=merge -p '{"spec":{"minReplicas":1}}' | sed 's/^/   /' || true
+for _ in $(seq 1 60); do
+  [ "$(kubectl get hpa api -o jsonpath='{.spec.minReplicas}' 2>/dev/null)" = 1 ] && break
+  sleep 0.25
+done
+sleep 2
+echo "   \$ kubectl get hpa api -o jsonpath='{.spec.minReplicas}'"
+printf '   %s\n' "$(kubectl get hpa api -o jsonpath='{.spec.minReplicas}')"
+printf '   %s\n' "$(replicas)"
+explain "" "Patches: every Pod of the app gets its team label (only that label is Ruleplane's; the Pods are not). No" \
+  "Deployment controller runs here, so a Pod of the app is created by hand (no kubelet either: it stays Pending):"
+echo "   \$ kubectl run api-manual --image=nginx:1.27 --labels=app=api"
+kubectl run api-manual --image=nginx:1.27 --labels=app=api | sed 's/^/   /' || true
+for _ in $(seq 1 60); do
+  [ "$(kubectl get pod api-manual -o jsonpath='{.metadata.labels.team}' 2>/dev/null)" = payments ] && break
+  sleep 0.25
+done
+echo "   \$ kubectl get pods -l app=api -L team"
+kubectl get pods -l app=api -L team | sed 's/^/   /'
+api_uid=$(kubectl get scaledapp api -o jsonpath='{.metadata.uid}' 2>/dev/null || true)
+echo "   \$ kubectl get events --field-selector involvedObject.name=api,reason=Patched"
+kubectl get events --field-selector "involvedObject.uid=$api_uid,reason=Patched" | sed 's/^/   /'
+explain "" "Deleting the ScaledApp releases the patch (its finalizer applies an empty configuration under the patch's" \
+  "field manager): the label goes, the Pod stays:"
+echo "   \$ kubectl delete scaledapp api"
+kubectl delete scaledapp api --wait=true --timeout=30s 2>&1 | sed 's/^/   /' || true
+for _ in $(seq 1 60); do
+  [ -z "$(kubectl get pod api-manual -o jsonpath='{.metadata.labels.team}' 2>/dev/null)" ] && break
+  sleep 0.25
+done
+kubectl get pods -l app=api -L team | sed 's/^/   /'
 
 say "6b. Kinds another tool installs: examples/other-tools/service-certificate.yaml"
 explain "Its child (Certificate) and lookup (ClusterIssuer) are kinds of a cert-manager-like tool, declared by no" \
@@ -331,17 +447,19 @@ say "9. Health and metrics"
 echo "   \$ curl localhost:$health_port/readyz?verbose"
 curl -fs "http://127.0.0.1:$health_port/readyz?verbose" | sed 's/^/   /'
 echo "   \$ curl localhost:$metrics_port/metrics | grep -E 'ruleplane_(leader|rules_loaded|reconciles_total)'"
-curl -fs http://127.0.0.1:$metrics_port/metrics |
+curl -fs "http://127.0.0.1:$metrics_port/metrics" |
   grep -E '^ruleplane_(leader|rules_loaded|reconciles_total)' | sed 's/^/   /'
 explain "" "What the CronTab rule holds in memory: its parents, its labelled children, the identities (not the content)" \
   "of the ConfigMaps its overrides lookup may read, and the content of those a CronTab does read:"
 echo "   \$ curl localhost:$metrics_port/metrics | grep -E 'ruleplane_(watch_objects|lookup_contents).*(CronTab|CronJob|ConfigMap|crontab)'"
-curl -fs http://127.0.0.1:$metrics_port/metrics |
+curl -fs "http://127.0.0.1:$metrics_port/metrics" |
   grep -E '^ruleplane_(watch_objects|lookup_contents).*(CronTab|CronJob|ConfigMap|crontab)' | sed 's/^/   /'
 
 say "10. Stopping the manager (SIGTERM): workers stop, the Lease is released"
 kill -TERM $manager
 wait $manager && explain "manager exited with status 0"
 trap - EXIT
+if [ -n "${RULEPLANE_CLUSTER_DIR:-}" ]; then stop_plane="tests/control-plane/cluster.sh down --dir $cluster_dir"
+else stop_plane="make cluster-down"; fi
 explain "The CRDs, the CronTab and its CronJob stay: nothing is deleted implicitly." \
-        "The control plane keeps running for you:" "  export KUBECONFIG=$KUBECONFIG" "  make cluster-down    # to stop it"
+        "The control plane keeps running for you:" "  export KUBECONFIG=$KUBECONFIG" "  $stop_plane    # to stop it"
