@@ -105,12 +105,12 @@ spec:
   children:
     - id: configs
       forEach:
-        - item: '{.spec.items}'
+        - entry: '{.spec.items}'
       template: |
         apiVersion: v1
         kind: ConfigMap
-        metadata: { name: "{{metadata.name}}-{{item}}", labels: { app: {{json metadata.name}} } }
-        data: { item: {{json item}}, image: {{json spec.image}} }
+        metadata: { name: "{{metadata.name}}-{{entry}}", labels: { app: {{json metadata.name}} } }
+        data: { entry: {{json entry}}, image: {{json spec.image}} }
 YAML
 start_manager() { # id → sets $mpid
   local mport; mport=$(free_port); local hport; hport=$(free_port)
@@ -145,9 +145,11 @@ start_manager items
 wait_for "$nsc" $((parents * items))
 took=$(since "$t0")
 rp_rate=$(awk "BEGIN{print $parents/$took}")
-printf 'ruleplane, forEach over %d items: %d parents in %s s = %.0f parents/s (%.0f children/s); peak RSS %.1f MiB; %s\n' \
-  "$items" "$parents" "$took" "$rp_rate" "$(awk "BEGIN{print $items*$parents/$took}")" \
-  "$(awk '/VmHWM/{print $2/1024}' "/proc/$mpid/status")" "$(cpu_figures "$mpid" "$a0" "$e0")"
+peak=$(awk '/VmHWM/{print $2/1024}' "/proc/$mpid/status"); cpu=$(cpu_figures "$mpid" "$a0" "$e0")
+sleep 10 # the statuses and Events written after the children, then the RSS with everything cached
+printf 'ruleplane, forEach over %d items: %d parents in %s s = %.0f parents/s (%.0f children/s); peak RSS %.1f MiB, %.1f MiB 10 s later; %s\n' \
+  "$items" "$parents" "$took" "$rp_rate" "$(awk "BEGIN{print $items*$parents/$took}")" "$peak" \
+  "$(awk '/VmRSS/{print $2/1024}' "/proc/$mpid/status")" "$cpu"
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 
 # --- KRO v0.9.4, the same forEach workload -------------------------------------------------------------------
@@ -181,12 +183,12 @@ spec:
   resources:
     - id: configs
       forEach:
-        - item: \${schema.spec.items}
+        - entry: \${schema.spec.items}
       template:
         apiVersion: v1
         kind: ConfigMap
-        metadata: { name: "\${schema.metadata.name + '-' + item}", labels: { app: "\${schema.metadata.name}" } }
-        data: { item: "\${item}", image: "\${schema.spec.image}" }
+        metadata: { name: "\${schema.metadata.name + '-' + entry}", labels: { app: "\${schema.metadata.name}" } }
+        data: { entry: "\${entry}", image: "\${schema.spec.image}" }
 YAML
   start_kro() {
     local kport; kport=$(free_port); local pport; pport=$(free_port)
