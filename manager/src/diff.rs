@@ -120,10 +120,18 @@ pub async fn diff(rules: &RuleSet, args: &DiffArgs) -> anyhow::Result<DiffReport
         "{} parent(s): {} child(ren) to create, {} to change, {} to prune, {} to release, {} unchanged; {} status(es) to change",
         totals.parents, totals.create, totals.change, totals.prune, totals.release, totals.unchanged, totals.status
     );
+    if totals.patch > 0 {
+        // Only rules with `patches` print this line: the summary above stays as scripts read it.
+        let _ = writeln!(
+            report.text,
+            "{} patch(es) of objects the rules do not own to apply",
+            totals.patch
+        );
+    }
     report.json["changes"] = report.changes.into();
     report.json["totals"] = serde_json::json!({
         "parents": totals.parents, "create": totals.create, "change": totals.change, "prune": totals.prune,
-        "release": totals.release, "unchanged": totals.unchanged, "status": totals.status,
+        "release": totals.release, "unchanged": totals.unchanged, "status": totals.status, "patch": totals.patch,
     });
     Ok(report)
 }
@@ -137,6 +145,7 @@ struct Totals {
     release: usize,
     unchanged: usize,
     status: usize,
+    patch: usize,
 }
 
 /// What the apiserver serves for `apiVersion`/`kind`, or `None` when it does not serve it (yet).
@@ -280,6 +289,22 @@ async fn diff_rule(
             entry.insert(found);
         }
     }
+    // Each patched kind discovered once, its objects listed once per namespace (`None`: cluster-scoped).
+    let mut patch_resources: HashMap<KindRef, Option<ApiResource>> = HashMap::new();
+    for patch in rule.patches() {
+        let kind = KindRef {
+            api_version: patch.api_version.clone(),
+            kind: patch.kind.clone(),
+        };
+        if let std::collections::hash_map::Entry::Vacant(entry) = patch_resources.entry(kind) {
+            let KindRef { api_version, kind } = entry.key();
+            let found = discover(discovery, api_version, kind)
+                .await?
+                .map(|(resource, _)| resource);
+            entry.insert(found);
+        }
+    }
+    let mut patch_cache: HashMap<(KindRef, Option<String>), Vec<Value>> = HashMap::new();
     // A looked-up object by kind, namespace and name: read once however many parents read it.
     let mut lookup_cache: HashMap<(KindRef, Option<String>, String), Option<Value>> = HashMap::new();
     // A selector lookup's objects by kind, selector and namespace (`None`: all), listed once.
@@ -342,6 +367,41 @@ async fn diff_rule(
             }
             available.extend(lookup_cache[&key].clone());
         }
+        // The objects the parent's patches may select: their kinds' objects where it may patch (its namespace;
+        // a Namespace parent: that namespace), as the worker's caches hold them.
+        let mut patch_targets = Vec::new();
+        let patch_namespace = if scopes.parent_namespaced {
+            parent.pointer("/metadata/namespace").and_then(Value::as_str)
+        } else {
+            parent.pointer("/metadata/name").and_then(Value::as_str)
+        };
+        for patch in rule.patches() {
+            let kind = KindRef {
+                api_version: patch.api_version.clone(),
+                kind: patch.kind.clone(),
+            };
+            let Some(resource) = patch_resources.get(&kind).cloned().flatten() else {
+                continue; // a kind not served has no objects to patch
+            };
+            let namespace = patch.namespaced.then(|| patch_namespace.map(str::to_owned)).flatten();
+            if patch.namespaced && namespace.is_none() {
+                continue; // the plan reports a namespaced patch under a cluster-scoped parent
+            }
+            let key = (kind, namespace);
+            if !patch_cache.contains_key(&key) {
+                let listed = api(client, &resource, key.1.as_deref())
+                    .list(&ListParams::default())
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "listing {} {} for patches of {parent_ref}",
+                            patch.api_version, patch.kind
+                        )
+                    })?;
+                patch_cache.insert(key.clone(), typed_values(listed.items, &resource));
+            }
+            patch_targets.extend(patch_cache[&key].iter().cloned());
+        }
         let observed = children_by_parent.remove(uid).unwrap_or_default();
         let preview = gather_lookups_offline(rule, parent, &available).and_then(|lookups| {
             let input = PlanInput {
@@ -349,8 +409,7 @@ async fn diff_rule(
                 parent,
                 lookups: &lookups,
                 observed: &observed,
-                // What patches would select is not listed: `diff` shows children (docs/reconcilers.md).
-                patch_targets: &[],
+                patch_targets: &patch_targets,
                 scopes: &scopes,
                 signer,
             };
@@ -381,6 +440,7 @@ async fn diff_rule(
                 totals.release += preview.release.len();
                 totals.unchanged += preview.unchanged;
                 totals.status += usize::from(preview.status.is_some());
+                totals.patch += preview.patch.len();
                 if !preview.is_empty() {
                     report.changes += 1;
                 }
@@ -491,6 +551,14 @@ fn write_preview(out: &mut String, rule: &str, parent: &str, preview: &ParentPre
             preview.waiting.join(", ")
         );
     }
+    for patch in &preview.patch {
+        let _ = writeln!(
+            out,
+            "  ~ patch {} {} (fields of an object this rule does not own)",
+            patch.patch, patch.key
+        );
+        out.push_str(&indent(&patch.diff, "      "));
+    }
     if let Some(status) = &preview.status {
         let _ = writeln!(out, "  ~ status");
         out.push_str(&indent(status, "      "));
@@ -519,6 +587,9 @@ fn preview_json(rule: &str, parent: &str, preview: &ParentPreview, conflicts: &[
         "waiting": preview.waiting,
         "unchanged": preview.unchanged,
         "status": preview.status,
+        "patch": preview.patch.iter()
+            .map(|p| serde_json::json!({ "patch": p.patch, "object": p.key.to_string(), "diff": p.diff }))
+            .collect::<Vec<_>>(),
     })
 }
 

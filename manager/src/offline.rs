@@ -149,14 +149,22 @@ pub fn render(args: &RenderArgs) -> ExitCode {
     for rule in matching {
         // The worker's own plan for this parent with no child existing yet: the children as they would be
         // applied (labels, parent annotation, owner reference).
-        let planned = ruleplane_config::gather_lookups_offline(rule, &parent, &available)
-            .and_then(|lookups| ruleplane_config::plan_offline(rule, &parent, &lookups, &[], &[]));
+        let planned = ruleplane_config::gather_lookups_offline(rule, &parent, &available).and_then(|lookups| {
+            let targets = ruleplane_config::offline_patch_targets(rule, &parent, &available);
+            ruleplane_config::plan_offline(rule, &parent, &lookups, &[], &targets)
+        });
         match planned {
             Ok(plan) => {
                 schema_problems.extend(ruleplane_config::schema_diagnostics(rule, &plan.desired, &schemas));
                 docs.extend(plan.desired);
                 if !plan.projected_status.is_empty() {
                     docs.push(serde_json::json!({ "status": plan.projected_status }));
+                }
+                // Patches of the `--lookup` objects this parent's `patches` select: each apply as it would be sent.
+                for apply in &plan.patches.apply {
+                    docs.push(serde_json::json!({
+                        "patch": apply.patch, "fieldManager": apply.manager, "apply": apply.body,
+                    }));
                 }
             }
             Err(e) => {

@@ -13,7 +13,26 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use crate::support::manager::{ManagerProcess, temp_dir};
-use crate::support::{admin_client, eventually, eventually_seen, test_namespace, write_rule_file as write};
+use crate::support::{
+    admin_client, control_plane, eventually, eventually_seen, test_namespace, write_rule_file as write,
+};
+
+/// `ruleplane diff` of the rules in `dir`: its report.
+fn ruleplane_diff(dir: &std::path::Path) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ruleplane"))
+        .args(["diff", "--rules"])
+        .arg(dir)
+        .arg("--kubeconfig")
+        .arg(&control_plane().kubeconfig)
+        .env_remove("RULEPLANE_RULES")
+        .output()
+        .expect("run ruleplane diff");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
 
 /// A rule that only exists so removing another leaves the rule set non-empty.
 fn bystander(ns: &str) -> String {
@@ -130,14 +149,23 @@ async fn a_patch_labels_the_pods_of_an_app_and_releases_the_label_when_the_paren
     let dir = temp_dir("patch-pods");
     write(&dir, "bystander.yaml", &bystander(&ns));
     write(&dir, "label-pods.yaml", &label_pods(&ns));
-    let manager = ManagerProcess::start(&dir, &ns, "patch-pods", &[]);
-    manager.wait_ready(Duration::from_secs(40)).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let parents: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     create_pod(&pods, "web-0", "web").await;
     create_pod(&pods, "db-0", "db").await;
     create_parent(&parents, "web", "web", "blue").await;
+    // Before any manager runs, `ruleplane diff` says what the patch would set, with the worker's own plan.
+    let before = ruleplane_diff(&dir);
+    assert!(
+        before.contains(&format!("~ patch team Pod {ns}/web-0")) && before.contains("+    team: blue"),
+        "{before}"
+    );
+    assert!(!before.contains("db-0"), "another app's Pod is not selected: {before}");
+    let manager = ManagerProcess::start(&dir, &ns, "patch-pods", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
     await_team(&pods, &["web-0"], Some("blue"), "web-0 labelled").await;
+    let after = ruleplane_diff(&dir);
+    assert!(!after.contains("~ patch"), "a converged patch is no change: {after}");
     let uid = parents.get("web").await.expect("parent").uid().unwrap_or_default();
     let web_0 = pods.get("web-0").await.expect("web-0");
     assert!(

@@ -20,15 +20,15 @@ pub(crate) use checks::check_reconciler;
 pub use fights::{FieldConflict, Fights, conflicts_of};
 pub use parent_plan::{
     DeletionPlan, ParentPlan, PatchApply, PatchCandidate, PatchFilter, PatchPlan, PatchRelease, PlanInput, Removal,
-    Scopes, declared_child_scope, dropped_patches, observed_as_written, patch_releases, plan_deletion, plan_offline,
-    plan_parent, plan_patches,
+    Scopes, declared_child_scope, dropped_patches, observed_as_written, offline_patch_targets, patch_releases,
+    plan_deletion, plan_offline, plan_parent, plan_patches,
 };
 pub use plan::{
     ChildApply, ChildPlan, Condition, ObjectKey, Unrendered, attach_parent, child_id, children_by_id, contains,
     desired_status, each_child, fingerprint, forget_child, is_own_child, next_status, order_collections,
     parent_conditions, parent_reference, plan_children, record_child, unrendered_fate,
 };
-pub use preview::{ChildChange, ParentPreview, preview_parent};
+pub use preview::{ChildChange, ParentPreview, PatchChange, preview_parent};
 pub use refusal::{RefusedApply, immutable_summary, is_immutable_refusal, refused_apply};
 pub use render::{
     OutputYamlProblem, RenderError, Rendered, child_ready, compute_status, find_lookup_object, gather_lookups,

@@ -26,6 +26,8 @@ pub struct ParentPreview {
     pub waiting: Vec<String>,
     /// Unified diff of the parent's status (live → new), when the manager would write it and it would change.
     pub status: Option<String>,
+    /// Objects the rule does not own whose fields its `patches` would set.
+    pub patch: Vec<PatchChange>,
 }
 
 impl ParentPreview {
@@ -36,7 +38,19 @@ impl ParentPreview {
             && self.prune.is_empty()
             && self.release.is_empty()
             && self.status.is_none()
+            && self.patch.is_empty()
     }
+}
+
+/// An existing object a `patches` entry would apply its fields to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PatchChange {
+    /// The `patches` entry's id.
+    pub patch: String,
+    /// The patched object.
+    pub key: ObjectKey,
+    /// Unified diff of the fields the patch sets (live → patched).
+    pub diff: String,
 }
 
 /// A child that would be re-applied.
@@ -84,6 +98,18 @@ pub fn preview_parent(input: &PlanInput, now: &str) -> Result<ParentPreview, Ren
                 });
             }
         }
+    }
+    for apply in &plan.patches.apply {
+        let live = input
+            .patch_targets
+            .iter()
+            .find(|target| ObjectKey::of(target).as_ref() == Some(&apply.key));
+        let live = live.map(|live| project(live, &apply.body)).unwrap_or(Value::Null);
+        preview.patch.push(PatchChange {
+            patch: apply.patch.clone(),
+            key: apply.key.clone(),
+            diff: unified_diff("live", &yaml(&live), "patched", &yaml(&apply.body)),
+        });
     }
     if let Some(with_generation) = scopes.status {
         let new = desired_status(
@@ -229,6 +255,60 @@ mod tests {
         assert!(
             again.is_empty(),
             "another controller's value is not a change: {again:#?}"
+        );
+    }
+    #[test]
+    fn a_patch_shows_the_fields_it_would_set_on_the_object_it_selects_and_nothing_once_they_are_there() {
+        let children = crate::test_rules::config_map_child("copy", "copy", "", "");
+        let patches = r#"  patches:
+    - id: team
+      selector: { matchLabels: { app: "{{metadata.name}}" } }
+      template: |
+        apiVersion: v1
+        kind: Pod
+        metadata:
+          labels: { team: "{{data.greeting}}" }
+"#;
+        let rule = crate::test_rules::reconciler(
+            &(crate::test_rules::config_map_reconciler("web", &children) + patches),
+            "web",
+        );
+        let pod = |labels: Value| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "web-0", "namespace": "ns", "uid": "pod-1", "labels": labels}})
+        };
+        let scopes = crate::Scopes {
+            parent_namespaced: true,
+            child_namespaced: &|_, _| true,
+            status: None,
+        };
+        let preview_with = |targets: &[Value]| {
+            preview_parent(
+                &PlanInput {
+                    rule: &rule,
+                    parent: &parent("blue"),
+                    lookups: &serde_json::Map::new(),
+                    observed: &[],
+                    patch_targets: targets,
+                    scopes: &scopes,
+                    signer: &crate::provenance::ChildSigner::Unsigned,
+                },
+                "2026-01-01T00:00:00Z",
+            )
+            .expect("renders")
+        };
+        let unlabelled = preview_with(&[pod(json!({"app": "web"}))]);
+        assert_eq!(unlabelled.patch.len(), 1, "{unlabelled:#?}");
+        let change = &unlabelled.patch[0];
+        assert_eq!((change.patch.as_str(), change.key.name.as_str()), ("team", "web-0"));
+        assert!(change.diff.contains("+    team: blue\n"), "{}", change.diff);
+        assert!(!unlabelled.is_empty());
+        let labelled = preview_with(&[pod(json!({"app": "web", "team": "blue"}))]);
+        assert!(labelled.patch.is_empty(), "{labelled:#?}");
+        let other_app = preview_with(&[pod(json!({"app": "db"}))]);
+        assert!(
+            other_app.patch.is_empty(),
+            "a patch selects only what its selector matches"
         );
     }
 }

@@ -104,7 +104,7 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
         })
         .collect();
     let planned = gather_lookups_offline(rule, parent, available).and_then(|lookups| {
-        let targets = patch_targets(rule, parent, available);
+        let targets = crate::reconciler::offline_patch_targets(rule, parent, available);
         plan_offline(rule, parent, &lookups, &given, &targets).map(|plan| (plan, lookups))
     });
     let (plan, lookups) = match (planned, error) {
@@ -152,38 +152,6 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
         }
     }
     failures
-}
-
-/// The case's objects as in the cluster for `patches`: an object of a namespaced patched kind without a namespace
-/// stands in the parent's (as a case's observed children do).
-fn patch_targets(rule: &Reconciler, parent: &Value, available: &[Value]) -> Vec<Value> {
-    if rule.patches().is_empty() {
-        return Vec::new();
-    }
-    let namespace = parent.pointer("/metadata/namespace").cloned();
-    available
-        .iter()
-        .map(|object| {
-            let mut object = object.clone();
-            let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).map(str::to_string);
-            let (api_version, kind) = (text("/apiVersion"), text("/kind"));
-            let namespaced = rule.patches().iter().any(|patch| {
-                patch.namespaced
-                    && Some(&patch.api_version) == api_version.as_ref()
-                    && Some(&patch.kind) == kind.as_ref()
-            });
-            if namespaced
-                && text("/metadata/namespace").is_none()
-                && let (Some(namespace), Some(metadata)) = (
-                    namespace.clone(),
-                    object.get_mut("metadata").and_then(Value::as_object_mut),
-                )
-            {
-                metadata.insert("namespace".into(), namespace);
-            }
-            object
-        })
-        .collect()
 }
 
 /// Every expected patch body was applied (a subset of it), and nothing else.

@@ -238,6 +238,39 @@ pub fn plan_offline(
     })
 }
 
+/// Objects given to the offline tools (a test case's `lookups`, `ruleplane render --lookup` files) as the cluster's
+/// for `patches`: an object of a namespaced patched kind without a namespace stands in the parent's (as a case's
+/// observed children do).
+pub fn offline_patch_targets(rule: &Reconciler, parent: &Value, available: &[Value]) -> Vec<Value> {
+    if rule.patches().is_empty() {
+        return Vec::new();
+    }
+    let namespace = parent.pointer("/metadata/namespace").cloned();
+    available
+        .iter()
+        .map(|object| {
+            let mut object = object.clone();
+            let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+            let (api_version, kind) = (text("/apiVersion"), text("/kind"));
+            let namespaced = rule.patches().iter().any(|patch| {
+                patch.namespaced
+                    && Some(&patch.api_version) == api_version.as_ref()
+                    && Some(&patch.kind) == kind.as_ref()
+            });
+            if namespaced
+                && text("/metadata/namespace").is_none()
+                && let (Some(namespace), Some(metadata)) = (
+                    namespace.clone(),
+                    object.get_mut("metadata").and_then(Value::as_object_mut),
+                )
+            {
+                metadata.insert("namespace".into(), namespace);
+            }
+            object
+        })
+        .collect()
+}
+
 /// Renders the rule for the parent, keeps of the observed objects those that are really the parent's children,
 /// and decides what to write.
 pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
