@@ -2,6 +2,8 @@
 
 mod assignment;
 mod handover;
+#[cfg(test)]
+mod simulation;
 mod units;
 
 pub use assignment::{Assignment, assign};
