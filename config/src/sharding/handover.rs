@@ -200,7 +200,10 @@ impl Local {
                 in_flight: left,
             }
             .drained(),
-            (_, Event::Released | Event::Lost | Event::Abandoned) => Local::Idle,
+            // A release is stored only once the work has stopped; one reported earlier leaves the work running,
+            // so the overlap shows instead of being hidden here.
+            (Local::Stopped { .. }, Event::Released) => Local::Idle,
+            (_, Event::Lost | Event::Abandoned) => Local::Idle,
             (state, _) => state,
         }
     }
@@ -464,6 +467,7 @@ mod tests {
         assert!(!stopped.runs_work(S(101), &t));
         assert_eq!(decide(&view(Some(&asked), stopped, "b", S(101)), &t), Action::Release);
         assert_eq!(stopped.on(Event::Released), Local::Idle);
+        assert_eq!(stopping.on(Event::Released), stopping, "no release while work runs");
     }
 
     #[test]
