@@ -20,6 +20,22 @@ pub const DEFAULT_SHARDS: u32 = 32;
 /// The most shards accepted: a Lease per shard, and a shard label value of at most 4 digits.
 pub const MAX_SHARDS: u32 = 1024;
 
+/// A shard count outside `1..=MAX_SHARDS`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the number of shards must be between 1 and {MAX_SHARDS}, not {0}: each shard is a Lease renewed every retry period"
+)]
+pub struct ShardCountError(pub u32);
+
+/// The shard count `shards`, if it is one an installation may run with.
+pub fn check_shard_count(shards: u32) -> Result<u32, ShardCountError> {
+    if (1..=MAX_SHARDS).contains(&shards) {
+        Ok(shards)
+    } else {
+        Err(ShardCountError(shards))
+    }
+}
+
 /// FNV-1a, 64 bits (offset basis 0xcbf29ce484222325, prime 0x100000001b3), over `bytes`.
 ///
 /// Written out here rather than taken from a hasher: a parent's shard is written onto its children as a label
@@ -193,6 +209,14 @@ mod tests {
             .filter(|i| shard_of("ns", &format!("Web-{i}"), 32) == shard_of("ns", &format!("web-{i}"), 32))
             .count();
         assert!(same < 30, "{same} of 200 pairs share a shard");
+    }
+
+    #[test]
+    fn shard_counts_are_checked() {
+        assert_eq!(check_shard_count(DEFAULT_SHARDS), Ok(DEFAULT_SHARDS));
+        assert_eq!(check_shard_count(1), Ok(1));
+        assert_eq!(check_shard_count(0), Err(ShardCountError(0)));
+        assert_eq!(check_shard_count(MAX_SHARDS + 1), Err(ShardCountError(MAX_SHARDS + 1)));
     }
 
     #[test]
