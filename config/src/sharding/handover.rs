@@ -526,6 +526,78 @@ mod tests {
     }
 
     #[test]
+    fn no_state_takes_an_action_outside_the_protocol() {
+        let t = Timings::default();
+        let locals = [
+            Local::Idle,
+            Local::Starting { confirmed: S(100) },
+            Local::Running { confirmed: S(100) },
+            Local::Stopping {
+                confirmed: S(100),
+                in_flight: 2,
+            },
+            Local::Stopped { confirmed: S(100) },
+        ];
+        let leases = [
+            None,
+            Some(lease(None, None, S(95))),
+            Some(lease(None, Some("b"), S(95))),
+            Some(lease(Some("a"), None, S(95))),
+            Some(lease(Some("a"), Some("b"), S(95))),
+            Some(lease(Some("b"), None, S(95))),
+            Some(lease(Some("b"), Some("a"), S(95))),
+            Some(lease(Some("b"), None, S(80))),
+        ];
+        for local in locals {
+            for lease in &leases {
+                for desired in [None, Some("a"), Some("b")] {
+                    for leaving in [false, true] {
+                        for now in [S(100), S(101), S(102), S(109), S(110), S(130)] {
+                            let view = UnitView {
+                                me: "a",
+                                lease: lease.as_ref(),
+                                local,
+                                desired_owner: desired,
+                                leaving,
+                                now,
+                            };
+                            let action = decide(&view, &t);
+                            let context = format!("{local:?} {lease:?} {desired:?} leaving {leaving} at {now:?}");
+                            let holding = local != Local::Idle;
+                            match action {
+                                Action::Acquire => {
+                                    assert!(!holding && !leaving && desired == Some("a"), "{context}");
+                                    assert!(
+                                        lease.as_ref().is_none_or(|l| l.is_free(now) || l.holder_is("a")),
+                                        "{context}"
+                                    );
+                                }
+                                Action::Release => assert!(
+                                    matches!(local, Local::Stopped { .. })
+                                        || (!holding && lease.as_ref().is_some_and(|l| l.holder_is("a"))),
+                                    "never while work may run: {context}"
+                                ),
+                                Action::Renew | Action::Abandon => assert!(holding, "{context}"),
+                                Action::StopWork => {
+                                    assert!(
+                                        matches!(local, Local::Starting { .. } | Local::Running { .. }),
+                                        "{context}"
+                                    );
+                                }
+                                Action::MarkForHandover => assert!(!holding && !leaving, "{context}"),
+                                Action::Wait => {}
+                            }
+                            if holding && now >= S(110) {
+                                assert_eq!(action, Action::Abandon, "past the deadline: {context}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn members_are_the_holders_of_member_leases_not_seen_expire() {
         let alive = lease(Some("a"), None, S(100));
         let expired = lease(Some("b"), None, S(80));
