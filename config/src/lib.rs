@@ -36,6 +36,7 @@ pub mod rule_test;
 pub mod scheduler;
 mod schema;
 mod schema_reference;
+pub mod sharding;
 mod template;
 #[cfg(test)]
 mod test_rules;

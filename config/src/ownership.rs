@@ -13,12 +13,19 @@ pub const RULE_LABEL: &str = "ruleplane.dev/rule";
 pub const PARENT_UID_LABEL: &str = "ruleplane.dev/parent-uid";
 /// Label carrying the child's `id` within its rule.
 pub const CHILD_ID_LABEL: &str = "ruleplane.dev/child-id";
+/// Label carrying the shard of a Reconciler child's parent (`sharding::shard_of`, its decimal number), so a
+/// replica's child watches select only the shards it holds and the apiserver filters the rest out.
+pub const SHARD_LABEL: &str = "ruleplane.dev/shard";
 
 /// Annotation on children: the fingerprint of the rendered object last applied (see `reconciler::plan`).
 pub const APPLIED_ANNOTATION: &str = "ruleplane.dev/applied";
 /// Annotation on children: `namespace/name` of the parent (`name` for a cluster-scoped one), so a change of
 /// a child finds its parent without an index, also across namespaces where no owner reference can point.
 pub const PARENT_ANNOTATION: &str = "ruleplane.dev/parent";
+
+/// Annotation on a unit's Lease (`sharding`): the member asking for the unit, so its holder stops, drains and
+/// releases it. Written by the member that should own the unit; cleared by the write that takes the Lease.
+pub const HANDOVER_ANNOTATION: &str = "ruleplane.dev/handover-to";
 
 /// Annotation on children of a `retain: true` template: never deleted by Ruleplane, even once the rule no
 /// longer says so (the annotation travels with the object).
