@@ -36,17 +36,16 @@ pub fn check_shard_count(shards: u32) -> Result<u32, ShardCountError> {
     }
 }
 
-/// FNV-1a, 64 bits (offset basis 0xcbf29ce484222325, prime 0x100000001b3), over `bytes`.
+/// FNV-1a, 64 bits, over `bytes` (the `fnv` crate, as the template helper `fnv64a`).
 ///
-/// Written out here rather than taken from a hasher: a parent's shard is written onto its children as a label
+/// A fixed, published function rather than a std hasher: a parent's shard is written onto its children as a label
 /// and computed by every replica, so it must be the same in every release and every language. Rust's
-/// `DefaultHasher` promises neither.
+/// `DefaultHasher` promises neither; the test vectors below pin this one.
 pub fn fnv1a_64(bytes: &[u8]) -> u64 {
-    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    bytes
-        .iter()
-        .fold(OFFSET_BASIS, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(PRIME))
+    use std::hash::Hasher as _;
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(bytes);
+    hasher.finish()
 }
 
 /// The shard of the parent `namespace/name` (`name` alone for a cluster-scoped parent, `namespace` empty) among
