@@ -6,11 +6,11 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
 use crate::common::{API_VERSION, RuleKind};
-use crate::load::{TEMPLATE_PARTIALS_KIND, TemplatePartialsDocument};
 use crate::reconciler::ReconcilerRule;
 use crate::resource_definition::ResourceDefinitionRule;
 use crate::rule_test::{RULE_TEST_KIND, RuleTestDocument};
 use crate::scheduler::SchedulerPolicyRule;
+use crate::template::{TEMPLATE_PARTIALS_KIND, TemplatePartialsDocument};
 
 /// JSON Schema (draft-07) accepting any rule document (ResourceDefinition, Reconciler or SchedulerPolicy) or test
 /// document (RuleTest),

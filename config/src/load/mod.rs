@@ -13,11 +13,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub use crate::files::rule_files;
+pub use crate::template::{TEMPLATE_PARTIALS_KIND, TemplatePartialsDocument, TemplatePartialsSpec};
 pub(crate) use fields::{
     check_api_version_format, check_embedded_template, check_json_path, check_selector, embedded_pos, is_identifier,
     key, path, with,
 };
-pub use partials::{TEMPLATE_PARTIALS_KIND, TemplatePartialsDocument, TemplatePartialsSpec};
 
 use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics, SourceLocation};
 use crate::installed_kinds::InstalledKinds;

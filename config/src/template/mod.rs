@@ -16,9 +16,11 @@ use serde_json::Value;
 mod compile;
 mod helpers;
 mod partials;
+mod partials_document;
 
 pub use compile::{check_template, compile_template, compile_template_with};
 pub use partials::{MAX_PARTIALS, PartialProblem, Partials, compile_partials};
+pub use partials_document::{TEMPLATE_PARTIALS_KIND, TemplatePartialsDocument, TemplatePartialsSpec};
 
 pub use helpers::HELPERS;
 use helpers::{PureHelper, helper_indent, helper_json, helper_quote, helper_yaml, text_of};
