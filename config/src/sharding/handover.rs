@@ -28,12 +28,12 @@ impl Default for Timings {
     }
 }
 
-/// Timings under which two holders of one unit could overlap.
+/// Timings under which two holders of one Lease (a shard unit's, or the leader Lease) could overlap.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TimingError {
     #[error(
         "the renew deadline ({renew_deadline:?}) must be shorter than the lease duration ({lease_duration:?}): a \
-         holder must stop before another replica may take the unit over"
+         holder must stop before another replica may take the Lease over"
     )]
     DeadlineNotBeforeExpiry {
         renew_deadline: Duration,

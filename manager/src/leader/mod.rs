@@ -24,43 +24,18 @@ pub struct LeaderConfig {
     pub retry_period: Duration,
 }
 
-/// Timings under which two leaders could overlap, refused at startup.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum TimingError {
-    #[error(
-        "the renew deadline ({renew_deadline:?}) must be shorter than the lease duration ({lease_duration:?}): \
-         a leader must stop before a standby may take over"
-    )]
-    DeadlineNotBeforeExpiry {
-        renew_deadline: Duration,
-        lease_duration: Duration,
-    },
-    #[error(
-        "the retry period ({retry_period:?}) must be shorter than the renew deadline ({renew_deadline:?}), or a \
-         leader never gets a second chance to renew"
-    )]
-    RetryNotBeforeDeadline {
-        retry_period: Duration,
-        renew_deadline: Duration,
-    },
-}
+/// Timings under which two leaders could overlap, refused at startup: the same check as every shard unit's Lease.
+pub use ruleplane_config::sharding::TimingError;
 
 impl LeaderConfig {
     /// client-go's checks (`NewLeaderElector`): the safety argument needs renew deadline < lease duration.
     pub fn check(&self) -> Result<(), TimingError> {
-        if self.renew_deadline >= self.lease_duration {
-            return Err(TimingError::DeadlineNotBeforeExpiry {
-                renew_deadline: self.renew_deadline,
-                lease_duration: self.lease_duration,
-            });
+        ruleplane_config::sharding::Timings {
+            lease_duration: self.lease_duration,
+            renew_deadline: self.renew_deadline,
+            retry_period: self.retry_period,
         }
-        if self.retry_period >= self.renew_deadline {
-            return Err(TimingError::RetryNotBeforeDeadline {
-                retry_period: self.retry_period,
-                renew_deadline: self.renew_deadline,
-            });
-        }
-        Ok(())
+        .check()
     }
 
     /// How long one Lease request may take. An apiserver answers a Lease write in milliseconds; a request that
