@@ -36,13 +36,6 @@ wait_for() { # namespace configmaps [deployments]
     [ "$(count api/v1 configmaps "$1")" -ge $(($2 + extra)) ]; do sleep 0.5; done
   [ -z "${3:-}" ] || until [ "$(count apis/apps/v1 deployments "$1")" -ge "$3" ]; do sleep 0.5; done
 }
-create_parents() { # file apiVersion kind namespace spec-of-index-command
-  : >"$1"
-  for i in $(seq 0 $((parents - 1))); do
-    printf -- '---\napiVersion: %s\nkind: %s\nmetadata: { name: app-%d, namespace: %s }\nspec: %s\n' "$2" "$3" "$i" "$4" "$5" >>"$1"
-  done
-  kubectl create -f "$1" >/dev/null
-}
 item_list=$(seq -s, -f '"i%g"' 0 $((items - 1)))
 cpu_figures() { # pid apiserver-before etcd-before
   printf 'CPU: %.2f s, kube-apiserver %.2f s, etcd %.2f s' "$(proc_cpu "$1")" \
@@ -54,47 +47,13 @@ echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $parents
 ns2="bench-rp-two-$$"; run_namespace "$ns2"
 nsc="bench-rp-items-$$"; run_namespace "$nsc"
 mkdir -p "$work/rules"
-cat >"$work/rules/bench.yaml" <<YAML
-apiVersion: ruleplane.dev/v1alpha1
-kind: ResourceDefinition
-metadata: { name: bench-app.bench.ruleplane.dev }
-spec:
-  versions: [ { name: v1, subresources: { status: {} } } ]
+{ bench_app_rules "$ns2" "$concurrency"; cat <<YAML
 ---
 apiVersion: ruleplane.dev/v1alpha1
 kind: ResourceDefinition
 metadata: { name: bench-list.bench.ruleplane.dev }
 spec:
   versions: [ { name: v1, subresources: { status: {} } } ]
----
-apiVersion: ruleplane.dev/v1alpha1
-kind: Reconciler
-metadata: { name: bench-apps }
-spec:
-  for: { apiVersion: bench.ruleplane.dev/v1, kind: BenchApp, namespace: $ns2 }
-  concurrency: $concurrency
-  children:
-    - id: config
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: { name: "{{metadata.name}}-config", labels: { app: {{json metadata.name}} } }
-        data: { image: {{json spec.image}}, greeting: hello }
-    - id: deployment
-      template: |
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata: { name: {{json metadata.name}}, labels: { app: {{json metadata.name}} } }
-        spec:
-          replicas: 1
-          selector: { matchLabels: { app: {{json metadata.name}} } }
-          template:
-            metadata: { labels: { app: {{json metadata.name}} } }
-            spec:
-              containers:
-                - name: web
-                  image: {{json spec.image}}
-                  resources: { requests: { cpu: 100m, memory: 64Mi } }
 ---
 apiVersion: ruleplane.dev/v1alpha1
 kind: Reconciler
@@ -112,6 +71,7 @@ spec:
         metadata: { name: "{{metadata.name}}-{{entry}}", labels: { app: {{json metadata.name}} } }
         data: { entry: {{json entry}}, image: {{json spec.image}} }
 YAML
+} >"$work/rules/bench.yaml"
 start_manager() { # id → sets $mpid
   local mport; mport=$(free_port); local hport; hport=$(free_port)
   "$bin" run --rules "$work/rules" --kubeconfig "$KUBECONFIG" --leader-election-namespace "$ns2" --identity "$1" \
@@ -128,7 +88,7 @@ for crd in benchapps benchlists; do
   kubectl wait --for=condition=Established "crd/$crd.bench.ruleplane.dev" --timeout=60s >/dev/null
 done
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
-create_parents "$work/two.yaml" bench.ruleplane.dev/v1 BenchApp "$ns2" '{ image: "nginx:1.27" }'
+create_parents "$work/two.yaml" bench.ruleplane.dev/v1 BenchApp "$ns2" "$parents" '{ image: "nginx:1.27" }'
 a0=$(proc_cpu "$apiserver_pid"); e0=$(proc_cpu "$etcd_pid"); t0=$(now)
 start_manager two
 wait_for "$ns2" "$parents" "$parents"
@@ -139,7 +99,7 @@ printf 'ruleplane, 2 children per parent: %d parents in %s s = %.0f parents/s (%
   "$(awk '/VmHWM/{print $2/1024}' "/proc/$mpid/status")" "$(cpu_figures "$mpid" "$a0" "$e0")"
 kill -9 "$mpid"; wait "$mpid" 2>/dev/null || true
 
-create_parents "$work/items.yaml" bench.ruleplane.dev/v1 BenchList "$nsc" "{ image: \"nginx:1.27\", items: [$item_list] }"
+create_parents "$work/items.yaml" bench.ruleplane.dev/v1 BenchList "$nsc" "$parents" "{ image: \"nginx:1.27\", items: [$item_list] }"
 a0=$(proc_cpu "$apiserver_pid"); e0=$(proc_cpu "$etcd_pid"); t0=$(now)
 start_manager items
 wait_for "$nsc" $((parents * items))
@@ -201,7 +161,7 @@ YAML
   until kubectl get crd "$plural.kro.run" >/dev/null 2>&1; do sleep 0.2; done
   kubectl wait --for=condition=Established "crd/$plural.kro.run" --timeout=120s >/dev/null
   kill -9 "$kpid"; wait "$kpid" 2>/dev/null || true
-  create_parents "$work/kro-$label.yaml" kro.run/v1alpha1 "$kind" "$kns" "{ image: \"nginx:1.27\", items: [$item_list] }"
+  create_parents "$work/kro-$label.yaml" kro.run/v1alpha1 "$kind" "$kns" "$parents" "{ image: \"nginx:1.27\", items: [$item_list] }"
   a0=$(proc_cpu "$apiserver_pid"); e0=$(proc_cpu "$etcd_pid"); local t; t=$(now)
   start_kro "$@"
   wait_for "$kns" $((parents * items))

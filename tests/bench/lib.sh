@@ -35,3 +35,49 @@ lag() { # metrics port → the manager's runtime lag since it started (ruleplane
       for (i = 0; i < n; i++) { if (p99 == "" && c[i] >= 0.99 * total) p99 = le[i]; if (max == "" && c[i] == total) max = le[i] }
       printf "runtime lag over %d samples (100 ms apart): p99 <= %s s, max <= %s s, %d over 128 ms", total, p99, max, total - c[7] }'
 }
+# The two-child workload (reconciler.sh, collections.sh): BenchApp declared, and each one's ConfigMap and Deployment.
+bench_app_rules() { # namespace concurrency
+  cat <<YAML
+apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: { name: bench-app.bench.ruleplane.dev }
+spec:
+  versions: [ { name: v1, subresources: { status: {} } } ]
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: bench-apps }
+spec:
+  for: { apiVersion: bench.ruleplane.dev/v1, kind: BenchApp, namespace: $1 }
+  concurrency: $2
+  children:
+    - id: config
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-config", labels: { app: {{json metadata.name}} } }
+        data: { image: {{json spec.image}}, greeting: hello }
+    - id: deployment
+      template: |
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: { name: {{json metadata.name}}, labels: { app: {{json metadata.name}} } }
+        spec:
+          replicas: 1
+          selector: { matchLabels: { app: {{json metadata.name}} } }
+          template:
+            metadata: { labels: { app: {{json metadata.name}} } }
+            spec:
+              containers:
+                - name: web
+                  image: {{json spec.image}}
+                  resources: { requests: { cpu: 100m, memory: 64Mi } }
+YAML
+}
+create_parents() { # file apiVersion kind namespace count spec
+  : >"$1"
+  for i in $(seq 0 $(($5 - 1))); do
+    printf -- '---\napiVersion: %s\nkind: %s\nmetadata: { name: app-%d, namespace: %s }\nspec: %s\n' "$2" "$3" "$i" "$4" "$6" >>"$1"
+  done
+  kubectl create -f "$1" >/dev/null
+}

@@ -45,55 +45,13 @@ count() {
 wait_for_children() { # namespace selector expected-per-kind → waits until both kinds have that many
   until [ "$(count configmaps "$1" "$2")" -ge "$3" ] && [ "$(count deployments "$1" "$2")" -ge "$3" ]; do sleep 0.5; done
 }
-create_parents() { # file apiVersion kind namespace count spec
-  : >"$1"
-  for i in $(seq 0 $(($5 - 1))); do
-    printf -- '---\napiVersion: %s\nkind: %s\nmetadata: { name: app-%d, namespace: %s }\nspec: %s\n' "$2" "$3" "$i" "$4" "$6" >>"$1"
-  done
-  kubectl create -f "$1" >/dev/null
-}
 
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $parents parents, concurrency $concurrency"
 
 # --- 1. Ruleplane ------------------------------------------------------------------------------------------
 ns="bench-rp-$$"; kubectl create namespace "$ns" >/dev/null; namespaces+=("$ns")
 mkdir -p "$work/rules"
-cat >"$work/rules/webapp.yaml" <<YAML
-apiVersion: ruleplane.dev/v1alpha1
-kind: ResourceDefinition
-metadata: { name: bench-app.bench.ruleplane.dev }
-spec:
-  versions: [ { name: v1, subresources: { status: {} } } ]
----
-apiVersion: ruleplane.dev/v1alpha1
-kind: Reconciler
-metadata: { name: bench-apps }
-spec:
-  for: { apiVersion: bench.ruleplane.dev/v1, kind: BenchApp, namespace: $ns }
-  concurrency: $concurrency
-  children:
-    - id: config
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata: { name: "{{metadata.name}}-config", labels: { app: {{json metadata.name}} } }
-        data: { image: {{json spec.image}}, greeting: hello }
-    - id: deployment
-      template: |
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata: { name: {{json metadata.name}}, labels: { app: {{json metadata.name}} } }
-        spec:
-          replicas: 1
-          selector: { matchLabels: { app: {{json metadata.name}} } }
-          template:
-            metadata: { labels: { app: {{json metadata.name}} } }
-            spec:
-              containers:
-                - name: web
-                  image: {{json spec.image}}
-                  resources: { requests: { cpu: 100m, memory: 64Mi } }
-YAML
+bench_app_rules "$ns" "$concurrency" >"$work/rules/webapp.yaml"
 start_manager() { # id → sets $mpid $mport
   mport=$(free_port); local hport; hport=$(free_port)
   "$bin" run --rules "$work/rules" --kubeconfig "$KUBECONFIG" --leader-election-namespace "$ns" --identity "$1" \
