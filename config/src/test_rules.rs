@@ -56,6 +56,7 @@ pub(crate) fn with_plan_input<T>(
         patch_targets: &[],
         scopes: &scopes,
         signer: &crate::provenance::ChildSigner::Unsigned,
+        shards: crate::sharding::DEFAULT_SHARDS,
     })
 }
 

@@ -95,6 +95,10 @@ pub struct RunArgs {
     /// Name of the leader Lease.
     #[arg(long, env = "RULEPLANE_LEADER_ELECTION_ID", default_value = "ruleplane")]
     pub leader_election_id: String,
+    /// How many shards Reconciler parents are split into for replicas to share (each a Lease; see
+    /// docs/operations.md). Every replica must run with the same number.
+    #[arg(long, env = "RULEPLANE_SHARDS", default_value_t = ruleplane_config::sharding::DEFAULT_SHARDS, value_parser = parse_shards)]
+    pub shards: u32,
     /// This replica's identity in the Lease; defaults to $POD_NAME, else hostname plus a random suffix.
     #[arg(long, env = "RULEPLANE_IDENTITY")]
     pub identity: Option<String>,
@@ -133,6 +137,12 @@ pub struct RunArgs {
 }
 
 /// Parses `500ms`, `2s`, `10m`, `1h` (Kubernetes flag style).
+/// A shard count within the bounds the protocol allows.
+pub fn parse_shards(s: &str) -> Result<u32, String> {
+    let count: u32 = s.trim().parse().map_err(|_| format!("`{s}` is not a whole number"))?;
+    ruleplane_config::sharding::check_shard_count(count).map_err(|e| e.to_string())
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -288,6 +298,10 @@ pub struct DiffArgs {
     /// Output format (`json`: `{changes, totals, parents, notServed}`, see docs/testing.md).
     #[arg(long, short, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// How many shards the manager splits Reconciler parents into (its `--shards`): children carry their
+    /// parent's shard as a label, so the diff must count as the manager does.
+    #[arg(long, env = "RULEPLANE_SHARDS", default_value_t = ruleplane_config::sharding::DEFAULT_SHARDS, value_parser = parse_shards)]
+    pub shards: u32,
     /// Namespace of the manager's Lease (the Helm release's namespace): its child signing key (Secret
     /// `ruleplane-child-signing-key`) is read from there to tell its children from look-alikes, as the manager
     /// does. Unreadable: signatures are not checked, and the report says so. Defaults as `run` does outside a

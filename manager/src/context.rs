@@ -28,6 +28,8 @@ pub struct WorkerContext {
     pub self_ref: Option<ObjectReference>,
     /// Signs the children Reconcilers apply and proves observed ones ours (`crate::child_signing`).
     pub signer: ruleplane_config::provenance::ChildSigner,
+    /// The Reconciler parents this replica works on (every one without Leases).
+    pub shards: crate::sharding::ShardScope,
 }
 
 /// A worker failure the supervisor restarts from; errors a worker can live with are handled inside it.
@@ -65,5 +67,6 @@ pub(crate) fn offline_context() -> WorkerContext {
         metrics: Arc::new(Metrics::new()),
         health: Arc::new(Health::default()),
         self_ref: None,
+        shards: crate::sharding::ShardScope::everything(ruleplane_config::sharding::DEFAULT_SHARDS),
     }
 }

@@ -113,7 +113,16 @@ pub async fn diff(rules: &RuleSet, args: &DiffArgs) -> anyhow::Result<DiffReport
             .fill_installed_kinds(rule)
             .await
             .with_context(|| format!("discovering the kinds of rule {}", rule.name()))?;
-        diff_rule(&client, &discovery, &rule, &signer, &mut report, &mut totals).await?;
+        diff_rule(
+            &client,
+            &discovery,
+            &rule,
+            &signer,
+            args.shards,
+            &mut report,
+            &mut totals,
+        )
+        .await?;
     }
     let _ = writeln!(
         report.text,
@@ -190,6 +199,7 @@ async fn diff_rule(
     discovery: &KindDiscovery,
     rule: &Reconciler,
     signer: &ChildSigner,
+    shards: u32,
     report: &mut DiffReport,
     totals: &mut Totals,
 ) -> anyhow::Result<()> {
@@ -412,6 +422,7 @@ async fn diff_rule(
                 patch_targets: &patch_targets,
                 scopes: &scopes,
                 signer,
+                shards,
             };
             preview_parent(&input, &now())
         });

@@ -1,14 +1,12 @@
-//! What /healthz and /readyz report: rule-set load state, cache sync, leadership, and each rule's worker.
+//! What /healthz and /readyz report: rule-set load state, cache sync, the units of work this replica runs, and each rule's worker.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::RwLock;
 
-use crate::leader::Leadership;
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkerState {
-    /// Known but not running: this replica is not the leader.
+    /// Known but not running: no unit of its kind runs on this replica.
     Standby,
     Running,
     /// Running, but its last attempt failed; retried with backoff.
@@ -36,7 +34,8 @@ struct Inner {
     caches_synced: bool,
     /// Whether the child signing key was read (or made); why not, if it was not.
     signing_key: Option<Result<(), String>>,
-    leadership: Option<Leadership>,
+    /// What runs on this replica (its units of work), once the unit loop has ticked.
+    units: Option<String>,
     rules: BTreeMap<String, RuleHealth>,
     /// Per rule (or `manager`), RBAC permissions this identity lacks.
     missing_permissions: BTreeMap<String, Vec<String>>,
@@ -82,8 +81,9 @@ impl Health {
         self.write().caches_synced = synced;
     }
 
-    pub fn set_leadership(&self, leadership: Leadership) {
-        self.write().leadership = Some(leadership);
+    /// What runs here, as `Owned::describe` says it.
+    pub fn set_units(&self, units: String) {
+        self.write().units = Some(units);
     }
 
     pub fn set_rule(&self, name: &str, kind: &'static str, state: WorkerState) {
@@ -107,7 +107,7 @@ impl Health {
         self.write().rules.remove(name);
     }
 
-    /// Ready = rules loaded, caches synced, the child signing key read, leadership known. A failed or refused reload or a degraded rule is
+    /// Ready = rules loaded, caches synced, the child signing key read, its units of work known. A failed or refused reload or a degraded rule is
     /// listed in the verbose output but does not make the replica unready: the last good rules keep running, and
     /// an unready manager would only hold up the rollout that may carry the fix.
     pub fn readiness(&self, verbose: bool) -> Readiness {
@@ -124,14 +124,9 @@ impl Health {
                 },
             ),
             (
-                "leadership-known",
-                inner.leadership.as_ref().is_some_and(|l| *l != Leadership::Unknown),
-                match &inner.leadership {
-                    Some(Leadership::Leading) => " (leader)".to_owned(),
-                    Some(Leadership::Following(Some(h))) => format!(" (standby; leader is {h})"),
-                    Some(Leadership::Following(None)) => " (standby)".to_owned(),
-                    _ => String::new(),
-                },
+                "units-known",
+                inner.units.is_some(),
+                inner.units.as_ref().map(|u| format!(" ({u})")).unwrap_or_default(),
             ),
         ];
         let ready = checks.iter().all(|(_, ok, _)| *ok);

@@ -55,6 +55,12 @@ pub struct WatchMetrics {
     pub unproven: Family<KindLabels, Counter>,
 }
 
+/// One unit of the work replicas share (`reconciler-shard-3`, `resource-definitions`, `schedulers`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UnitLabels {
+    pub unit: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: String,
@@ -85,6 +91,10 @@ pub struct BuildLabels {
 pub struct Metrics {
     registry: Registry,
     pub leader: Gauge,
+    pub unit_owned: Family<UnitLabels, Gauge>,
+    pub unit_transitions: Family<ResultLabels, Counter>,
+    pub members: Gauge,
+    pub shard_reconciles: Family<UnitLabels, Counter>,
     pub rules_loaded: Gauge,
     pub rule_errors: Gauge,
     pub reload_refused: Gauge,
@@ -126,8 +136,32 @@ impl Metrics {
         let leader = Gauge::default();
         registry.register(
             "leader",
-            "1 while this replica holds the leader lease, else 0",
+            "1 while this replica runs any unit of work (it holds at least one unit Lease), else 0",
             leader.clone(),
+        );
+        let unit_owned = Family::<UnitLabels, Gauge>::default();
+        registry.register(
+            "unit_owned",
+            "1 while this replica runs the unit's work (it holds the unit's Lease), else 0",
+            unit_owned.clone(),
+        );
+        let unit_transitions = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "unit_transitions",
+            "Unit Leases acquired, released (handed over), marked for a handover, lost, or abandoned at the renew deadline",
+            unit_transitions.clone(),
+        );
+        let members = Gauge::default();
+        registry.register(
+            "members",
+            "Live replicas this replica counts, itself included (from their member Leases)",
+            members.clone(),
+        );
+        let shard_reconciles = Family::<UnitLabels, Counter>::default();
+        registry.register(
+            "shard_reconciles",
+            "Reconciles started on this replica per Reconciler shard",
+            shard_reconciles.clone(),
         );
         let rules_loaded = Gauge::default();
         registry.register("rules_loaded", "Rules in the running rule set", rules_loaded.clone());
@@ -277,6 +311,10 @@ impl Metrics {
             queue_wait,
             watches,
             leader,
+            unit_owned,
+            unit_transitions,
+            members,
+            shard_reconciles,
             rules_loaded,
             rule_errors,
             reload_refused,

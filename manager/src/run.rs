@@ -1,4 +1,5 @@
-//! `ruleplane run`: wires rules, client, shared watches, leader election, supervisor and HTTP endpoints.
+//! `ruleplane run`: wires rules, client, shared watches, the units of work shared with other replicas, supervisor
+//! and HTTP endpoints.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -15,10 +16,10 @@ use crate::context::WorkerContext;
 use crate::health::Health;
 use crate::http::{self, Endpoints};
 use crate::kube_client;
-use crate::leader::{self, LeaderConfig, Leadership};
 use crate::metrics::{Metrics, ResultLabels};
 use crate::permissions;
 use crate::rules_watch;
+use crate::sharding::{self, Owned, ShardGate, ShardScope, ShardingConfig};
 use crate::supervisor::Supervisor;
 use crate::watch_hub::WatchHub;
 use crate::workers::resource_definition::crd_resource;
@@ -119,7 +120,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         burst: args.kube_api_burst,
         max_in_flight: args.kube_api_max_in_flight,
     };
-    let kube_config = kube_client::config(args.kubeconfig.as_deref()).await?;
+    let identity = identity(&args);
+    let mut kube_config = kube_client::config(args.kubeconfig.as_deref()).await?;
+    // Which replica sent a request shows in the apiserver's audit log (and its logs) by its user agent.
+    if let Ok(agent) =
+        hyper::header::HeaderValue::from_str(&format!("ruleplane/{} ({identity})", crate::build_info::VERSION))
+    {
+        kube_config.headers.push((hyper::header::USER_AGENT, agent));
+    }
     let client = kube_client::limited_client(kube_config.clone(), limits)?;
     let version = client
         .apiserver_version()
@@ -127,7 +135,6 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .context("asking the apiserver for its version")?;
     info!(server = %version.git_version, platform = %version.platform, "connected to Kubernetes");
 
-    let identity = identity(&args);
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -159,6 +166,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         () = shutdown_signal() => return Ok(()),
     };
     let hub = WatchHub::new(client.clone(), metrics.watches.clone());
+    // Closed until the unit loop opens this replica's units; open for good without Leases.
+    let gate = if args.leader_elect {
+        ShardGate::closed(args.shards)
+    } else {
+        ShardGate::always_open(args.shards)
+    };
     // POD_NAME comes from the downward API (the Helm chart sets it); the Pod lives in the Lease's namespace.
     let self_ref = std::env::var("POD_NAME")
         .ok()
@@ -173,6 +186,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let ctx = WorkerContext {
         signer,
         self_ref,
+        shards: ShardScope {
+            count: args.shards,
+            owned: None,
+            gate: gate.clone(),
+        },
         client: client.clone(),
         hub: hub.clone(),
         discovery: Arc::new(crate::kube_client::KindDiscovery::new(client.clone())),
@@ -181,8 +199,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         recorder,
         events,
     };
-    let (leader_tx, mut leader_rx) = watch::channel(Leadership::Unknown);
-    let mut supervisor = Supervisor::new(ctx, leader_rx.clone(), args.allow_empty_rule_set);
+    let (owned_tx, mut owned_rx) = watch::channel(Owned::default());
+    let mut supervisor = Supervisor::new(ctx, owned_rx.clone(), args.allow_empty_rule_set);
 
     // Initial load. Invalid rules do not stop the process: it stays unready, shows the errors in /readyz and
     // picks up the fixed files, which is what a ConfigMap rollout needs.
@@ -198,25 +216,30 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     });
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let election = if args.leader_elect {
-        let config = LeaderConfig {
+    let units = if args.leader_elect {
+        let config = ShardingConfig {
             namespace: lease_namespace(&args),
-            lease_name: args.leader_election_id.clone(),
+            prefix: args.leader_election_id.clone(),
             identity: identity.clone(),
-            lease_duration: args.lease_duration,
-            renew_deadline: args.renew_deadline,
-            retry_period: args.retry_period,
+            timings: ruleplane_config::sharding::Timings {
+                lease_duration: args.lease_duration,
+                renew_deadline: args.renew_deadline,
+                retry_period: args.retry_period,
+            },
+            shards: args.shards,
         };
-        config.check()?;
-        info!(identity = %identity, lease = %format!("{}/{}", config.namespace, config.lease_name), "leader election enabled");
-        Some(tokio::spawn(leader::run_election(
+        config.timings.check()?;
+        info!(identity = %identity, namespace = %config.namespace, shards = args.shards, "sharing the work through Leases");
+        Some(tokio::spawn(sharding::run_units(
             kube_client::lease_client(kube_config)?,
             config,
-            leader_tx,
+            gate.clone(),
+            metrics.clone(),
+            owned_tx,
             shutdown_rx,
         )))
     } else {
-        leader_tx.send_replace(Leadership::Leading);
+        owned_tx.send_replace(Owned::everything(args.shards));
         None
     };
 
@@ -224,11 +247,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
-            changed = leader_rx.changed() => {
+            changed = owned_rx.changed() => {
                 if changed.is_err() { break; }
-                let state = leader_rx.borrow_and_update().clone();
-                health.set_leadership(state.clone());
-                supervisor.set_leading(state.is_leading()).await;
+                let owned = owned_rx.borrow_and_update().clone();
+                health.set_units(owned.describe(args.shards));
+                metrics.members.set(i64::try_from(owned.members).unwrap_or(i64::MAX));
+                supervisor.set_owned(owned).await;
             }
             Some(loaded) = reloads.recv() => {
                 let report = (&client, manager_namespace.as_str());
@@ -236,14 +260,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             }
         }
     }
-    info!("shutting down: stopping workers and releasing the lease");
+    info!("shutting down: stopping workers and handing the units back");
     supervisor.stop_all(false).await;
     // Events of the workers' last writes are still queued: send them, briefly.
     lane.drain(std::time::Duration::from_secs(3)).await;
     metrics.leader.set(0);
     let _ = shutdown_tx.send(true);
-    if let Some(election) = election {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), election).await;
+    if let Some(units) = units {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(6), units).await;
     }
     Ok(())
 }

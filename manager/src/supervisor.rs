@@ -12,9 +12,10 @@ use tracing::{Instrument, error, info, info_span, warn};
 
 use crate::context::{WorkerContext, WorkerError};
 use crate::health::WorkerState;
-use crate::leader::Leadership;
 use crate::metrics::Metrics;
+use crate::sharding::{Owned, ShardScope};
 use crate::workers;
+use ruleplane_config::sharding::Unit;
 
 struct RunningWorker {
     rule: Rule,
@@ -27,14 +28,16 @@ pub struct Supervisor {
     /// The last good rule set, whether or not this replica leads.
     rules: BTreeMap<String, Rule>,
     running: BTreeMap<String, RunningWorker>,
-    leading: bool,
-    /// Reconciler rules removed while this replica did not lead: their removal hook (releasing their finalizers)
-    /// runs when it takes over, in case the leader of the moment died before it ran it.
+    /// What runs here, as last applied.
+    owned: Owned,
+    /// Reconciler rules removed while this replica did not coordinate: their removal hook (releasing their
+    /// finalizers) runs when it takes the resource-definitions unit, in case the coordinator of the moment died
+    /// before it ran it.
     missed_removals: Vec<Rule>,
-    /// The election's verdict, read by every worker's own task: a worker stops the moment leadership is lost,
-    /// even while the loop that calls `set_leading` is busy (a removed rule's deletion policy waiting on a
+    /// The unit loop's verdict, read by every worker's own task: a worker stops the moment its unit is lost,
+    /// even while the loop that calls `set_owned` is busy (a removed rule's deletion policy waiting on a
     /// stalled apiserver, say).
-    leadership: watch::Receiver<Leadership>,
+    ownership: watch::Receiver<Owned>,
     /// Let a reload empty the rule set or drop every ResourceDefinition rule (`--allow-empty-rule-set`).
     allow_empty_rule_set: bool,
     /// ResourceDefinition rules of the running set that replaced, in a reload seen here, rules declaring the same
@@ -42,7 +45,7 @@ pub struct Supervisor {
     /// so a replica taking over knows; dropped with the rule.
     takeovers: BTreeMap<String, Vec<String>>,
     /// The one scheduling cache every SchedulerPolicy worker shares, made by the first and kept across
-    /// leadership changes so a new leader starts warm.
+    /// changes of units so a replica taking the schedulers unit over starts warm.
     scheduling: workers::scheduler::SchedulingCache,
 }
 
@@ -50,14 +53,14 @@ pub struct Supervisor {
 const GRACEFUL_STOP: Duration = Duration::from_secs(5);
 
 impl Supervisor {
-    pub fn new(ctx: WorkerContext, leadership: watch::Receiver<Leadership>, allow_empty_rule_set: bool) -> Self {
+    pub fn new(ctx: WorkerContext, ownership: watch::Receiver<Owned>, allow_empty_rule_set: bool) -> Self {
         Supervisor {
             ctx,
             rules: BTreeMap::new(),
             running: BTreeMap::new(),
-            leading: false,
+            owned: Owned::default(),
             missed_removals: Vec::new(),
-            leadership,
+            ownership,
             allow_empty_rule_set,
             takeovers: BTreeMap::new(),
             scheduling: Default::default(),
@@ -88,12 +91,12 @@ impl Supervisor {
                 self.takeovers.entry(by).or_default().extend(from);
             }
             self.ctx.health.remove_rule(rule.name());
-            if self.leading {
-                // Its deletions are a leader's writes: abandoned the moment leadership is lost.
+            if self.coordinates() {
+                // Its deletions are the coordinator's writes: abandoned the moment the unit moves away.
                 tokio::select! {
                     _ = workers::on_rule_removed(rule, set.rules(), &self.ctx) => {}
-                    _ = leadership_lost(self.leadership.clone()) => {
-                        warn!(rule = rule.name(), "leadership lost while the removed rule's deletion policy ran; abandoned");
+                    _ = coordination_lost(self.ownership.clone()) => {
+                        warn!(rule = rule.name(), "the resource-definitions unit moved away while the removed rule's deletion policy ran; abandoned");
                     }
                 }
             } else if matches!(rule, Rule::Reconciler(_)) {
@@ -108,7 +111,7 @@ impl Supervisor {
                     let old = old.clone();
                     info!(rule = %name, "rule changed; restarting its worker");
                     self.stop_worker(name, true).await;
-                    if self.leading {
+                    if self.coordinates() {
                         workers::on_rule_changed(&old, rule, &self.ctx).await;
                     }
                 }
@@ -117,7 +120,7 @@ impl Supervisor {
             self.ctx
                 .health
                 .set_rule(name, rule.kind().as_str(), WorkerState::Standby);
-            if self.leading {
+            if runs_here(&self.owned, rule) {
                 self.start_worker(rule.clone());
             }
         }
@@ -130,35 +133,57 @@ impl Supervisor {
         Ok(())
     }
 
-    pub async fn set_leading(&mut self, leading: bool) {
-        if leading == self.leading {
-            if leading {
-                // Leadership lost and won again while this loop was busy reads as no change here, but the
-                // workers saw the loss and ended: a new term starts them again.
-                self.restart_ended();
-            }
-            return;
-        }
-        self.leading = leading;
-        self.ctx.metrics.leader.set(i64::from(leading));
-        if leading {
+    /// Rule-wide cleanups (a removed rule's deletion policy, a changed rule's dropped patches) run on the replica
+    /// that holds the resource-definitions unit: one replica for the whole rule set, as for a CRD's evolution.
+    fn coordinates(&self) -> bool {
+        self.owned.resource_definitions
+    }
+
+    /// Applies a new set of units: starts the workers whose unit now runs here, stops (aborts: another replica
+    /// may act on the same objects soon) those whose unit went, and restarts the Reconciler workers on the new
+    /// shards when they changed (their watches are keyed by the shards; the old watches end once unused). A
+    /// worker that saw its unit go and come back while this loop was busy had ended: it starts again.
+    pub async fn set_owned(&mut self, owned: Owned) {
+        let before = std::mem::replace(&mut self.owned, owned);
+        let now = self.owned.clone();
+        self.ctx.metrics.leader.set(i64::from(now.any()));
+        if now.resource_definitions && !before.resource_definitions {
             let remaining: Vec<Rule> = self.rules.values().cloned().collect();
             for rule in std::mem::take(&mut self.missed_removals) {
                 info!(
                     rule = rule.name(),
-                    "leading: releasing what a rule removed while this replica was standby held"
+                    "coordinating: releasing what a rule removed while another replica coordinated held"
                 );
                 workers::on_rule_removed(&rule, &remaining, &self.ctx).await;
             }
-            info!(rules = self.rules.len(), "leading: starting workers");
-            let rules: Vec<Rule> = self.rules.values().cloned().collect();
-            for rule in rules {
-                self.start_worker(rule);
+        }
+        let reshard = now.shards != before.shards || now.aborts != before.aborts;
+        if reshard {
+            self.ctx.shards = ShardScope::of(self.ctx.shards.gate.clone(), &now.shards);
+        }
+        let rules: Vec<Rule> = self.rules.values().cloned().collect();
+        let mut started = 0;
+        for rule in rules {
+            let name = rule.name().to_owned();
+            let should = runs_here(&now, &rule);
+            let ended = self.running.get(&name).is_some_and(|w| w.task.is_finished());
+            let resharded = reshard && matches!(rule, Rule::Reconciler(_));
+            if self.running.contains_key(&name) && (!should || resharded || ended) {
+                self.stop_worker(&name, false).await;
             }
-        } else {
-            // Another replica may already act on the same objects: stop at once, not gracefully.
-            warn!("not leading: stopping all workers now");
-            self.stop_all(false).await;
+            if should && !self.running.contains_key(&name) {
+                self.start_worker(rule);
+                started += 1;
+            }
+        }
+        if reshard {
+            let ended = self.ctx.hub.release_unused();
+            info!(
+                shards = now.shards.len(),
+                started,
+                watches_ended = ended,
+                "this replica's Reconciler shards changed; workers restarted on them"
+            );
         }
     }
 
@@ -166,21 +191,6 @@ impl Supervisor {
         let names: Vec<String> = self.running.keys().cloned().collect();
         for name in names {
             self.stop_worker(&name, graceful).await;
-        }
-    }
-
-    fn restart_ended(&mut self) {
-        let ended: Vec<Rule> = self
-            .running
-            .values()
-            .filter(|w| w.task.is_finished())
-            .map(|w| w.rule.clone())
-            .collect();
-        if !ended.is_empty() {
-            info!(rules = ended.len(), "leading again: restarting workers");
-        }
-        for rule in ended {
-            self.start_worker(rule);
         }
     }
 
@@ -194,7 +204,7 @@ impl Supervisor {
             rule.clone(),
             self.ctx.clone(),
             stop.clone(),
-            self.leadership.clone(),
+            self.ownership.clone(),
             worker,
         ));
         self.running.insert(name, RunningWorker { rule, stop, task });
@@ -221,19 +231,44 @@ impl Supervisor {
     }
 }
 
-/// Resolves once this replica does not lead (or the election has ended).
-async fn leadership_lost(mut leadership: watch::Receiver<Leadership>) {
-    let _ = leadership.wait_for(|l| !l.is_leading()).await;
+/// Whether `rule`'s worker runs on a replica that owns `owned`: a ResourceDefinition with the resource-definitions
+/// unit, a SchedulerPolicy with the schedulers unit (all policies share one node cache, so one replica runs them
+/// all), a Reconciler while any of its shards runs here.
+pub fn runs_here(owned: &Owned, rule: &Rule) -> bool {
+    match rule {
+        Rule::ResourceDefinition(_) => owned.resource_definitions,
+        Rule::SchedulerPolicy(_) => owned.schedulers,
+        Rule::Reconciler(_) => !owned.shards.is_empty(),
+    }
+}
+
+/// The unit a whole-set rule's worker belongs to (a Reconciler's work is counted per reconcile instead).
+fn whole_set_unit(rule: &Rule) -> Option<Unit> {
+    match rule {
+        Rule::ResourceDefinition(_) => Some(Unit::ResourceDefinitions),
+        Rule::SchedulerPolicy(_) => Some(Unit::Schedulers),
+        Rule::Reconciler(_) => None,
+    }
+}
+
+/// Resolves once `rule`'s unit no longer runs here (or the unit loop has ended).
+async fn unit_lost(mut ownership: watch::Receiver<Owned>, rule: &Rule) {
+    let _ = ownership.wait_for(|owned| !runs_here(owned, rule)).await;
+}
+
+/// Resolves once the resource-definitions unit no longer runs here.
+async fn coordination_lost(mut ownership: watch::Receiver<Owned>) {
+    let _ = ownership.wait_for(|owned| !owned.resource_definitions).await;
 }
 
 /// Runs a rule's worker until `stop`, restarting it with exponential backoff (1 s → 60 s) when it fails or
-/// panics, so one broken rule never takes the process down. Lost leadership aborts it at once, without waiting
+/// panics, so one broken rule never takes the process down. Its unit moving away aborts it at once, without waiting
 /// for `stop` (another replica may already act on the same objects).
 async fn supervise<W, F>(
     rule: Rule,
     ctx: WorkerContext,
     stop: CancellationToken,
-    leadership: watch::Receiver<Leadership>,
+    ownership: watch::Receiver<Owned>,
     worker: W,
 ) where
     W: Fn(Rule, WorkerContext, CancellationToken) -> F,
@@ -242,18 +277,20 @@ async fn supervise<W, F>(
     let name = rule.name().to_owned();
     let kind = rule.kind().as_str();
     let mut backoff = Duration::from_secs(1);
+    // A handover of a whole-set unit waits until its workers are gone (this task ended or was aborted).
+    let _counted = whole_set_unit(&rule).map(|unit| ctx.shards.gate.count_in(unit));
     loop {
         ctx.health.set_rule(&name, kind, WorkerState::Running);
         let span = info_span!("worker", rule = %name, kind);
         // The attempt runs in its own task so a panic is caught as a JoinError; the guard aborts it when this
-        // supervising task is aborted (lost leadership), so no worker outlives its supervisor.
+        // supervising task is aborted (its unit lost), so no worker outlives its supervisor.
         let mut attempt = AbortOnDrop(tokio::spawn(
             worker(rule.clone(), ctx.clone(), stop.clone()).instrument(span),
         ));
         let started = tokio::time::Instant::now();
         let ended = tokio::select! {
             ended = &mut attempt.0 => ended,
-            _ = leadership_lost(leadership.clone()) => {
+            _ = unit_lost(ownership.clone(), &rule) => {
                 // `attempt` is aborted as it drops.
                 ctx.health.set_rule(&name, kind, WorkerState::Standby);
                 return;
@@ -287,7 +324,7 @@ async fn supervise<W, F>(
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
             _ = stop.cancelled() => return,
-            _ = leadership_lost(leadership.clone()) => return,
+            _ = unit_lost(ownership.clone(), &rule) => return,
         }
         backoff = (backoff * 2).min(Duration::from_secs(60));
     }
@@ -338,8 +375,8 @@ mod tests {
             }
         };
         let stop = CancellationToken::new();
-        let (_leading, leadership) = watch::channel(Leadership::Leading);
-        let task = tokio::spawn(supervise(rule(), ctx.clone(), stop.clone(), leadership, worker));
+        let (_owned, ownership) = watch::channel(Owned::everything(4));
+        let task = tokio::spawn(supervise(rule(), ctx.clone(), stop.clone(), ownership, worker));
         let started = tokio::time::Instant::now();
         while attempts.load(Ordering::SeqCst) < 3 {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -378,8 +415,8 @@ mod tests {
             Err::<(), _>(WorkerError::WatchEnded("widgets".into()))
         };
         let stop = CancellationToken::new();
-        let (_leading, leadership) = watch::channel(Leadership::Leading);
-        let task = tokio::spawn(supervise(rule(), ctx.clone(), stop.clone(), leadership, worker));
+        let (_owned, ownership) = watch::channel(Owned::everything(4));
+        let task = tokio::spawn(supervise(rule(), ctx.clone(), stop.clone(), ownership, worker));
         tokio::time::sleep(Duration::from_millis(500)).await;
         let readyz = ctx.health.readiness(true).body;
         assert!(readyz.contains("degraded: watch for widgets ended"), "{readyz}");
@@ -388,9 +425,9 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn lost_leadership_aborts_a_worker_at_once_whatever_it_is_doing() {
+    async fn a_lost_unit_aborts_its_worker_at_once_whatever_it_is_doing() {
         let ctx = crate::context::offline_context();
-        let (election, leadership) = watch::channel(Leadership::Leading);
+        let (election, ownership) = watch::channel(Owned::everything(4));
         let finished = Arc::new(AtomicU32::new(0));
         let counter = finished.clone();
         // A worker stuck in a request that never answers, deaf to its stop token.
@@ -403,11 +440,14 @@ mod tests {
             }
         };
         let stop = CancellationToken::new();
-        let task = tokio::spawn(supervise(rule(), ctx.clone(), stop, leadership, worker));
+        let task = tokio::spawn(supervise(rule(), ctx.clone(), stop, ownership, worker));
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert!(ctx.health.readiness(true).body.contains("running"));
         let lost = tokio::time::Instant::now();
-        election.send_replace(Leadership::Following(None));
+        election.send_replace(Owned {
+            resource_definitions: false,
+            ..Owned::everything(4)
+        });
         task.await.expect("the supervising task ends");
         assert_eq!(lost.elapsed(), Duration::ZERO, "no grace period");
         let readyz = ctx.health.readiness(true).body;
@@ -418,9 +458,9 @@ mod tests {
         assert_eq!(finished.load(Ordering::SeqCst), 0);
     }
 
-    /// A leadership channel that says this replica follows (its sender dropped: nothing changes it).
-    fn not_leading() -> watch::Receiver<Leadership> {
-        watch::channel(Leadership::Following(None)).1
+    /// An ownership channel that says nothing runs here (its sender dropped: nothing changes it).
+    fn not_leading() -> watch::Receiver<Owned> {
+        watch::channel(Owned::default()).1
     }
 
     fn rule_set(yaml: &str) -> RuleSet {

@@ -292,6 +292,7 @@ mod tests {
                     patch_targets: targets,
                     scopes: &scopes,
                     signer: &crate::provenance::ChildSigner::Unsigned,
+                    shards: crate::sharding::DEFAULT_SHARDS,
                 },
                 "2026-01-01T00:00:00Z",
             )

@@ -25,8 +25,10 @@ pub use queue::WorkQueue;
 
 use crate::context::WorkerError;
 use crate::health::{Health, WorkerState};
-use crate::metrics::{Metrics, RuleErrorLabels};
+use crate::metrics::{Metrics, RuleErrorLabels, UnitLabels};
+use crate::sharding::{ShardGate, WorkGuard};
 use crate::watch_hub::{Change, KindKey, Subscription};
+use ruleplane_config::sharding::Unit;
 
 /// What to do with a key after a successful reconcile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +92,12 @@ pub trait Reconcile: Send + Sync + 'static {
     /// a few are read in place, many are a [`whole_cache_step`].
     fn resync_reads(&self) -> usize {
         usize::MAX
+    }
+
+    /// The shard a key belongs to, for a worker whose keys are sharded over replicas (default: none). A key of a
+    /// shard the runner's gate has closed is dropped when due, not reconciled: another replica owns it now.
+    fn shard(&self, _key: &Self::Key) -> Option<u32> {
+        None
     }
 
     /// Among keys due at once, lower ranks are reconciled first (default: all equal, first in first out).
@@ -169,11 +177,12 @@ pub fn since_due() -> Option<Duration> {
     DUE.try_with(tokio::time::Instant::elapsed).ok()
 }
 
-/// A reconcile that ended: its key, its result and how long it took.
+/// A reconcile that ended: its key, its result, how long it took, and its shard's guard.
 type Finished<R> = (
     <R as Reconcile>::Key,
     Result<Reconciled<<R as Reconcile>::Report>, <R as Reconcile>::Error>,
     Duration,
+    Option<WorkGuard>,
 );
 /// A report written: its key, how the write went, and the action its reconcile chose.
 type Written<R> = (<R as Reconcile>::Key, Result<(), <R as Reconcile>::Error>, Action);
@@ -211,6 +220,9 @@ pub struct Runner {
     pub backoff: Backoff,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
+    /// Which shards' keys may be reconciled now, and how many reconciles of each run (a handover waits for
+    /// them); `None`: every key, uncounted.
+    pub gate: Option<Arc<ShardGate>>,
 }
 
 impl Runner {
@@ -253,13 +265,32 @@ impl Runner {
                     .queue_wait
                     .get_or_create(&labels)
                     .observe(waited.as_secs_f64());
+                let guard = match (&self.gate, reconciler.shard(&key)) {
+                    (Some(gate), Some(shard)) => match gate.enter(Unit::ReconcilerShard(shard)) {
+                        Some(guard) => {
+                            self.metrics
+                                .shard_reconciles
+                                .get_or_create(&UnitLabels {
+                                    unit: Unit::ReconcilerShard(shard).to_string(),
+                                })
+                                .inc();
+                            Some(guard)
+                        }
+                        None => {
+                            queue.done(&key);
+                            failures.remove(&key);
+                            continue;
+                        }
+                    },
+                    _ => None,
+                };
                 let reconciler = reconciler.clone();
                 let started = tokio::time::Instant::now();
                 // A waited time longer than the clock's age cannot happen; were it to, the start is the safe answer.
                 let due = started.checked_sub(waited).unwrap_or(started);
                 in_flight.spawn(DUE.scope(due, async move {
                     let result = reconciler.reconcile(&key).await;
-                    (key, result, started.elapsed())
+                    (key, result, started.elapsed(), guard)
                 }));
             }
             reports.start(&reconciler);
@@ -294,7 +325,7 @@ impl Runner {
                     reports.enqueue(&*reconciler, &mut queue, key);
                 }
                 Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
-                    let Ok((key, result, elapsed)) = done else {
+                    let Ok((key, result, elapsed, guard)) = done else {
                         // A panicking reconcile: the supervisor's restart is the right response.
                         return Err(WorkerError::ReconcilePanicked(self.rule.clone()));
                     };
@@ -304,7 +335,7 @@ impl Runner {
                         // The key stays active until its report is written; a change heard during the
                         // reconcile already made the report stale: the reconcile it brings decides anew.
                         Ok(Reconciled { action, report: Some(report) }) if !queue.is_queued_again(&key) => {
-                            reports.hold(key, report, action);
+                            reports.hold(key, report, action, guard);
                         }
                         result => {
                             queue.done(&key);
@@ -383,7 +414,8 @@ impl Runner {
 
 /// Reports left by reconciles: waiting for their turn (first come, first served), and being written.
 struct Reports<R: Reconcile> {
-    waiting: HashMap<R::Key, (R::Report, Action)>,
+    /// With the reconcile's shard guard: a handover waits until the report is written too.
+    waiting: HashMap<R::Key, (R::Report, Action, Option<WorkGuard>)>,
     /// The waiting keys in arrival order; a key whose report was dropped is skipped when its turn comes.
     order: VecDeque<R::Key>,
     writing: JoinSet<Written<R>>,
@@ -413,8 +445,8 @@ impl<R: Reconcile> Reports<R> {
     }
 
     /// Keeps a reconcile's report until its turn.
-    fn hold(&mut self, key: R::Key, report: R::Report, action: Action) {
-        self.waiting.insert(key.clone(), (report, action));
+    fn hold(&mut self, key: R::Key, report: R::Report, action: Action, guard: Option<WorkGuard>) {
+        self.waiting.insert(key.clone(), (report, action, guard));
         self.order.push_back(key);
     }
 
@@ -423,12 +455,13 @@ impl<R: Reconcile> Reports<R> {
         while self.writing.len() < self.limit
             && let Some(key) = self.order.pop_front()
         {
-            let Some((report, action)) = self.waiting.remove(&key) else {
+            let Some((report, action, guard)) = self.waiting.remove(&key) else {
                 continue;
             };
             let reconciler = reconciler.clone();
             self.writing.spawn(async move {
                 let result = reconciler.report(&key, report).await;
+                drop(guard);
                 (key, result, action)
             });
         }

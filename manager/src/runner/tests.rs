@@ -100,6 +100,7 @@ fn object(name: &str) -> DynamicObject {
 
 fn runner(metrics: &Arc<Metrics>, concurrency: usize) -> Runner {
     Runner {
+        gate: None,
         backoff: crate::runner::Backoff::CONTROLLER,
         rule: "test-rule".into(),
         kind: "Reconciler",

@@ -110,6 +110,11 @@ impl SharedWatch {
         })
     }
 
+    /// Says the watch ended for good: its objects gauge goes to zero (the series stays with the selector).
+    pub(super) fn ended(&self) {
+        self.objects.set(0);
+    }
+
     /// Feeds one watch event into the cache, then notifies subscribers. Tests feed synthetic events here.
     pub fn apply(&self, event: Event<DynamicObject>) {
         // One object per event, shared by the cache (when it keeps objects parsed) and the notification. Items of

@@ -48,6 +48,9 @@ pub struct KindKey {
     /// How the cache keeps objects: part of the identity, so a reader that needs them parsed (the scheduler's
     /// nodes) never gets a watch a Reconciler on the same kind started as text, nor the other way round.
     pub storage: Storage,
+    /// The Reconciler shards a sharded watch keeps (`crate::sharding::ShardScope::key_text`): such a watch is
+    /// replaced when the replica's shards change, and the old one ends once no worker holds it.
+    pub shards: Option<String>,
 }
 
 impl KindKey {
@@ -60,6 +63,7 @@ impl KindKey {
             metadata_only: false,
             indexed_by: None,
             storage: Storage::Compact,
+            shards: None,
         }
     }
 }
@@ -134,6 +138,8 @@ pub struct WatchHub {
     client: Client,
     metrics: WatchMetrics,
     watches: Mutex<HashMap<KindKey, Arc<SharedWatch>>>,
+    /// The feed task of each sharded watch, ended by [`WatchHub::release_unused`].
+    sharded_feeds: Mutex<HashMap<KindKey, tokio::task::AbortHandle>>,
 }
 
 impl WatchHub {
@@ -142,6 +148,7 @@ impl WatchHub {
             client,
             metrics,
             watches: Mutex::new(HashMap::new()),
+            sharded_feeds: Mutex::new(HashMap::new()),
         })
     }
 
@@ -223,6 +230,104 @@ impl WatchHub {
             let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
             tokio::spawn(feed(shared, watcher::watcher(api, config)));
         })
+    }
+
+    /// The shared watch of a Reconciler's parents (by label and field selector) that keeps only the parents of
+    /// `scope`'s shards: the apiserver still sends every parent (a label selector cannot hash a name), and the
+    /// others are dropped before they are cached or heard of.
+    pub fn watch_parents(
+        &self,
+        resource: &ApiResource,
+        label_selector: Option<&str>,
+        field_selector: Option<&str>,
+        scope: &crate::sharding::ShardScope,
+    ) -> Arc<SharedWatch> {
+        let Some(shards) = scope.key_text() else {
+            return self.watch_filtered(resource, label_selector, field_selector);
+        };
+        let mut key = KindKey::of(resource);
+        key.label_selector = label_selector.map(str::to_owned);
+        key.field_selector = field_selector.map(str::to_owned);
+        key.shards = Some(shards);
+        let kept = scope.clone();
+        let admission: Admission = Arc::new(move |parent: &DynamicObject| {
+            kept.covers(
+                parent.metadata.namespace.as_deref(),
+                parent.metadata.name.as_deref().unwrap_or_default(),
+            )
+        });
+        self.watch_started(key, resource, label_selector, field_selector, Some(admission))
+    }
+
+    /// The shared watch of a Reconciler's children (by the label selector `base`) of `scope`'s shards, its cache
+    /// indexed like [`WatchHub::watch_indexed`]'s: the apiserver sends only those children.
+    pub fn watch_children(
+        &self,
+        resource: &ApiResource,
+        base: &str,
+        indexed_by: [&'static str; 2],
+        admission: Admission,
+        scope: &crate::sharding::ShardScope,
+    ) -> Arc<SharedWatch> {
+        let Some(term) = scope.child_selector() else {
+            return self.watch_indexed(resource, Some(base), indexed_by, admission);
+        };
+        let selector = format!("{base},{term}");
+        let mut key = KindKey::of(resource);
+        key.label_selector = Some(selector.clone());
+        key.indexed_by = Some(indexed_by);
+        key.shards = scope.key_text();
+        self.watch_started(key, resource, Some(&selector), None, Some(admission))
+    }
+
+    /// A sharded watch of `key`, started if new, its feed task kept so that [`WatchHub::release_unused`] can end
+    /// it.
+    fn watch_started(
+        &self,
+        key: KindKey,
+        resource: &ApiResource,
+        label_selector: Option<&str>,
+        field_selector: Option<&str>,
+        admission: Option<Admission>,
+    ) -> Arc<SharedWatch> {
+        let feed_key = key.clone();
+        self.shared_or_started(key, resource, Storage::Compact, admission, |shared| {
+            let mut config = watcher::Config::default();
+            if let Some(selector) = label_selector {
+                config = config.labels(selector);
+            }
+            if let Some(selector) = field_selector {
+                config = config.fields(selector);
+            }
+            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
+            let task = tokio::spawn(feed(shared, watcher::watcher(api, config)));
+            self.sharded_feeds
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(feed_key, task.abort_handle());
+        })
+    }
+
+    /// Ends the sharded watches no worker holds any more (after the replica's shards changed and its workers
+    /// restarted on the new ones): their caches are freed and their watch connections closed.
+    pub fn release_unused(&self) -> usize {
+        let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+        let mut feeds = self.sharded_feeds.lock().unwrap_or_else(|e| e.into_inner());
+        // Held by the map and by its own feed task only: no worker reads it.
+        let unused: Vec<KindKey> = watches
+            .iter()
+            .filter(|(key, watch)| key.shards.is_some() && Arc::strong_count(watch) <= 2)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &unused {
+            if let Some(watch) = watches.remove(key) {
+                watch.ended();
+            }
+            if let Some(feed) = feeds.remove(key) {
+                feed.abort();
+            }
+        }
+        unused.len()
     }
 
     /// The shared watch of a kind's objects' identities: name, namespace, uid, resourceVersion and deletion

@@ -20,7 +20,7 @@ use super::render::{RenderError, render_children_observing};
 use super::resolved::Reconciler;
 use crate::ownership::{
     CHILD_ID_LABEL, LEGACY_CLEANUP_FINALIZER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_ANNOTATION, PARENT_UID_LABEL,
-    RULE_LABEL, cleanup_finalizer, is_retained,
+    RULE_LABEL, SHARD_LABEL, cleanup_finalizer, is_retained,
 };
 use crate::provenance::ChildSigner;
 
@@ -75,6 +75,9 @@ pub struct PlanInput<'a> {
     pub patch_targets: &'a [Value],
     pub scopes: &'a Scopes<'a>,
     pub signer: &'a ChildSigner,
+    /// How many shards the replicas split parents into (`--shards`): children carry their parent's shard in
+    /// [`SHARD_LABEL`] so a replica's child watches select only its own shards' children at the apiserver.
+    pub shards: u32,
 }
 
 impl PlanInput<'_> {
@@ -109,7 +112,25 @@ impl PlanInput<'_> {
                 namespaced,
                 self.signer,
             );
+            set_shard_label(child, self.parent, self.shards);
         }
+    }
+}
+
+/// Labels a child with its parent's shard (see [`crate::sharding::shard_of`]); written, never read back for a
+/// decision: a child without it (written before sharding) is still the parent's, and gains it on its next apply.
+fn set_shard_label(child: &mut Value, parent: &Value, shards: u32) {
+    let namespace = parent
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let name = parent
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let shard = crate::sharding::shard_label_value(crate::sharding::shard_of(namespace, name, shards));
+    if let Some(labels) = child.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
+        labels.insert(SHARD_LABEL.into(), shard.into());
     }
 }
 
@@ -235,6 +256,7 @@ pub fn plan_offline(
         patch_targets,
         scopes: &scopes,
         signer: &ChildSigner::Unsigned,
+        shards: crate::sharding::DEFAULT_SHARDS,
     })
 }
 

@@ -57,6 +57,7 @@ pub(super) async fn finalize(
             patch_targets: &[],
             scopes,
             signer: &reconciler.ctx.signer,
+            shards: reconciler.ctx.shards.count,
         };
         crate::runner::cpu_step(|| plan_deletion(&input))
     })?;

@@ -50,6 +50,7 @@ impl ParentReconciler {
                 patch_targets: &patch_targets,
                 scopes,
                 signer: &self.ctx.signer,
+                shards: self.ctx.shards.count,
             };
             crate::runner::cpu_step(|| plan_parent(&input))
         })?;

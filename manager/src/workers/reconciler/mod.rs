@@ -211,10 +211,14 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
     .collect::<Vec<_>>()
     .join(",");
     let field_selector = (!field_selector.is_empty()).then_some(field_selector);
+    // Only this replica's shards of them, too (all of them for a single replica).
     let parent = Watched {
-        watch: ctx
-            .hub
-            .watch_filtered(&parent_resource, label_selector.as_deref(), field_selector.as_deref()),
+        watch: ctx.hub.watch_parents(
+            &parent_resource,
+            label_selector.as_deref(),
+            field_selector.as_deref(),
+            &ctx.shards,
+        ),
         namespaced,
     };
     let mut children = BTreeMap::new();
@@ -230,11 +234,13 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
             resource, namespaced, ..
         } = discover(&ctx.discovery, &rule, &child.api_version, &child.kind).await?;
         // Found by rule and parent UID through the watch's own index, shared by every rule with children of this kind.
-        let watch = ctx.hub.watch_indexed(
+        // Of this replica's shards only: children carry their parent's shard as a label the apiserver selects by.
+        let watch = ctx.hub.watch_children(
             &resource,
-            Some(CHILD_SELECTOR),
+            CHILD_SELECTOR,
             [RULE_LABEL, PARENT_UID_LABEL],
             crate::child_signing::child_admission(ctx.signer.clone()),
+            &ctx.shards,
         );
         children.insert(kind, Watched { watch, namespaced });
     }
@@ -280,6 +286,7 @@ pub async fn run(rule: Reconciler, ctx: WorkerContext, stop: CancellationToken) 
         }
     }
     let runner = Runner {
+        gate: Some(ctx.shards.gate.clone()),
         backoff: crate::runner::Backoff::CONTROLLER,
         rule: rule.name().to_owned(),
         kind: KIND,
@@ -735,6 +742,11 @@ impl Reconcile for ParentReconciler {
         }
         keys.extend(self.lookups.readers_of(kind, change));
         keys.into_iter().collect()
+    }
+
+    /// Parents are sharded over the replicas by namespace and name.
+    fn shard(&self, key: &ParentKey) -> Option<u32> {
+        Some(self.ctx.shards.gate.shard_of(key.namespace.as_deref(), &key.name))
     }
 
     /// A resync reads the parents' metadata (the rule's selected parents only).

@@ -198,6 +198,7 @@ pub async fn run(
         _ = stop.cancelled() => return Ok(()),
     }
     let runner = Runner {
+        gate: None,
         backoff: crate::runner::Backoff::CONTROLLER,
         rule: rule.name().to_owned(),
         kind: KIND,

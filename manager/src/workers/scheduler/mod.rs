@@ -199,6 +199,7 @@ pub async fn run(
     ctx.health.set_rule(&name, KIND, WorkerState::Running);
     scheduler.update_gauges();
     let runner = Runner {
+        gate: None,
         rule: name,
         kind: KIND,
         concurrency: DEFAULT_BINDINGS_IN_FLIGHT,
