@@ -142,6 +142,25 @@ ENV
     --initial-cluster "default=http://127.0.0.1:$peer_port" --log-level warn \
     > "$dir/etcd.log" 2>&1 < /dev/null &
   echo $! > "$dir/etcd.pid"
+  # The audit log records who wrote what (user agent, verb, object, time) for every write but Leases and
+  # Events: tests read it as the witness of which replica wrote which object (docs/control-plane.md).
+  cat > "$dir/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    resources:
+      - group: coordination.k8s.io
+        resources: [leases]
+      - group: ""
+        resources: [events]
+      - group: events.k8s.io
+        resources: [events]
+  - level: Metadata
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+POLICY
   log "starting kube-apiserver on 127.0.0.1:$api_port"
   setsid "$bin/kube-apiserver" --etcd-servers "$ETCD_URL" \
     --secure-port "$api_port" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
@@ -152,6 +171,8 @@ ENV
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$dir/certs/sa.pub" --service-account-signing-key-file "$dir/certs/sa.key" \
     --token-auth-file "$dir/tokens.csv" --profiling="${APISERVER_PROFILING:-false}" \
+    --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" --audit-log-format json \
+    --audit-log-mode batch --audit-log-batch-max-wait 1s --audit-log-maxsize 2048 \
     > "$dir/kube-apiserver.log" 2>&1 < /dev/null &
   echo $! > "$dir/kube-apiserver.pid"
   if [ -n "$owner" ]; then

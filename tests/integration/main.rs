@@ -16,4 +16,5 @@ mod reconcilers;
 mod resource_definitions;
 mod scheduler_fidelity;
 mod schedulers;
+mod sharding;
 mod tenancy;

@@ -1,4 +1,5 @@
-//! The manager as a process: leader election, takeover, hot reload with last-good fallback, endpoints.
+//! The manager as a process: units of work shared by replicas, takeover, hot reload with last-good fallback,
+//! endpoints.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -35,23 +36,29 @@ spec:
     )
 }
 
-/// Two managers on one Lease, once exactly one of them leads: (leader, standby).
-async fn elected_pair(rules: &Path, ns: &str) -> (ManagerProcess, ManagerProcess) {
+/// Two managers sharing the units, once both run some and exactly one runs the resource-definitions unit:
+/// (that one, the other).
+async fn sharing_pair(rules: &Path, ns: &str) -> (ManagerProcess, ManagerProcess) {
     let a = ManagerProcess::start(rules, ns, "manager-a", &[]);
     let b = ManagerProcess::start(rules, ns, "manager-b", &[]);
-    let roles = eventually(Duration::from_secs(40), "one leader among two managers", || async {
-        leaders(&[&a, &b])
-            .await
-            .filter(|r| r.iter().filter(|l| **l).count() == 1)
-    })
+    let roles = eventually(
+        Duration::from_secs(40),
+        "two managers sharing the units, one running the ResourceDefinitions",
+        || async {
+            let shared = a.units_held().await? > 0 && b.units_held().await? > 0;
+            coordinators(&[&a, &b])
+                .await
+                .filter(|r| shared && r.iter().filter(|l| **l).count() == 1)
+        },
+    )
     .await;
     if roles[0] { (a, b) } else { (b, a) }
 }
 
-async fn leaders(managers: &[&ManagerProcess]) -> Option<Vec<bool>> {
+async fn coordinators(managers: &[&ManagerProcess]) -> Option<Vec<bool>> {
     let mut out = Vec::new();
     for m in managers {
-        out.push(m.metric("ruleplane_leader").await? == 1.0);
+        out.push(m.holds("resource-definitions").await?);
     }
     Some(out)
 }
@@ -62,17 +69,17 @@ async fn crd_exists(name: &str) -> bool {
 }
 
 #[tokio::test]
-async fn exactly_one_of_two_managers_leads_and_a_killed_leader_is_replaced() {
+async fn exactly_one_of_two_managers_runs_the_resource_definitions_and_a_killed_one_is_replaced() {
     let client = admin_client().await;
     let ns = test_namespace(&client, "election-kill").await;
     let rules = temp_dir("election-kill");
     write(&rules, "a.yaml", &rd_rule("a", "alpha", "kill.election.test", ""));
-    let (mut leader, standby) = elected_pair(&rules, &ns).await;
-    // Stays that way over a few renewals: never two leaders.
+    let (mut leader, standby) = sharing_pair(&rules, &ns).await;
+    // Stays that way over a few renewals: never two replicas on one unit.
     for _ in 0..6 {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = leaders(&[&leader, &standby]).await.expect("metrics");
-        assert_eq!(now.iter().filter(|l| **l).count(), 1, "exactly one leader: {now:?}");
+        let now = coordinators(&[&leader, &standby]).await.expect("metrics");
+        assert_eq!(now.iter().filter(|l| **l).count(), 1, "exactly one holder: {now:?}");
     }
     eventually(Duration::from_secs(30), "leader registers the CRD", || async {
         crd_exists("alphas.kill.election.test").await.then_some(())
@@ -81,7 +88,7 @@ async fn exactly_one_of_two_managers_leads_and_a_killed_leader_is_replaced() {
 
     leader.kill9();
     let killed = Instant::now();
-    // Only a leader acts, so a CRD from a rule added after the kill proves the standby took over.
+    // Only the holder of the unit acts, so a CRD from a rule added after the kill proves the other took it over.
     write(&rules, "b.yaml", &rd_rule("b", "beta", "kill.election.test", ""));
     eventually(
         Duration::from_secs(30),
@@ -98,21 +105,26 @@ async fn exactly_one_of_two_managers_leads_and_a_killed_leader_is_replaced() {
         takeover <= Duration::from_secs(17),
         "takeover took {takeover:?}, more than lease duration + 2 s"
     );
-    assert_eq!(standby.metric("ruleplane_leader").await, Some(1.0));
+    assert_eq!(standby.holds("resource-definitions").await, Some(true));
+    assert_eq!(
+        standby.units_held().await,
+        Some(34),
+        "every unit, with the other replica gone"
+    );
 }
 
 #[tokio::test]
-async fn sigterm_releases_the_lease_and_the_standby_takes_over_fast() {
+async fn sigterm_hands_the_units_back_and_the_other_replica_takes_them_over_fast() {
     let client = admin_client().await;
     let ns = test_namespace(&client, "election-term").await;
     let rules = temp_dir("election-term");
     write(&rules, "a.yaml", &rd_rule("a", "alpha", "term.election.test", ""));
-    let (mut leader, standby) = elected_pair(&rules, &ns).await;
+    let (mut leader, standby) = sharing_pair(&rules, &ns).await;
     let stopped = Instant::now();
     let status = leader.sigterm();
     assert!(status.success(), "SIGTERM must exit 0, got {status}");
-    eventually(Duration::from_secs(10), "standby leads", || async {
-        (standby.metric("ruleplane_leader").await == Some(1.0)).then_some(())
+    eventually(Duration::from_secs(10), "the other replica runs every unit", || async {
+        (standby.units_held().await == Some(34)).then_some(())
     })
     .await;
     let takeover = stopped.elapsed();

@@ -131,6 +131,18 @@ impl Leases {
         }
     }
 
+    /// Deletes the version `observed` of a Lease (a 409 if it changed since, a 404 if it is gone).
+    async fn delete(&self, name: &str, observed: &str) -> Result<(), LeaseError> {
+        let params = kube::api::DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                resource_version: Some(observed.to_owned()),
+                uid: None,
+            }),
+            ..Default::default()
+        };
+        self.bounded(self.api.delete(name, &params)).await.map(|_| ())
+    }
+
     async fn get(&self, name: &str) -> Result<Option<Lease>, LeaseError> {
         self.bounded(self.api.get_opt(name)).await
     }
@@ -261,6 +273,15 @@ impl UnitLoop {
             .filter(|(name, _)| name.starts_with(&member_prefix) && **name != self.member_name)
             .map(|(_, seen)| seen)
             .collect();
+        // Member Leases of replicas gone (released, or expired by this replica's own count) are deleted, each on
+        // the version seen to expire: a replica joining later would otherwise count such a member alive for a
+        // whole lease duration of its own, and every rollout would leave its pods' Leases behind.
+        let gone: Vec<(String, String)> = self
+            .observed
+            .iter()
+            .filter(|(name, seen)| name.starts_with(&member_prefix) && **name != self.member_name && seen.is_free(now))
+            .map(|(name, seen)| (name.clone(), seen.version.clone()))
+            .collect();
         let mut live = members(member_leases, now);
         live.remove(&self.config.identity);
         if self.local(Slot::Member).runs_work(now, &timings) && !leaving {
@@ -315,12 +336,25 @@ impl UnitLoop {
             }
         }
         let this = &*self;
+        let deleted = futures::future::join_all(gone.iter().map(|(name, version)| async move {
+            match this.leases.delete(name, version).await {
+                Ok(()) => {
+                    debug!(lease = %name, "deleted the member Lease of a replica gone");
+                    Some(name.clone())
+                }
+                Err(LeaseError::Api(kube::Error::Api(status))) if status.code == 404 => Some(name.clone()),
+                Err(_) => None,
+            }
+        }));
         let outcomes = futures::future::join_all(
             requests
                 .into_iter()
                 .map(|(slot, name, action, base)| this.request(slot, name, action, base)),
         )
         .await;
+        for name in deleted.await.into_iter().flatten() {
+            self.forget(&name);
+        }
         for outcome in outcomes {
             if let Some(lease) = outcome.stored {
                 self.see(lease);

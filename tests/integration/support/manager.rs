@@ -164,6 +164,25 @@ impl ManagerProcess {
     }
 }
 
+impl ManagerProcess {
+    /// Whether this replica runs `unit` (`reconciler-shard-3`, `resource-definitions`, `schedulers`) now.
+    pub async fn holds(&self, unit: &str) -> Option<bool> {
+        let sample = format!("ruleplane_unit_owned{{unit=\"{unit}\"}}");
+        Some(self.metric(&sample).await? == 1.0)
+    }
+
+    /// How many units this replica runs now.
+    pub async fn units_held(&self) -> Option<usize> {
+        let text = self.metrics_text().await?;
+        Some(
+            text.lines()
+                .filter(|l| l.starts_with("ruleplane_unit_owned{"))
+                .filter(|l| l.trim_end().ends_with(" 1"))
+                .count(),
+        )
+    }
+}
+
 impl Drop for ManagerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();

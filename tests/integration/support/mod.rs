@@ -19,6 +19,8 @@ pub struct ControlPlane {
     /// A kubeconfig for a user without any RBAC grant.
     pub unprivileged_kubeconfig: PathBuf,
     pub bin_dir: PathBuf,
+    /// The apiserver's audit log (JSON lines, one per write but Leases and Events; see cluster.sh's policy).
+    pub audit_log: PathBuf,
 }
 
 fn repo_root() -> PathBuf {
@@ -64,6 +66,7 @@ pub fn control_plane() -> &'static ControlPlane {
             kubeconfig: dir.join("kubeconfig"),
             unprivileged_kubeconfig: dir.join("user.kubeconfig"),
             bin_dir: PathBuf::from(bin_dir),
+            audit_log: dir.join("audit.log"),
         }
     })
 }
