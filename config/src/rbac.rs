@@ -80,12 +80,13 @@ fn resource_definition_permissions(crd: &str, deletes: bool) -> Vec<Permission> 
     out
 }
 
-/// What the manager needs whatever the rules: its leader Lease (watched by standbys) and child signing key (read,
-/// or created once: a create cannot be limited to one name), both in its own namespace; Events; and the
+/// What the manager needs whatever the rules: its Leases (a member Lease per replica and one per unit of work, all
+/// watched; a gone replica's member Lease is deleted by the others) and child signing key (read, or created once: a
+/// create cannot be limited to one name), both in its own namespace; Events; and the
 /// SelfSubjectAccessReviews of the permission check itself.
 pub fn manager_permissions(lease_namespace: &str) -> Vec<Permission> {
     let mut out = permissions(
-        &["get", "list", "watch", "create", "update", "patch"],
+        &["get", "list", "watch", "create", "update", "patch", "delete"],
         "coordination.k8s.io",
         "leases",
         Some(lease_namespace),
@@ -375,7 +376,7 @@ mod tests {
                 {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["ruleplane-child-signing-key"],
                  "verbs": ["get"]},
                 {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                 "verbs": ["create", "get", "list", "patch", "update", "watch"]},
+                 "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]},
             ])
         );
     }

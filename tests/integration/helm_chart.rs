@@ -251,7 +251,7 @@ spec:
             manager
                 .readyz()
                 .await
-                .filter(|(_, b)| b.contains("(leader)") && b.contains("rule widget.helm.test"))
+                .filter(|(_, b)| b.contains("resource-definitions") && b.contains("rule widget.helm.test"))
         },
     )
     .await;
