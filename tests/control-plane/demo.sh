@@ -53,7 +53,8 @@ for _ in $(seq 1 60); do
   sleep 0.5
 done
 head -n 25 "$log" | sed 's/^/   /'
-explain "" "It elected itself leader on Lease default/ruleplane and started one worker per rule."
+explain "" "As the only replica it took every unit of work through Leases in default (32 Reconciler shards, the" \
+  "ResourceDefinitions, the SchedulerPolicies) and started one worker per rule."
 
 say "4. The ResourceDefinition rules became CustomResourceDefinitions"
 for _ in $(seq 1 60); do
@@ -443,19 +444,52 @@ echo "   \$ ruleplane diff --rules changed-rules/ --manager-namespace default   
 "$target/debug/ruleplane" diff --rules "$review" --manager-namespace default --kubeconfig "$KUBECONFIG" | sed 's/^/   /' || true
 rm -rf "$review"
 
-say "9. Health and metrics"
+say "9. A second replica shares the work (active-active; docs/operations.md)"
+metrics_port2=$(free_port); health_port2=$(free_port); log2=$(mktemp -t ruleplane-demo-2.XXXXXX.log)
+echo "   \$ ruleplane run --rules examples/ --identity demo-2 ...    (log: $log2)"
+"$target/debug/ruleplane" run --rules "$root/examples" --crds "$root/examples/crds" --kubeconfig "$KUBECONFIG" \
+  --metrics-bind-address "127.0.0.1:$metrics_port2" --health-probe-bind-address "127.0.0.1:$health_port2" \
+  --leader-election-namespace default --identity demo-2 >"$log2" 2>&1 &
+second=$!
+trap 'kill $manager $second 2>/dev/null || true; wait $manager $second 2>/dev/null || true' EXIT
+units_of() { curl -fs "http://127.0.0.1:$1/metrics" 2>/dev/null | awk '/^ruleplane_unit_owned\{/ && $2=="1"{n++} END{print n+0}'; }
+for _ in $(seq 1 120); do
+  [ "$(units_of "$metrics_port")" = 17 ] && [ "$(units_of "$metrics_port2")" = 17 ] && break
+  sleep 0.25
+done
+echo "   \$ kubectl get leases -n default -o custom-columns=HOLDER:.spec.holderIdentity --no-headers | sort | uniq -c"
+kubectl get leases -n default -o custom-columns=HOLDER:.spec.holderIdentity --no-headers | grep -E '^demo' | sort | uniq -c |
+  sed 's/^/   /'
+echo "   \$ curl localhost:$health_port/readyz?verbose | grep units; curl localhost:$health_port2/readyz?verbose | grep units"
+for port in "$health_port" "$health_port2"; do
+  curl -fs "http://127.0.0.1:$port/readyz?verbose" | grep units-known | sed 's/^/   /'
+done
+echo "   \$ kubectl get cronjobs,configmaps -l app.kubernetes.io/managed-by=ruleplane -L ruleplane.dev/shard | head -5"
+kubectl get cronjobs,configmaps -l app.kubernetes.io/managed-by=ruleplane -L ruleplane.dev/shard | head -5 | sed 's/^/   /'
+explain "" "Each replica runs 17 of the 34 units: Reconciler parents are hashed into 32 shards, and each child carries" \
+  "its parent's shard so a replica's watches receive only its own children. The ResourceDefinitions and the" \
+  "SchedulerPolicies are one unit each, on different replicas."
+echo "   \$ kill -TERM <demo-2>    (a rolling update, a scale-down)"
+t_term=$(date +%s.%N)
+kill -TERM $second; wait $second || true
+for _ in $(seq 1 200); do [ "$(units_of "$metrics_port")" = 34 ] && break; sleep 0.05; done
+explain "demo-2 handed its units back; demo runs all 34 again after $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t_term}") s" \
+  "(a replica that dies instead loses them when their Leases expire, 15 s)."
+trap 'kill $manager 2>/dev/null || true; wait $manager 2>/dev/null || true' EXIT
+
+say "10. Health and metrics"
 echo "   \$ curl localhost:$health_port/readyz?verbose"
 curl -fs "http://127.0.0.1:$health_port/readyz?verbose" | sed 's/^/   /'
-echo "   \$ curl localhost:$metrics_port/metrics | grep -E 'ruleplane_(leader|rules_loaded|reconciles_total)'"
+echo "   \$ curl localhost:$metrics_port/metrics | grep -E 'ruleplane_(members|rules_loaded|reconciles_total)'"
 curl -fs "http://127.0.0.1:$metrics_port/metrics" |
-  grep -E '^ruleplane_(leader|rules_loaded|reconciles_total)' | sed 's/^/   /'
+  grep -E '^ruleplane_(members|rules_loaded|reconciles_total)' | sed 's/^/   /'
 explain "" "What the CronTab rule holds in memory: its parents, its labelled children, the identities (not the content)" \
   "of the ConfigMaps its overrides lookup may read, and the content of those a CronTab does read:"
 echo "   \$ curl localhost:$metrics_port/metrics | grep -E 'ruleplane_(watch_objects|lookup_contents).*(CronTab|CronJob|ConfigMap|crontab)'"
 curl -fs "http://127.0.0.1:$metrics_port/metrics" |
   grep -E '^ruleplane_(watch_objects|lookup_contents).*(CronTab|CronJob|ConfigMap|crontab)' | sed 's/^/   /'
 
-say "10. Stopping the manager (SIGTERM): workers stop, the Lease is released"
+say "11. Stopping the manager (SIGTERM): workers stop, the units' Leases are released"
 kill -TERM $manager
 wait $manager && explain "manager exited with status 0"
 trap - EXIT
