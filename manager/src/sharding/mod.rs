@@ -650,3 +650,108 @@ fn take_in(state: &mut UnitLoop, event: watcher::Event<Lease>) {
         watcher::Event::Init | watcher::Event::InitDone => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+
+    fn unit_loop(shards: u32) -> UnitLoop {
+        let client = crate::context::offline_context().client;
+        let config = ShardingConfig {
+            namespace: "ns".into(),
+            prefix: "ruleplane".into(),
+            identity: "me".into(),
+            timings: Timings::default(),
+            shards,
+        };
+        UnitLoop {
+            leases: Leases {
+                api: Api::namespaced(client, "ns"),
+                timeout: config.request_timeout(),
+            },
+            gate: ShardGate::closed(shards),
+            metrics: std::sync::Arc::new(Metrics::new()),
+            units: units(shards),
+            origin: Instant::now(),
+            objects: HashMap::new(),
+            observed: HashMap::new(),
+            local: BTreeMap::new(),
+            owned: Owned::default(),
+            member_name: member_lease_name("ruleplane", "me"),
+            config,
+        }
+    }
+
+    fn lease(name: &str, version: &str, holder: &str) -> Lease {
+        let mut lease = Lease::default();
+        lease.metadata.name = Some(name.into());
+        lease.metadata.resource_version = Some(version.into());
+        lease.spec = Some(LeaseSpec {
+            holder_identity: Some(holder.into()),
+            lease_duration_seconds: Some(15),
+            ..Default::default()
+        });
+        lease
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_older_version_of_a_lease_never_replaces_a_newer_one_and_other_leases_are_ignored() {
+        let mut state = unit_loop(4);
+        state.see(lease("ruleplane-unit-schedulers", "12", "b"));
+        state.see(lease("ruleplane-unit-schedulers", "9", "a"));
+        let seen = &state.observed["ruleplane-unit-schedulers"];
+        assert_eq!(
+            (seen.version.as_str(), seen.record.holder.as_deref()),
+            ("12", Some("b"))
+        );
+        state.see(lease("kube-scheduler", "3", "x"));
+        assert!(!state.objects.contains_key("kube-scheduler"), "not one of ours");
+        state.forget("ruleplane-unit-schedulers");
+        assert!(state.observed.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn held_units_open_their_gate_until_the_renew_deadline_and_a_stopping_one_stays_closed() {
+        let mut state = unit_loop(4);
+        let confirmed = state.now();
+        state
+            .local
+            .insert(Slot::Unit(Unit::ReconcilerShard(1)), Local::Starting { confirmed });
+        state
+            .local
+            .insert(Slot::Unit(Unit::Schedulers), Local::Running { confirmed });
+        state.local.insert(
+            Slot::Unit(Unit::ReconcilerShard(2)),
+            Local::Stopping {
+                confirmed,
+                in_flight: 1,
+            },
+        );
+        let owned = state.publish(2, false);
+        assert_eq!(owned.shards, BTreeSet::from([1]));
+        assert!(owned.schedulers && !owned.resource_definitions);
+        assert_eq!(
+            owned.describe(4),
+            "1 of 4 reconciler shards (1), schedulers; 2 member(s)"
+        );
+        assert!(state.gate.admits(Unit::ReconcilerShard(1)));
+        assert!(!state.gate.admits(Unit::ReconcilerShard(2)), "stopping: no new work");
+        assert_eq!(
+            state.local(Slot::Unit(Unit::ReconcilerShard(1))),
+            Local::Running { confirmed },
+            "started"
+        );
+        tokio::time::advance(Timings::default().renew_deadline).await;
+        assert!(
+            !state.gate.admits(Unit::ReconcilerShard(1)),
+            "the gate closes at the renew deadline without the loop"
+        );
+        let later = state.publish(2, true);
+        assert!(
+            later.shards.is_empty() && !later.schedulers,
+            "past the deadline nothing runs"
+        );
+        assert_eq!(later.aborts, 1);
+    }
+}
