@@ -185,6 +185,27 @@ async fn three_replicas_share_3000_parents_each_child_written_by_one_and_scaling
             "a replica's share of reconciles: {counts:?}"
         );
     }
+    // Each caches its own shards' parents and children only: about a third of the 6,000 objects.
+    let mut cached = Vec::new();
+    for replica in [&a, &b, &c] {
+        let text = replica.metrics_text().await.unwrap_or_default();
+        let objects: f64 = text
+            .lines()
+            .filter(|l| l.starts_with("ruleplane_watch_objects{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        cached.push(objects);
+    }
+    println!(
+        "objects cached by a/b/c: {cached:?} (parents and children: {})",
+        2 * PARENTS
+    );
+    for objects in &cached {
+        assert!(
+            *objects < 0.5 * (2 * PARENTS) as f64,
+            "a replica caches more than its shards: {cached:?}"
+        );
+    }
     // The audit log: every child written, each by exactly one replica.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let writes = child_writes(&control_plane().audit_log, &ns);

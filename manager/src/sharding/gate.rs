@@ -36,6 +36,8 @@ impl Open {
 #[derive(Debug)]
 pub struct ShardGate {
     count: u32,
+    /// Whether the units are shared through Leases (else always open: one replica without Leases).
+    shared: bool,
     /// Indexed by shard, then the two whole-set units.
     open: Mutex<Vec<Open>>,
     in_flight: Vec<AtomicUsize>,
@@ -56,6 +58,7 @@ impl ShardGate {
         let slots = count as usize + 2;
         Arc::new(ShardGate {
             count,
+            shared: open != Open::Always,
             open: Mutex::new(vec![open; slots]),
             in_flight: (0..slots).map(|_| AtomicUsize::new(0)).collect(),
         })
@@ -177,10 +180,16 @@ impl ShardScope {
         ))
     }
 
-    /// A short text naming the scope, part of a sharded watch's key (`None`: every shard).
+    /// A short text naming the scope, part of a sharded watch's key: `None` only without Leases (the shards never
+    /// change). With Leases even the scope of every shard is named, so that its watches end like the others
+    /// when the replica's shards change (a replica that held every unit alone kept caching every parent and child
+    /// after a second replica took half).
     pub fn key_text(&self) -> Option<String> {
-        self.child_selector()
-            .map(|selector| format!("{}:{selector}", self.count))
+        if !self.gate.shared {
+            return None;
+        }
+        let selector = self.child_selector().unwrap_or_else(|| "all".to_owned());
+        Some(format!("{}:{selector}", self.count))
     }
 }
 
@@ -225,5 +234,15 @@ mod tests {
         let all = ShardScope::of(gate, &(0..32).collect());
         assert!(all.owned.is_none() && all.child_selector().is_none());
         assert!(all.covers(None, "cluster-wide"));
+        assert_eq!(
+            all.key_text().as_deref(),
+            Some("32:all"),
+            "ended like the others when shards change"
+        );
+        assert_eq!(
+            ShardScope::everything(32).key_text(),
+            None,
+            "without Leases: plain watches"
+        );
     }
 }

@@ -250,13 +250,15 @@ impl WatchHub {
         key.field_selector = field_selector.map(str::to_owned);
         key.shards = Some(shards);
         let kept = scope.clone();
-        let admission: Admission = Arc::new(move |parent: &DynamicObject| {
-            kept.covers(
-                parent.metadata.namespace.as_deref(),
-                parent.metadata.name.as_deref().unwrap_or_default(),
-            )
+        let admission = scope.owned.is_some().then(|| -> Admission {
+            Arc::new(move |parent: &DynamicObject| {
+                kept.covers(
+                    parent.metadata.namespace.as_deref(),
+                    parent.metadata.name.as_deref().unwrap_or_default(),
+                )
+            })
         });
-        self.watch_started(key, resource, label_selector, field_selector, Some(admission))
+        self.watch_started(key, resource, label_selector, field_selector, admission)
     }
 
     /// The shared watch of a Reconciler's children (by the label selector `base`) of `scope`'s shards, its cache
@@ -269,14 +271,17 @@ impl WatchHub {
         admission: Admission,
         scope: &crate::sharding::ShardScope,
     ) -> Arc<SharedWatch> {
-        let Some(term) = scope.child_selector() else {
+        let Some(shards) = scope.key_text() else {
             return self.watch_indexed(resource, Some(base), indexed_by, admission);
         };
-        let selector = format!("{base},{term}");
+        let selector = match scope.child_selector() {
+            Some(term) => format!("{base},{term}"),
+            None => base.to_owned(),
+        };
         let mut key = KindKey::of(resource);
         key.label_selector = Some(selector.clone());
         key.indexed_by = Some(indexed_by);
-        key.shards = scope.key_text();
+        key.shards = Some(shards);
         self.watch_started(key, resource, Some(&selector), None, Some(admission))
     }
 
