@@ -254,6 +254,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
                 metrics.members.set(i64::try_from(owned.members).unwrap_or(i64::MAX));
                 supervisor.set_owned(owned).await;
             }
+            _ = tokio::time::sleep_until(supervisor.settle_due().unwrap_or_else(tokio::time::Instant::now)), if supervisor.settle_due().is_some() => {
+                supervisor.settle().await;
+            }
             Some(loaded) = reloads.recv() => {
                 let report = (&client, manager_namespace.as_str());
                 apply_load(&mut supervisor, &health, &metrics, loaded, &root, Some(report)).await;

@@ -30,6 +30,10 @@ pub struct Supervisor {
     running: BTreeMap<String, RunningWorker>,
     /// What runs here, as last applied.
     owned: Owned,
+    /// When the workers start on `owned` (it changed less than [`SETTLE`] ago).
+    settle_at: Option<tokio::time::Instant>,
+    /// Whether the Reconciler workers' scope was ever set from `owned`.
+    shards_started: bool,
     /// Reconciler rules removed while this replica did not coordinate: their removal hook (releasing their
     /// finalizers) runs when it takes the resource-definitions unit, in case the coordinator of the moment died
     /// before it ran it.
@@ -49,6 +53,9 @@ pub struct Supervisor {
     scheduling: workers::scheduler::SchedulingCache,
 }
 
+/// How long the units must stay unchanged before workers start on them (see [`Supervisor::set_owned`]).
+pub const SETTLE: Duration = Duration::from_secs(1);
+
 /// How long a stopping worker may take to finish its current step before it is aborted.
 const GRACEFUL_STOP: Duration = Duration::from_secs(5);
 
@@ -59,6 +66,8 @@ impl Supervisor {
             rules: BTreeMap::new(),
             running: BTreeMap::new(),
             owned: Owned::default(),
+            settle_at: None,
+            shards_started: false,
             missed_removals: Vec::new(),
             ownership,
             allow_empty_rule_set,
@@ -139,10 +148,13 @@ impl Supervisor {
         self.owned.resource_definitions
     }
 
-    /// Applies a new set of units: starts the workers whose unit now runs here, stops (aborts: another replica
-    /// may act on the same objects soon) those whose unit went, and restarts the Reconciler workers on the new
-    /// shards when they changed (their watches are keyed by the shards; the old watches end once unused). A
-    /// worker that saw its unit go and come back while this loop was busy had ended: it starts again.
+    /// Applies a new set of units. What no longer runs here stops at once (aborted: another replica may act on
+    /// the same objects soon), and every Reconciler worker when a hold was abandoned or lost. Units gained by a
+    /// replica already working start at once; the replica's first start, and the restart of its Reconciler
+    /// workers on a smaller set of shards, wait until the units have been unchanged for [`SETTLE`]
+    /// ([`Supervisor::settle`]): replicas started together move units for a moment, and workers started on a
+    /// passing set would list and cache what they give up a second later (a shard handed over meanwhile has its
+    /// gate closed: its keys are dropped, its reconciles in flight finish).
     pub async fn set_owned(&mut self, owned: Owned) {
         let before = std::mem::replace(&mut self.owned, owned);
         let now = self.owned.clone();
@@ -157,10 +169,51 @@ impl Supervisor {
                 workers::on_rule_removed(&rule, &remaining, &self.ctx).await;
             }
         }
-        let reshard = now.shards != before.shards || now.aborts != before.aborts;
+        let aborted = now.aborts != before.aborts;
+        let rules: Vec<Rule> = self.rules.values().cloned().collect();
+        for rule in &rules {
+            let reconciler = matches!(rule, Rule::Reconciler(_));
+            if self.running.contains_key(rule.name()) && (!runs_here(&now, rule) || (aborted && reconciler)) {
+                self.stop_worker(rule.name(), false).await;
+            }
+        }
+        if aborted {
+            // Work of an abandoned hold stopped above; the scope must not keep its shards.
+            self.ctx.shards = ShardScope::of(self.ctx.shards.gate.clone(), &now.shards);
+        }
+        // A replica already working that gains units (a takeover after a crash, a replica leaving) starts them at
+        // once: only a replica's first start, and a shrinking set, wait for the units to settle.
+        let gained = now.shards.difference(&before.shards).next().is_some()
+            || (now.resource_definitions && !before.resource_definitions)
+            || (now.schedulers && !before.schedulers);
+        if self.shards_started && gained {
+            self.settle().await;
+        } else {
+            self.settle_at = Some(tokio::time::Instant::now() + SETTLE);
+        }
+    }
+
+    /// When [`Supervisor::settle`] is due, if the units changed since it last ran.
+    pub fn settle_due(&self) -> Option<tokio::time::Instant> {
+        self.settle_at
+    }
+
+    /// Starts the workers whose unit runs here, restarting the Reconciler workers on the shards now owned when
+    /// they changed (their watches are keyed by the shards; the old watches end once unused); a worker that saw
+    /// its unit go and come back while the loop was busy had ended: it starts again.
+    pub async fn settle(&mut self) {
+        self.settle_at = None;
+        let now = self.owned.clone();
+        let owned_now: Option<&std::collections::BTreeSet<u32>> = self.ctx.shards.owned.as_deref();
+        let all = now.shards.len() == self.ctx.shards.count as usize;
+        let reshard = match owned_now {
+            Some(owned) => *owned != now.shards,
+            None => !all,
+        } || !self.shards_started;
         if reshard {
             self.ctx.shards = ShardScope::of(self.ctx.shards.gate.clone(), &now.shards);
         }
+        self.shards_started = true;
         let rules: Vec<Rule> = self.rules.values().cloned().collect();
         let mut started = 0;
         for rule in rules {
@@ -182,7 +235,7 @@ impl Supervisor {
                 shards = now.shards.len(),
                 started,
                 watches_ended = ended,
-                "this replica's Reconciler shards changed; workers restarted on them"
+                "this replica's units settled; workers started on its Reconciler shards"
             );
         }
     }
