@@ -329,6 +329,17 @@ impl UnitLoop {
                     self.local.insert(*slot, local.on(Event::Abandoned));
                     self.transition("abandoned");
                 }
+                Action::MarkForHandover
+                    if self
+                        .observed
+                        .get(&name)
+                        .and_then(|seen| seen.record.holder.as_deref())
+                        .is_some_and(|holder| !live.contains(holder)) =>
+                {
+                    // A holder that is no member any more (its member Lease expired) cannot answer: a mark would
+                    // only change the Lease's version and so restart the expiry count of every replica waiting
+                    // for it (a takeover after a kill -9 took 29 s instead of 15).
+                }
                 action => {
                     let base = self.objects.get(&name).cloned();
                     requests.push((*slot, name, action, base));
