@@ -17,6 +17,7 @@ use super::decision::{Decision, NodeResult, Outcome, PluginScore, ScheduleError}
 use super::features::{Feature, needed_features, unsupported_verdict};
 use super::plugins::{BuiltFilter, BuiltScore, Cycle, NodeFilter, PreFilter, PreScore, build_filter, build_score};
 use super::pod_info::PodInfo;
+use super::preemption::{NodeStatuses, PostFilters, run_post_filters};
 use super::profile::{Profile, ProfileError, TieBreak};
 use super::rng::SplitMix64;
 use super::snapshot::{NodeInfo, Snapshot, pod_ref};
@@ -49,6 +50,8 @@ pub struct Engine {
     compiled: Compiled,
     next_start_node_index: usize,
     rng: SplitMix64,
+    /// The PostFilter chain run after a FitError; `None` (the default) runs none.
+    post_filters: Option<PostFilters>,
 }
 
 /// The profile's plugins and settings.
@@ -59,6 +62,8 @@ struct Compiled {
     percentage: u8,
     ignored_features: BTreeSet<Feature>,
     tie_break: TieBreak,
+    /// DefaultPreemption's args from the profile, for [`Engine::enable_preemption`].
+    preemption_args: super::args::DefaultPreemptionArgs,
     /// Keep each feasible node's per-plugin score breakdown in the decision (explain, fidelity); a scheduler
     /// that only binds turns it off and keeps the totals.
     breakdown: bool,
@@ -77,6 +82,14 @@ impl Engine {
         if profile.percentage_of_nodes_to_score > 100 {
             return Err(ProfileError::InvalidPercentage(profile.percentage_of_nodes_to_score));
         }
+        profile
+            .args
+            .default_preemption
+            .validate()
+            .map_err(|errors| ProfileError::InvalidArgs {
+                plugin: "DefaultPreemption".to_string(),
+                errors,
+            })?;
         let mut filters: Vec<BuiltFilter> = Vec::new();
         for entry in &profile.filters {
             let built = build_filter(entry, &profile.args)?;
@@ -112,10 +125,12 @@ impl Engine {
                 percentage: profile.percentage_of_nodes_to_score,
                 ignored_features: profile.ignored_features.clone(),
                 tie_break: profile.tie_break,
+                preemption_args: profile.args.default_preemption.clone(),
                 breakdown: true,
             },
             next_start_node_index: 0,
             rng: SplitMix64::new(seed),
+            post_filters: None,
         })
     }
 
@@ -123,6 +138,21 @@ impl Engine {
     /// decision still has every verdict, reason and total, and allocates one vector fewer per node.
     pub fn set_score_breakdown(&mut self, keep: bool) {
         self.compiled.breakdown = keep;
+    }
+
+    /// Runs kube-scheduler's default PostFilter chain after a FitError — DynamicResources (which has nothing to
+    /// deallocate for the pods the engine accepts), then DefaultPreemption with the profile's args — and
+    /// reports its result in [`Outcome::Unschedulable`]. Off by default: nothing carries a preemption out yet.
+    pub fn enable_preemption(&mut self) {
+        self.post_filters = Some(PostFilters {
+            dynamic_resources: true,
+            preemption: self.compiled.preemption_args.clone(),
+        });
+    }
+
+    /// Sets the PostFilter chain (`None`: no PostFilter plugins, kube-scheduler then never preempts).
+    pub fn set_post_filters(&mut self, post_filters: Option<PostFilters>) {
+        self.post_filters = post_filters;
     }
 
     /// The filters' names in the order they run.
@@ -162,6 +192,7 @@ impl Engine {
                 message: NO_NODES_MESSAGE.to_string(),
                 pre_filter: None,
                 plugins: BTreeSet::new(),
+                post_filter: None,
             }));
         }
         let cycle = Cycle {
@@ -174,15 +205,78 @@ impl Engine {
         if let Some((plugin, verdict)) = unsupported_verdict(&needed) {
             return Ok(pre_filter_failure(snapshot, verdict.by(&Arc::from(plugin)), Vec::new()));
         }
-        let prepared = match compiled.run_pre_filters(&cycle) {
-            Ok(prepared) => prepared,
-            Err(decision) => return Ok(*decision),
+        let mut decision = match compiled.run_pre_filters(&cycle) {
+            Ok(prepared) => compiled.filter_and_score(&cycle, prepared, &mut self.next_start_node_index, &mut self.rng),
+            Err(decision) => *decision,
         };
-        Ok(compiled.filter_and_score(&cycle, prepared, &mut self.next_start_node_index, &mut self.rng))
+        if let Some(chain) = &self.post_filters {
+            compiled.post_filter(chain, snapshot, &pod_info, &mut decision, &mut self.rng);
+        }
+        Ok(decision)
     }
 }
 
 impl Compiled {
+    /// Runs the PostFilter chain on a FitError (`Unschedulable` from PreFilter or Filter) and records it.
+    fn post_filter(
+        &self,
+        chain: &PostFilters,
+        snapshot: &Snapshot,
+        pod: &PodInfo,
+        decision: &mut Decision,
+        rng: &mut SplitMix64,
+    ) {
+        let Outcome::Unschedulable { pre_filter, .. } = &decision.outcome else {
+            return;
+        };
+        let statuses = NodeStatuses {
+            explicit: decision
+                .nodes
+                .iter()
+                .filter_map(|n| n.rejection.as_ref().map(|r| (&*n.node, r)))
+                .collect(),
+            // Nodes a PreFilter result excluded are UnschedulableAndUnresolvable; a PreFilter that rejected the
+            // pod gives every node its code.
+            absent: pre_filter
+                .as_ref()
+                .map_or(Code::UnschedulableAndUnresolvable, |r| r.code),
+        };
+        let pre_filter_unresolvable = pre_filter
+            .as_ref()
+            .is_some_and(|r| r.code == Code::UnschedulableAndUnresolvable);
+        let mut fits = |changed: &Snapshot, node: &str| self.fits_on(changed, pod, node);
+        let result = run_post_filters(chain, snapshot, pod, &statuses, pre_filter_unresolvable, rng, &mut fits);
+        if let Outcome::Unschedulable { post_filter, .. } = &mut decision.outcome {
+            *post_filter = Some(result);
+        }
+    }
+
+    /// PreFilter on `snapshot` (a preemption dry run's copy with pods removed), then the filters on one node.
+    fn fits_on(&self, snapshot: &Snapshot, pod: &PodInfo, node: &str) -> Result<Option<Rejection>, String> {
+        let cycle = Cycle { pod, snapshot };
+        let prepared = match self.run_pre_filters(&cycle) {
+            Ok(prepared) => prepared,
+            Err(decision) => {
+                return match decision.outcome {
+                    Outcome::Unschedulable {
+                        pre_filter: Some(rejection),
+                        ..
+                    } => Ok(Some(rejection)),
+                    Outcome::Error { message } => Err(message),
+                    _ => Err("PreFilter failed".to_string()),
+                };
+            }
+        };
+        let Some(info) = snapshot.get(node) else {
+            return Err(format!("node {node:?} is not in the snapshot"));
+        };
+        // A PreFilter node restriction depends on the pod only: the node passed it in the failed cycle.
+        Ok(prepared
+            .filters
+            .iter()
+            .find_map(|(name, filter)| filter.filter(info).map(|verdict| verdict.by(name))))
+    }
+
     fn run_pre_filters<'a>(&'a self, cycle: &Cycle<'a>) -> Result<Prepared<'a>, Box<Decision>> {
         let mut prepared = Prepared {
             filters: Vec::new(),
@@ -353,6 +447,7 @@ impl Compiled {
                 message,
                 pre_filter: None,
                 plugins: unschedulable_plugins,
+                post_filter: None,
             };
             return decision;
         }
@@ -515,6 +610,7 @@ fn pre_filter_failure(snapshot: &Snapshot, rejection: Rejection, skipped: Vec<Ar
         message: pre_filter_message(snapshot.num_nodes(), &rejection),
         plugins: BTreeSet::from([rejection.plugin.clone()]),
         pre_filter: Some(rejection),
+        post_filter: None,
     });
     decision.skipped_filters = skipped;
     decision

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use serde_json::Value;
 
@@ -297,6 +298,10 @@ pub struct Snapshot {
     images: HashMap<String, ImageSummary>,
     namespaces: Option<BTreeMap<String, Labels>>,
     workloads: Workloads,
+    /// PodDisruptionBudgets of every namespace (preemption prefers victims whose budgets allow it).
+    pdbs: Arc<Vec<PodDisruptionBudget>>,
+    /// Pending pods nominated to a node (`status.nominatedNodeName`), by node.
+    nominated: Arc<BTreeMap<String, Vec<Arc<Pod>>>>,
 }
 
 impl Snapshot {
@@ -516,6 +521,71 @@ impl Snapshot {
     /// Services and controllers.
     pub fn workloads(&self) -> &Workloads {
         &self.workloads
+    }
+
+    /// Sets the PodDisruptionBudgets of every namespace (kube-scheduler's preemption lists them all).
+    pub fn set_pod_disruption_budgets(&mut self, pdbs: Vec<PodDisruptionBudget>) {
+        self.pdbs = Arc::new(pdbs);
+    }
+
+    /// The PodDisruptionBudgets (none unless set).
+    pub fn pod_disruption_budgets(&self) -> &[PodDisruptionBudget] {
+        &self.pdbs
+    }
+
+    /// Sets the pending pods nominated to nodes: those of `pods` with a `status.nominatedNodeName` and no
+    /// `spec.nodeName`. Preemption clears the lower-priority ones on the node it chooses; Filter does not yet
+    /// count them (kube-scheduler's `RunFilterPluginsWithNominatedPods`).
+    pub fn set_nominated_pods(&mut self, pods: impl IntoIterator<Item = Pod>) {
+        let mut nominated: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
+        for pod in pods {
+            let bound = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| !n.is_empty());
+            let node = pod.status.as_ref().and_then(|s| s.nominated_node_name.clone());
+            if let Some(node) = node.filter(|n| !n.is_empty() && !bound) {
+                nominated.entry(node).or_default().push(Arc::new(pod));
+            }
+        }
+        self.nominated = Arc::new(nominated);
+    }
+
+    /// The pending pods nominated to a node.
+    pub fn nominated_pods(&self, node: &str) -> &[Arc<Pod>] {
+        self.nominated.get(node).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// Puts a pod that was removed with [`Snapshot::remove_pod`] back on its node (a preemption dry run's
+    /// reprieve).
+    pub(crate) fn put_back(&mut self, info: Arc<PodInfo>) -> Result<(), SnapshotError> {
+        let node = info
+            .node_name()
+            .ok_or_else(|| SnapshotError::PodWithoutNode { pod: info.key.clone() })?
+            .to_string();
+        let object = info.key.clone();
+        self.place(info, &node, &object)
+    }
+
+    /// Restores a node to a copy taken before a dry run changed its pods, pods and their order included.
+    pub(crate) fn restore_node(&mut self, original: &NodeInfo) -> Result<(), SnapshotError> {
+        let index = *self
+            .by_name
+            .get(original.name())
+            .ok_or_else(|| SnapshotError::NodeNotFound {
+                node: original.name().to_string(),
+            })?;
+        for pod in &self.nodes[index].pods {
+            self.pod_nodes.remove(&pod.key);
+            self.namespace_selector_pods -= usize::from(pod.needs_namespace_labels);
+        }
+        for pod in &original.pods {
+            self.pod_nodes.insert(pod.key.clone(), original.name.clone());
+            self.namespace_selector_pods += usize::from(pod.needs_namespace_labels);
+        }
+        self.nodes[index] = original.clone();
+        Ok(())
     }
 
     /// Number of nodes.
