@@ -201,6 +201,14 @@ enum Evaluation {
     Error(String),
 }
 
+/// What the dry run found on one node.
+enum NodeOutcome {
+    /// The pod fits once these pods (most important first) are gone; so many of them exceed a budget.
+    Candidate(Vec<Arc<PodInfo>>, usize),
+    /// Preemption cannot help there: the node's status reasons.
+    Rejected(Vec<Reason>),
+}
+
 /// One dry-run candidate.
 struct Candidate {
     node: Arc<str>,
@@ -252,7 +260,7 @@ fn preempt(
             break;
         }
         match outcome {
-            Ok(Ok((victims, pdb_violations))) => {
+            Ok(NodeOutcome::Candidate(victims, pdb_violations)) => {
                 let list = if pdb_violations == 0 {
                     &mut non_violating
                 } else {
@@ -269,7 +277,7 @@ fn preempt(
                     break;
                 }
             }
-            Ok(Err(reasons)) => failed.push((node.shared_name(), reasons)),
+            Ok(NodeOutcome::Rejected(reasons)) => failed.push((node.shared_name(), reasons)),
             Err(error) => errors.push(error),
         }
     }
@@ -345,14 +353,13 @@ fn terminating_by_preemption(pod: &Pod) -> bool {
 
 /// `SelectVictimsOnNode` on the working snapshot (restored by the caller): the victims (most important first)
 /// and how many exceed a budget, or the node's status reasons when preemption cannot help there.
-#[allow(clippy::type_complexity)]
 fn select_victims(
     work: &mut Snapshot,
     node: &str,
     pod: &PodInfo,
     pdbs: &CompiledPdbs,
     fits: &mut FitCheck<'_>,
-) -> Result<Result<(Vec<Arc<PodInfo>>, usize), Vec<Reason>>, String> {
+) -> Result<NodeOutcome, String> {
     let preemptor_priority = priority(&pod.pod);
     let lower: Vec<String> = work
         .get(node)
@@ -365,14 +372,14 @@ fn select_victims(
         })
         .unwrap_or_default();
     if lower.is_empty() {
-        return Ok(Err(vec![Reason::Borrowed(NO_VICTIMS)]));
+        return Ok(NodeOutcome::Rejected(vec![Reason::Borrowed(NO_VICTIMS)]));
     }
     let mut potential = Vec::with_capacity(lower.len());
     for key in &lower {
         potential.push(work.remove_pod(key).map_err(|e| e.to_string())?);
     }
     if let Some(rejection) = fits(work, node)? {
-        return Ok(Err(rejection.reasons));
+        return Ok(NodeOutcome::Rejected(rejection.reasons));
     }
     // Most important first, so the most important are reprieved first.
     potential.sort_by(|a, b| more_important_first(&a.pod, &b.pod));
@@ -398,7 +405,7 @@ fn select_victims(
         // kube-scheduler reports this as an error for the node ("expected at least one victim pod").
         return Err(format!("expected at least one victim pod on node {node:?}"));
     }
-    Ok(Ok((victims, pdb_violations)))
+    Ok(NodeOutcome::Candidate(victims, pdb_violations))
 }
 
 /// `corev1helpers.PodPriority`: `spec.priority`, 0 when unset.

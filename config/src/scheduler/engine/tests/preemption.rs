@@ -405,6 +405,26 @@ fn an_unavoidable_budget_violation_is_counted() {
 }
 
 #[test]
+fn a_budget_is_used_up_by_the_most_important_pods_first() {
+    // Two app=db pods, one disruption allowed, and the preemptor needs both gone. In importance order db-2
+    // (priority 2) takes the one allowed disruption and db-1 violates: db-1 is tried (and fails) first, both go,
+    // one violation, listed most important first.
+    let db = |name: &str, priority: i32| {
+        pod(
+            name,
+            "1",
+            priority,
+            json!({"spec": {"nodeName": "n1"}, "metadata": {"labels": {"app": "db"}}}),
+        )
+    };
+    let mut snapshot = snapshot(vec![node("n1", "2")], vec![db("db-1", 1), db("db-2", 2)]);
+    snapshot.set_pod_disruption_budgets(vec![pdb("db", json!({"app": "db"}), 1, &[])]);
+    let decision = decide(&mut preempting_engine(1), &snapshot, pod("p", "2", 10, json!({})));
+    assert_eq!(victims(&decision), ["db-2", "db-1"]);
+    assert_eq!(preemption(&decision).pdb_violations, 1);
+}
+
+#[test]
 fn the_node_with_fewest_budget_violations_wins_over_lower_priorities() {
     // n1's victim has the lower priority but is protected; n2's is not.
     let mut snapshot = snapshot(
