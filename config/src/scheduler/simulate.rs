@@ -14,6 +14,7 @@ use super::engine::{
     Decision, NodeResult, Outcome, PodRef, Preemption, ProfileError, Rejection, ScheduleError, Snapshot, SnapshotError,
 };
 use super::resolved::SchedulerPolicy;
+use super::types::AlgorithmProvider;
 
 /// Why the input of a simulation is not usable.
 #[derive(Debug, thiserror::Error)]
@@ -269,7 +270,11 @@ pub fn simulate_with_budgets(
     // The scheduling queue pops the highest priority first; a stable sort keeps the given order within one.
     pods.sort_by_key(|pod| std::cmp::Reverse(pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)));
     let mut engine = policy.engine(seed)?;
-    engine.enable_preemption();
+    // The presets are kube-scheduler's default profile, PostFilter plugins included; `none` is its
+    // `disabled: ["*"]`, which has none.
+    if policy.spec.algorithm_provider != AlgorithmProvider::None {
+        engine.enable_preemption();
+    }
     let filters: Vec<String> = engine.filter_names().map(str::to_string).collect();
     let mut placements = Vec::with_capacity(pods.len());
     for pod in &pods {
