@@ -546,5 +546,17 @@ mod tests {
             )
         );
         assert_eq!(placement.preemption, None);
+
+        // `algorithmProvider: none` is kube-scheduler's `disabled: ["*"]`: no PostFilter plugins at all.
+        let bare = policy(
+            "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: { name: s }\nspec:\n  \
+             schedulerName: s\n  algorithmProvider: none\n  filters: [NodeResourcesFit]\n",
+        );
+        let nodes = objects_of_kind(vec![node("a", "1")], "Node").unwrap();
+        let existing = objects_of_kind(vec![pod("low", "1", Some(1), Some("a"))], "Pod").unwrap();
+        let pods = objects_of_kind(vec![pod("p", "1", Some(100), None)], "Pod").unwrap();
+        let result = simulate(&bare, nodes, existing, pods, 1, false).expect("runs");
+        assert_eq!(result.placements[0].post_filter_message, None);
+        assert_eq!(result.placements[0].preemption, None);
     }
 }
