@@ -233,7 +233,7 @@ impl Compiled {
             explicit: decision
                 .nodes
                 .iter()
-                .filter_map(|n| n.rejection.as_ref().map(|r| (&*n.node, r)))
+                .filter_map(|n| n.rejection.as_ref().map(|r| (&*n.node, r.code)))
                 .collect(),
             // Nodes a PreFilter result excluded are UnschedulableAndUnresolvable; a PreFilter that rejected the
             // pod gives every node its code.
@@ -244,7 +244,32 @@ impl Compiled {
         let pre_filter_unresolvable = pre_filter
             .as_ref()
             .is_some_and(|r| r.code == Code::UnschedulableAndUnresolvable);
-        let mut fits = |changed: &Snapshot, node: &str| self.fits_on(changed, pod, node);
+        // The cycle's PreFilter state serves every dry-run check unless it counts pods the dry run removes.
+        let cycle = Cycle { pod, snapshot };
+        let original = self
+            .run_pre_filters(&cycle)
+            .ok()
+            .filter(|prepared| !state_counts_pods(prepared, pod, snapshot));
+        // Otherwise a copy of the cluster, made at the first check, holds the node being dry-run, and the original
+        // of that node to put back when the next one is examined.
+        let mut cluster: Option<(Snapshot, Option<NodeInfo>)> = None;
+        let mut fits = |changed: &NodeInfo| -> Result<Option<Rejection>, String> {
+            if let Some(prepared) = &original {
+                return Ok(prepared
+                    .filters
+                    .iter()
+                    .find_map(|(name, filter)| filter.filter(changed).map(|verdict| verdict.by(name))));
+            }
+            let (copy, saved) = cluster.get_or_insert_with(|| (snapshot.clone(), None));
+            if let Some(previous) = saved.take_if(|s| s.name() != changed.name()) {
+                copy.set_node(&previous).map_err(|e| e.to_string())?;
+            }
+            if saved.is_none() {
+                *saved = copy.get(changed.name()).cloned();
+            }
+            copy.set_node(changed).map_err(|e| e.to_string())?;
+            self.fits_on(copy, pod, changed.name())
+        };
         let result = run_post_filters(chain, snapshot, pod, &statuses, pre_filter_unresolvable, rng, &mut fits);
         if let Outcome::Unschedulable { post_filter, .. } = &mut decision.outcome {
             *post_filter = Some(result);
@@ -602,6 +627,21 @@ fn decision_for(nodes: Vec<NodeResult>, prepared: &Prepared<'_>, skipped_scores:
         skipped_filters: prepared.skipped.clone(),
         skipped_scores,
     }
+}
+
+/// Whether a PreFilter state depends on other pods, so removing preemption victims changes it: PodTopologySpread
+/// counts matching pods; InterPodAffinity counts pods matching the pod's required terms and existing pods' required
+/// anti-affinity. Every other filter's state depends on the pod alone.
+fn state_counts_pods(prepared: &Prepared<'_>, pod: &PodInfo, snapshot: &Snapshot) -> bool {
+    prepared.filters.iter().any(|(name, _)| match &***name {
+        "PodTopologySpread" => true,
+        "InterPodAffinity" => {
+            !pod.required_affinity.is_empty()
+                || !pod.required_anti_affinity.is_empty()
+                || snapshot.list().any(NodeInfo::has_pods_with_required_anti_affinity)
+        }
+        _ => false,
+    })
 }
 
 /// Every node is rejected by a PreFilter result.

@@ -8,14 +8,14 @@
 // candidates are found; this runs them one at a time from the same offset and stops at the same condition, so
 // which nodes past that point were examined can differ (a race upstream).
 //
-// Removing victims must change what the PreFilter state of InterPodAffinity and PodTopologySpread counts.
-// kube-scheduler updates the state incrementally (`AddPod`/`RemovePod` extensions); here the dry run works on a
-// copy of the snapshot with the pods removed and the caller re-runs PreFilter on it for each check. The state is
-// then exactly what those extensions maintain, by construction, at the cost of a PreFilter pass per check (cheap
-// for pods without pod affinity or spreading, whose PreFilters skip).
+// The dry run works on a copy of each node, as kube-scheduler's does. Removing victims must also change what the
+// PreFilter state of InterPodAffinity and PodTopologySpread counts: kube-scheduler updates the state incrementally
+// (`AddPod`/`RemovePod` extensions); here the caller's check re-runs PreFilter on a copy of the cluster holding
+// the changed node when that state counts pods, so it is exactly what those extensions maintain, by construction.
+// Otherwise the cycle's state is reused as is.
 
 use std::cmp::Ordering;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -125,22 +125,19 @@ impl Default for PostFilters {
 /// Each node's filter status from the failed cycle (`NodeToStatus`): explicit verdicts, and one code for the
 /// nodes without one.
 pub(crate) struct NodeStatuses<'a> {
-    pub explicit: Vec<(&'a str, &'a Rejection)>,
+    pub explicit: HashMap<&'a str, Code>,
     pub absent: Code,
 }
 
 impl NodeStatuses<'_> {
     fn code(&self, node: &str) -> Code {
-        self.explicit
-            .iter()
-            .find(|(name, _)| *name == node)
-            .map_or(self.absent, |(_, rejection)| rejection.code)
+        self.explicit.get(node).copied().unwrap_or(self.absent)
     }
 }
 
-/// Filters the preemptor on one node of a (changed) snapshot: `Ok(None)` when it fits, the first rejection
-/// otherwise, `Err` for a plugin error.
-pub(crate) type FitCheck<'f> = dyn FnMut(&Snapshot, &str) -> Result<Option<Rejection>, String> + 'f;
+/// Filters the preemptor on a dry run's copy of a node (the rest of the cluster as it is): `Ok(None)` when it
+/// fits, the first rejection otherwise, `Err` for a plugin error.
+pub(crate) type FitCheck<'f> = dyn FnMut(&NodeInfo) -> Result<Option<Rejection>, String> + 'f;
 
 /// The chain for an unschedulable pod whose PreFilters ran (a FitError). `pre_filter_unresolvable` is true when
 /// a PreFilter rejected the pod UnschedulableAndUnresolvable: kube-scheduler stops PreFilter there, so
@@ -248,18 +245,11 @@ fn preempt(
     let wanted = args.num_candidates(n);
     let mut non_violating: Vec<Candidate> = Vec::new();
     let mut violating: Vec<Candidate> = Vec::new();
-    let mut failed: Vec<(Arc<str>, Vec<Reason>)> = Vec::new();
+    let mut failed: Vec<Vec<Reason>> = Vec::new();
     let mut errors: Vec<String> = Vec::new();
-    let mut work = snapshot.clone();
     for i in 0..n {
         let node = potential[(offset + i) % n];
-        let original = node.clone();
-        let outcome = select_victims(&mut work, node.name(), pod, &pdbs, fits);
-        if let Err(error) = work.restore_node(&original) {
-            errors.push(error.to_string());
-            break;
-        }
-        match outcome {
+        match select_victims(node.clone(), pod, &pdbs, fits) {
             Ok(NodeOutcome::Candidate(victims, pdb_violations)) => {
                 let list = if pdb_violations == 0 {
                     &mut non_violating
@@ -277,7 +267,7 @@ fn preempt(
                     break;
                 }
             }
-            Ok(NodeOutcome::Rejected(reasons)) => failed.push((node.shared_name(), reasons)),
+            Ok(NodeOutcome::Rejected(reasons)) => failed.push(reasons),
             Err(error) => errors.push(error),
         }
     }
@@ -287,7 +277,7 @@ fn preempt(
         if !errors.is_empty() {
             return Evaluation::Error(aggregate(&errors));
         }
-        let explicit: Vec<&[Reason]> = failed.iter().map(|(_, reasons)| reasons.as_slice()).collect();
+        let explicit: Vec<&[Reason]> = failed.iter().map(Vec::as_slice).collect();
         return Evaluation::Unschedulable {
             message: fit_error_message(num_all_nodes, explicit.iter().copied(), explicit.len(), &not_helpful),
             nominate: Nominate::Clear,
@@ -351,34 +341,29 @@ fn terminating_by_preemption(pod: &Pod) -> bool {
         .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler"))
 }
 
-/// `SelectVictimsOnNode` on the working snapshot (restored by the caller): the victims (most important first)
-/// and how many exceed a budget, or the node's status reasons when preemption cannot help there.
+/// `SelectVictimsOnNode` on a copy of the node: the victims (most important first) and how many exceed a budget,
+/// or the node's status reasons when preemption cannot help there.
 fn select_victims(
-    work: &mut Snapshot,
-    node: &str,
+    mut work: NodeInfo,
     pod: &PodInfo,
     pdbs: &CompiledPdbs,
     fits: &mut FitCheck<'_>,
 ) -> Result<NodeOutcome, String> {
     let preemptor_priority = priority(&pod.pod);
     let lower: Vec<String> = work
-        .get(node)
-        .map(|info| {
-            info.pods()
-                .iter()
-                .filter(|p| priority(&p.pod) < preemptor_priority)
-                .map(|p| p.key.clone())
-                .collect()
-        })
-        .unwrap_or_default();
+        .pods()
+        .iter()
+        .filter(|p| priority(&p.pod) < preemptor_priority)
+        .map(|p| p.key.clone())
+        .collect();
     if lower.is_empty() {
         return Ok(NodeOutcome::Rejected(vec![Reason::Borrowed(NO_VICTIMS)]));
     }
     let mut potential = Vec::with_capacity(lower.len());
     for key in &lower {
-        potential.push(work.remove_pod(key).map_err(|e| e.to_string())?);
+        potential.extend(work.remove_pod(key));
     }
-    if let Some(rejection) = fits(work, node)? {
+    if let Some(rejection) = fits(&work)? {
         return Ok(NodeOutcome::Rejected(rejection.reasons));
     }
     // Most important first, so the most important are reprieved first.
@@ -389,10 +374,9 @@ fn select_victims(
     let mut pdb_violations = 0;
     for (group_violates, group) in [(true, violating), (false, non_violating)] {
         for candidate in group {
-            let key = candidate.key.clone();
-            work.put_back(candidate.clone()).map_err(|e| e.to_string())?;
-            if fits(work, node)?.is_some() {
-                work.remove_pod(&key).map_err(|e| e.to_string())?;
+            work.add_pod(candidate.clone());
+            if fits(&work)?.is_some() {
+                work.remove_pod(&candidate.key);
                 victims.push(candidate);
                 pdb_violations += usize::from(group_violates);
             }
@@ -403,7 +387,7 @@ fn select_victims(
     }
     if victims.is_empty() {
         // kube-scheduler reports this as an error for the node ("expected at least one victim pod").
-        return Err(format!("expected at least one victim pod on node {node:?}"));
+        return Err(format!("expected at least one victim pod on node {:?}", work.name()));
     }
     Ok(NodeOutcome::Candidate(victims, pdb_violations))
 }

@@ -233,6 +233,21 @@ impl NodeInfo {
         self.required_anti_affinity_pods > 0
     }
 
+    /// Removes a pod from this copy of the node (a preemption dry run), as kube-scheduler's `NodeInfo.RemovePod`:
+    /// the last pod moves into the gap.
+    pub(crate) fn remove_pod(&mut self, key: &str) -> Option<Arc<PodInfo>> {
+        let position = self.pods.iter().position(|p| p.key == key)?;
+        let removed = self.pods.swap_remove(position);
+        self.account(&removed, -1);
+        Some(removed)
+    }
+
+    /// Adds a pod to this copy of the node (a preemption dry run's reprieve).
+    pub(crate) fn add_pod(&mut self, pod: Arc<PodInfo>) {
+        self.account(&pod, 1);
+        self.pods.push(pod);
+    }
+
     fn account(&mut self, pod: &PodInfo, sign: i64) {
         let count = |counter: &mut usize, flag: bool| {
             if flag {
@@ -557,19 +572,9 @@ impl Snapshot {
         self.nominated.get(node).map(Vec::as_slice).unwrap_or_default()
     }
 
-    /// Puts a pod that was removed with [`Snapshot::remove_pod`] back on its node (a preemption dry run's
-    /// reprieve).
-    pub(crate) fn put_back(&mut self, info: Arc<PodInfo>) -> Result<(), SnapshotError> {
-        let node = info
-            .node_name()
-            .ok_or_else(|| SnapshotError::PodWithoutNode { pod: info.key.clone() })?
-            .to_string();
-        let object = info.key.clone();
-        self.place(info, &node, &object)
-    }
-
-    /// Restores a node to a copy taken before a dry run changed its pods, pods and their order included.
-    pub(crate) fn restore_node(&mut self, original: &NodeInfo) -> Result<(), SnapshotError> {
+    /// Replaces a node's pods and accounting with those of a copy (a preemption dry run's node, or the original
+    /// it restores), pod order included.
+    pub(crate) fn set_node(&mut self, original: &NodeInfo) -> Result<(), SnapshotError> {
         let index = *self
             .by_name
             .get(original.name())
