@@ -6,9 +6,11 @@
 use std::collections::BTreeMap;
 
 use divan::Bencher;
-use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, Node, NodeStatus, Pod, PodAffinityTerm, PodAntiAffinity, PodSpec, ResourceRequirements,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use ruleplane_config::scheduler::engine::{Engine, Outcome, Profile, Snapshot};
 
 // Counts allocations per decision beside the time (divan prints alloc count and bytes per iteration).
@@ -122,6 +124,10 @@ fn full_nodes(node_count: usize) -> (Snapshot, Pod) {
 
 fn bench_unschedulable(bencher: Bencher, node_count: usize, preemption: bool) {
     let (snapshot, pod) = full_nodes(node_count);
+    bench_pod(bencher, snapshot, pod, preemption);
+}
+
+fn bench_pod(bencher: Bencher, snapshot: Snapshot, pod: Pod, preemption: bool) {
     let mut engine = Engine::new(&Profile::default_provider(), 1).expect("profile");
     if preemption {
         engine.enable_preemption();
@@ -147,4 +153,28 @@ fn decision_unschedulable(bencher: Bencher, node_count: usize) {
 #[divan::bench(args = [500, 5000], sample_count = 20)]
 fn decision_with_preemption(bencher: Bencher, node_count: usize) {
     bench_unschedulable(bencher, node_count, true);
+}
+
+/// As `decision_with_preemption`, for a pod with required anti-affinity to its own kind: InterPodAffinity's
+/// state counts pods, so every dry-run check runs PreFilter again over the cluster.
+#[divan::bench(args = [500, 5000], sample_count = 10)]
+fn decision_with_preemption_anti_affinity(bencher: Bencher, node_count: usize) {
+    let (snapshot, mut pod) = full_nodes(node_count);
+    pod.metadata.labels = Some(BTreeMap::from([("app".to_string(), "urgent".to_string())]));
+    let term = PodAffinityTerm {
+        label_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([("app".to_string(), "urgent".to_string())])),
+            ..LabelSelector::default()
+        }),
+        topology_key: "kubernetes.io/hostname".into(),
+        ..PodAffinityTerm::default()
+    };
+    pod.spec.as_mut().expect("spec").affinity = Some(Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![term]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    });
+    bench_pod(bencher, snapshot, pod, true);
 }

@@ -15,6 +15,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::decision::{Decision, NodeResult, Outcome, PluginScore, ScheduleError};
 use super::features::{Feature, needed_features, unsupported_verdict};
+use super::field::FieldPath;
+use super::labels::Selector;
 use super::plugins::{BuiltFilter, BuiltScore, Cycle, NodeFilter, PreFilter, PreScore, build_filter, build_score};
 use super::pod_info::PodInfo;
 use super::preemption::{NodeStatuses, PostFilters, run_post_filters};
@@ -244,17 +246,16 @@ impl Compiled {
         let pre_filter_unresolvable = pre_filter
             .as_ref()
             .is_some_and(|r| r.code == Code::UnschedulableAndUnresolvable);
-        // The cycle's PreFilter state serves every dry-run check unless it counts pods the dry run removes.
+        // The cycle's PreFilter state serves every dry-run check that removed no pod it counts.
         let cycle = Cycle { pod, snapshot };
-        let original = self
-            .run_pre_filters(&cycle)
-            .ok()
-            .filter(|prepared| !state_counts_pods(prepared, pod, snapshot));
+        let original = self.run_pre_filters(&cycle).ok();
+        let counted = original.as_ref().and_then(|prepared| CountedPods::of(prepared, pod));
         // Otherwise a copy of the cluster, made at the first check, holds the node being dry-run, and the original
         // of that node to put back when the next one is examined.
         let mut cluster: Option<(Snapshot, Option<NodeInfo>)> = None;
         let mut fits = |changed: &NodeInfo| -> Result<Option<Rejection>, String> {
-            if let Some(prepared) = &original {
+            let unchanged = |counted: &CountedPods<'_>| !removed_pods(snapshot, changed).any(|p| counted.counts(p));
+            if let Some(prepared) = original.as_ref().filter(|_| counted.as_ref().is_none_or(unchanged)) {
                 return Ok(prepared
                     .filters
                     .iter()
@@ -629,19 +630,66 @@ fn decision_for(nodes: Vec<NodeResult>, prepared: &Prepared<'_>, skipped_scores:
     }
 }
 
-/// Whether a PreFilter state depends on other pods, so removing preemption victims changes it: PodTopologySpread
-/// counts matching pods; InterPodAffinity counts pods matching the pod's required terms and existing pods' required
-/// anti-affinity. Every other filter's state depends on the pod alone.
-fn state_counts_pods(prepared: &Prepared<'_>, pod: &PodInfo, snapshot: &Snapshot) -> bool {
-    prepared.filters.iter().any(|(name, _)| match &***name {
-        "PodTopologySpread" => true,
-        "InterPodAffinity" => {
-            !pod.required_affinity.is_empty()
-                || !pod.required_anti_affinity.is_empty()
-                || snapshot.list().any(NodeInfo::has_pods_with_required_anti_affinity)
-        }
-        _ => false,
-    })
+/// The pods a cycle's PreFilter state counts, so that a dry run removing one must run PreFilter again:
+/// PodTopologySpread counts pods of the pod's namespace matching a hard constraint's selector; InterPodAffinity
+/// counts pods matching the pod's required terms and pods with required anti-affinity. Every other filter's state
+/// depends on the pod alone. Over-approximated: `matchLabelKeys` and the namespaces of affinity terms are not looked
+/// at, and with default constraints (the pod has none of its own) every pod of the namespace counts.
+struct CountedPods<'p> {
+    spread: Option<(&'p str, Option<Vec<Selector>>)>,
+    affinity: Option<&'p PodInfo>,
+}
+
+impl<'p> CountedPods<'p> {
+    /// `None` when the state counts no pods at all.
+    fn of(prepared: &Prepared<'_>, pod: &'p PodInfo) -> Option<CountedPods<'p>> {
+        let ran = |plugin: &str| prepared.filters.iter().any(|(name, _)| &***name == plugin);
+        let counted = CountedPods {
+            spread: ran("PodTopologySpread").then(|| (pod.namespace.as_str(), hard_spread_selectors(pod))),
+            affinity: ran("InterPodAffinity").then_some(pod),
+        };
+        (counted.spread.is_some() || counted.affinity.is_some()).then_some(counted)
+    }
+
+    fn counts(&self, other: &PodInfo) -> bool {
+        self.spread.as_ref().is_some_and(|(namespace, selectors)| {
+            other.namespace == *namespace
+                && selectors
+                    .as_ref()
+                    .is_none_or(|selectors| selectors.iter().any(|s| s.matches(other.labels())))
+        }) || self.affinity.is_some_and(|pod| {
+            other.has_required_anti_affinity
+                || pod
+                    .required_affinity
+                    .iter()
+                    .chain(&pod.required_anti_affinity)
+                    .any(|term| term.selector.matches(other.labels()))
+        })
+    }
+}
+
+/// The selectors of the pod's own `DoNotSchedule` constraints; `None` when the pod has none (default constraints
+/// may apply) or one does not parse.
+fn hard_spread_selectors(pod: &PodInfo) -> Option<Vec<Selector>> {
+    let constraints = pod.pod.spec.as_ref()?.topology_spread_constraints.as_ref()?;
+    if constraints.is_empty() {
+        return None;
+    }
+    constraints
+        .iter()
+        .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
+        .map(|c| Selector::from_label_selector(c.label_selector.as_ref(), &FieldPath::root()).ok())
+        .collect()
+}
+
+/// The pods of `node` in the snapshot that its dry-run copy `changed` no longer holds.
+fn removed_pods<'s>(snapshot: &'s Snapshot, changed: &NodeInfo) -> impl Iterator<Item = &'s Arc<PodInfo>> {
+    snapshot
+        .get(changed.name())
+        .map(NodeInfo::pods)
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| !changed.pods().iter().any(|c| c.key == p.key))
 }
 
 /// Every node is rejected by a PreFilter result.

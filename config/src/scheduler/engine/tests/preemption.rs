@@ -689,6 +689,39 @@ fn removing_a_victim_updates_inter_pod_anti_affinity() {
 }
 
 #[test]
+fn victims_the_affinity_state_does_not_count_keep_the_cycles_state() {
+    // The pod avoids app=web hosts. n2 holds a high-priority web pod (no victim there); n1 is full of a
+    // low-priority db pod, which the anti-affinity state does not count: evicting it is enough.
+    let snapshot = snapshot(
+        vec![node("n1", "2"), node("n2", "4")],
+        vec![
+            pod(
+                "db",
+                "2",
+                1,
+                json!({"spec": {"nodeName": "n1"}, "metadata": {"labels": {"app": "db"}}}),
+            ),
+            pod(
+                "web",
+                "1",
+                50,
+                json!({"spec": {"nodeName": "n2"}, "metadata": {"labels": {"app": "web"}}}),
+            ),
+        ],
+    );
+    let anti = json!({"spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    ]}}}});
+    let decision = decide(&mut preempting_engine(1), &snapshot, pod("p", "1", 10, anti));
+    assert_eq!(
+        decision.message(),
+        Some("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match pod anti-affinity rules.")
+    );
+    assert_eq!(chosen(&decision), "n1");
+    assert_eq!(victims(&decision), ["db"]);
+}
+
+#[test]
 fn removing_a_victim_updates_an_existing_pods_anti_affinity() {
     // The low-priority pod refuses to share a host with app=db: the db preemptor fits once it is gone.
     let guard = json!({
@@ -742,6 +775,39 @@ fn removing_a_victim_updates_topology_spread_counts() {
     );
     assert_eq!(chosen(&decision), "n1");
     assert_eq!(victims(&decision), ["x1"]);
+}
+
+#[test]
+fn victims_outside_the_spread_selector_keep_the_cycles_state() {
+    // Spreading app=x pods: the low-priority app=y pod filling n1 is not counted, and evicting it is enough.
+    let snapshot = snapshot(
+        vec![node("n1", "2"), node("n2", "2")],
+        vec![
+            pod(
+                "y",
+                "2",
+                1,
+                json!({"spec": {"nodeName": "n1"}, "metadata": {"labels": {"app": "y"}}}),
+            ),
+            pod(
+                "peer",
+                "2",
+                10,
+                json!({"spec": {"nodeName": "n2"}, "metadata": {"labels": {"app": "x"}}}),
+            ),
+        ],
+    );
+    let spread = json!({
+        "metadata": {"labels": {"app": "x"}},
+        "spec": {"topologySpreadConstraints": [{
+            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "x"}}
+        }]}
+    });
+    let decision = decide(&mut preempting_engine(1), &snapshot, pod("p", "1", 10, spread));
+    assert_eq!(decision.message(), Some("0/2 nodes are available: 2 Insufficient cpu."));
+    assert_eq!(chosen(&decision), "n1");
+    assert_eq!(victims(&decision), ["y"]);
 }
 
 #[test]
