@@ -54,6 +54,9 @@ pub struct Engine {
     rng: SplitMix64,
     /// The PostFilter chain run after a FitError; `None` (the default) runs none.
     post_filters: Option<PostFilters>,
+    /// Tests: run PreFilter again for every dry-run check, the reference the state reuse is checked against.
+    #[cfg(test)]
+    pub(super) always_rerun_pre_filter: bool,
 }
 
 /// The profile's plugins and settings.
@@ -133,6 +136,8 @@ impl Engine {
             next_start_node_index: 0,
             rng: SplitMix64::new(seed),
             post_filters: None,
+            #[cfg(test)]
+            always_rerun_pre_filter: false,
         })
     }
 
@@ -212,7 +217,11 @@ impl Engine {
             Err(decision) => *decision,
         };
         if let Some(chain) = &self.post_filters {
-            compiled.post_filter(chain, snapshot, &pod_info, &mut decision, &mut self.rng);
+            #[cfg(test)]
+            let reuse = !self.always_rerun_pre_filter;
+            #[cfg(not(test))]
+            let reuse = true;
+            compiled.post_filter(chain, snapshot, &pod_info, &mut decision, &mut self.rng, reuse);
         }
         Ok(decision)
     }
@@ -227,6 +236,7 @@ impl Compiled {
         pod: &PodInfo,
         decision: &mut Decision,
         rng: &mut SplitMix64,
+        reuse_state: bool,
     ) {
         let Outcome::Unschedulable { pre_filter, .. } = &decision.outcome else {
             return;
@@ -248,7 +258,7 @@ impl Compiled {
             .is_some_and(|r| r.code == Code::UnschedulableAndUnresolvable);
         // The cycle's PreFilter state serves every dry-run check that removed no pod it counts.
         let cycle = Cycle { pod, snapshot };
-        let original = self.run_pre_filters(&cycle).ok();
+        let original = self.run_pre_filters(&cycle).ok().filter(|_| reuse_state);
         let counted = original.as_ref().and_then(|prepared| CountedPods::of(prepared, pod));
         // Otherwise a copy of the cluster, made at the first check, holds the node being dry-run, and the original
         // of that node to put back when the next one is examined.

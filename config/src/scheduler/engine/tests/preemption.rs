@@ -885,3 +885,97 @@ fn each_node_is_dry_run_on_the_cluster_as_it_is() {
     );
     assert_eq!(post_filter(&decision).nominate, Nominate::Clear);
 }
+
+#[test]
+fn keeping_the_cycles_state_decides_as_running_pre_filter_for_every_check() {
+    // Seeded random clusters with pod (anti-)affinity and spreading: the dry run that keeps the cycle's PreFilter
+    // state where no counted pod was removed must decide exactly as one that runs PreFilter for every check.
+    let mut rng = SplitMix64::new(27);
+    let mut pick = |n: usize| rng.below(n);
+    let apps = ["a", "b", "c"];
+    let (mut preempted, mut failed) = (0, 0);
+    for case in 0..600 {
+        let node_count = 2 + pick(4);
+        let nodes: Vec<Value> = (0..node_count)
+            .map(|i| {
+                let mut n = node(&format!("n{i}"), ["2", "4"][pick(2)]);
+                merge(
+                    &mut n,
+                    json!({"metadata": {"labels": {"zone": format!("z{}", pick(2))}}}),
+                );
+                // A cordoned node is a spreading domain preemption cannot help on.
+                if pick(5) == 0 {
+                    merge(&mut n, json!({"spec": {"unschedulable": true}}));
+                }
+                n
+            })
+            .collect();
+        let term = |app: &str, key: &str| json!([{"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}]);
+        let mut pods = Vec::new();
+        for i in 0..node_count {
+            for j in 0..1 + pick(4) {
+                let mut extra = json!({
+                    "spec": {"nodeName": format!("n{i}")},
+                    "metadata": {"labels": {"app": apps[pick(3)]}, "namespace": (["default", "other"][pick(2)])}
+                });
+                if pick(5) == 0 {
+                    merge(
+                        &mut extra,
+                        json!({"spec": {"affinity": {"podAntiAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": term(apps[pick(3)], "zone")
+                        }}}}),
+                    );
+                }
+                pods.push(pod(
+                    &format!("p{i}-{j}"),
+                    ["500m", "1"][pick(2)],
+                    [0, 5, 10, 50][pick(4)],
+                    extra,
+                ));
+            }
+        }
+        let snapshot = snapshot(nodes, pods);
+        let mut extra = json!({"metadata": {"labels": {"app": apps[pick(3)]}, "namespace": (["default", "default", "other"][pick(3)])}});
+        match pick(4) {
+            0 => merge(
+                &mut extra,
+                json!({"spec": {"affinity": {"podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": term(apps[pick(3)], ["kubernetes.io/hostname", "zone"][pick(2)])
+                }}}}),
+            ),
+            1 => merge(
+                &mut extra,
+                json!({"spec": {"topologySpreadConstraints": [{
+                    "maxSkew": 1, "topologyKey": (["kubernetes.io/hostname", "zone"][pick(2)]),
+                    "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": apps[pick(3)]}}
+                }]}}),
+            ),
+            2 => merge(
+                &mut extra,
+                json!({"spec": {"affinity": {"podAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": term(apps[pick(3)], "zone")
+                }}}}),
+            ),
+            _ => {}
+        }
+        let preemptor = pod("incoming", ["1", "2"][pick(2)], 20, extra);
+        let seed = case as u64;
+        let mut kept = preempting_engine(seed);
+        let mut rerun = preempting_engine(seed);
+        rerun.always_rerun_pre_filter = true;
+        let a = decide(&mut kept, &snapshot, preemptor.clone());
+        let b = decide(&mut rerun, &snapshot, preemptor);
+        assert_eq!(a.post_filter(), b.post_filter(), "case {case}");
+        match a.post_filter() {
+            Some(PostFilter {
+                preemption: Some(_), ..
+            }) => preempted += 1,
+            Some(_) => failed += 1,
+            None => {}
+        }
+    }
+    assert!(
+        preempted > 30 && failed > 30,
+        "both outcomes are exercised: {preempted} preempted, {failed} not"
+    );
+}
