@@ -1,4 +1,4 @@
-//! One kube-scheduler v1.35 scheduling cycle: PreFilter, Filter, Score, host selection, failure message.
+//! One kube-scheduler v1.35 scheduling cycle: PreFilter, Filter, Score, host selection, failure message, PostFilter.
 
 // One scheduling cycle as kube-scheduler v1.35 runs it: PreFilter, Filter over a rotating window of nodes
 // (percentageOfNodesToScore), PreScore/Score/Normalize, weighted totals, host selection and the failure message.
