@@ -1,14 +1,17 @@
 //! Scheduling engine throughput: decisions per second for one pause pod (100m / 500Mi) against 500 and 5,000
 //! nodes of scheduler_perf's shape (4 CPU / 32Gi / 110 pods), DefaultProvider's plugins, adaptive
-//! percentageOfNodesToScore and 100 %. Divan prints time per decision, decisions/s and allocations per decision.
+//! percentageOfNodesToScore and 100 %; and the preemption decision for a high-priority pod on nodes full of
+//! low-priority ones. Divan prints time per decision, decisions/s and allocations per decision.
 
 use std::collections::BTreeMap;
 
 use divan::Bencher;
-use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, Node, NodeStatus, Pod, PodAffinityTerm, PodAntiAffinity, PodSpec, ResourceRequirements,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use ruleplane_config::scheduler::engine::{Engine, Profile, Snapshot};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use ruleplane_config::scheduler::engine::{Engine, Outcome, Profile, Snapshot};
 
 // Counts allocations per decision beside the time (divan prints alloc count and bytes per iteration).
 #[global_allocator]
@@ -88,4 +91,90 @@ fn decision_default_provider_all_nodes(bencher: Bencher, node_count: usize) {
     let mut profile = Profile::default_provider();
     profile.percentage_of_nodes_to_score = 100;
     bench_decisions(bencher, node_count, profile);
+}
+
+/// Every node full with four 1-CPU pods of priority 0, and a pod (1 CPU, priority 100) that fits nowhere.
+fn full_nodes(node_count: usize) -> (Snapshot, Pod) {
+    let mut snapshot = nodes(node_count);
+    let names: Vec<String> = snapshot.list().map(|n| n.name().to_string()).collect();
+    for (i, node) in names.iter().enumerate() {
+        for j in 0..4 {
+            let mut low = pause_pod();
+            low.metadata.name = Some(format!("low-{i}-{j}"));
+            low.metadata.uid = Some(format!("uid-low-{i}-{j}"));
+            let spec = low.spec.as_mut().expect("spec");
+            spec.node_name = Some(node.clone());
+            spec.priority = Some(0);
+            spec.containers[0].resources = Some(ResourceRequirements {
+                requests: quantities(&[("cpu", "1")]),
+                ..ResourceRequirements::default()
+            });
+            snapshot.add_pod(low).expect("low pod");
+        }
+    }
+    let mut pod = pause_pod();
+    let spec = pod.spec.as_mut().expect("spec");
+    spec.priority = Some(100);
+    spec.containers[0].resources = Some(ResourceRequirements {
+        requests: quantities(&[("cpu", "1")]),
+        ..ResourceRequirements::default()
+    });
+    (snapshot, pod)
+}
+
+fn bench_unschedulable(bencher: Bencher, node_count: usize, preemption: bool) {
+    let (snapshot, pod) = full_nodes(node_count);
+    bench_pod(bencher, snapshot, pod, preemption);
+}
+
+fn bench_pod(bencher: Bencher, snapshot: Snapshot, pod: Pod, preemption: bool) {
+    let mut engine = Engine::new(&Profile::default_provider(), 1).expect("profile");
+    if preemption {
+        engine.enable_preemption();
+    }
+    bencher
+        .counter(divan::counter::ItemsCount::new(1usize))
+        .bench_local(|| {
+            let decision = engine.schedule(&snapshot, divan::black_box(&pod)).expect("schedule");
+            assert!(matches!(decision.outcome, Outcome::Unschedulable { .. }));
+            assert_eq!(decision.post_filter().is_some(), preemption);
+            decision
+        });
+}
+
+/// The failed cycle alone: every node filtered and rejected.
+#[divan::bench(args = [500, 5000], sample_count = 20)]
+fn decision_unschedulable(bencher: Bencher, node_count: usize) {
+    bench_unschedulable(bencher, node_count, false);
+}
+
+/// The same cycle followed by the preemption decision: every node is a candidate, the dry run examines
+/// max(10 %, 100) of them and picks one.
+#[divan::bench(args = [500, 5000], sample_count = 20)]
+fn decision_with_preemption(bencher: Bencher, node_count: usize) {
+    bench_unschedulable(bencher, node_count, true);
+}
+
+/// As `decision_with_preemption`, for a pod with required anti-affinity to its own kind: InterPodAffinity's
+/// state counts pods, so every dry-run check runs PreFilter again over the cluster.
+#[divan::bench(args = [500, 5000], sample_count = 10)]
+fn decision_with_preemption_anti_affinity(bencher: Bencher, node_count: usize) {
+    let (snapshot, mut pod) = full_nodes(node_count);
+    pod.metadata.labels = Some(BTreeMap::from([("app".to_string(), "urgent".to_string())]));
+    let term = PodAffinityTerm {
+        label_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([("app".to_string(), "urgent".to_string())])),
+            ..LabelSelector::default()
+        }),
+        topology_key: "kubernetes.io/hostname".into(),
+        ..PodAffinityTerm::default()
+    };
+    pod.spec.as_mut().expect("spec").affinity = Some(Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![term]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    });
+    bench_pod(bencher, snapshot, pod, true);
 }

@@ -254,6 +254,9 @@ pub struct SimulateArgs {
     /// Pods already running: each counts on the node its `spec.nodeName` names (pods without one are ignored).
     #[arg(long, env = "RULEPLANE_EXISTING")]
     pub existing: Option<PathBuf>,
+    /// PodDisruptionBudgets (with their `status`) that preemption respects when it picks victims.
+    #[arg(long, env = "RULEPLANE_PDBS")]
+    pub pdbs: Option<PathBuf>,
     /// Every node's filter verdicts and score breakdown for every pod.
     #[arg(long)]
     pub explain: bool,

@@ -341,9 +341,18 @@ pub fn simulate(args: &SimulateArgs) -> ExitCode {
             Some(path) => read_kind(path, "Pod")?,
             None => Vec::new(),
         };
-        Ok((read_kind(&args.nodes, "Node")?, read_kind(&args.pods, "Pod")?, existing))
+        let pdbs = match &args.pdbs {
+            Some(path) => read_kind(path, "PodDisruptionBudget")?,
+            None => Vec::new(),
+        };
+        Ok((
+            read_kind(&args.nodes, "Node")?,
+            read_kind(&args.pods, "Pod")?,
+            existing,
+            pdbs,
+        ))
     })();
-    let (nodes, pods, existing) = match input {
+    let (nodes, pods, existing, pdbs) = match input {
         Ok(input) => input,
         Err(message) => {
             eprintln!("{message}");
@@ -351,7 +360,7 @@ pub fn simulate(args: &SimulateArgs) -> ExitCode {
         }
     };
     let seed = args.seed.unwrap_or_else(random_seed);
-    let simulation = match simulate::simulate(policy, nodes, existing, pods, seed, args.explain) {
+    let simulation = match simulate::simulate_with_budgets(policy, nodes, existing, pods, pdbs, seed, args.explain) {
         Ok(simulation) => simulation,
         Err(error) => {
             eprintln!("{error}");
@@ -412,13 +421,30 @@ fn simulation_text(simulation: &Simulation) -> String {
         .max(4);
     let _ = writeln!(out, "{:pod_width$}  {:node_width$}  MESSAGE", "POD", "NODE");
     for placement in &simulation.placements {
+        // The message as kube-scheduler's FailedScheduling event reads, PostFilter text included.
+        let message = match (&placement.message, &placement.post_filter_message) {
+            (Some(message), Some(suffix)) => format!("{message} {suffix}"),
+            (message, _) => message.clone().unwrap_or_default(),
+        };
         let _ = writeln!(
             out,
-            "{:pod_width$}  {:node_width$}  {}",
+            "{:pod_width$}  {:node_width$}  {message}",
             placement.pod,
             placement.node.as_deref().unwrap_or("-"),
-            placement.message.as_deref().unwrap_or("")
         );
+        if let Some(preemption) = &placement.preemption {
+            let violations = match preemption.pdb_violations {
+                0 => String::new(),
+                1 => " (1 PodDisruptionBudget violation)".to_string(),
+                n => format!(" ({n} PodDisruptionBudget violations)"),
+            };
+            let _ = writeln!(
+                out,
+                "  would preempt {} on {}{violations}",
+                preemption.victims.join(", "),
+                preemption.node
+            );
+        }
         for (node, explanation) in placement.nodes.iter().flatten() {
             let verdict = match explanation.feasible {
                 None => "not evaluated".to_string(),

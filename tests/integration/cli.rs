@@ -210,6 +210,61 @@ fn simulate_json_output_is_the_documented_contract() {
     assert_eq!(brief["placements"][0]["node"], "node-1");
 }
 
+/// The preemption decision, offline: victims chosen around a PodDisruptionBudget, nothing carried out.
+#[test]
+fn simulate_reports_the_preemption_a_pod_would_make() {
+    let args = |pdbs: bool| {
+        let mut args = vec![
+            "simulate",
+            "--policy",
+            "examples/my-scheduler.yaml",
+            "--nodes",
+            "tests/scheduler/simulate/nodes.yaml",
+            "--pods",
+            "tests/scheduler/simulate/preemption/pods.yaml",
+            "--existing",
+            "tests/scheduler/simulate/preemption/existing.yaml",
+            "--seed",
+            "1",
+        ];
+        if pdbs {
+            args.extend_from_slice(&["--pdbs", "tests/scheduler/simulate/preemption/pdbs.yaml"]);
+        }
+        args
+    };
+    // Without budgets the least important pod of node-2 goes; node-1's only victim has a higher priority.
+    let out = ruleplane(&args(false), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("would preempt default/db on node-2"),
+        "{}",
+        text(&out.stdout)
+    );
+    // db's budget allows no disruption: it is reprieved first and batch goes instead.
+    let mut json_args = args(true);
+    json_args.extend_from_slice(&["-o", "json"]);
+    let out = ruleplane(&json_args, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let placement = &result["placements"][0];
+    assert_eq!(placement["node"], serde_json::Value::Null);
+    assert_eq!(
+        placement["message"],
+        "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu."
+    );
+    assert!(
+        placement.get("postFilterMessage").is_none(),
+        "a preemption appends nothing"
+    );
+    assert_eq!(
+        placement["preemption"],
+        serde_json::json!({
+            "node": "node-2", "victims": ["default/batch"], "pdbViolations": 0,
+            "clearedNominations": ["default/waiting"]
+        })
+    );
+}
+
 #[test]
 fn simulate_text_is_a_table_and_exit_codes_are_0_1_2() {
     let out = ruleplane(&simulate_args(&[]), &[]);

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -91,6 +92,8 @@ pub enum CaseCheck {
         pods: Vec<Pod>,
         /// Tie-breaking seed.
         seed: u64,
+        /// PodDisruptionBudgets.
+        pdbs: Vec<PodDisruptionBudget>,
         /// Expected outcomes.
         placements: Vec<ExpectedPlacement>,
     },
@@ -283,6 +286,7 @@ fn reconciler_case(
             ("existing", !case.existing.is_empty()),
             ("pods", !case.pods.is_empty()),
             ("seed", case.seed.is_some()),
+            ("pdbs", !case.pdbs.is_empty()),
             ("expect.placements", !expect.placements.is_empty()),
         ],
         "Reconciler",
@@ -390,6 +394,7 @@ fn scheduler_case(case: &TestCase, at: &CaseAt, out: &mut FileDiagnostics) -> Op
     let nodes: Vec<KubeNode> = typed_objects(&case.nodes, "Node", "nodes", at, out);
     let existing: Vec<Pod> = typed_objects(&case.existing, "Pod", "existing", at, out);
     let pods: Vec<Pod> = typed_objects(&case.pods, "Pod", "pods", at, out);
+    let pdbs: Vec<PodDisruptionBudget> = typed_objects(&case.pdbs, "PodDisruptionBudget", "pdbs", at, out);
     if case.pods.is_empty() {
         out.error(
             at.pos(&[]),
@@ -420,12 +425,12 @@ fn scheduler_case(case: &TestCase, at: &CaseAt, out: &mut FileDiagnostics) -> Op
             );
         }
         let bound = placement.node.is_some() || !placement.node_in.is_empty();
-        let unschedulable = placement.unschedulable || placement.message.is_some();
+        let unschedulable = placement.unschedulable || placement.message.is_some() || placement.preemption.is_some();
         if bound == unschedulable || (placement.node.is_some() && !placement.node_in.is_empty()) {
             out.error(
                 at_placement(None),
                 DiagnosticCode::Value,
-                "say one outcome: `node`, `nodeIn`, or `unschedulable` (and/or `message`)",
+                "say one outcome: `node`, `nodeIn`, or `unschedulable` (and/or `message`, `preemption`)",
             );
         }
     }
@@ -434,6 +439,7 @@ fn scheduler_case(case: &TestCase, at: &CaseAt, out: &mut FileDiagnostics) -> Op
         existing,
         pods,
         seed: case.seed.unwrap_or(0),
+        pdbs,
         placements: expect.placements.clone(),
     })
 }

@@ -13,7 +13,7 @@ use crate::reconciler::{
 };
 use crate::rule_set::{Rule, RuleSet};
 use crate::scheduler::SchedulerPolicy;
-use crate::scheduler::simulate::simulate;
+use crate::scheduler::simulate::{PreemptionReport, simulate_with_budgets};
 
 /// The time conditions are stamped with in test output (tests should not compare it).
 const TEST_TIME: &str = "1970-01-01T00:00:00Z";
@@ -241,12 +241,21 @@ fn scheduler_failures(policy: &SchedulerPolicy, case: &ResolvedCase) -> Vec<Stri
         existing,
         pods,
         seed,
+        pdbs,
         placements,
     } = &case.check
     else {
         return Vec::new();
     };
-    let simulation = match simulate(policy, nodes.clone(), existing.clone(), pods.clone(), *seed, false) {
+    let simulation = match simulate_with_budgets(
+        policy,
+        nodes.clone(),
+        existing.clone(),
+        pods.clone(),
+        pdbs.clone(),
+        *seed,
+        false,
+    ) {
         Ok(simulation) => simulation,
         Err(error) => return vec![format!("the scheduler could not run: {error}")],
     };
@@ -259,9 +268,33 @@ fn scheduler_failures(policy: &SchedulerPolicy, case: &ResolvedCase) -> Vec<Stri
         };
         if let Some(problem) = placement_problem(expected, actual.node.as_deref(), actual.message.as_deref()) {
             failures.push(format!("pod {pod}: {problem}"));
+        } else if let Some(problem) = preemption_problem(expected, actual.preemption.as_ref()) {
+            failures.push(format!("pod {pod}: {problem}"));
         }
     }
     failures
+}
+
+/// An expected preemption that did not happen, or happened elsewhere or with other victims.
+fn preemption_problem(expected: &ExpectedPlacement, actual: Option<&PreemptionReport>) -> Option<String> {
+    let want = expected.preemption.as_ref()?;
+    let victims: Vec<String> = want.victims.iter().map(|v| qualified_pod(v)).collect();
+    let Some(actual) = actual else {
+        return Some(format!(
+            "expected it to preempt {} on {}, but preemption finds no node",
+            victims.join(", "),
+            want.node
+        ));
+    };
+    (actual.node != want.node || actual.victims != victims).then(|| {
+        format!(
+            "expected it to preempt {} on {}, got {} on {}",
+            victims.join(", "),
+            want.node,
+            actual.victims.join(", "),
+            actual.node
+        )
+    })
 }
 
 fn placement_problem(expected: &ExpectedPlacement, node: Option<&str>, message: Option<&str>) -> Option<String> {

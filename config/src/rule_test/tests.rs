@@ -219,6 +219,60 @@ fn a_scheduler_case_checks_nodes_and_failed_scheduling_messages() {
 }
 
 #[test]
+fn a_scheduler_case_checks_the_preemption_a_pod_would_make() {
+    let cases = r#"
+    - name: the budget spares db, batch goes
+      nodes:
+        - { metadata: { name: a }, status: { allocatable: { cpu: "2", memory: 8Gi, pods: "110" } } }
+        - { metadata: { name: b }, status: { allocatable: { cpu: "2", memory: 8Gi, pods: "110" } } }
+      existing:
+        - { metadata: { name: batch }, spec: { nodeName: a, priority: 5, containers: [ { name: c, resources: { requests: { cpu: "2" } } } ] } }
+        - { metadata: { name: db, labels: { app: db } }, spec: { nodeName: b, priority: 1, containers: [ { name: c, resources: { requests: { cpu: "2" } } } ] } }
+      pdbs:
+        - { metadata: { name: db }, spec: { selector: { matchLabels: { app: db } } }, status: { disruptionsAllowed: 0, currentHealthy: 1, desiredHealthy: 1, expectedPods: 1 } }
+      pods:
+        - { metadata: { name: urgent }, spec: { priority: 100, containers: [ { name: c, resources: { requests: { cpu: "1" } } } ] } }
+      expect:
+        placements:
+          - { pod: urgent, preemption: { node: a, victims: [ batch ] } }
+    - name: without the budget db goes, not what is expected
+      nodes:
+        - { metadata: { name: a }, status: { allocatable: { cpu: "2", memory: 8Gi, pods: "110" } } }
+        - { metadata: { name: b }, status: { allocatable: { cpu: "2", memory: 8Gi, pods: "110" } } }
+      existing:
+        - { metadata: { name: batch }, spec: { nodeName: a, priority: 5, containers: [ { name: c, resources: { requests: { cpu: "2" } } } ] } }
+        - { metadata: { name: db, labels: { app: db } }, spec: { nodeName: b, priority: 1, containers: [ { name: c, resources: { requests: { cpu: "2" } } } ] } }
+      pods:
+        - { metadata: { name: urgent }, spec: { priority: 100, containers: [ { name: c, resources: { requests: { cpu: "1" } } } ] } }
+      expect:
+        placements:
+          - { pod: urgent, preemption: { node: a, victims: [ batch ] } }
+    - name: an equal priority preempts nothing
+      nodes:
+        - { metadata: { name: a }, status: { allocatable: { cpu: "2", memory: 8Gi, pods: "110" } } }
+      existing:
+        - { metadata: { name: peer }, spec: { nodeName: a, priority: 100, containers: [ { name: c, resources: { requests: { cpu: "2" } } } ] } }
+      pods:
+        - { metadata: { name: urgent }, spec: { priority: 100, containers: [ { name: c, resources: { requests: { cpu: "1" } } } ] } }
+      expect:
+        placements:
+          - { pod: urgent, preemption: { node: a, victims: [ peer ] } }
+"#;
+    let test = format!("{HEADER}spec:\n  rule: packer\n  cases:{cases}");
+    let outcomes = run(&test);
+    let cases = &outcomes[0].cases;
+    assert!(cases[0].passed(), "{:#?}", cases[0].failures);
+    assert_eq!(
+        cases[1].failures,
+        vec!["pod default/urgent: expected it to preempt default/batch on a, got default/db on b".to_string()]
+    );
+    assert_eq!(
+        cases[2].failures,
+        vec!["pod default/urgent: expected it to preempt default/peer on a, but preemption finds no node".to_string()]
+    );
+}
+
+#[test]
 fn load_errors_are_located() {
     let unknown_rule = format!(
         "{HEADER}spec:\n  rule: webb\n  cases:\n    - name: x\n      parent: {{}}\n      expect: {{ error: x }}\n"

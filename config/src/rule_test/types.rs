@@ -74,6 +74,10 @@ pub struct TestCase {
     /// SchedulerPolicy: seed of the tie-breaking among equally scored nodes (default 0), as `simulate --seed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// SchedulerPolicy: PodDisruptionBudgets, with their `status` (`disruptionsAllowed`), that the preemption
+    /// decision respects, as `simulate --pdbs`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pdbs: Vec<Map<String, Value>>,
     /// What the rule must produce.
     pub expect: Expectation,
 }
@@ -129,6 +133,22 @@ pub struct ExpectedPlacement {
     /// `0/3 nodes are available: …`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The pod fits on no node, and kube-scheduler's preemption would evict exactly these victims on this node
+    /// (a decision only: the scheduler does not preempt yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<ExpectedPreemption>,
+}
+
+/// The preemption a pod must cause.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExpectedPreemption {
+    /// The node the pod is nominated to.
+    #[schemars(length(min = 1))]
+    pub node: String,
+    /// The evicted pods, most important first: `name` (namespace `default`) or `namespace/name`.
+    #[schemars(length(min = 1))]
+    pub victims: Vec<String>,
 }
 
 /// A child as it exists in a test case: one object, or the objects of a collection child.

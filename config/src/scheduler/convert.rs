@@ -254,7 +254,12 @@ fn convert_profile(
                     plugin_args.insert(name.to_string(), args);
                 }
                 "DefaultPreemption" => {
-                    notes.push("pluginConfig DefaultPreemption is not converted (no preemption)".into())
+                    plugin_args.insert(name.to_string(), args);
+                    notes.push(
+                        "pluginConfig DefaultPreemption is carried over, but the scheduler does not preempt yet \
+                         (ruleplane simulate shows the decision)"
+                            .into(),
+                    );
                 }
                 other => notes.push(format!("pluginConfig {other} is not converted (no args in Ruleplane)")),
             }
@@ -374,7 +379,11 @@ mod tests {
         assert_eq!(spec["percentageOfNodesToScore"], 30);
         let notes = converted[0].notes.join("\n");
         assert!(notes.contains("plugins.queueSort is not converted"), "{notes}");
-        assert!(notes.contains("DefaultPreemption is not converted"), "{notes}");
+        assert!(notes.contains("does not preempt yet"), "{notes}");
+        assert_eq!(
+            spec["pluginArgs"]["DefaultPreemption"],
+            json!({"minCandidateNodesPercentage": 20})
+        );
         // The converted document loads.
         let text = serde_json::to_string(&converted[0].rule).unwrap();
         let rules = crate::load_str("converted.yaml", &text).expect("the converted policy loads");

@@ -4,13 +4,17 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::engine::snapshot::pod_ref;
-use super::engine::{Decision, NodeResult, Outcome, ProfileError, Rejection, ScheduleError, Snapshot, SnapshotError};
+use super::engine::{
+    Decision, NodeResult, Outcome, PodRef, Preemption, ProfileError, Rejection, ScheduleError, Snapshot, SnapshotError,
+};
 use super::resolved::SchedulerPolicy;
+use super::types::AlgorithmProvider;
 
 /// Why the input of a simulation is not usable.
 #[derive(Debug, thiserror::Error)]
@@ -140,11 +144,47 @@ pub struct Placement {
     pub pod: String,
     /// The chosen node, or null.
     pub node: Option<String>,
-    /// kube-scheduler's FailedScheduling message (without the preemption suffix) when not placed.
+    /// kube-scheduler's FailedScheduling message (without the PostFilter suffix) when not placed.
     pub message: Option<String>,
+    /// kube-scheduler's PostFilter text, which its FailedScheduling event appends to `message` after a space
+    /// (`no new claims to deallocate, preemption: …`); absent when placed, and when preemption found victims
+    /// (kube-scheduler appends nothing then).
+    #[serde(rename = "postFilterMessage", skip_serializing_if = "Option::is_none")]
+    pub post_filter_message: Option<String>,
+    /// What kube-scheduler's DefaultPreemption would do for an unschedulable pod: evict these victims on this
+    /// node and nominate the pod to it. The simulation reports it and carries nothing out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<PreemptionReport>,
     /// With explain: every node of the snapshot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nodes: Option<BTreeMap<String, NodeExplanation>>,
+}
+
+/// A preemption the scheduler would make.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreemptionReport {
+    /// The node the pod would be nominated to.
+    pub node: String,
+    /// Pods evicted there (`namespace/name`), most important first.
+    pub victims: Vec<String>,
+    /// How many of the evictions exceed a PodDisruptionBudget.
+    pub pdb_violations: usize,
+    /// Lower-priority pods nominated to the node whose nomination would be cleared (`namespace/name`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cleared_nominations: Vec<String>,
+}
+
+impl PreemptionReport {
+    fn of(preemption: &Preemption) -> PreemptionReport {
+        let names = |pods: &[PodRef]| pods.iter().map(|p| format!("{}/{}", p.namespace, p.name)).collect();
+        PreemptionReport {
+            node: preemption.node.to_string(),
+            victims: names(&preemption.victims),
+            pdb_violations: preemption.pdb_violations,
+            cleared_nominations: names(&preemption.lower_nominated_to_clear),
+        }
+    }
 }
 
 /// One node's verdict and scores for one pod.
@@ -200,23 +240,41 @@ pub fn simulate(
     policy: &SchedulerPolicy,
     nodes: Vec<Node>,
     existing: Vec<Pod>,
-    mut pods: Vec<Pod>,
+    pods: Vec<Pod>,
     seed: u64,
     explain: bool,
 ) -> Result<Simulation, SimulateError> {
-    let bound: Vec<Pod> = existing
-        .into_iter()
-        .filter(|pod| {
-            pod.spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .is_some_and(|n| !n.is_empty())
-        })
-        .collect();
+    simulate_with_budgets(policy, nodes, existing, pods, Vec::new(), seed, explain)
+}
+
+/// [`simulate`] with the cluster's PodDisruptionBudgets, which preemption counts. `existing` pods without a
+/// node but with a `status.nominatedNodeName` are the nominations a preemption may clear.
+pub fn simulate_with_budgets(
+    policy: &SchedulerPolicy,
+    nodes: Vec<Node>,
+    existing: Vec<Pod>,
+    mut pods: Vec<Pod>,
+    pdbs: Vec<PodDisruptionBudget>,
+    seed: u64,
+    explain: bool,
+) -> Result<Simulation, SimulateError> {
+    let (bound, pending): (Vec<Pod>, Vec<Pod>) = existing.into_iter().partition(|pod| {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty())
+    });
     let mut snapshot = Snapshot::build(nodes, bound)?;
+    snapshot.set_pod_disruption_budgets(pdbs);
+    snapshot.set_nominated_pods(pending);
     // The scheduling queue pops the highest priority first; a stable sort keeps the given order within one.
     pods.sort_by_key(|pod| std::cmp::Reverse(pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)));
     let mut engine = policy.engine(seed)?;
+    // The presets are kube-scheduler's default profile, PostFilter plugins included; `none` is its
+    // `disabled: ["*"]`, which has none.
+    if policy.spec.algorithm_provider != AlgorithmProvider::None {
+        engine.enable_preemption();
+    }
     let filters: Vec<String> = engine.filter_names().map(str::to_string).collect();
     let mut placements = Vec::with_capacity(pods.len());
     for pod in &pods {
@@ -230,6 +288,11 @@ pub fn simulate(
             pod: pod_ref(pod),
             node,
             message: decision.message().map(str::to_string),
+            post_filter_message: decision.post_filter().and_then(|p| p.message.clone()),
+            preemption: decision
+                .post_filter()
+                .and_then(|p| p.preemption.as_ref())
+                .map(PreemptionReport::of),
             nodes,
         });
     }
@@ -414,5 +477,86 @@ mod tests {
             Some("0/2 nodes are available: 2 Insufficient cpu.")
         );
         assert_eq!(result.seed, 7);
+    }
+
+    #[test]
+    fn an_unschedulable_pod_reports_the_preemption_it_would_make() {
+        let nodes = objects_of_kind(vec![node("a", "2"), node("b", "2")], "Node").unwrap();
+        let mut protected = pod("protected", "2", Some(1), Some("a"));
+        protected["metadata"]["labels"] = json!({"app": "db"});
+        let mut nominated = pod("waiting", "1", Some(5), None);
+        nominated["status"] = json!({"nominatedNodeName": "b"});
+        let existing = objects_of_kind(
+            vec![protected, pod("batch", "2", Some(10), Some("b")), nominated],
+            "Pod",
+        )
+        .unwrap();
+        let pods = objects_of_kind(
+            vec![pod("urgent", "2", Some(100), None), pod("peer", "2", Some(100), None)],
+            "Pod",
+        )
+        .unwrap();
+        let pdbs: Vec<PodDisruptionBudget> = vec![
+            serde_json::from_value(json!({
+                "metadata": {"name": "db", "namespace": "ns"},
+                "spec": {"selector": {"matchLabels": {"app": "db"}}},
+                "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
+            }))
+            .unwrap(),
+        ];
+        let result = simulate_with_budgets(&policy(SPREAD), nodes, existing, pods, pdbs, 1, false).expect("runs");
+        // `batch` on b has the higher priority but no budget: b is chosen, and `waiting`'s nomination to b
+        // (priority 5 < 100) would be cleared. Nothing is carried out, so `peer` gets the same answer.
+        for placement in &result.placements {
+            assert_eq!(placement.node, None);
+            assert_eq!(
+                placement.message.as_deref(),
+                Some("0/2 nodes are available: 2 Insufficient cpu.")
+            );
+            assert_eq!(placement.post_filter_message, None, "a preemption appends nothing");
+            assert_eq!(
+                placement.preemption,
+                Some(PreemptionReport {
+                    node: "b".into(),
+                    victims: vec!["ns/batch".into()],
+                    pdb_violations: 0,
+                    cleared_nominations: vec!["ns/waiting".into()],
+                })
+            );
+        }
+        let json = serde_json::to_value(&result.placements[0]).unwrap();
+        assert_eq!(
+            json["preemption"],
+            json!({"node": "b", "victims": ["ns/batch"], "pdbViolations": 0, "clearedNominations": ["ns/waiting"]})
+        );
+    }
+
+    #[test]
+    fn without_victims_the_post_filter_message_is_kube_schedulers_suffix() {
+        let nodes = objects_of_kind(vec![node("a", "1")], "Node").unwrap();
+        let existing = objects_of_kind(vec![pod("peer", "1", Some(100), Some("a"))], "Pod").unwrap();
+        let pods = objects_of_kind(vec![pod("p", "1", Some(100), None)], "Pod").unwrap();
+        let result = simulate(&policy(SPREAD), nodes, existing, pods, 1, false).expect("runs");
+        let placement = &result.placements[0];
+        assert_eq!(
+            placement.post_filter_message.as_deref(),
+            Some(
+                "no new claims to deallocate, preemption: 0/1 nodes are available: 1 No preemption victims found \
+                 for incoming pod."
+            )
+        );
+        assert_eq!(placement.preemption, None);
+
+        // `algorithmProvider: none` is kube-scheduler's `disabled: ["*"]`: no PostFilter plugins at all.
+        let bare = policy(
+            "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: { name: s }\nspec:\n  \
+             schedulerName: s\n  algorithmProvider: none\n  filters: [NodeResourcesFit]\n",
+        );
+        let nodes = objects_of_kind(vec![node("a", "1")], "Node").unwrap();
+        let existing = objects_of_kind(vec![pod("low", "1", Some(1), Some("a"))], "Pod").unwrap();
+        let pods = objects_of_kind(vec![pod("p", "1", Some(100), None)], "Pod").unwrap();
+        let result = simulate(&bare, nodes, existing, pods, 1, false).expect("runs");
+        assert_eq!(result.placements[0].post_filter_message, None);
+        assert_eq!(result.placements[0].preemption, None);
     }
 }

@@ -61,8 +61,9 @@ pub struct SchedulerPolicySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<Vec<ScoreSpec>>,
     /// kube-scheduler's v1 `pluginConfig` args, keyed by plugin name (`NodeResourcesFit`,
-    /// `NodeResourcesBalancedAllocation`, `NodeAffinity`, `PodTopologySpread`, `InterPodAffinity`), with the
-    /// same field names, defaults and validation.
+    /// `NodeResourcesBalancedAllocation`, `NodeAffinity`, `PodTopologySpread`, `InterPodAffinity`,
+    /// `DefaultPreemption`), with the same field names, defaults and validation. `DefaultPreemption`'s args
+    /// shape the preemption decision `ruleplane simulate` reports; the scheduler does not preempt yet.
     #[serde(default, skip_serializing_if = "PluginArgs::is_empty")]
     pub plugin_args: PluginArgs,
     /// Stop looking for feasible nodes after this percentage of the cluster (0–100). 0 (default) is

@@ -432,3 +432,77 @@ impl InterPodAffinityArgs {
         }
     }
 }
+
+/// `DefaultPreemptionArgs`: how many nodes a preemption dry run examines at least.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DefaultPreemptionArgs {
+    /// Percentage of the candidate nodes to dry-run (0–100, default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_candidate_nodes_percentage: Option<i32>,
+    /// Number of candidate nodes to dry-run at least (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_candidate_nodes_absolute: Option<i32>,
+}
+
+impl DefaultPreemptionArgs {
+    /// kube-scheduler's defaults: 10 % and 100 nodes.
+    pub fn defaulted(&self) -> DefaultPreemptionArgs {
+        DefaultPreemptionArgs {
+            min_candidate_nodes_percentage: Some(self.min_candidate_nodes_percentage.unwrap_or(10)),
+            min_candidate_nodes_absolute: Some(self.min_candidate_nodes_absolute.unwrap_or(100)),
+        }
+    }
+
+    /// The percentage after defaulting.
+    pub fn percentage(&self) -> i32 {
+        self.min_candidate_nodes_percentage.unwrap_or(10)
+    }
+
+    /// The absolute minimum after defaulting.
+    pub fn absolute(&self) -> i32 {
+        self.min_candidate_nodes_absolute.unwrap_or(100)
+    }
+
+    /// `ValidateDefaultPreemptionArgs` on the defaulted args.
+    pub fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let (percentage, absolute) = (self.percentage(), self.absolute());
+        let percentage_path = FieldPath::root().key("minCandidateNodesPercentage");
+        let absolute_path = FieldPath::root().key("minCandidateNodesAbsolute");
+        let mut errors = Vec::new();
+        if !(0..=100).contains(&percentage) {
+            errors.push(FieldError::invalid(
+                percentage_path.clone(),
+                percentage,
+                "not in valid range [0, 100]",
+            ));
+        }
+        if absolute < 0 {
+            errors.push(FieldError::invalid(
+                absolute_path.clone(),
+                absolute,
+                "not in valid range [0, inf)",
+            ));
+        }
+        if percentage == 0 && absolute == 0 {
+            errors.push(FieldError::invalid(
+                percentage_path,
+                percentage,
+                "cannot be zero at the same time as minCandidateNodesAbsolute",
+            ));
+            errors.push(FieldError::invalid(
+                absolute_path,
+                absolute,
+                "cannot be zero at the same time as minCandidateNodesPercentage",
+            ));
+        }
+        if errors.is_empty() { Ok(()) } else { Err(errors) }
+    }
+
+    /// `calculateNumCandidates`: max(`n` × percentage / 100, absolute), at most `n`.
+    pub fn num_candidates(&self, n: usize) -> usize {
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        let wanted = (n * i64::from(self.percentage()) / 100).max(i64::from(self.absolute()));
+        usize::try_from(wanted.min(n)).unwrap_or(0)
+    }
+}

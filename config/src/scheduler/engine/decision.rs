@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use super::preemption::PostFilter;
 use super::resources::InvalidQuantity;
 use super::status::Rejection;
 
@@ -58,6 +59,9 @@ pub enum Outcome {
         pre_filter: Option<Rejection>,
         /// Plugins that rejected the pod or nodes (kube-scheduler's `UnschedulablePlugins`).
         plugins: BTreeSet<Arc<str>>,
+        /// What the PostFilter chain (preemption) decided, when the engine runs it
+        /// ([`super::Engine::set_post_filters`]).
+        post_filter: Option<PostFilter>,
     },
     /// The pod has scheduling gates: kube-scheduler does not attempt it.
     Gated {
@@ -115,6 +119,30 @@ impl Decision {
             Outcome::Unschedulable { message, .. } | Outcome::Gated { message } | Outcome::Error { message } => {
                 Some(message)
             }
+        }
+    }
+
+    /// The FailedScheduling text as kube-scheduler emits it: [`Decision::message`] plus the PostFilter
+    /// message (`no new claims to deallocate, preemption: …`) after a space, when the chain ran and said one.
+    pub fn event_message(&self) -> Option<String> {
+        match &self.outcome {
+            Outcome::Unschedulable {
+                message,
+                post_filter: Some(post_filter),
+                ..
+            } => Some(match &post_filter.message {
+                Some(suffix) => format!("{message} {suffix}"),
+                None => message.clone(),
+            }),
+            _ => self.message().map(str::to_string),
+        }
+    }
+
+    /// The PostFilter chain's result, when it ran.
+    pub fn post_filter(&self) -> Option<&PostFilter> {
+        match &self.outcome {
+            Outcome::Unschedulable { post_filter, .. } => post_filter.as_ref(),
+            _ => None,
         }
     }
 

@@ -1,4 +1,4 @@
-//! One kube-scheduler v1.35 scheduling cycle: PreFilter, Filter, Score, host selection, failure message.
+//! One kube-scheduler v1.35 scheduling cycle: PreFilter, Filter, Score, host selection, failure message, PostFilter.
 
 // One scheduling cycle as kube-scheduler v1.35 runs it: PreFilter, Filter over a rotating window of nodes
 // (percentageOfNodesToScore), PreScore/Score/Normalize, weighted totals, host selection and the failure message.
@@ -15,8 +15,11 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::decision::{Decision, NodeResult, Outcome, PluginScore, ScheduleError};
 use super::features::{Feature, needed_features, unsupported_verdict};
+use super::field::FieldPath;
+use super::labels::Selector;
 use super::plugins::{BuiltFilter, BuiltScore, Cycle, NodeFilter, PreFilter, PreScore, build_filter, build_score};
 use super::pod_info::PodInfo;
+use super::preemption::{NodeStatuses, PostFilters, run_post_filters};
 use super::profile::{Profile, ProfileError, TieBreak};
 use super::rng::SplitMix64;
 use super::snapshot::{NodeInfo, Snapshot, pod_ref};
@@ -49,6 +52,11 @@ pub struct Engine {
     compiled: Compiled,
     next_start_node_index: usize,
     rng: SplitMix64,
+    /// The PostFilter chain run after a FitError; `None` (the default) runs none.
+    post_filters: Option<PostFilters>,
+    /// Tests: run PreFilter again for every dry-run check, the reference the state reuse is checked against.
+    #[cfg(test)]
+    pub(super) always_rerun_pre_filter: bool,
 }
 
 /// The profile's plugins and settings.
@@ -59,6 +67,8 @@ struct Compiled {
     percentage: u8,
     ignored_features: BTreeSet<Feature>,
     tie_break: TieBreak,
+    /// DefaultPreemption's args from the profile, for [`Engine::enable_preemption`].
+    preemption_args: super::args::DefaultPreemptionArgs,
     /// Keep each feasible node's per-plugin score breakdown in the decision (explain, fidelity); a scheduler
     /// that only binds turns it off and keeps the totals.
     breakdown: bool,
@@ -77,6 +87,14 @@ impl Engine {
         if profile.percentage_of_nodes_to_score > 100 {
             return Err(ProfileError::InvalidPercentage(profile.percentage_of_nodes_to_score));
         }
+        profile
+            .args
+            .default_preemption
+            .validate()
+            .map_err(|errors| ProfileError::InvalidArgs {
+                plugin: "DefaultPreemption".to_string(),
+                errors,
+            })?;
         let mut filters: Vec<BuiltFilter> = Vec::new();
         for entry in &profile.filters {
             let built = build_filter(entry, &profile.args)?;
@@ -112,10 +130,14 @@ impl Engine {
                 percentage: profile.percentage_of_nodes_to_score,
                 ignored_features: profile.ignored_features.clone(),
                 tie_break: profile.tie_break,
+                preemption_args: profile.args.default_preemption.clone(),
                 breakdown: true,
             },
             next_start_node_index: 0,
             rng: SplitMix64::new(seed),
+            post_filters: None,
+            #[cfg(test)]
+            always_rerun_pre_filter: false,
         })
     }
 
@@ -123,6 +145,21 @@ impl Engine {
     /// decision still has every verdict, reason and total, and allocates one vector fewer per node.
     pub fn set_score_breakdown(&mut self, keep: bool) {
         self.compiled.breakdown = keep;
+    }
+
+    /// Runs kube-scheduler's default PostFilter chain after a FitError — DynamicResources (which has nothing to
+    /// deallocate for the pods the engine accepts), then DefaultPreemption with the profile's args — and
+    /// reports its result in [`Outcome::Unschedulable`]. Off by default: nothing carries a preemption out yet.
+    pub fn enable_preemption(&mut self) {
+        self.post_filters = Some(PostFilters {
+            dynamic_resources: true,
+            preemption: self.compiled.preemption_args.clone(),
+        });
+    }
+
+    /// Sets the PostFilter chain (`None`: no PostFilter plugins, kube-scheduler then never preempts).
+    pub fn set_post_filters(&mut self, post_filters: Option<PostFilters>) {
+        self.post_filters = post_filters;
     }
 
     /// The filters' names in the order they run.
@@ -162,6 +199,7 @@ impl Engine {
                 message: NO_NODES_MESSAGE.to_string(),
                 pre_filter: None,
                 plugins: BTreeSet::new(),
+                post_filter: None,
             }));
         }
         let cycle = Cycle {
@@ -174,15 +212,107 @@ impl Engine {
         if let Some((plugin, verdict)) = unsupported_verdict(&needed) {
             return Ok(pre_filter_failure(snapshot, verdict.by(&Arc::from(plugin)), Vec::new()));
         }
-        let prepared = match compiled.run_pre_filters(&cycle) {
-            Ok(prepared) => prepared,
-            Err(decision) => return Ok(*decision),
+        let mut decision = match compiled.run_pre_filters(&cycle) {
+            Ok(prepared) => compiled.filter_and_score(&cycle, prepared, &mut self.next_start_node_index, &mut self.rng),
+            Err(decision) => *decision,
         };
-        Ok(compiled.filter_and_score(&cycle, prepared, &mut self.next_start_node_index, &mut self.rng))
+        if let Some(chain) = &self.post_filters {
+            #[cfg(test)]
+            let reuse = !self.always_rerun_pre_filter;
+            #[cfg(not(test))]
+            let reuse = true;
+            compiled.post_filter(chain, snapshot, &pod_info, &mut decision, &mut self.rng, reuse);
+        }
+        Ok(decision)
     }
 }
 
 impl Compiled {
+    /// Runs the PostFilter chain on a FitError (`Unschedulable` from PreFilter or Filter) and records it.
+    fn post_filter(
+        &self,
+        chain: &PostFilters,
+        snapshot: &Snapshot,
+        pod: &PodInfo,
+        decision: &mut Decision,
+        rng: &mut SplitMix64,
+        reuse_state: bool,
+    ) {
+        let Outcome::Unschedulable { pre_filter, .. } = &decision.outcome else {
+            return;
+        };
+        let statuses = NodeStatuses {
+            explicit: decision
+                .nodes
+                .iter()
+                .filter_map(|n| n.rejection.as_ref().map(|r| (&*n.node, r.code)))
+                .collect(),
+            // Nodes a PreFilter result excluded are UnschedulableAndUnresolvable; a PreFilter that rejected the
+            // pod gives every node its code.
+            absent: pre_filter
+                .as_ref()
+                .map_or(Code::UnschedulableAndUnresolvable, |r| r.code),
+        };
+        let pre_filter_unresolvable = pre_filter
+            .as_ref()
+            .is_some_and(|r| r.code == Code::UnschedulableAndUnresolvable);
+        // The cycle's PreFilter state serves every dry-run check that removed no pod it counts.
+        let cycle = Cycle { pod, snapshot };
+        let original = self.run_pre_filters(&cycle).ok().filter(|_| reuse_state);
+        let counted = original.as_ref().and_then(|prepared| CountedPods::of(prepared, pod));
+        // Otherwise a copy of the cluster, made at the first check, holds the node being dry-run, and the original
+        // of that node to put back when the next one is examined.
+        let mut cluster: Option<(Snapshot, Option<NodeInfo>)> = None;
+        let mut fits = |changed: &NodeInfo| -> Result<Option<Rejection>, String> {
+            let unchanged = |counted: &CountedPods<'_>| !removed_pods(snapshot, changed).any(|p| counted.counts(p));
+            if let Some(prepared) = original.as_ref().filter(|_| counted.as_ref().is_none_or(unchanged)) {
+                return Ok(prepared
+                    .filters
+                    .iter()
+                    .find_map(|(name, filter)| filter.filter(changed).map(|verdict| verdict.by(name))));
+            }
+            let (copy, saved) = cluster.get_or_insert_with(|| (snapshot.clone(), None));
+            if let Some(previous) = saved.take_if(|s| s.name() != changed.name()) {
+                copy.set_node(&previous).map_err(|e| e.to_string())?;
+            }
+            if saved.is_none() {
+                *saved = copy.get(changed.name()).cloned();
+            }
+            copy.set_node(changed).map_err(|e| e.to_string())?;
+            self.fits_on(copy, pod, changed.name())
+        };
+        let result = run_post_filters(chain, snapshot, pod, &statuses, pre_filter_unresolvable, rng, &mut fits);
+        if let Outcome::Unschedulable { post_filter, .. } = &mut decision.outcome {
+            *post_filter = Some(result);
+        }
+    }
+
+    /// PreFilter on `snapshot` (a preemption dry run's copy with pods removed), then the filters on one node.
+    fn fits_on(&self, snapshot: &Snapshot, pod: &PodInfo, node: &str) -> Result<Option<Rejection>, String> {
+        let cycle = Cycle { pod, snapshot };
+        let prepared = match self.run_pre_filters(&cycle) {
+            Ok(prepared) => prepared,
+            Err(decision) => {
+                return match decision.outcome {
+                    Outcome::Unschedulable {
+                        pre_filter: Some(rejection),
+                        ..
+                    } => Ok(Some(rejection)),
+                    Outcome::Error { message } => Err(message),
+                    _ => Err("PreFilter failed".to_string()),
+                };
+            }
+        };
+        let Some(info) = snapshot.get(node) else {
+            return Err(format!("node {node:?} is not in the snapshot"));
+        };
+        // A PreFilter node restriction depends on the pod only: the node passed it in the failed cycle.
+        Ok(prepared
+            .filters
+            .iter()
+            .find_map(|(name, filter)| filter.filter(info).map(|verdict| verdict.by(name))))
+    }
+
     fn run_pre_filters<'a>(&'a self, cycle: &Cycle<'a>) -> Result<Prepared<'a>, Box<Decision>> {
         let mut prepared = Prepared {
             filters: Vec::new(),
@@ -353,6 +483,7 @@ impl Compiled {
                 message,
                 pre_filter: None,
                 plugins: unschedulable_plugins,
+                post_filter: None,
             };
             return decision;
         }
@@ -509,12 +640,75 @@ fn decision_for(nodes: Vec<NodeResult>, prepared: &Prepared<'_>, skipped_scores:
     }
 }
 
+/// The pods a cycle's PreFilter state counts, so that a dry run removing one must run PreFilter again:
+/// PodTopologySpread counts pods of the pod's namespace matching a hard constraint's selector; InterPodAffinity
+/// counts pods matching the pod's required terms and pods with required anti-affinity. Every other filter's state
+/// depends on the pod alone. Over-approximated: `matchLabelKeys` and the namespaces of affinity terms are not looked
+/// at, and with default constraints (the pod has none of its own) every pod of the namespace counts.
+struct CountedPods<'p> {
+    spread: Option<(&'p str, Option<Vec<Selector>>)>,
+    affinity: Option<&'p PodInfo>,
+}
+
+impl<'p> CountedPods<'p> {
+    /// `None` when the state counts no pods at all.
+    fn of(prepared: &Prepared<'_>, pod: &'p PodInfo) -> Option<CountedPods<'p>> {
+        let ran = |plugin: &str| prepared.filters.iter().any(|(name, _)| &***name == plugin);
+        let counted = CountedPods {
+            spread: ran("PodTopologySpread").then(|| (pod.namespace.as_str(), hard_spread_selectors(pod))),
+            affinity: ran("InterPodAffinity").then_some(pod),
+        };
+        (counted.spread.is_some() || counted.affinity.is_some()).then_some(counted)
+    }
+
+    fn counts(&self, other: &PodInfo) -> bool {
+        self.spread.as_ref().is_some_and(|(namespace, selectors)| {
+            other.namespace == *namespace
+                && selectors
+                    .as_ref()
+                    .is_none_or(|selectors| selectors.iter().any(|s| s.matches(other.labels())))
+        }) || self.affinity.is_some_and(|pod| {
+            other.has_required_anti_affinity
+                || pod
+                    .required_affinity
+                    .iter()
+                    .chain(&pod.required_anti_affinity)
+                    .any(|term| term.selector.matches(other.labels()))
+        })
+    }
+}
+
+/// The selectors of the pod's own `DoNotSchedule` constraints; `None` when the pod has none (default constraints
+/// may apply) or one does not parse.
+fn hard_spread_selectors(pod: &PodInfo) -> Option<Vec<Selector>> {
+    let constraints = pod.pod.spec.as_ref()?.topology_spread_constraints.as_ref()?;
+    if constraints.is_empty() {
+        return None;
+    }
+    constraints
+        .iter()
+        .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
+        .map(|c| Selector::from_label_selector(c.label_selector.as_ref(), &FieldPath::root()).ok())
+        .collect()
+}
+
+/// The pods of `node` in the snapshot that its dry-run copy `changed` no longer holds.
+fn removed_pods<'s>(snapshot: &'s Snapshot, changed: &NodeInfo) -> impl Iterator<Item = &'s Arc<PodInfo>> {
+    snapshot
+        .get(changed.name())
+        .map(NodeInfo::pods)
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| !changed.pods().iter().any(|c| c.key == p.key))
+}
+
 /// Every node is rejected by a PreFilter result.
 fn pre_filter_failure(snapshot: &Snapshot, rejection: Rejection, skipped: Vec<Arc<str>>) -> Decision {
     let mut decision = Decision::with_outcome(Outcome::Unschedulable {
         message: pre_filter_message(snapshot.num_nodes(), &rejection),
         plugins: BTreeSet::from([rejection.plugin.clone()]),
         pre_filter: Some(rejection),
+        post_filter: None,
     });
     decision.skipped_filters = skipped;
     decision

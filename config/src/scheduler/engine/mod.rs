@@ -12,6 +12,7 @@ mod framework;
 pub mod labels;
 mod plugins;
 pub mod pod_info;
+pub mod preemption;
 pub mod profile;
 pub mod quantity;
 pub mod resources;
@@ -27,6 +28,7 @@ pub use decision::{Decision, NodeResult, Outcome, PluginScore, ScheduleError};
 #[cfg(test)]
 use framework::heap_top;
 pub use framework::{Engine, num_feasible_nodes_to_find};
+pub use preemption::{Nominate, PodRef, PostFilter, PostFilters, Preemption};
 pub use profile::{FilterEntry, FilterPlugin, PluginArgs, Profile, ProfileError, ScoreEntry, ScorePlugin, TieBreak};
 pub use rng::{SplitMix64, go_log};
 pub use snapshot::{NodeInfo, Snapshot, SnapshotError, Workloads};

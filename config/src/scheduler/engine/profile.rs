@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::args::{
-    InterPodAffinityArgs, NodeAffinityArgs, NodeResourcesBalancedAllocationArgs, NodeResourcesFitArgs,
-    PodTopologySpreadArgs, ResourceSpec, ScoringStrategy, ScoringStrategyType,
+    DefaultPreemptionArgs, InterPodAffinityArgs, NodeAffinityArgs, NodeResourcesBalancedAllocationArgs,
+    NodeResourcesFitArgs, PodTopologySpreadArgs, ResourceSpec, ScoringStrategy, ScoringStrategyType,
 };
 use super::declarative::{NodeLabelArgs, NodeValueArgs};
 use super::features::Feature;
@@ -190,6 +190,9 @@ pub struct PluginArgs {
     /// InterPodAffinity (filter and score).
     #[serde(rename = "InterPodAffinity", default, skip_serializing_if = "is_default")]
     pub inter_pod_affinity: InterPodAffinityArgs,
+    /// DefaultPreemption (how many nodes a preemption dry run examines).
+    #[serde(rename = "DefaultPreemption", default, skip_serializing_if = "is_default")]
+    pub default_preemption: DefaultPreemptionArgs,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -393,6 +396,7 @@ impl Serialize for Profile {
                 node_affinity: args.node_affinity.clone(),
                 pod_topology_spread: args.pod_topology_spread.clone(),
                 inter_pod_affinity: args.inter_pod_affinity.clone(),
+                default_preemption: args.default_preemption.clone(),
             },
             percentage_of_nodes_to_score: self.percentage_of_nodes_to_score,
             ignored_features: &self.ignored_features,

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use serde_json::Value;
 
@@ -232,6 +233,21 @@ impl NodeInfo {
         self.required_anti_affinity_pods > 0
     }
 
+    /// Removes a pod from this copy of the node (a preemption dry run), as kube-scheduler's `NodeInfo.RemovePod`:
+    /// the last pod moves into the gap.
+    pub(crate) fn remove_pod(&mut self, key: &str) -> Option<Arc<PodInfo>> {
+        let position = self.pods.iter().position(|p| p.key == key)?;
+        let removed = self.pods.swap_remove(position);
+        self.account(&removed, -1);
+        Some(removed)
+    }
+
+    /// Adds a pod to this copy of the node (a preemption dry run's reprieve).
+    pub(crate) fn add_pod(&mut self, pod: Arc<PodInfo>) {
+        self.account(&pod, 1);
+        self.pods.push(pod);
+    }
+
     fn account(&mut self, pod: &PodInfo, sign: i64) {
         let count = |counter: &mut usize, flag: bool| {
             if flag {
@@ -297,6 +313,10 @@ pub struct Snapshot {
     images: HashMap<String, ImageSummary>,
     namespaces: Option<BTreeMap<String, Labels>>,
     workloads: Workloads,
+    /// PodDisruptionBudgets of every namespace (preemption prefers victims whose budgets allow it).
+    pdbs: Arc<Vec<PodDisruptionBudget>>,
+    /// Pending pods nominated to a node (`status.nominatedNodeName`), by node.
+    nominated: Arc<BTreeMap<String, Vec<Arc<Pod>>>>,
 }
 
 impl Snapshot {
@@ -516,6 +536,61 @@ impl Snapshot {
     /// Services and controllers.
     pub fn workloads(&self) -> &Workloads {
         &self.workloads
+    }
+
+    /// Sets the PodDisruptionBudgets of every namespace (kube-scheduler's preemption lists them all).
+    pub fn set_pod_disruption_budgets(&mut self, pdbs: Vec<PodDisruptionBudget>) {
+        self.pdbs = Arc::new(pdbs);
+    }
+
+    /// The PodDisruptionBudgets (none unless set).
+    pub fn pod_disruption_budgets(&self) -> &[PodDisruptionBudget] {
+        &self.pdbs
+    }
+
+    /// Sets the pending pods nominated to nodes: those of `pods` with a `status.nominatedNodeName` and no
+    /// `spec.nodeName`. Preemption clears the lower-priority ones on the node it chooses; Filter does not yet
+    /// count them (kube-scheduler's `RunFilterPluginsWithNominatedPods`).
+    pub fn set_nominated_pods(&mut self, pods: impl IntoIterator<Item = Pod>) {
+        let mut nominated: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
+        for pod in pods {
+            let bound = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| !n.is_empty());
+            let node = pod.status.as_ref().and_then(|s| s.nominated_node_name.clone());
+            if let Some(node) = node.filter(|n| !n.is_empty() && !bound) {
+                nominated.entry(node).or_default().push(Arc::new(pod));
+            }
+        }
+        self.nominated = Arc::new(nominated);
+    }
+
+    /// The pending pods nominated to a node.
+    pub fn nominated_pods(&self, node: &str) -> &[Arc<Pod>] {
+        self.nominated.get(node).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// Replaces a node's pods and accounting with those of a copy (a preemption dry run's node, or the original
+    /// it restores), pod order included.
+    pub(crate) fn set_node(&mut self, original: &NodeInfo) -> Result<(), SnapshotError> {
+        let index = *self
+            .by_name
+            .get(original.name())
+            .ok_or_else(|| SnapshotError::NodeNotFound {
+                node: original.name().to_string(),
+            })?;
+        for pod in &self.nodes[index].pods {
+            self.pod_nodes.remove(&pod.key);
+            self.namespace_selector_pods -= usize::from(pod.needs_namespace_labels);
+        }
+        for pod in &original.pods {
+            self.pod_nodes.insert(pod.key.clone(), original.name.clone());
+            self.namespace_selector_pods += usize::from(pod.needs_namespace_labels);
+        }
+        self.nodes[index] = original.clone();
+        Ok(())
     }
 
     /// Number of nodes.

@@ -7,6 +7,7 @@ mod args;
 mod framework;
 mod harness;
 mod perf;
+mod preemption;
 mod quantity;
 mod snapshot;
 

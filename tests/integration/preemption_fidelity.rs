@@ -1,0 +1,296 @@
+//! The preemption decision against the real kube-scheduler v1.35: for hand-built cases, the engine's full
+//! FailedScheduling text (PostFilter part included), nominated node and victims must be kube-scheduler's.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use ruleplane_config::scheduler::engine::{Decision, Engine, Profile, Snapshot};
+use serde_json::{Value, json};
+
+use crate::support::cluster_nodes::{KubeScheduler, create_node, delete_nodes, node, nodes_lock};
+use crate::support::{admin_client, eventually_seen, test_namespace};
+
+/// Every node and every bound pod, terminating ones included (kube-scheduler's cache keeps them until deleted),
+/// and every PodDisruptionBudget.
+async fn snapshot(client: &Client) -> Snapshot {
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("nodes")
+        .items;
+    let pods: Vec<Pod> = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .collect();
+    let pdbs = Api::<PodDisruptionBudget>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("pdbs")
+        .items;
+    let mut snapshot = Snapshot::build(nodes, pods).expect("snapshot");
+    snapshot.set_pod_disruption_budgets(pdbs);
+    snapshot
+}
+
+/// kube-scheduler's PodScheduled=False message for a pod (the full text, PostFilter part included).
+async fn kube_message(pods: &Api<Pod>, name: &str) -> Pod {
+    eventually_seen(Duration::from_secs(30), "kube-scheduler's verdict", || async {
+        let pod = pods.get(name).await.map_err(|e| e.to_string())?;
+        let decided = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "PodScheduled" && c.status == "False"));
+        if decided {
+            Ok(pod)
+        } else {
+            Err(format!("{:?}", pod.status))
+        }
+    })
+    .await
+}
+
+fn condition_message(pod: &Pod) -> String {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"))
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+fn preemption_of(decision: &Decision) -> Option<(String, Vec<String>)> {
+    let preemption = decision.post_filter()?.preemption.as_ref()?;
+    Some((
+        preemption.node.to_string(),
+        preemption.victims.iter().map(|v| v.name.clone()).collect(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_decisions_match_kube_scheduler() {
+    let client = admin_client().await;
+    let namespace = test_namespace(&client, "preemption-fidelity").await;
+    let run = std::process::id().to_string();
+    let scheduler = format!("preempt-{run}");
+    let dir = crate::support::manager::temp_dir(&format!("preemption-{run}"));
+    let classes = Api::<PriorityClass>::all(client.clone());
+    let class = |name: &str| format!("{name}-{run}");
+    for (name, value, policy) in [
+        ("high", 1000, "PreemptLowerPriority"),
+        ("never", 1000, "Never"),
+        ("low", 10, "PreemptLowerPriority"),
+        ("lower", 5, "PreemptLowerPriority"),
+    ] {
+        let object: PriorityClass = serde_json::from_value(json!({
+            "metadata": {"name": class(name)}, "value": value, "preemptionPolicy": policy
+        }))
+        .expect("class");
+        classes
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("create class");
+    }
+
+    let _nodes = nodes_lock().await;
+    let [a, b, c, d, e] = ["a", "b", "c", "d", "e"].map(|n| format!("pre-{run}-{n}"));
+    let mut names = Vec::new();
+    let pdb_pool = json!({"pool": "pdb"});
+    for (name, labels) in [
+        (&a, json!({})),
+        (&b, json!({})),
+        (&c, json!({"pool": "c"})),
+        (&d, pdb_pool.clone()),
+        (&e, pdb_pool.clone()),
+    ] {
+        names.push(create_node(&client, node(name, "2", "4Gi", labels, json!([]))).await);
+    }
+    let pods = Api::<Pod>::namespaced(client.clone(), &namespace);
+    let pod = |name: &str, cpu: &str, priority_class: &str, extra: Value| -> Pod {
+        let mut pod = json!({
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "schedulerName": scheduler,
+                "priorityClassName": class(priority_class),
+                "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]
+            }
+        });
+        if let (Some(spec), Some(extra)) = (pod["spec"].as_object_mut(), extra.as_object()) {
+            spec.extend(extra.clone());
+        }
+        serde_json::from_value(pod).expect("pod")
+    };
+    // a: 2 CPUs of a high pod. b: 1 high + 1 low. c: 2 CPUs of a lower pod. d: a lower app=db pod (protected
+    // by a budget) beside a high one. e: a low pod beside a high one.
+    for (name, node, cpu, class_name) in [
+        ("a-high", &a, "2", "high"),
+        ("b-high", &b, "1", "high"),
+        ("b-low", &b, "1", "low"),
+        ("c-lower", &c, "2", "lower"),
+        ("d-high", &d, "1", "high"),
+        ("d-db", &d, "1", "lower"),
+        ("e-high", &e, "1", "high"),
+        ("e-web", &e, "1", "low"),
+    ] {
+        let mut bound = pod(name, cpu, class_name, json!({"nodeName": node}));
+        if name == "d-db" {
+            bound.metadata.labels = Some([("app".to_string(), "db".to_string())].into());
+        }
+        pods.create(&PostParams::default(), &bound)
+            .await
+            .expect("create bound pod");
+    }
+    // No disruption controller runs on the plane: the budget's status is written here, as it would compute it.
+    let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), &namespace);
+    let budget: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}
+    }))
+    .expect("pdb");
+    pdbs.create(&PostParams::default(), &budget).await.expect("create pdb");
+    let status =
+        json!({"status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}});
+    pdbs.patch_status("db", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("pdb status");
+    let _kube_scheduler = KubeScheduler::start(&dir, vec![json!({"schedulerName": scheduler})]);
+
+    let mut engine = Engine::new(&Profile::default_provider(), 1).expect("engine");
+    engine.enable_preemption();
+    let not_c = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["c"]}]}]
+    }}}});
+    let conflict = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [a.clone()]},
+            {"key": "metadata.name", "operator": "In", "values": [b.clone()]}
+        ]}]
+    }}}});
+    // Unschedulable whatever preemption does: the full texts must be identical.
+    let unschedulable = [
+        ("never", pod("never", "1", "never", json!({}))),
+        (
+            "selector",
+            pod("selector", "1", "high", json!({"nodeSelector": {"pool": "none"}})),
+        ),
+        ("equal", pod("equal", "1", "lower", json!({}))),
+        ("mixed", pod("mixed", "2", "high", not_c)),
+        ("conflict", pod("conflict", "1", "high", conflict)),
+    ];
+    let mut differences = Vec::new();
+    for (name, object) in unschedulable {
+        let cluster = snapshot(&client).await;
+        let created = pods.create(&PostParams::default(), &object).await.expect("create pod");
+        let decision = engine.schedule(&cluster, &created).expect("engine decides");
+        let kube = condition_message(&kube_message(&pods, name).await);
+        let ours = decision.event_message().unwrap_or_default();
+        println!("{name}: {kube}");
+        if kube != ours {
+            differences.push(format!("{name}:\n  kube-scheduler: {kube}\n  engine:         {ours}"));
+        }
+        pods.delete(name, &DeleteParams::default().grace_period(0))
+            .await
+            .expect("delete pod");
+    }
+
+    // Kept to the budget's nodes: d's victim has the lower priority but violates the budget, so e is chosen.
+    let cluster = snapshot(&client).await;
+    let created = pods
+        .create(
+            &PostParams::default(),
+            &pod("guarded", "1", "high", json!({"nodeSelector": {"pool": "pdb"}})),
+        )
+        .await
+        .expect("create pod");
+    let decision = engine.schedule(&cluster, &created).expect("engine decides");
+    let nominated = eventually_seen(Duration::from_secs(30), "kube-scheduler's nomination", || async {
+        let pod = pods.get("guarded").await.map_err(|e| e.to_string())?;
+        pod.status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.clone())
+            .ok_or_else(|| format!("{:?}", pod.status))
+    })
+    .await;
+    let ours = preemption_of(&decision);
+    println!("guarded: nominated {nominated}");
+    if ours != Some((nominated.clone(), vec!["e-web".to_string()])) || nominated != e {
+        differences.push(format!(
+            "guarded: kube-scheduler nominated {nominated}; engine {ours:?}"
+        ));
+    }
+    pods.delete("guarded", &DeleteParams::default().grace_period(0))
+        .await
+        .expect("delete pod");
+
+    // Among a, b, c (and d, e): b (victim priority 10) and c (5) are candidates for 1 CPU, d violates the budget,
+    // e's victim is already terminating (priority 10): c is chosen, c-lower goes.
+    let cluster = snapshot(&client).await;
+    let created = pods
+        .create(&PostParams::default(), &pod("urgent", "1", "high", json!({})))
+        .await
+        .expect("create pod");
+    let decision = engine.schedule(&cluster, &created).expect("engine decides");
+    let nominated = eventually_seen(Duration::from_secs(30), "kube-scheduler's nomination", || async {
+        let pod = pods.get("urgent").await.map_err(|e| e.to_string())?;
+        pod.status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.clone())
+            .map(|node| (node, condition_message(&pod)))
+            .ok_or_else(|| format!("{:?}", pod.status))
+    })
+    .await;
+    let victims: Vec<String> = eventually_seen(Duration::from_secs(30), "the victims marked", || async {
+        let all = pods.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
+        let marked: Vec<String> = all
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_some() && p.metadata.name.as_deref() != Some("e-web"))
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        if marked.is_empty() {
+            Err("none yet".to_string())
+        } else {
+            Ok(marked)
+        }
+    })
+    .await;
+    let ours = preemption_of(&decision);
+    println!(
+        "urgent: nominated {} evicting {victims:?}: {}",
+        nominated.0, nominated.1
+    );
+    if ours != Some((nominated.0.clone(), victims.clone())) {
+        differences.push(format!(
+            "urgent: kube-scheduler nominated {} evicting {victims:?}; engine {ours:?}",
+            nominated.0
+        ));
+    }
+    // The text of the preempting cycle has no suffix. A later retry, with the victim still terminating on the
+    // nominated node, says the pod is not eligible; the engine must say the same from that state.
+    let first = decision.event_message().unwrap_or_default();
+    if nominated.1 != first {
+        let cluster = snapshot(&client).await;
+        let retried = pods.get("urgent").await.expect("get pod");
+        let again = engine.schedule(&cluster, &retried).expect("engine decides");
+        if again.event_message().as_deref() != Some(nominated.1.as_str()) {
+            differences.push(format!(
+                "urgent: kube-scheduler said {:?}; engine {first:?}, then {:?}",
+                nominated.1,
+                again.event_message()
+            ));
+        }
+    }
+
+    delete_nodes(&client, &names).await;
+    for name in ["high", "never", "low", "lower"] {
+        let _ = classes.delete(&class(name), &DeleteParams::default()).await;
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
