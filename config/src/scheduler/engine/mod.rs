@@ -14,6 +14,7 @@ mod plugins;
 pub mod pod_info;
 pub mod profile;
 pub mod quantity;
+pub mod queueing_hints;
 pub mod resources;
 mod rng;
 pub mod snapshot;

@@ -8,6 +8,7 @@ mod framework;
 mod harness;
 mod perf;
 mod quantity;
+mod queueing_hints;
 mod snapshot;
 
 use harness::run_fixture;
