@@ -490,7 +490,11 @@ async fn churn_run(client: &Client, binary: &std::path::Path, run: &str) -> Chur
         create(client, &filler).await;
     }
     let dir = temp_dir(&format!("scheduler-churn-{run}"));
-    write(&dir, "policies.yaml", &policies(&policy, &format!("churn-pack-{run}-{id}")));
+    write(
+        &dir,
+        "policies.yaml",
+        &policies(&policy, &format!("churn-pack-{run}-{id}")),
+    );
     let manager = ManagerProcess::start_binary(
         binary,
         &crate::support::control_plane().kubeconfig,
@@ -502,7 +506,13 @@ async fn churn_run(client: &Client, binary: &std::path::Path, run: &str) -> Chur
     manager.wait_ready(Duration::from_secs(60)).await;
     for i in 0..10 {
         create(client, &pod(&ns, &format!("big-{i}"), &policy, "3", json!({}))).await;
-        let picky = pod(&ns, &format!("picky-{i}"), &policy, "100m", json!({"nodeSelector": {"disk": "ssd"}}));
+        let picky = pod(
+            &ns,
+            &format!("picky-{i}"),
+            &policy,
+            "100m",
+            json!({"nodeSelector": {"disk": "ssd"}}),
+        );
         create(client, &picky).await;
     }
     for i in 0..10 {
@@ -528,7 +538,8 @@ async fn churn_run(client: &Client, binary: &std::path::Path, run: &str) -> Chur
         let _ = nodes
             .patch(&names[i % 4], &PatchParams::default(), &Patch::Merge(&label))
             .await;
-        let taint = json!({"spec": {"taints": [{"key": "churn", "value": i.to_string(), "effect": "PreferNoSchedule"}]}});
+        let taint =
+            json!({"spec": {"taints": [{"key": "churn", "value": i.to_string(), "effect": "PreferNoSchedule"}]}});
         let _ = nodes
             .patch(&names[(i + 1) % 4], &PatchParams::default(), &Patch::Merge(&taint))
             .await;
@@ -557,7 +568,11 @@ async fn churn_run(client: &Client, binary: &std::path::Path, run: &str) -> Chur
             .and_then(|rest| rest.split('"').next())
             .unwrap_or_default()
             .to_string();
-        let value: f64 = line.rsplit(' ').next().and_then(|v| v.trim().parse().ok()).unwrap_or(0.0);
+        let value: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0);
         *requeues.entry(event).or_default() += value;
     }
     // A change that helps every waiting pod wakes every one of them.

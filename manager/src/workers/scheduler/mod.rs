@@ -105,7 +105,7 @@ enum Done {
         failure: Failure,
         prepared: Option<Arc<HintPod>>,
         seen: u64,
-        error: SchedulingError,
+        error: Box<SchedulingError>,
     },
     /// Bound (or found bound by someone else, `conflict`).
     Bound { key: PodKey, conflict: bool },
@@ -334,7 +334,9 @@ impl Loop {
                     }
                     return;
                 }
-                let Ok(pod) = crate::watch_hub::typed::<Pod>(object) else { return };
+                let Ok(pod) = crate::watch_hub::typed::<Pod>(object) else {
+                    return;
+                };
                 let pod = Arc::new(pod);
                 match self.queue.place(&key) {
                     None => {
@@ -462,11 +464,14 @@ impl Loop {
                 error,
             } => {
                 // A binding's failure comes after its cycle ended; a cycle's own failure ends it.
-                if !matches!(error, SchedulingError::Binding { .. }) {
+                if !matches!(*error, SchedulingError::Binding { .. }) {
                     self.cycle_running = false;
                 }
                 let rejected = matches!(&failure, Failure::Unschedulable { .. });
-                let Some(place) = self.queue.failed(&key, failure, prepared, seen, now(), &self.scheduler.hints) else {
+                let Some(place) = self
+                    .queue
+                    .failed(&key, failure, prepared, seen, now(), &self.scheduler.hints)
+                else {
                     // Deleted or bound meanwhile: nothing to retry or report.
                     return;
                 };
@@ -478,7 +483,7 @@ impl Loop {
                         to: place,
                     }]);
                 }
-                self.report(key, error).await;
+                self.report(key, *error).await;
             }
         }
     }
@@ -524,7 +529,8 @@ impl Loop {
         self.reported.insert(key.clone(), message);
         let scheduler = self.scheduler.clone();
         // Written behind the loop, as the runner wrote reports: the next pod is decided meanwhile.
-        self.tasks.spawn(async move { scheduler.report_error(&key, &error).await });
+        self.tasks
+            .spawn(async move { scheduler.report_error(&key, &error).await });
     }
 
     fn update_gauges(&self) {
@@ -695,7 +701,7 @@ impl PodScheduler {
                     failure: Failure::Error,
                     prepared: None,
                     seen: 0,
-                    error: error.into(),
+                    error: Box::new(error.into()),
                 });
             }
         };
@@ -704,7 +710,7 @@ impl PodScheduler {
             failure,
             prepared: cycle.prepared.clone(),
             seen: cycle.seen,
-            error,
+            error: Box::new(error),
         };
         let node = match cycle.decision.outcome {
             Outcome::Scheduled { node } => node,
@@ -752,10 +758,10 @@ impl PodScheduler {
                     failure: Failure::Error,
                     prepared: None,
                     seen: 0,
-                    error: SchedulingError::Binding {
+                    error: Box::new(SchedulingError::Binding {
                         node: node.to_string(),
                         source,
-                    },
+                    }),
                 });
             }
         }
