@@ -622,3 +622,87 @@ async fn unschedulable_pods_are_retried_only_on_changes_that_could_help_them() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_pod_is_placed_when_its_own_change_lifts_what_held_it() {
+    use kube::api::{Patch, PatchParams};
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "scheduler-own-change").await;
+    let id = std::process::id();
+    let spread = format!("spread5-{id}");
+    let tainted = create_node(
+        &client,
+        node(
+            &format!("oc-{id}"),
+            "4",
+            "8Gi",
+            json!({}),
+            json!([{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]),
+        ),
+    )
+    .await;
+    let dir = temp_dir("scheduler-own-change");
+    write(&dir, "policies.yaml", &policies(&spread, &format!("pack5-{id}")));
+    let manager = ManagerProcess::start(&dir, &ns, "sched-own", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+    let tolerate = |key: &str| json!({"key": key, "operator": "Exists", "effect": "NoSchedule"});
+    let gated = pod(
+        &ns,
+        "gated",
+        &spread,
+        "100m",
+        json!({"schedulingGates": [{"name": "example.com/hold"}], "tolerations": [tolerate("dedicated")]}),
+    );
+    create(&client, &gated).await;
+    let intolerant = pod(
+        &ns,
+        "intolerant",
+        &spread,
+        "100m",
+        json!({"tolerations": [tolerate("other")]}),
+    );
+    create(&client, &intolerant).await;
+    let message = unschedulable_message(&client, &ns, "intolerant").await;
+    assert_eq!(message, "0/1 nodes are available: 1 node(s) had untolerated taint(s).");
+    // A gated pod is never attempted: no FailedScheduling, no binding.
+    assert_eq!(node_of(&client, &ns, "gated").await, None);
+    assert!(
+        events_of(&client, &ns, "gated")
+            .await
+            .iter()
+            .all(|e| e.reason.as_deref() != Some("FailedScheduling")),
+        "a gated pod is not attempted"
+    );
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    let ungate: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "remove", "path": "/spec/schedulingGates"}])).expect("patch");
+    pods.patch("gated", &PatchParams::default(), &Patch::<()>::Json(ungate))
+        .await
+        .expect("remove the gates");
+    assert_eq!(bound(&client, &ns, "gated").await, tainted, "its gates went");
+    let tolerant: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "add", "path": "/spec/tolerations/-", "value": tolerate("dedicated")}]))
+            .expect("patch");
+    pods.patch("intolerant", &PatchParams::default(), &Patch::<()>::Json(tolerant))
+        .await
+        .expect("add a toleration");
+    assert_eq!(
+        bound(&client, &ns, "intolerant").await,
+        tainted,
+        "it tolerates the taint now"
+    );
+    let metrics = manager.metrics_text().await.unwrap_or_default();
+    assert!(
+        metric_sum(
+            &metrics,
+            "ruleplane_scheduler_requeues_total",
+            &[
+                &format!("policy=\"{spread}\""),
+                "event=\"UnschedulablePodUpdatePodToleration\""
+            ]
+        ) >= 1.0,
+        "the toleration moved it: {metrics}"
+    );
+    delete_nodes(&client, &[tainted]).await;
+}

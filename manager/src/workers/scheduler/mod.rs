@@ -467,7 +467,9 @@ impl Loop {
                 if !matches!(*error, SchedulingError::Binding { .. }) {
                     self.cycle_running = false;
                 }
-                let rejected = matches!(&failure, Failure::Unschedulable { .. });
+                // A rejection naming plugins; one naming none (no nodes at all) backs off as an error does.
+                let rejected = matches!(&failure, Failure::Unschedulable { plugins, pending }
+                    if !plugins.is_empty() || !pending.is_empty());
                 let Some(place) = self
                     .queue
                     .failed(&key, failure, prepared, seen, now(), &self.scheduler.hints)
