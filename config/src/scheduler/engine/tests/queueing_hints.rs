@@ -587,3 +587,94 @@ fn an_unprepared_pod_is_queued_by_hints_that_read_its_parsed_terms() {
         "hints on the pod object alone still answer"
     );
 }
+
+#[test]
+fn default_hard_spreading_reads_the_selector_the_pods_services_give_it() {
+    use crate::scheduler::engine::args::{DefaultingType, PodTopologySpreadArgs};
+    let mut profile = Profile::default_provider();
+    profile.args.pod_topology_spread = PodTopologySpreadArgs {
+        default_constraints: vec![k8s_openapi::api::core::v1::TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: "zone".to_string(),
+            when_unsatisfiable: "DoNotSchedule".to_string(),
+            ..Default::default()
+        }],
+        defaulting_type: DefaultingType::List,
+    };
+    let hints = QueueingHints::new(&profile);
+    let service: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web", "namespace": "ns"}, "spec": {"selector": {"app": "web"}}}))
+    .unwrap();
+    let workloads = Workloads {
+        services: vec![service],
+        ..Workloads::default()
+    };
+    let served = hints.prepare(
+        pod("{name: p, uid: u-p, namespace: ns, labels: {app: web}}"),
+        &workloads,
+    );
+    let web = pod_added("{name: a, uid: u-a, namespace: ns, node: n, labels: {app: web}}");
+    let db = pod_added("{name: a, uid: u-a, namespace: ns, node: n, labels: {app: db}}");
+    assert_eq!(hints.hint("PodTopologySpread", &served, &web), Some(Hint::Queue));
+    assert_eq!(hints.hint("PodTopologySpread", &served, &db), Some(Hint::Skip));
+    assert_eq!(
+        hints.hint(
+            "PodTopologySpread",
+            &served,
+            &node_added("{name: n, allocatable: {pods: '1'}}")
+        ),
+        Some(Hint::Skip),
+        "a node without the default constraint's key"
+    );
+    let alone = hints.prepare(
+        pod("{name: p, uid: u-p, namespace: ns, labels: {app: web}}"),
+        &Workloads::default(),
+    );
+    assert_eq!(
+        hints.hint("PodTopologySpread", &alone, &db),
+        Some(Hint::Skip),
+        "without a service the default constraints select nothing: no pod matters"
+    );
+}
+
+#[test]
+fn a_node_value_filter_is_asked_about_every_node_change_and_no_pod_change() {
+    use crate::scheduler::engine::FilterEntry;
+    use crate::scheduler::engine::declarative::NodeValueArgs;
+    let mut profile = Profile::default_provider();
+    let args: NodeValueArgs = serde_json::from_value(serde_json::json!({
+        "name": "CpuUsage", "jsonPath": "{.metadata.annotations.cpu}", "max": 50}))
+    .unwrap();
+    profile.filters.push(FilterEntry::NodeValue(args));
+    let hints = QueueingHints::new(&profile);
+    let pod = hints.prepare(pod(PLAIN), &Workloads::default());
+    let annotated = node_updated(
+        NODE,
+        "{name: n, annotations: {cpu: '10'}, allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}",
+    );
+    assert_eq!(annotated.len(), 1);
+    assert_eq!(hints.hint("CpuUsage", &pod, &annotated[0]), Some(Hint::Queue));
+    assert_eq!(
+        hints.hint("CpuUsage", &pod, &pod_deleted("{name: a, uid: u-a, node: n}")),
+        None
+    );
+}
+
+#[test]
+fn events_carry_kube_schedulers_labels() {
+    assert_eq!(node_added(NODE).label(), "NodeAdd");
+    assert_eq!(pod_deleted("{name: a, node: n}").label(), "AssignedPodDelete");
+    assert_eq!(pod_deleted("{name: a}").label(), "UnschedulablePodDelete");
+    assert_eq!(
+        node_updated(
+            NODE,
+            "{name: n, labels: {a: b}, allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}"
+        )[0]
+        .label(),
+        "NodeUpdateNodeLabel"
+    );
+    assert_eq!(
+        ClusterEvent::wildcard("UnschedulableTimeout").label(),
+        "UnschedulableTimeout"
+    );
+}
