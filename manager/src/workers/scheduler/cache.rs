@@ -187,7 +187,7 @@ impl ClusterCache {
         &self,
         engine: &std::sync::Mutex<Engine>,
         hints: &QueueingHints,
-        pod: &Pod,
+        pod: &Arc<Pod>,
     ) -> Result<Cycle, ScheduleError> {
         let mut state = self.state.lock().await;
         self.sync(&mut state);
@@ -210,7 +210,7 @@ impl ClusterCache {
         let prepared = decision
             .chosen()
             .is_none()
-            .then(|| Arc::new(hints.prepare(Arc::new(pod.clone()), state.snapshot.workloads())));
+            .then(|| Arc::new(hints.prepare(pod.clone(), state.snapshot.workloads())));
         Ok(Cycle {
             decision,
             seen: state.sequence,

@@ -317,7 +317,9 @@ impl Loop {
         self.cycle_running = true;
         let scheduler = self.scheduler.clone();
         let done = self.done.0.clone();
-        self.tasks.spawn(async move { scheduler.attempt(key, done).await });
+        let queued = self.queue.pod(&key).map(|p| p.pod.clone());
+        self.tasks
+            .spawn(async move { scheduler.attempt(key, queued, done).await });
     }
 
     /// A pod or node notification of the watches: pods of this policy join, change in or leave the queue.
@@ -677,7 +679,8 @@ impl PodScheduler {
     }
 
     /// One pod's scheduling cycle and, when it is assumed, its binding; each step's end is sent to the loop.
-    async fn attempt(&self, key: PodKey, done: mpsc::UnboundedSender<Done>) {
+    /// `queued` is the pod as the queue holds it, used as it is when the watch still has that version.
+    async fn attempt(&self, key: PodKey, queued: Option<Arc<Pod>>, done: mpsc::UnboundedSender<Done>) {
         let send = |message: Done| {
             // Only fails once the loop has stopped, when nothing is scheduled any more.
             let _ = done.send(message);
@@ -689,9 +692,14 @@ impl PodScheduler {
         if !self.is_pending_ours(&object) {
             return send(Done::Gone(key));
         }
-        // Read in place from the cached object (the pod watch keeps objects parsed).
-        let Ok(pod) = crate::watch_hub::typed::<Pod>(&object) else {
-            return send(Done::Gone(key));
+        // The queue's copy when it is current (most pods are attempted in the version they were queued in), else
+        // read in place from the cached object (the pod watch keeps objects parsed).
+        let pod: Arc<Pod> = match queued {
+            Some(pod) if pod.metadata.resource_version == object.metadata.resource_version => pod,
+            _ => match crate::watch_hub::typed::<Pod>(&object) {
+                Ok(pod) => Arc::new(pod),
+                Err(_) => return send(Done::Gone(key)),
+            },
         };
         // Decide (and assume) on the shared cache.
         let cycle = match self.cache.schedule(&self.engine, &self.hints, &pod).await {
