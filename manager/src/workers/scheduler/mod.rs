@@ -267,7 +267,8 @@ impl Loop {
             self.start_next_cycle();
             self.update_gauges();
             let flush_in = self.queue.next_backoff_flush(now()).map(until);
-            // Ends of cycles and bindings first: a pod's own end is handled before what the watches say of it.
+            // Ends of cycles and bindings first: a pod's own end is handled before what the watches say of it; the
+            // queue's timers (ready only when due) before the notifications, which a busy cluster never runs out of.
             tokio::select! {
                 biased;
                 _ = stop.cancelled() => return Ok(()),
@@ -277,6 +278,13 @@ impl Loop {
                         // A panicking cycle or binding: the supervisor's restart is the right response.
                         return Err(WorkerError::ReconcilePanicked(self.rule().to_string()));
                     }
+                }
+                _ = sleep_for(flush_in), if flush_in.is_some() => {
+                    self.queue.flush_backoff_completed(now());
+                }
+                _ = leftover.tick() => {
+                    let moved = self.queue.flush_unschedulable_leftover(now(), &self.scheduler.hints);
+                    self.count_requeues(&moved);
                 }
                 Some((sequence, event)) = events.recv() => {
                     self.on_event(sequence, &event);
@@ -296,13 +304,6 @@ impl Loop {
                         self.on_change(&kind, &change).await;
                     }
                     self.scheduler.cache.refresh().await;
-                }
-                _ = sleep_for(flush_in), if flush_in.is_some() => {
-                    self.queue.flush_backoff_completed(now());
-                }
-                _ = leftover.tick() => {
-                    let moved = self.queue.flush_unschedulable_leftover(now(), &self.scheduler.hints);
-                    self.count_requeues(&moved);
                 }
             }
         }
