@@ -1,6 +1,7 @@
 //! SchedulerPolicy workers on a real apiserver: pods bound by their policy (and only theirs), kube-scheduler's
 //! events and conditions, the same FailedScheduling text as kube-scheduler, bin-packing vs spreading, no
-//! overcommit across policies, and pending pods placed once a node appears.
+//! overcommit across policies, pending pods placed once a node appears or their own change lifts what held them,
+//! and unschedulable pods retried only on changes a queueing hint says could help.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
