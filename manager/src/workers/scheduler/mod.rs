@@ -378,33 +378,38 @@ impl Loop {
 
     /// Every pending pod of the policy is queued; queued pods no longer pending leave.
     fn resync_pending(&mut self) {
-        let pending: Vec<(PodKey, Arc<Pod>)> = crate::runner::whole_cache_step(usize::MAX, || {
-            self.scheduler
-                .cache
-                .pods
-                .store
-                .state()
-                .iter()
-                .filter(|o| self.scheduler.is_pending_ours(o))
-                .filter_map(|o| Some((PodKey::of(o), Arc::new(crate::watch_hub::typed::<Pod>(o).ok()?))))
-                .collect()
-        });
-        let keys: HashSet<&PodKey> = pending.iter().map(|(key, _)| key).collect();
+        // Every pending pod's key, and the pods the queue does not hold yet (only those are parsed).
+        let (keys, new): (HashSet<PodKey>, Vec<(PodKey, Arc<Pod>)>) =
+            crate::runner::whole_cache_step(usize::MAX, || {
+                let mut keys = HashSet::new();
+                let mut new = Vec::new();
+                for object in self.scheduler.cache.pods.store.state() {
+                    if !self.scheduler.is_pending_ours(&object) {
+                        continue;
+                    }
+                    let key = PodKey::of(&object);
+                    if self.queue.place(&key).is_none()
+                        && let Ok(pod) = crate::watch_hub::typed::<Pod>(&object)
+                    {
+                        new.push((key.clone(), Arc::new(pod)));
+                    }
+                    keys.insert(key);
+                }
+                (keys, new)
+            });
         let gone: Vec<PodKey> = self
             .first_seen
             .keys()
-            .filter(|key| !keys.contains(key) && self.queue.place(key).is_some_and(|p| p != Place::Binding))
+            .filter(|key| !keys.contains(*key) && self.queue.place(key).is_some_and(|p| p != Place::Binding))
             .cloned()
             .collect();
         for key in gone {
             self.settle(&key);
         }
-        for (key, pod) in pending {
-            if self.queue.place(&key).is_none() {
-                self.first_seen.entry(key.clone()).or_insert_with(Instant::now);
-                self.queue
-                    .add(key, Arc::new(HintPod::new(pod)), now(), &self.scheduler.hints);
-            }
+        for (key, pod) in new {
+            self.first_seen.entry(key.clone()).or_insert_with(Instant::now);
+            self.queue
+                .add(key, Arc::new(HintPod::new(pod)), now(), &self.scheduler.hints);
         }
     }
 
