@@ -396,3 +396,34 @@ fn a_binding_error_backs_the_pod_off_with_its_counts_kept() {
     assert_eq!(queue.pop(), Some("p"));
     assert_eq!(queue.attempts(&"p"), 2);
 }
+
+#[test]
+fn the_backoff_of_a_count_is_capped_and_never_overflows() {
+    let timings = Timings::default();
+    let seconds: Vec<u64> = [0, 1, 2, 3, 4, 5, 40, u32::MAX]
+        .iter()
+        .map(|&count| timings.backoff(count).as_secs())
+        .collect();
+    assert_eq!(seconds, [0, 1, 2, 4, 8, 10, 10, 10]);
+}
+
+#[test]
+fn counts_follow_the_pods_between_places() {
+    let hints = hints();
+    let mut queue = queue();
+    for key in ["a", "b", "c", "d"] {
+        queue.add(key, plain(key), at(0.0), &hints);
+    }
+    assert_eq!(queue.counts().active, 4);
+    fail(&mut queue, "a", at(0.0));
+    assert_eq!(queue.pop(), Some("b"));
+    queue.failed(&"b", Failure::Error, None, 0, at(0.0), &hints);
+    assert_eq!(queue.pop(), Some("c"));
+    let counts = queue.counts();
+    assert_eq!(
+        (counts.active, counts.backoff, counts.unschedulable, counts.in_flight),
+        (1, 1, 1, 1)
+    );
+    assert_eq!(queue.unschedulable_pods().collect::<Vec<_>>(), [&"a"]);
+    assert!(queue.has_next());
+}
