@@ -218,12 +218,22 @@ impl ClusterCache {
         })
     }
 
-    /// Forgets an assumed pod whose binding failed.
+    /// Forgets an assumed pod whose binding failed. Its room is freed, so the queues hear of an assigned pod
+    /// deleted, as kube-scheduler offers `AssignedPodDelete` to every unschedulable pod after a binding cycle fails
+    /// (`schedule_one.go:356-388`).
     pub async fn forget(&self, pod: &Pod) {
         let mut state = self.state.lock().await;
         let key = pod_key(pod);
-        if state.assumed.remove(&key).is_some() && state.snapshot.remove_pod(&key).is_err() {
+        if state.assumed.remove(&key).is_none() {
+            return;
+        }
+        let assumed = state.snapshot.pod(&key).map(|info| info.pod.clone());
+        if state.snapshot.remove_pod(&key).is_err() {
             state.stale = true;
+            return;
+        }
+        if let Some(assumed) = assumed {
+            state.emit(ClusterEvent::pod(ActionType::DELETE, Some(assumed), None));
         }
     }
 
