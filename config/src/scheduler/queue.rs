@@ -1,6 +1,7 @@
-//! One SchedulerPolicy's scheduling queue as kube-scheduler v1.35 keeps it, pure and told the time: activeQ,
-//! backoffQ, the unschedulable pool, in-flight pods and the events they missed, moved by the queueing hints.
+//! One SchedulerPolicy's scheduling queue as kube-scheduler v1.35 keeps it, pure and told the time.
 
+// activeQ, backoffQ, the unschedulable pool, in-flight pods and the events they missed, moved by the queueing hints.
+//
 // Upstream: `backend/queue/scheduling_queue.go`, `active_queue.go`, `backoff_queue.go` and `unschedulable_pods.go`
 // under `pkg/scheduler/` of k8s.io/kubernetes@v1.35.4. With SchedulerQueueingHints (GA) and
 // SchedulerPopFromBackoffQ (beta, on):

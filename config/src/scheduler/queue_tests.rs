@@ -1,5 +1,4 @@
-//! The scheduling queue with an injected clock: order, backoff, hints moving unschedulable pods, in-flight events,
-//! gates, the leftover flush and PopFromBackoffQ.
+//! The scheduling queue with an injected clock: order, backoff, hints, in-flight events, gates and the flushes.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

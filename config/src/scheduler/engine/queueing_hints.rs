@@ -1,6 +1,8 @@
-//! kube-scheduler v1.35's QueueingHints for the engine's plugins: the cluster events each plugin registers, and
-//! whether one could make a pod that plugin rejected schedulable (Queue) or cannot (Skip).
+//! kube-scheduler v1.35's queueing hints: the events each plugin registers, and whether one could help a pod.
 
+// For each plugin of the engine: the cluster events it registers, and whether one could make a pod that plugin
+// rejected schedulable (Queue) or cannot (Skip).
+//
 // Cited paths are relative to `pkg/scheduler/` of k8s.io/kubernetes@v1.35.4 (SchedulerQueueingHints is GA and
 // locked on there, so these are the "hints on" registrations); `fwk` is k8s.io/kube-scheduler@v0.35.4/framework.
 //

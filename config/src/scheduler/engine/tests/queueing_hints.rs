@@ -1,5 +1,4 @@
-//! Queueing hints: for each plugin of the default profile and each event it registers, Queue exactly when v1.35's
-//! hint function does, on hand-built nodes and pods.
+//! Queueing hints on hand-built nodes and pods: Queue exactly when v1.35's hint function does, per plugin and event.
 
 use std::sync::Arc;
 
