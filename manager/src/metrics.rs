@@ -80,6 +80,14 @@ pub struct PolicyOnlyLabels {
     pub policy: String,
 }
 
+/// A scheduler policy and the cluster event that moved unschedulable pods back (kube-scheduler's event label,
+/// e.g. `NodeUpdateNodeLabel`, `AssignedPodDelete`, `UnschedulableTimeout`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequeueLabels {
+    pub policy: String,
+    pub event: String,
+}
+
 /// What the running binary is (`ruleplane_build_info`), so dashboards can tell replicas' versions apart.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
@@ -111,6 +119,7 @@ pub struct Metrics {
     pub watches: WatchMetrics,
     pub scheduling_attempts: Family<PolicyLabels, Counter>,
     pub pending_pods: Family<PolicyLabels, Gauge>,
+    pub scheduler_requeues: Family<RequeueLabels, Counter>,
     pub scheduling_e2e: Family<PolicyOnlyLabels, Histogram>,
     pub binding_duration: Family<PolicyOnlyLabels, Histogram>,
     pub events: Family<ResultLabels, Counter>,
@@ -268,6 +277,13 @@ impl Metrics {
             "Pods waiting for a SchedulerPolicy by queue (state: active, backoff, unschedulable)",
             pending_pods.clone(),
         );
+        let scheduler_requeues = Family::<RequeueLabels, Counter>::default();
+        registry.register(
+            "scheduler_requeues",
+            "Unschedulable pods a SchedulerPolicy moved back to be retried, by the cluster event whose queueing hint \
+             said it could help (event: kube-scheduler's label)",
+            scheduler_requeues.clone(),
+        );
         let scheduling_e2e = Family::<PolicyOnlyLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.001, 2.0, 20))
         });
@@ -301,6 +317,7 @@ impl Metrics {
             events,
             scheduling_attempts,
             pending_pods,
+            scheduler_requeues,
             scheduling_e2e,
             binding_duration,
             registry,

@@ -1,6 +1,7 @@
 //! SchedulerPolicy workers on a real apiserver: pods bound by their policy (and only theirs), kube-scheduler's
 //! events and conditions, the same FailedScheduling text as kube-scheduler, bin-packing vs spreading, no
-//! overcommit across policies, and pending pods placed once a node appears.
+//! overcommit across policies, pending pods placed once a node appears or their own change lifts what held them,
+//! and unschedulable pods retried only on changes a queueing hint says could help.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -455,4 +456,270 @@ async fn after_kill_9_of_the_scheduling_replica_mid_batch_every_pod_is_bound_onc
         "the other replica took over"
     );
     delete_nodes(&client, &names).await;
+}
+
+/// The sum of a metric's samples whose labels contain every one of `labels` (e.g. `policy="p"`).
+fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.strip_prefix(name))
+        .filter(|rest| rest.starts_with('{') && labels.iter().all(|label| rest.contains(label)))
+        .filter_map(|rest| rest.rsplit(' ').next()?.trim().parse::<f64>().ok())
+        .sum()
+}
+
+/// What one churn run counted.
+struct Churn {
+    /// Unschedulable attempts during the churn (each a retry of a waiting pod), over both builds' metric.
+    retries: f64,
+    /// Requeues by event label (builds with queueing hints).
+    requeues: BTreeMap<String, f64>,
+}
+
+/// Twenty pods that fit nowhere (ten too big for every node, ten selecting a label no node has), then a churn
+/// of 20 node label updates, 20 node taint updates and 10 deletions of bound pods, paced 0.5 s apart; finally a
+/// node for all of them, which must place every one. Runs `binary` (this build, or another for a comparison).
+async fn churn_run(client: &Client, binary: &std::path::Path, run: &str) -> Churn {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{DeleteParams, Patch, PatchParams};
+    let ns = test_namespace(client, &format!("scheduler-churn-{run}")).await;
+    let id = std::process::id();
+    let policy = format!("churn-{run}-{id}");
+    let mut names = Vec::new();
+    for i in 0..4 {
+        names.push(
+            create_node(
+                client,
+                node(&format!("ch-{run}-{id}-{i}"), "2", "4Gi", json!({}), json!([])),
+            )
+            .await,
+        );
+    }
+    // Bound pods to delete during the churn, placed directly (no scheduler involved).
+    for i in 0..10 {
+        let filler = pod(
+            &ns,
+            &format!("filler-{i}"),
+            "default-scheduler",
+            "100m",
+            json!({"nodeName": names[i % 4]}),
+        );
+        create(client, &filler).await;
+    }
+    let dir = temp_dir(&format!("scheduler-churn-{run}"));
+    write(
+        &dir,
+        "policies.yaml",
+        &policies(&policy, &format!("churn-pack-{run}-{id}")),
+    );
+    let manager = ManagerProcess::start_binary(
+        binary,
+        &crate::support::control_plane().kubeconfig,
+        &dir,
+        &ns,
+        &format!("churn-{run}"),
+        &[],
+    );
+    manager.wait_ready(Duration::from_secs(60)).await;
+    for i in 0..10 {
+        create(client, &pod(&ns, &format!("big-{i}"), &policy, "3", json!({}))).await;
+        let picky = pod(
+            &ns,
+            &format!("picky-{i}"),
+            &policy,
+            "100m",
+            json!({"nodeSelector": {"disk": "ssd"}}),
+        );
+        create(client, &picky).await;
+    }
+    for i in 0..10 {
+        unschedulable_message(client, &ns, &format!("big-{i}")).await;
+        unschedulable_message(client, &ns, &format!("picky-{i}")).await;
+    }
+    // Let the first attempts and their reports settle.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let attempts = || async {
+        let text = manager.metrics_text().await.unwrap_or_default();
+        let policy_label = format!("policy=\"{policy}\"");
+        metric_sum(
+            &text,
+            "ruleplane_scheduling_attempts_total",
+            &[&policy_label, "state=\"unschedulable\""],
+        )
+    };
+    let before = attempts().await;
+    let nodes = Api::<Node>::all(client.clone());
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    for i in 0..20 {
+        let label = json!({"metadata": {"labels": {"churn": i.to_string()}}});
+        let _ = nodes
+            .patch(&names[i % 4], &PatchParams::default(), &Patch::Merge(&label))
+            .await;
+        let taint =
+            json!({"spec": {"taints": [{"key": "churn", "value": i.to_string(), "effect": "PreferNoSchedule"}]}});
+        let _ = nodes
+            .patch(&names[(i + 1) % 4], &PatchParams::default(), &Patch::Merge(&taint))
+            .await;
+        if i % 2 == 0 {
+            // At once: without a kubelet a graceful deletion never ends, and a terminating pod holds its room.
+            let now = DeleteParams {
+                grace_period_seconds: Some(0),
+                ..DeleteParams::default()
+            };
+            let _ = pods.delete(&format!("filler-{}", i / 2), &now).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Retries in backoff run out (10 s at most).
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let retries = attempts().await - before;
+    let text = manager.metrics_text().await.unwrap_or_default();
+    let mut requeues = BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("ruleplane_scheduler_requeues_total{") && l.contains(&format!("policy=\"{policy}\"")))
+    {
+        let event = line
+            .split("event=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_default()
+            .to_string();
+        let value: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0);
+        *requeues.entry(event).or_default() += value;
+    }
+    // A change that helps every waiting pod wakes every one of them.
+    let roomy = format!("ch-{run}-{id}-roomy");
+    names.push(create_node(client, node(&roomy, "64", "64Gi", json!({"disk": "ssd"}), json!([]))).await);
+    for i in 0..10 {
+        assert_eq!(bound(client, &ns, &format!("big-{i}")).await, roomy);
+        assert_eq!(bound(client, &ns, &format!("picky-{i}")).await, roomy);
+    }
+    delete_nodes(client, &names).await;
+    Churn { retries, requeues }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unschedulable_pods_are_retried_only_on_changes_that_could_help_them() {
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let after = churn_run(&client, std::path::Path::new(env!("CARGO_BIN_EXE_ruleplane")), "after").await;
+    println!(
+        "queueing hints: {} retries of unschedulable pods under the churn; requeues by event {:?}",
+        after.retries, after.requeues
+    );
+    for event in ["NodeUpdateNodeLabel", "NodeUpdateNodeTaint"] {
+        assert_eq!(
+            after.requeues.get(event).copied().unwrap_or(0.0),
+            0.0,
+            "no waiting pod can be helped by {event}: {:?}",
+            after.requeues
+        );
+    }
+    // Each deletion of a bound pod frees room: NodeResourcesFit's hint retries the ten pods too big to fit, never
+    // the ten whose selector no node matches; a pod already retried waits out its backoff in between.
+    let deletes = after.requeues.get("AssignedPodDelete").copied().unwrap_or(0.0);
+    assert!(
+        (10.0..=100.0).contains(&deletes),
+        "bound pods' deletions retry the pods too big for the nodes: {:?}",
+        after.requeues
+    );
+    assert!(after.retries >= 10.0, "the retried pods were attempted again");
+    // A before/after comparison: RULEPLANE_BASELINE_BIN names a `ruleplane` built without queueing hints.
+    if let Ok(baseline) = std::env::var("RULEPLANE_BASELINE_BIN") {
+        let before = churn_run(&client, std::path::Path::new(&baseline), "before").await;
+        println!(
+            "retries of unschedulable pods under the churn: {} before (every change retries every pod), {} with \
+             queueing hints",
+            before.retries, after.retries
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_pod_is_placed_when_its_own_change_lifts_what_held_it() {
+    use kube::api::{Patch, PatchParams};
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "scheduler-own-change").await;
+    let id = std::process::id();
+    let spread = format!("spread5-{id}");
+    let tainted = create_node(
+        &client,
+        node(
+            &format!("oc-{id}"),
+            "4",
+            "8Gi",
+            json!({}),
+            json!([{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]),
+        ),
+    )
+    .await;
+    let dir = temp_dir("scheduler-own-change");
+    write(&dir, "policies.yaml", &policies(&spread, &format!("pack5-{id}")));
+    let manager = ManagerProcess::start(&dir, &ns, "sched-own", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+    let tolerate = |key: &str| json!({"key": key, "operator": "Exists", "effect": "NoSchedule"});
+    let gated = pod(
+        &ns,
+        "gated",
+        &spread,
+        "100m",
+        json!({"schedulingGates": [{"name": "example.com/hold"}], "tolerations": [tolerate("dedicated")]}),
+    );
+    create(&client, &gated).await;
+    let intolerant = pod(
+        &ns,
+        "intolerant",
+        &spread,
+        "100m",
+        json!({"tolerations": [tolerate("other")]}),
+    );
+    create(&client, &intolerant).await;
+    let message = unschedulable_message(&client, &ns, "intolerant").await;
+    assert_eq!(message, "0/1 nodes are available: 1 node(s) had untolerated taint(s).");
+    // A gated pod is never attempted: no FailedScheduling, no binding.
+    assert_eq!(node_of(&client, &ns, "gated").await, None);
+    assert!(
+        events_of(&client, &ns, "gated")
+            .await
+            .iter()
+            .all(|e| e.reason.as_deref() != Some("FailedScheduling")),
+        "a gated pod is not attempted"
+    );
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    let ungate: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "remove", "path": "/spec/schedulingGates"}])).expect("patch");
+    pods.patch("gated", &PatchParams::default(), &Patch::<()>::Json(ungate))
+        .await
+        .expect("remove the gates");
+    assert_eq!(bound(&client, &ns, "gated").await, tainted, "its gates went");
+    let tolerant: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "add", "path": "/spec/tolerations/-", "value": tolerate("dedicated")}]))
+            .expect("patch");
+    pods.patch("intolerant", &PatchParams::default(), &Patch::<()>::Json(tolerant))
+        .await
+        .expect("add a toleration");
+    assert_eq!(
+        bound(&client, &ns, "intolerant").await,
+        tainted,
+        "it tolerates the taint now"
+    );
+    let metrics = manager.metrics_text().await.unwrap_or_default();
+    assert!(
+        metric_sum(
+            &metrics,
+            "ruleplane_scheduler_requeues_total",
+            &[
+                &format!("policy=\"{spread}\""),
+                "event=\"UnschedulablePodUpdatePodToleration\""
+            ]
+        ) >= 1.0,
+        "the toleration moved it: {metrics}"
+    );
+    delete_nodes(&client, &[tainted]).await;
 }

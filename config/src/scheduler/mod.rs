@@ -5,6 +5,7 @@ mod checks;
 pub mod convert;
 pub mod engine;
 mod plugins;
+pub mod queue;
 mod resolved;
 pub mod simulate;
 mod types;

@@ -72,6 +72,19 @@ impl ManagerProcess {
 
     /// Like [`ManagerProcess::start`], authenticating with `kubeconfig`.
     pub fn start_as(kubeconfig: &Path, rules: &Path, lease_namespace: &str, identity: &str, extra: &[&str]) -> Self {
+        let binary = Path::new(env!("CARGO_BIN_EXE_ruleplane"));
+        Self::start_binary(binary, kubeconfig, rules, lease_namespace, identity, extra)
+    }
+
+    /// Like [`ManagerProcess::start_as`], running another build of `ruleplane` (a before/after measurement).
+    pub fn start_binary(
+        binary: &Path,
+        kubeconfig: &Path,
+        rules: &Path,
+        lease_namespace: &str,
+        identity: &str,
+        extra: &[&str],
+    ) -> Self {
         let metrics = free_port();
         let health = free_port();
         let log = rules.with_file_name(format!(
@@ -79,7 +92,7 @@ impl ManagerProcess {
             rules.file_name().and_then(|n| n.to_str()).unwrap_or("manager")
         ));
         let log_file = std::fs::File::create(&log).expect("create manager log");
-        let child = Command::new(env!("CARGO_BIN_EXE_ruleplane"))
+        let child = Command::new(binary)
             .arg("run")
             .arg("--rules")
             .arg(rules)

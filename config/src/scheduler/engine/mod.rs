@@ -15,6 +15,7 @@ pub mod pod_info;
 pub mod preemption;
 pub mod profile;
 pub mod quantity;
+pub mod queueing_hints;
 pub mod resources;
 mod rng;
 pub mod snapshot;

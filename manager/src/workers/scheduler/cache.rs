@@ -4,6 +4,11 @@
 //! The cache is brought up to date under its lock right before each decision by draining its watch
 //! subscriptions: a worker requeues a pod because of a change it was notified of, and the same change is
 //! already waiting in the cache's subscription (one broadcast), so the decision always sees it.
+//!
+//! Each change it applies becomes kube-scheduler's cluster event (a node added, its labels or taints updated, an
+//! assigned pod deleted, ...) with the old and new objects, numbered and sent to every policy's queue, whose
+//! queueing hints decide which unschedulable pods it could help. A decision reports the number of the last
+//! event it saw, so a queue never retries a pod for a change its failed decision already took into account.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,8 +16,11 @@ use std::sync::Arc;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::DynamicObject;
+use ruleplane_config::scheduler::engine::queueing_hints::{
+    ActionType, ClusterEvent, HintPod, QueueingHints, node_update_actions, pod_update_actions,
+};
 use ruleplane_config::scheduler::engine::{Decision, Engine, ScheduleError, Snapshot, Workloads};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, mpsc};
 use tracing::{debug, warn};
 
 use crate::watch_hub::{Change, SharedWatch, Subscription};
@@ -61,6 +69,40 @@ struct State {
     assumed: HashMap<String, String>,
     /// Set when an incremental update could not be applied: the next decision rebuilds from the watch caches.
     stale: bool,
+    /// The number of the last cluster event sent.
+    sequence: u64,
+    /// The policies' queues listening for cluster events.
+    listeners: Vec<mpsc::UnboundedSender<(u64, Arc<ClusterEvent>)>>,
+}
+
+/// Cluster events as the cache applied them, each with its number.
+pub type ClusterEvents = mpsc::UnboundedReceiver<(u64, Arc<ClusterEvent>)>;
+
+/// One scheduling cycle's result on the cache.
+pub struct Cycle {
+    pub decision: Decision,
+    /// The number of the last cluster event the decision saw.
+    pub seen: u64,
+    /// The pod prepared for the queueing hints, when it was not placed.
+    pub prepared: Option<Arc<HintPod>>,
+}
+
+impl State {
+    /// Numbers an event and sends it to every listening queue.
+    fn emit(&mut self, event: ClusterEvent) {
+        if self.listeners.is_empty() {
+            return;
+        }
+        self.sequence += 1;
+        let sequence = self.sequence;
+        let event = Arc::new(event);
+        self.listeners
+            .retain(|listener| listener.send((sequence, event.clone())).is_ok());
+    }
+
+    fn listening(&self) -> bool {
+        !self.listeners.is_empty()
+    }
 }
 
 /// The engine's key of a pod: its UID (namespace/name without one), as in the snapshot.
@@ -99,6 +141,8 @@ impl ClusterCache {
             context_dirty: true,
             assumed: HashMap::new(),
             stale: true,
+            sequence: 0,
+            listeners: Vec::new(),
         };
         Arc::new(ClusterCache {
             nodes,
@@ -117,9 +161,34 @@ impl ClusterCache {
         }
     }
 
+    /// A queue's subscription to the cluster events the cache applies from now on.
+    pub async fn listen(&self) -> ClusterEvents {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        self.state.lock().await.listeners.push(sender);
+        receiver
+    }
+
+    /// Applies the changes waiting in the subscriptions now (sending their cluster events), rather than at the
+    /// next decision: a queue waiting for a change hears of it without a decision to bring it.
+    pub async fn refresh(&self) {
+        let mut state = self.state.lock().await;
+        self.sync(&mut state);
+    }
+
+    /// Prepares a pod for the queueing hints with the workloads the snapshot holds.
+    pub async fn prepare(&self, hints: &QueueingHints, pod: Arc<Pod>) -> Arc<HintPod> {
+        let state = self.state.lock().await;
+        Arc::new(hints.prepare(pod, state.snapshot.workloads()))
+    }
+
     /// Decides for `pod` on the current cluster state and, when a node is chosen, assumes the pod there at once
-    /// so the next decision (of any policy) sees it.
-    pub async fn schedule(&self, engine: &std::sync::Mutex<Engine>, pod: &Pod) -> Result<Decision, ScheduleError> {
+    /// so the next decision (of any policy) sees it; a pod not placed comes back prepared for the hints.
+    pub async fn schedule(
+        &self,
+        engine: &std::sync::Mutex<Engine>,
+        hints: &QueueingHints,
+        pod: &Arc<Pod>,
+    ) -> Result<Cycle, ScheduleError> {
         let mut state = self.state.lock().await;
         self.sync(&mut state);
         let decision = {
@@ -138,15 +207,33 @@ impl ClusterCache {
                 }
             }
         }
-        Ok(decision)
+        let prepared = decision
+            .chosen()
+            .is_none()
+            .then(|| Arc::new(hints.prepare(pod.clone(), state.snapshot.workloads())));
+        Ok(Cycle {
+            decision,
+            seen: state.sequence,
+            prepared,
+        })
     }
 
-    /// Forgets an assumed pod whose binding failed.
+    /// Forgets an assumed pod whose binding failed. Its room is freed, so the queues hear of an assigned pod
+    /// deleted, as kube-scheduler offers `AssignedPodDelete` to every unschedulable pod after a binding cycle fails
+    /// (`schedule_one.go:356-388`).
     pub async fn forget(&self, pod: &Pod) {
         let mut state = self.state.lock().await;
         let key = pod_key(pod);
-        if state.assumed.remove(&key).is_some() && state.snapshot.remove_pod(&key).is_err() {
+        if state.assumed.remove(&key).is_none() {
+            return;
+        }
+        let assumed = state.snapshot.pod(&key).map(|info| info.pod.clone());
+        if state.snapshot.remove_pod(&key).is_err() {
             state.stale = true;
+            return;
+        }
+        if let Some(assumed) = assumed {
+            state.emit(ClusterEvent::pod(ActionType::DELETE, Some(assumed), None));
         }
     }
 
@@ -169,6 +256,10 @@ impl ClusterCache {
         }
         if state.stale {
             crate::runner::whole_cache_step(usize::MAX, || self.rebuild(state));
+            if !state.stale {
+                // What changed during the relist is unknown: every pod that failed is worth another attempt.
+                state.emit(ClusterEvent::wildcard("CacheRebuilt"));
+            }
         }
         if state.context_dirty {
             crate::runner::whole_cache_step(usize::MAX, || self.give_context(state));
@@ -209,6 +300,24 @@ impl ClusterCache {
                 let Some(node) = typed::<Node>(&object) else { return };
                 let name = node.metadata.name.clone().unwrap_or_default();
                 let new = state.snapshot.get(&name).is_none();
+                // The events of this change, with the node before and after (cloned only when something the
+                // scheduler reads changed: heartbeats change nothing).
+                let events: Vec<ClusterEvent> = if !state.listening() {
+                    Vec::new()
+                } else if let Some(old) = state.snapshot.get(&name).map(|info| info.node()) {
+                    let actions = node_update_actions(old, &node);
+                    if actions.is_empty() {
+                        Vec::new()
+                    } else {
+                        let (old, new) = (Arc::new(old.clone()), Arc::new(node.clone()));
+                        actions
+                            .into_iter()
+                            .map(|action| ClusterEvent::node(action, Some(old.clone()), Some(new.clone())))
+                            .collect()
+                    }
+                } else {
+                    vec![ClusterEvent::node(ActionType::ADD, None, Some(Arc::new(node.clone())))]
+                };
                 if state.snapshot.upsert_node(node).is_err() {
                     state.stale = true;
                     return;
@@ -239,9 +348,17 @@ impl ClusterCache {
                         }
                     }
                 }
+                for event in events {
+                    state.emit(event);
+                }
             }
             Change::Deleted(object) => {
                 let name = object.metadata.name.clone().unwrap_or_default();
+                if state.listening()
+                    && let Some(old) = state.snapshot.get(&name).map(|info| Arc::new(info.node().clone()))
+                {
+                    state.emit(ClusterEvent::node(ActionType::DELETE, Some(old), None));
+                }
                 if let Ok(pods) = state.snapshot.remove_node(&name) {
                     for pod in pods {
                         state.assumed.remove(&pod.key);
@@ -330,6 +447,11 @@ fn apply_pod(state: &mut State, change: Change) {
                     .is_some_and(|info| info.pod.metadata.labels == object.metadata.labels)
             {
                 state.assumed.remove(uid);
+                // The binding of an assumed pod is, for the queues, an assigned pod added.
+                if let Some(info) = state.snapshot.pod(uid).filter(|_| state.listening()) {
+                    let added = info.pod.clone();
+                    state.emit(ClusterEvent::pod(ActionType::ADD, None, Some(added)));
+                }
                 return;
             }
             let Some(pod) = typed::<Pod>(&object) else { return };
@@ -340,6 +462,23 @@ fn apply_pod(state: &mut State, change: Change) {
                 .and_then(|s| s.phase.as_deref())
                 .is_some_and(|p| p == "Succeeded" || p == "Failed");
             let placed = state.snapshot.node_of_pod(&key).map(str::to_string);
+            let before = state.snapshot.pod(&key).map(|info| info.pod.clone());
+            let was_assumed = state.assumed.contains_key(&key);
+            let events: Vec<ClusterEvent> = match (&before, state.listening()) {
+                (_, false) => Vec::new(),
+                // A terminated pod leaves the cache as a deleted one does.
+                (Some(old), true) if terminated => vec![ClusterEvent::pod(ActionType::DELETE, Some(old.clone()), None)],
+                (None, true) if terminated => Vec::new(),
+                (Some(old), true) if !was_assumed => {
+                    let new = Arc::new(pod.clone());
+                    pod_update_actions(old, &new)
+                        .into_iter()
+                        .map(|action| ClusterEvent::pod(action, Some(old.clone()), Some(new.clone())))
+                        .collect()
+                }
+                // Newly seen bound, or the binding of an assumed pod (changed meanwhile).
+                (_, true) => vec![ClusterEvent::pod(ActionType::ADD, None, Some(Arc::new(pod.clone())))],
+            };
             match (node_name(&pod), placed) {
                 (Some(_), _) if terminated => remove(state, &key),
                 (Some(node), Some(_)) => {
@@ -358,13 +497,26 @@ fn apply_pod(state: &mut State, change: Change) {
                 // Not bound (filtered above; kept for exhaustiveness): an assumed pod stays where it was placed.
                 (None, _) => {}
             }
+            for event in events {
+                state.emit(event);
+            }
         }
         Change::Deleted(object) => {
             let Some(pod) = typed::<Pod>(&object) else { return };
             let key = pod_key(&pod);
             state.assumed.remove(&key);
-            if state.snapshot.node_of_pod(&key).is_some() {
+            let accounted = state.snapshot.node_of_pod(&key).is_some();
+            if accounted {
                 remove(state, &key);
+            }
+            // Only a bound or nominated pod's deletion can help another pod (every hint skips the others).
+            let nominated = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.nominated_node_name.as_deref())
+                .is_some_and(|n| !n.is_empty());
+            if state.listening() && (accounted || node_name(&pod).is_some() || nominated) {
+                state.emit(ClusterEvent::pod(ActionType::DELETE, Some(Arc::new(pod)), None));
             }
         }
         Change::Resync => state.stale = true,

@@ -1,65 +1,47 @@
-//! SchedulerPolicy worker: pods whose `spec.schedulerName` names the policy are decided by the engine on the
-//! shared cluster cache, assumed at once, bound through `pods/binding`, and reported as kube-scheduler reports
-//! them (fetch → decide → apply → report, on the shared runner).
+//! SchedulerPolicy worker: pods whose `spec.schedulerName` names the policy wait in the policy's scheduling queue,
+//! are decided one at a time by the engine on the shared cluster cache, assumed at once, bound through
+//! `pods/binding`, and reported as kube-scheduler reports them (fetch → decide → apply → report).
+//!
+//! The queue (`ruleplane_config::scheduler::queue`) is the one owner of where each pod waits; this loop feeds it
+//! the pods of the policy, the cluster events the cache applies and the time, and runs what it pops.
 
 mod cache;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::stream::SelectAll;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use ruleplane_config::SchedulerPolicy;
+use ruleplane_config::scheduler::engine::queueing_hints::{ClusterEvent, HintPod, QueueingHints, SCHEDULING_GATES};
 use ruleplane_config::scheduler::engine::{Engine, Outcome, ScheduleError};
+use ruleplane_config::scheduler::queue::{Counts, Failure, Moment, Place, Requeue, SchedulingQueue, Timings};
 use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 pub use cache::ClusterCache;
-use cache::LIVE_PODS;
+use cache::{ClusterEvents, LIVE_PODS};
 
 use crate::context::WorkerContext;
 use crate::context::WorkerError;
 use crate::health::WorkerState;
-use crate::metrics::{PolicyLabels, PolicyOnlyLabels};
-use crate::runner::{Action, Backoff, Reconcile, ReconcileError, Reconciled, Requeued, Runner};
-use crate::watch_hub::{Change, KindKey};
+use crate::metrics::{PolicyLabels, PolicyOnlyLabels, RequeueLabels, RuleErrorLabels};
+use crate::watch_hub::{Change, KindKey, Subscription};
 
 const KIND: &str = "SchedulerPolicy";
 /// Bindings in flight per policy: the next pods are decided while these are sent (kube-scheduler binds
 /// asynchronously too).
 const DEFAULT_BINDINGS_IN_FLIGHT: usize = 32;
-/// kube-scheduler's pod backoff: 1 s doubling to 10 s.
-const POD_BACKOFF: Backoff = Backoff {
-    start: Duration::from_secs(1),
-    cap: Duration::from_secs(10),
-};
-/// kube-scheduler moves unschedulable pods back to the active queue after this long without a helpful change.
-const UNSCHEDULABLE_MAX_WAIT: Duration = Duration::from_secs(300);
-
-/// A pending pod's place in the queue: when it was first seen (for the e2e latency) and its priority (the
-/// queue's order, noted here so ordering never reads the pod from the cache).
-#[derive(Clone, Copy, Debug)]
-struct Pending {
-    first_seen: Instant,
-    priority: i64,
-}
-
-impl Pending {
-    fn of(object: &DynamicObject) -> Pending {
-        Pending {
-            first_seen: Instant::now(),
-            priority: object
-                .data
-                .pointer("/spec/priority")
-                .and_then(|p| p.as_i64())
-                .unwrap_or(0),
-        }
-    }
-}
+/// Watch notifications taken in at once before the loop turns to its other work.
+const MAX_DRAINED: usize = 4096;
 
 /// A pending pod.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -94,7 +76,7 @@ pub enum SchedulingError {
     Binding { node: String, source: kube::Error },
 }
 
-impl ReconcileError for SchedulingError {
+impl SchedulingError {
     fn category(&self) -> &'static str {
         match self {
             SchedulingError::Unschedulable(_) => "unschedulable",
@@ -104,36 +86,40 @@ impl ReconcileError for SchedulingError {
         }
     }
 
-    /// Unschedulable pods wait for a cluster change (or 5 minutes); invalid pods for a change of the pod.
-    fn is_permanent(&self) -> bool {
-        matches!(self, SchedulingError::Unschedulable(_) | SchedulingError::Invalid(_))
-    }
-
-    fn retry_after(&self) -> Option<Duration> {
-        matches!(self, SchedulingError::Unschedulable(_)).then_some(UNSCHEDULABLE_MAX_WAIT)
-    }
-
+    /// Whether the error marks the policy degraded in `/readyz` (a pod that fits nowhere is an outcome, not a
+    /// fault of the scheduler).
     fn degrades_rule(&self) -> bool {
         !matches!(self, SchedulingError::Unschedulable(_))
     }
 }
 
-/// Which pods are waiting where, for the pending-pods gauge and for moving unschedulable pods on a change.
-#[derive(Default)]
-struct Queues {
-    /// Pods of this policy seen pending.
-    pending: HashMap<PodKey, Pending>,
-    unschedulable: HashSet<PodKey>,
-    backoff: HashSet<PodKey>,
+/// What a scheduling or binding task tells the loop.
+enum Done {
+    /// The pod is no longer this policy's to place (bound elsewhere, deleted, not ours any more).
+    Gone(PodKey),
+    /// Assumed on a node: the scheduling cycle is over, the binding runs.
+    Assumed(PodKey),
+    /// The pod's attempt failed; `seen` is the last cluster event the decision saw.
+    Failed {
+        key: PodKey,
+        failure: Failure,
+        prepared: Option<Arc<HintPod>>,
+        seen: u64,
+        error: Box<SchedulingError>,
+    },
+    /// Bound (or found bound by someone else, `conflict`).
+    Bound { key: PodKey, conflict: bool },
+    /// The pod has scheduling gates: it waits for them to go.
+    Gated(PodKey),
 }
 
-/// One SchedulerPolicy's scheduling of one pod.
+/// One SchedulerPolicy's scheduling of pods.
 pub struct PodScheduler {
     policy: SchedulerPolicy,
     ctx: WorkerContext,
     cache: Arc<ClusterCache>,
     engine: Mutex<Engine>,
-    queues: Mutex<Queues>,
+    hints: QueueingHints,
 }
 
 fn pods_resource() -> ApiResource {
@@ -182,8 +168,11 @@ pub async fn run(
     })?;
     // The worker binds; nobody reads per-plugin scores (Events carry the verdict, not the breakdown).
     engine.set_score_breakdown(false);
+    let hints = QueueingHints::new(policy.profile());
     let cache = shared_cache(&scheduling, &ctx);
+    // Subscribed before the caches sync, so nothing applied from here on is missed.
     let subscriptions = vec![cache.nodes.subscribe(), cache.pods.subscribe()];
+    let events = cache.listen().await;
     tokio::select! {
         _ = stop.cancelled() => return Ok(()),
         _ = cache.synced() => {}
@@ -193,23 +182,10 @@ pub async fn run(
         ctx: ctx.clone(),
         cache,
         engine: Mutex::new(engine),
-        queues: Mutex::new(Queues::default()),
+        hints,
     });
-    let initial = scheduler.all_pending();
     ctx.health.set_rule(&name, KIND, WorkerState::Running);
-    scheduler.update_gauges();
-    let runner = Runner {
-        gate: None,
-        rule: name,
-        kind: KIND,
-        concurrency: DEFAULT_BINDINGS_IN_FLIGHT,
-        backoff: POD_BACKOFF,
-        metrics: ctx.metrics.clone(),
-        health: ctx.health.clone(),
-    };
-    runner
-        .run(scheduler, subscriptions, Requeued::none(), initial, stop)
-        .await
+    Loop::new(scheduler).run(subscriptions, events, stop).await
 }
 
 /// Tie-breaking seed: differs per process, as kube-scheduler's random choice among the best does.
@@ -219,6 +195,391 @@ fn seed() -> u64 {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
         ^ u64::from(std::process::id())
+}
+
+/// The queue's clock: the wall clock, as kube-scheduler aligns backoffs to wall-clock seconds.
+fn now() -> Moment {
+    Moment(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default(),
+    )
+}
+
+/// How long from now until `at` on the queue's clock.
+fn until(at: Moment) -> Duration {
+    at.0.saturating_sub(now().0)
+}
+
+/// The scheduling loop of one policy: it owns the queue, runs one scheduling cycle at a time (as kube-scheduler's
+/// one scheduling goroutine) and up to [`DEFAULT_BINDINGS_IN_FLIGHT`] bindings behind it.
+struct Loop {
+    scheduler: Arc<PodScheduler>,
+    queue: SchedulingQueue<PodKey>,
+    /// When each pending pod was first seen (the e2e latency).
+    first_seen: HashMap<PodKey, Instant>,
+    /// The last error reported per pod: each distinct one is reported (Event, condition) once.
+    reported: HashMap<PodKey, String>,
+    /// Pods whose last error degraded the policy.
+    faults: HashSet<PodKey>,
+    /// Tasks: the one scheduling cycle and the bindings behind it.
+    tasks: JoinSet<()>,
+    done: (mpsc::UnboundedSender<Done>, mpsc::UnboundedReceiver<Done>),
+    cycle_running: bool,
+}
+
+impl Loop {
+    fn new(scheduler: Arc<PodScheduler>) -> Loop {
+        Loop {
+            queue: SchedulingQueue::new(Timings::default()),
+            scheduler,
+            first_seen: HashMap::new(),
+            reported: HashMap::new(),
+            faults: HashSet::new(),
+            tasks: JoinSet::new(),
+            done: mpsc::unbounded_channel(),
+            cycle_running: false,
+        }
+    }
+
+    fn rule(&self) -> &str {
+        &self.scheduler.policy.metadata.name
+    }
+
+    async fn run(
+        mut self,
+        subscriptions: Vec<Subscription>,
+        mut events: ClusterEvents,
+        stop: CancellationToken,
+    ) -> Result<(), WorkerError> {
+        let mut changes: SelectAll<_> = subscriptions.into_iter().map(|s| Box::pin(s.into_stream())).collect();
+        self.resync_pending();
+        // Changes heard while the caches filled are taken in before the first pod is popped.
+        while let Some(Some((kind, change))) = changes.next().now_or_never() {
+            self.on_change(&kind, &change).await;
+        }
+        self.scheduler.cache.refresh().await;
+        let timings = self.queue.timings();
+        let mut leftover = tokio::time::interval(timings.leftover_flush);
+        leftover.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        leftover.tick().await;
+        loop {
+            self.start_next_cycle();
+            self.update_gauges();
+            let flush_in = self.queue.next_backoff_flush(now()).map(until);
+            // Ends of cycles and bindings first: a pod's own end is handled before what the watches say of it; the
+            // queue's timers (ready only when due) before the notifications, which a busy cluster never runs out of.
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => return Ok(()),
+                Some(done) = self.done.1.recv() => self.on_done(done).await,
+                Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
+                    if joined.is_err() {
+                        // A panicking cycle or binding: the supervisor's restart is the right response.
+                        return Err(WorkerError::ReconcilePanicked(self.rule().to_string()));
+                    }
+                }
+                _ = sleep_for(flush_in), if flush_in.is_some() => {
+                    self.queue.flush_backoff_completed(now());
+                }
+                _ = leftover.tick() => {
+                    let moved = self.queue.flush_unschedulable_leftover(now(), &self.scheduler.hints);
+                    self.count_requeues(&moved);
+                }
+                Some((sequence, event)) = events.recv() => {
+                    self.on_event(sequence, &event);
+                    for _ in 0..MAX_DRAINED {
+                        let Some(Some((sequence, event))) = events.recv().now_or_never() else { break };
+                        self.on_event(sequence, &event);
+                    }
+                }
+                change = changes.next() => {
+                    let Some((kind, change)) = change else {
+                        return Err(WorkerError::WatchEnded(self.rule().to_string()));
+                    };
+                    self.on_change(&kind, &change).await;
+                    // Take in what is already waiting before turning to the queue: one cache refresh per burst.
+                    for _ in 0..MAX_DRAINED {
+                        let Some(Some((kind, change))) = changes.next().now_or_never() else { break };
+                        self.on_change(&kind, &change).await;
+                    }
+                    self.scheduler.cache.refresh().await;
+                }
+            }
+        }
+    }
+
+    /// Pops the next pod and starts its scheduling cycle, unless a cycle runs or the bindings are at their limit.
+    fn start_next_cycle(&mut self) {
+        if self.cycle_running || self.tasks.len() >= DEFAULT_BINDINGS_IN_FLIGHT {
+            return;
+        }
+        let Some(key) = self.queue.pop() else { return };
+        self.cycle_running = true;
+        let scheduler = self.scheduler.clone();
+        let done = self.done.0.clone();
+        let queued = self.queue.pod(&key).map(|p| p.pod.clone());
+        self.tasks
+            .spawn(async move { scheduler.attempt(key, queued, done).await });
+    }
+
+    /// A pod or node notification of the watches: pods of this policy join, change in or leave the queue.
+    async fn on_change(&mut self, kind: &KindKey, change: &Change) {
+        let is_pods = kind.kind == "Pod";
+        match change {
+            Change::Resync => self.resync_pending(),
+            Change::Applied(object) if is_pods => {
+                let key = PodKey::of(object);
+                if !self.scheduler.is_pending_ours(object) {
+                    // Bound (by us or someone else), deleting, or handed to another scheduler.
+                    if self.queue.place(&key).is_some_and(|p| p != Place::Binding) {
+                        self.settle(&key);
+                    }
+                    return;
+                }
+                let Ok(pod) = crate::watch_hub::typed::<Pod>(object) else {
+                    return;
+                };
+                let pod = Arc::new(pod);
+                match self.queue.place(&key) {
+                    None => {
+                        self.first_seen.entry(key.clone()).or_insert_with(Instant::now);
+                        self.queue
+                            .add(key, Arc::new(HintPod::new(pod)), now(), &self.scheduler.hints);
+                    }
+                    Some(place) => {
+                        let unchanged = self.queue.pod(&key).is_some_and(|queued| {
+                            queued.pod.metadata.resource_version == pod.metadata.resource_version
+                        });
+                        if unchanged {
+                            return;
+                        }
+                        // A waiting pod is asked again by the hints: prepared as a failed one is.
+                        let prepared = if place == Place::Unschedulable {
+                            self.scheduler.cache.prepare(&self.scheduler.hints, pod).await
+                        } else {
+                            Arc::new(HintPod::new(pod))
+                        };
+                        let moved = self.queue.update(key, prepared, now(), &self.scheduler.hints);
+                        self.count_requeues(moved.as_slice());
+                    }
+                }
+            }
+            Change::Deleted(object) if is_pods => {
+                let key = PodKey::of(object);
+                if self.queue.place(&key).is_some_and(|p| p != Place::Binding) {
+                    self.settle(&key);
+                }
+            }
+            // Nodes: the cache turns their changes into cluster events.
+            Change::Applied(_) | Change::Deleted(_) => {}
+        }
+    }
+
+    /// Every pending pod of the policy is queued; queued pods no longer pending leave.
+    fn resync_pending(&mut self) {
+        // Every pending pod's key, and the pods the queue does not hold yet (only those are parsed).
+        let (keys, new): (HashSet<PodKey>, Vec<(PodKey, Arc<Pod>)>) =
+            crate::runner::whole_cache_step(usize::MAX, || {
+                let mut keys = HashSet::new();
+                let mut new = Vec::new();
+                for object in self.scheduler.cache.pods.store.state() {
+                    if !self.scheduler.is_pending_ours(&object) {
+                        continue;
+                    }
+                    let key = PodKey::of(&object);
+                    if self.queue.place(&key).is_none()
+                        && let Ok(pod) = crate::watch_hub::typed::<Pod>(&object)
+                    {
+                        new.push((key.clone(), Arc::new(pod)));
+                    }
+                    keys.insert(key);
+                }
+                (keys, new)
+            });
+        let gone: Vec<PodKey> = self
+            .first_seen
+            .keys()
+            .filter(|key| !keys.contains(*key) && self.queue.place(key).is_some_and(|p| p != Place::Binding))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.settle(&key);
+        }
+        for (key, pod) in new {
+            self.first_seen.entry(key.clone()).or_insert_with(Instant::now);
+            self.queue
+                .add(key, Arc::new(HintPod::new(pod)), now(), &self.scheduler.hints);
+        }
+    }
+
+    /// A cluster event the cache applied: the hints decide which unschedulable pods it moves.
+    fn on_event(&mut self, sequence: u64, event: &Arc<ClusterEvent>) {
+        let moved = self.queue.on_event(sequence, event, now(), &self.scheduler.hints);
+        self.count_requeues(&moved);
+    }
+
+    fn count_requeues(&self, moved: &[Requeue<PodKey>]) {
+        for requeue in moved {
+            self.scheduler
+                .ctx
+                .metrics
+                .scheduler_requeues
+                .get_or_create(&RequeueLabels {
+                    policy: self.rule().to_string(),
+                    event: requeue.event.clone(),
+                })
+                .inc();
+        }
+    }
+
+    async fn on_done(&mut self, done: Done) {
+        match done {
+            Done::Gone(key) => {
+                self.cycle_running = false;
+                self.settle(&key);
+            }
+            Done::Assumed(key) => {
+                self.cycle_running = false;
+                self.queue.assumed(&key);
+            }
+            Done::Gated(key) => {
+                self.cycle_running = false;
+                let failure = Failure::Unschedulable {
+                    plugins: BTreeSet::from([Arc::from(SCHEDULING_GATES)]),
+                    pending: BTreeSet::new(),
+                };
+                self.queue.failed(&key, failure, None, 0, now(), &self.scheduler.hints);
+            }
+            Done::Bound { key, conflict } => {
+                if !conflict && let Some(first_seen) = self.first_seen.get(&key) {
+                    self.scheduler
+                        .ctx
+                        .metrics
+                        .scheduling_e2e
+                        .get_or_create(&PolicyOnlyLabels {
+                            policy: self.rule().to_string(),
+                        })
+                        .observe(first_seen.elapsed().as_secs_f64());
+                }
+                self.settle(&key);
+            }
+            Done::Failed {
+                key,
+                failure,
+                prepared,
+                seen,
+                error,
+            } => {
+                // A binding's failure comes after its cycle ended; a cycle's own failure ends it.
+                if !matches!(*error, SchedulingError::Binding { .. }) {
+                    self.cycle_running = false;
+                }
+                // A rejection naming plugins; one naming none (no nodes at all) backs off as an error does.
+                let rejected = matches!(&failure, Failure::Unschedulable { plugins, pending }
+                    if !plugins.is_empty() || !pending.is_empty());
+                let Some(place) = self
+                    .queue
+                    .failed(&key, failure, prepared, seen, now(), &self.scheduler.hints)
+                else {
+                    // Deleted or bound meanwhile: nothing to retry or report.
+                    return;
+                };
+                if rejected && place != Place::Unschedulable {
+                    // An event heard during the cycle could help: retried without waiting in the pool.
+                    self.count_requeues(&[Requeue {
+                        key: key.clone(),
+                        event: "ScheduleAttemptFailure".to_string(),
+                        to: place,
+                    }]);
+                }
+                self.report(key, *error).await;
+            }
+        }
+    }
+
+    /// Forgets a pod that left: its queue entry, its reports and faults.
+    fn settle(&mut self, key: &PodKey) {
+        self.queue.delete(key);
+        self.first_seen.remove(key);
+        self.reported.remove(key);
+        if self.faults.remove(key) {
+            info!(rule = %self.rule(), key = ?key, "pod placed or gone after earlier errors");
+        }
+        if self.faults.is_empty() {
+            self.scheduler
+                .ctx
+                .health
+                .set_rule(self.rule(), KIND, WorkerState::Running);
+        }
+    }
+
+    /// Counts a failure, and reports it once per distinct message: a Warning Event and, for an unschedulable
+    /// pod, the PodScheduled condition.
+    async fn report(&mut self, key: PodKey, error: SchedulingError) {
+        let message = error.to_string();
+        let ctx = &self.scheduler.ctx;
+        ctx.metrics
+            .reconcile_errors
+            .get_or_create(&RuleErrorLabels {
+                rule: self.rule().to_string(),
+                kind: KIND.to_owned(),
+                category: error.category().to_owned(),
+            })
+            .inc();
+        if error.degrades_rule() {
+            self.faults.insert(key.clone());
+            ctx.health
+                .set_rule(self.rule(), KIND, WorkerState::Degraded(message.clone()));
+        }
+        if self.reported.get(&key) == Some(&message) {
+            return;
+        }
+        warn!(rule = %self.rule(), key = ?key, category = error.category(), error = %message, "pod not scheduled");
+        self.reported.insert(key.clone(), message);
+        let scheduler = self.scheduler.clone();
+        // Written behind the loop, as the runner wrote reports: the next pod is decided meanwhile.
+        self.tasks
+            .spawn(async move { scheduler.report_error(&key, &error).await });
+    }
+
+    fn update_gauges(&self) {
+        let Counts {
+            active,
+            backoff,
+            unschedulable,
+            in_flight,
+        } = self.queue.counts();
+        let policy = self.rule().to_string();
+        let metrics = &self.scheduler.ctx.metrics;
+        let gauge = |state: &str, value: usize| {
+            metrics
+                .pending_pods
+                .get_or_create(&PolicyLabels {
+                    policy: policy.clone(),
+                    state: state.to_string(),
+                })
+                .set(i64::try_from(value).unwrap_or(i64::MAX));
+        };
+        gauge("unschedulable", unschedulable);
+        gauge("backoff", backoff);
+        gauge("active", active + in_flight);
+        self.scheduler.ctx.health.set_rule_detail(
+            &policy,
+            format!(
+                "scheduler {}: pending {} active, {backoff} backoff, {unschedulable} unschedulable",
+                self.scheduler.scheduler_name(),
+                active + in_flight,
+            ),
+        );
+    }
+}
+
+async fn sleep_for(duration: Option<Duration>) {
+    match duration {
+        Some(duration) => tokio::time::sleep(duration).await,
+        None => std::future::pending().await,
+    }
 }
 
 impl PodScheduler {
@@ -237,60 +598,6 @@ impl PodScheduler {
         scheduler == Some(self.scheduler_name()) && node.is_empty() && object.metadata.deletion_timestamp.is_none()
     }
 
-    fn all_pending(&self) -> Vec<PodKey> {
-        let pending: Vec<(PodKey, Pending)> = self
-            .cache
-            .pods
-            .store
-            .state()
-            .iter()
-            .filter(|o| self.is_pending_ours(o))
-            .map(|o| (PodKey::of(o), Pending::of(o)))
-            .collect();
-        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-        let mut keys = Vec::with_capacity(pending.len());
-        for (key, entry) in pending {
-            queues.pending.entry(key.clone()).or_insert(entry).priority = entry.priority;
-            keys.push(key);
-        }
-        keys
-    }
-
-    /// Unschedulable pods go back to the queue on a change that could help them.
-    fn move_unschedulable(&self) -> Vec<PodKey> {
-        let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-        queues.unschedulable.iter().cloned().collect()
-    }
-
-    fn update_gauges(&self) {
-        let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-        let policy = self.policy.metadata.name.clone();
-        let gauge = |state: &str, value: usize| {
-            self.ctx
-                .metrics
-                .pending_pods
-                .get_or_create(&PolicyLabels {
-                    policy: policy.clone(),
-                    state: state.to_string(),
-                })
-                .set(i64::try_from(value).unwrap_or(i64::MAX));
-        };
-        let waiting = queues.unschedulable.len() + queues.backoff.len();
-        let active = queues.pending.len().saturating_sub(waiting);
-        gauge("unschedulable", queues.unschedulable.len());
-        gauge("backoff", queues.backoff.len());
-        gauge("active", active);
-        self.ctx.health.set_rule_detail(
-            &policy,
-            format!(
-                "scheduler {}: pending {active} active, {} backoff, {} unschedulable",
-                self.scheduler_name(),
-                queues.backoff.len(),
-                queues.unschedulable.len()
-            ),
-        );
-    }
-
     fn count(&self, result: &str) {
         self.ctx
             .metrics
@@ -300,13 +607,6 @@ impl PodScheduler {
                 state: result.to_string(),
             })
             .inc();
-    }
-
-    fn settle(&self, key: &PodKey) {
-        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-        queues.pending.remove(key);
-        queues.unschedulable.remove(key);
-        queues.backoff.remove(key);
     }
 
     async fn bind(&self, pod: &Pod, node: &str) -> Result<(), kube::Error> {
@@ -354,92 +654,9 @@ impl PodScheduler {
             note: format!("Successfully assigned {namespace}/{name} to {node}"),
         });
     }
-}
 
-impl Reconcile for PodScheduler {
-    type Key = PodKey;
-    type Error = SchedulingError;
-    type Report = std::convert::Infallible;
-
-    fn keys_for(&self, kind: &KindKey, change: &Change) -> Vec<PodKey> {
-        let is_pods = kind.kind == "Pod";
-        match change {
-            Change::Resync => {
-                let mut keys = self.all_pending();
-                keys.extend(self.move_unschedulable());
-                keys
-            }
-            Change::Applied(object) if is_pods => {
-                let key = PodKey::of(object);
-                if self.is_pending_ours(object) {
-                    let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-                    let entry = Pending::of(object);
-                    queues.pending.entry(key.clone()).or_insert(entry).priority = entry.priority;
-                    vec![key]
-                } else {
-                    // Bound (by us or someone else) or deleting: nothing to do for it but forget it.
-                    let was_ours = self
-                        .queues
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .pending
-                        .contains_key(&key);
-                    if was_ours { vec![key] } else { Vec::new() }
-                }
-            }
-            Change::Deleted(object) if is_pods => {
-                let key = PodKey::of(object);
-                let mut keys = Vec::new();
-                if self
-                    .queues
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .pending
-                    .contains_key(&key)
-                {
-                    keys.push(key);
-                }
-                // A deleted bound pod frees room.
-                if object
-                    .data
-                    .pointer("/spec/nodeName")
-                    .and_then(|v| v.as_str())
-                    .is_some_and(|n| !n.is_empty())
-                {
-                    keys.extend(self.move_unschedulable());
-                }
-                keys
-            }
-            // A node added or changed (allocatable, labels, taints, unschedulable) or removed.
-            Change::Applied(_) | Change::Deleted(_) => self.move_unschedulable(),
-        }
-    }
-
-    /// kube-scheduler's queue order: higher priority first (then first in, first out).
-    fn rank(&self, key: &PodKey) -> i64 {
-        let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-        queues.pending.get(key).map_or(0, |pending| -pending.priority)
-    }
-
-    async fn reconcile(&self, key: &PodKey) -> Result<Reconciled<Self::Report>, SchedulingError> {
-        let result = self.schedule_one(key).await;
-        match &result {
-            Err(SchedulingError::Unschedulable(_)) => {
-                let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-                queues.unschedulable.insert(key.clone());
-                queues.backoff.remove(key);
-            }
-            Err(_) => {
-                let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-                queues.backoff.insert(key.clone());
-                queues.unschedulable.remove(key);
-            }
-            Ok(_) => {}
-        }
-        self.update_gauges();
-        result.map(Into::into)
-    }
-
+    /// The FailedScheduling Event and, for an unschedulable pod, the PodScheduled condition kube-scheduler sets,
+    /// so `kubectl describe pod` tells the story.
     async fn report_error(&self, key: &PodKey, error: &SchedulingError) {
         let Some(pod) = self.cache.pods.store.get_typed::<Pod>(Some(&key.namespace), &key.name) else {
             return;
@@ -453,7 +670,6 @@ impl Reconcile for PodScheduler {
             message.clone(),
         );
         if let SchedulingError::Unschedulable(message) = error {
-            // The pod condition kube-scheduler sets, so `kubectl describe pod` tells the story.
             let patch = json!({"status": {"conditions": [{
                 "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
                 "lastTransitionTime": crate::workers::now(),
@@ -467,87 +683,107 @@ impl Reconcile for PodScheduler {
             }
         }
     }
-}
 
-impl PodScheduler {
-    async fn schedule_one(&self, key: &PodKey) -> Result<Action, SchedulingError> {
+    /// One pod's scheduling cycle and, when it is assumed, its binding; each step's end is sent to the loop.
+    /// `queued` is the pod as the queue holds it, used as it is when the watch still has that version.
+    async fn attempt(&self, key: PodKey, queued: Option<Arc<Pod>>, done: mpsc::UnboundedSender<Done>) {
+        let send = |message: Done| {
+            // Only fails once the loop has stopped, when nothing is scheduled any more.
+            let _ = done.send(message);
+        };
         // Fetch: the pod as the watch has it; pods bound meanwhile, deleted or no longer ours are dropped.
         let Some(object) = self.cache.pods.get(Some(&key.namespace), &key.name) else {
-            self.settle(key);
-            return Ok(Action::AwaitChange);
+            return send(Done::Gone(key));
         };
         if !self.is_pending_ours(&object) {
-            self.settle(key);
-            return Ok(Action::AwaitChange);
+            return send(Done::Gone(key));
         }
-        // Read in place from the cached object (the pod watch keeps objects parsed).
-        let Ok(pod) = crate::watch_hub::typed::<Pod>(&object) else {
-            self.settle(key);
-            return Ok(Action::AwaitChange);
+        // The queue's copy when it is current (most pods are attempted in the version they were queued in), else
+        // read in place from the cached object (the pod watch keeps objects parsed).
+        let pod: Arc<Pod> = match queued {
+            Some(pod) if pod.metadata.resource_version == object.metadata.resource_version => pod,
+            _ => match crate::watch_hub::typed::<Pod>(&object) {
+                Ok(pod) => Arc::new(pod),
+                Err(_) => return send(Done::Gone(key)),
+            },
         };
         // Decide (and assume) on the shared cache.
-        let decision = self.cache.schedule(&self.engine, &pod).await?;
-        match decision.outcome {
-            Outcome::Scheduled { node } => {
-                // Apply: the binding.
-                let started = Instant::now();
-                let result = self.bind(&pod, &node).await;
-                let labels = PolicyOnlyLabels {
-                    policy: self.policy.metadata.name.clone(),
-                };
-                self.ctx
-                    .metrics
-                    .binding_duration
-                    .get_or_create(&labels)
-                    .observe(started.elapsed().as_secs_f64());
-                match result {
-                    Ok(()) => {}
-                    // Already bound (by another replica before a takeover, or another scheduler): not an error;
-                    // the watch accounts the pod where it really is.
-                    Err(kube::Error::Api(status)) if status.code == 409 => {
-                        self.cache.forget(&pod).await;
-                        self.settle(key);
-                        return Ok(Action::AwaitChange);
-                    }
-                    Err(source) => {
-                        self.cache.forget(&pod).await;
-                        self.count("error");
-                        return Err(SchedulingError::Binding {
-                            node: node.to_string(),
-                            source,
-                        });
-                    }
-                }
-                // Report.
-                self.count("scheduled");
-                let first_seen = self
-                    .queues
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .pending
-                    .get(key)
-                    .map(|pending| pending.first_seen);
-                if let Some(first_seen) = first_seen {
-                    self.ctx
-                        .metrics
-                        .scheduling_e2e
-                        .get_or_create(&labels)
-                        .observe(first_seen.elapsed().as_secs_f64());
-                }
-                self.settle(key);
-                self.publish_scheduled(&pod, &node);
-                Ok(Action::AwaitChange)
+        let cycle = match self.cache.schedule(&self.engine, &self.hints, &pod).await {
+            Ok(cycle) => cycle,
+            Err(error) => {
+                self.count("error");
+                return send(Done::Failed {
+                    key,
+                    failure: Failure::Error,
+                    prepared: None,
+                    seen: 0,
+                    error: Box::new(error.into()),
+                });
             }
-            Outcome::Unschedulable { message, .. } => {
+        };
+        let failed = |failure: Failure, error: SchedulingError| Done::Failed {
+            key: key.clone(),
+            failure,
+            prepared: cycle.prepared.clone(),
+            seen: cycle.seen,
+            error: Box::new(error),
+        };
+        let node = match cycle.decision.outcome {
+            Outcome::Scheduled { node } => node,
+            Outcome::Unschedulable { message, plugins, .. } => {
                 self.count("unschedulable");
-                Err(SchedulingError::Unschedulable(message))
+                let failure = Failure::Unschedulable {
+                    plugins,
+                    pending: BTreeSet::new(),
+                };
+                return send(failed(failure, SchedulingError::Unschedulable(message)));
             }
-            // Gates are lifted by an update of the pod, which queues it again.
-            Outcome::Gated { .. } => Ok(Action::AwaitChange),
+            // The queue holds gated pods back; one gated since it was queued waits for its gates to go,
+            // unreported, as kube-scheduler never attempts it.
+            Outcome::Gated { .. } => return send(Done::Gated(key)),
             Outcome::Error { message } => {
                 self.count("error");
-                Err(SchedulingError::Engine(message))
+                return send(failed(Failure::Error, SchedulingError::Engine(message)));
+            }
+        };
+        send(Done::Assumed(key.clone()));
+        // Apply: the binding.
+        let started = Instant::now();
+        let result = self.bind(&pod, &node).await;
+        let labels = PolicyOnlyLabels {
+            policy: self.policy.metadata.name.clone(),
+        };
+        self.ctx
+            .metrics
+            .binding_duration
+            .get_or_create(&labels)
+            .observe(started.elapsed().as_secs_f64());
+        match result {
+            Ok(()) => {}
+            // Already bound (by another replica before a takeover, or another scheduler): not an error; the
+            // watch accounts the pod where it really is.
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                self.cache.forget(&pod).await;
+                return send(Done::Bound { key, conflict: true });
+            }
+            Err(source) => {
+                self.cache.forget(&pod).await;
+                self.count("error");
+                return send(Done::Failed {
+                    key,
+                    failure: Failure::Error,
+                    prepared: None,
+                    seen: 0,
+                    error: Box::new(SchedulingError::Binding {
+                        node: node.to_string(),
+                        source,
+                    }),
+                });
             }
         }
+        // Report.
+        self.count("scheduled");
+        self.publish_scheduled(&pod, &node);
+        send(Done::Bound { key, conflict: false });
     }
 }

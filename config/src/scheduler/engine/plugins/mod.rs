@@ -10,7 +10,7 @@ mod node_name;
 mod node_ports;
 mod node_resources_fit;
 mod node_unschedulable;
-mod pod_topology_spread;
+pub(super) mod pod_topology_spread;
 mod pod_topology_spread_score;
 mod taint_toleration;
 

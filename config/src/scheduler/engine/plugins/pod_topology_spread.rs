@@ -58,21 +58,30 @@ impl PodTopologySpread {
 
     /// The pod's constraints for `action` (DoNotSchedule or ScheduleAnyway): its own, else the defaults.
     pub(super) fn constraints(&self, cycle: &Cycle<'_>, action: &str) -> Result<Vec<Constraint>, String> {
-        let own = cycle
-            .pod
+        self.constraints_for(cycle.pod, cycle.snapshot.workloads(), action)
+    }
+
+    /// [`Self::constraints`] from the pod and the workloads alone (what the queueing hints read).
+    pub(in crate::scheduler::engine) fn constraints_for(
+        &self,
+        pod: &PodInfo,
+        workloads: &Workloads,
+        action: &str,
+    ) -> Result<Vec<Constraint>, String> {
+        let own = pod
             .pod
             .spec
             .as_ref()
             .and_then(|s| s.topology_spread_constraints.as_deref())
             .unwrap_or_default();
         if !own.is_empty() {
-            return filter_constraints(own, cycle.pod.labels(), action);
+            return filter_constraints(own, pod.labels(), action);
         }
-        let mut constraints = filter_constraints(&self.default_constraints, cycle.pod.labels(), action)?;
+        let mut constraints = filter_constraints(&self.default_constraints, pod.labels(), action)?;
         if constraints.is_empty() {
             return Ok(constraints);
         }
-        let selector = default_selector(&cycle.pod.pod, cycle.pod, cycle.snapshot.workloads());
+        let selector = default_selector(&pod.pod, pod, workloads);
         if selector.is_empty() {
             return Ok(Vec::new());
         }
@@ -85,7 +94,7 @@ impl PodTopologySpread {
 
 /// A constraint as the plugin evaluates it.
 #[derive(Clone, Debug)]
-pub(super) struct Constraint {
+pub(in crate::scheduler::engine) struct Constraint {
     pub max_skew: i32,
     pub topology_key: String,
     pub selector: Selector,

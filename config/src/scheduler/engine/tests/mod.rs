@@ -9,6 +9,7 @@ mod harness;
 mod perf;
 mod preemption;
 mod quantity;
+mod queueing_hints;
 mod snapshot;
 
 use harness::run_fixture;

@@ -1,0 +1,428 @@
+//! The scheduling queue with an injected clock: order, backoff, hints, in-flight events, gates and the flushes.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::json;
+
+use super::{Failure, Moment, Place, SchedulingQueue, Timings};
+use crate::scheduler::engine::queueing_hints::{ActionType, ClusterEvent, HintPod, QueueingHints};
+use crate::scheduler::engine::{Profile, Workloads};
+
+fn hints() -> QueueingHints {
+    QueueingHints::new(&Profile::default_provider())
+}
+
+fn pod(name: &str, extra: serde_json::Value) -> Arc<Pod> {
+    let mut value = json!({
+        "metadata": {"name": name, "namespace": "ns", "uid": format!("u-{name}")},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+    });
+    merge(&mut value, extra);
+    Arc::new(serde_json::from_value(value).expect("pod"))
+}
+
+fn merge(into: &mut serde_json::Value, extra: serde_json::Value) {
+    match (into, extra) {
+        (serde_json::Value::Object(into), serde_json::Value::Object(extra)) => {
+            for (key, value) in extra {
+                merge(into.entry(key).or_insert(serde_json::Value::Null), value);
+            }
+        }
+        (into, extra) => *into = extra,
+    }
+}
+
+fn node(name: &str, cpu: &str) -> Arc<Node> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
+        }))
+        .expect("node"),
+    )
+}
+
+fn at(seconds: f64) -> Moment {
+    // A wall clock well past the epoch, with a fraction of a second to show the alignment.
+    Moment(Duration::from_secs(1_000_000) + Duration::from_secs_f64(seconds))
+}
+
+fn plain(name: &str) -> Arc<HintPod> {
+    Arc::new(HintPod::new(pod(name, json!({}))))
+}
+
+fn prepared(name: &str) -> Arc<HintPod> {
+    Arc::new(hints().prepare(pod(name, json!({})), &Workloads::default()))
+}
+
+fn rejected_by(plugins: &[&str]) -> Failure {
+    Failure::Unschedulable {
+        plugins: plugins.iter().map(|p| Arc::from(*p)).collect(),
+        pending: BTreeSet::new(),
+    }
+}
+
+fn queue() -> SchedulingQueue<&'static str> {
+    SchedulingQueue::new(Timings::default())
+}
+
+/// Pops `key` and fails it as rejected by NodeResourcesFit at `now`.
+fn fail(queue: &mut SchedulingQueue<&'static str>, key: &'static str, now: Moment) -> Place {
+    assert_eq!(queue.pop(), Some(key));
+    queue
+        .failed(
+            &key,
+            rejected_by(&["NodeResourcesFit"]),
+            Some(prepared(key)),
+            0,
+            now,
+            &hints(),
+        )
+        .expect("queued")
+}
+
+fn small_node_added() -> Arc<ClusterEvent> {
+    Arc::new(ClusterEvent::node(ActionType::ADD, None, Some(node("small", "500m"))))
+}
+
+fn big_node_added() -> Arc<ClusterEvent> {
+    Arc::new(ClusterEvent::node(ActionType::ADD, None, Some(node("big", "4"))))
+}
+
+#[test]
+fn active_pods_pop_by_priority_then_by_when_they_were_queued() {
+    let hints = hints();
+    let mut queue = queue();
+    let prioritised =
+        |name: &str, priority: i32| Arc::new(HintPod::new(pod(name, json!({"spec": {"priority": priority}}))));
+    queue.add("low-first", prioritised("low-first", 0), at(0.0), &hints);
+    queue.add("high", prioritised("high", 100), at(1.0), &hints);
+    queue.add("low-second", prioritised("low-second", 0), at(2.0), &hints);
+    queue.add("higher-later", prioritised("higher-later", 1000), at(3.0), &hints);
+    let order: Vec<_> = std::iter::from_fn(|| queue.pop()).collect();
+    assert_eq!(order, ["higher-later", "high", "low-first", "low-second"]);
+}
+
+#[test]
+fn backoff_doubles_from_one_second_to_ten_and_expires_on_whole_seconds() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    // Every failure is followed by a helpful event, which moves the pod to backoffQ until its expiry.
+    let mut expiries = Vec::new();
+    let mut now = at(0.3);
+    for _ in 0..6 {
+        assert_eq!(fail(&mut queue, "p", now), Place::Unschedulable);
+        queue.on_event(1, &big_node_added(), now, &hints);
+        assert_eq!(
+            queue.place(&"p"),
+            Some(Place::Backoff),
+            "a hint said Queue while it backs off"
+        );
+        // Find the first whole second at which the flush lets it go.
+        let mut second = now.whole_second();
+        loop {
+            second = second.next_second();
+            if queue.flush_backoff_completed(second) > 0 {
+                break;
+            }
+        }
+        expiries.push(second.0.as_secs() - now.whole_second().0.as_secs());
+        assert_eq!(queue.place(&"p"), Some(Place::Active));
+        now = Moment(second.0 + Duration::from_millis(700));
+    }
+    // Failed at x.3 s (then x.7 s): a 1 s backoff expires at (x+1).3 truncated to x+1, and a pod is backing off
+    // while its expiry is not before the current whole second, so it leaves at x+2.
+    assert_eq!(expiries, [2, 3, 5, 9, 11, 11]);
+}
+
+#[test]
+fn an_unschedulable_pod_moves_only_on_an_event_its_rejecting_plugin_says_could_help() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    assert_eq!(fail(&mut queue, "p", at(0.5)), Place::Unschedulable);
+    let label = Arc::new(ClusterEvent::node(
+        ActionType::UPDATE_NODE_LABEL,
+        Some(node("n", "4")),
+        Some(node("n", "4")),
+    ));
+    assert!(
+        queue.on_event(1, &label, at(1.0), &hints).is_empty(),
+        "Fit ignores label updates"
+    );
+    assert!(
+        queue.on_event(2, &small_node_added(), at(1.0), &hints).is_empty(),
+        "too small"
+    );
+    assert_eq!(queue.place(&"p"), Some(Place::Unschedulable));
+    let moved = queue.on_event(3, &big_node_added(), at(30.0), &hints);
+    assert_eq!(moved.len(), 1);
+    assert_eq!(moved[0].event, "NodeAdd");
+    assert_eq!(moved[0].to, Place::Active, "backoff is long over: straight to activeQ");
+    assert_eq!(queue.pop(), Some("p"));
+}
+
+#[test]
+fn a_pod_rejected_by_several_plugins_moves_when_any_of_them_says_queue() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    assert_eq!(queue.pop(), Some("p"));
+    queue.failed(
+        &"p",
+        rejected_by(&["NodeAffinity", "NodeResourcesFit"]),
+        Some(prepared("p")),
+        0,
+        at(0.0),
+        &hints,
+    );
+    assert_eq!(queue.on_event(1, &big_node_added(), at(20.0), &hints).len(), 1);
+}
+
+#[test]
+fn events_heard_in_flight_are_replayed_when_the_pod_fails_unless_its_decision_saw_them() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    queue.add("q", plain("q"), at(0.0), &hints);
+    assert_eq!(queue.pop(), Some("p"));
+    // Heard while p is in its cycle: event 5 before its decision, event 6 after.
+    queue.on_event(5, &big_node_added(), at(0.1), &hints);
+    queue.on_event(6, &small_node_added(), at(0.2), &hints);
+    let place = queue
+        .failed(
+            &"p",
+            rejected_by(&["NodeResourcesFit"]),
+            Some(prepared("p")),
+            5,
+            at(0.3),
+            &hints,
+        )
+        .unwrap();
+    assert_eq!(
+        place,
+        Place::Unschedulable,
+        "the big node was seen; the small one cannot help"
+    );
+
+    assert_eq!(queue.pop(), Some("q"));
+    queue.on_event(7, &big_node_added(), at(0.4), &hints);
+    let place = queue
+        .failed(
+            &"q",
+            rejected_by(&["NodeResourcesFit"]),
+            Some(prepared("q")),
+            6,
+            at(0.5),
+            &hints,
+        )
+        .unwrap();
+    assert_eq!(
+        place,
+        Place::Backoff,
+        "a node its decision missed could help: retried after its backoff"
+    );
+}
+
+#[test]
+fn an_event_a_failed_decision_already_saw_does_not_move_it_when_heard_late() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    assert_eq!(queue.pop(), Some("p"));
+    queue.failed(
+        &"p",
+        rejected_by(&["NodeResourcesFit"]),
+        Some(prepared("p")),
+        9,
+        at(0.0),
+        &hints,
+    );
+    assert!(queue.on_event(9, &big_node_added(), at(5.0), &hints).is_empty());
+    assert_eq!(queue.on_event(10, &big_node_added(), at(5.0), &hints).len(), 1);
+}
+
+#[test]
+fn errors_back_off_without_hints_and_are_not_popped_early() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    assert_eq!(queue.pop(), Some("p"));
+    let place = queue.failed(&"p", Failure::Error, None, 0, at(0.2), &hints).unwrap();
+    assert_eq!(place, Place::ErrorBackoff);
+    assert_eq!(
+        queue.pop(),
+        None,
+        "PopFromBackoffQ never takes a pod backing off after an error"
+    );
+    assert_eq!(queue.flush_backoff_completed(at(1.0)), 0);
+    assert_eq!(queue.flush_backoff_completed(at(2.0)), 1);
+    assert_eq!(queue.pop(), Some("p"));
+}
+
+#[test]
+fn an_idle_queue_pops_a_pod_still_backing_off_after_a_rejection() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    fail(&mut queue, "p", at(0.5));
+    queue.on_event(1, &big_node_added(), at(0.6), &hints);
+    assert_eq!(queue.place(&"p"), Some(Place::Backoff));
+    queue.add("q", plain("q"), at(0.7), &hints);
+    assert_eq!(queue.pop(), Some("q"), "activeQ first");
+    assert_eq!(queue.pop(), Some("p"), "then backoffQ, when activeQ is empty");
+}
+
+#[test]
+fn unschedulable_pods_are_retried_after_five_minutes_by_the_leftover_flush() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    fail(&mut queue, "p", at(0.0));
+    assert!(
+        queue.flush_unschedulable_leftover(at(300.0), &hints).is_empty(),
+        "not older than 5 minutes"
+    );
+    let moved = queue.flush_unschedulable_leftover(at(300.5), &hints);
+    assert_eq!(moved.len(), 1);
+    assert_eq!(moved[0].event, "UnschedulableTimeout");
+    assert_eq!(queue.pop(), Some("p"));
+}
+
+#[test]
+fn a_gated_pod_waits_for_its_own_gates_to_go_and_no_flush_moves_it() {
+    let hints = hints();
+    let mut queue = queue();
+    let gated = Arc::new(HintPod::new(pod(
+        "p",
+        json!({"spec": {"schedulingGates": [{"name": "g"}]}}),
+    )));
+    queue.add("p", gated, at(0.0), &hints);
+    assert_eq!(queue.place(&"p"), Some(Place::Unschedulable));
+    assert_eq!(queue.pop(), None);
+    assert!(queue.on_event(1, &big_node_added(), at(1.0), &hints).is_empty());
+    assert!(queue.flush_unschedulable_leftover(at(1000.0), &hints).is_empty());
+    let open = Arc::new(HintPod::new(pod("p", json!({}))));
+    let moved = queue.update("p", open, at(1000.0), &hints).expect("moved");
+    assert_eq!(moved.event, "UnschedulablePodUpdatePodSchedulingGatesEliminated");
+    assert_eq!(queue.pop(), Some("p"));
+}
+
+#[test]
+fn an_unschedulable_pods_own_update_moves_it_when_a_hint_says_so() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    assert_eq!(queue.pop(), Some("p"));
+    queue.failed(
+        &"p",
+        rejected_by(&["TaintToleration"]),
+        Some(prepared("p")),
+        0,
+        at(0.0),
+        &hints,
+    );
+    let labelled = Arc::new(hints.prepare(
+        pod("p", json!({"metadata": {"labels": {"a": "b"}}})),
+        &Workloads::default(),
+    ));
+    assert!(
+        queue.update("p", labelled, at(20.0), &hints).is_none(),
+        "labels do not matter to taints"
+    );
+    let tolerating = Arc::new(hints.prepare(
+        pod(
+            "p",
+            json!({"spec": {"tolerations": [{"key": "k", "operator": "Exists"}]}}),
+        ),
+        &Workloads::default(),
+    ));
+    let moved = queue.update("p", tolerating, at(20.0), &hints).expect("moved");
+    assert_eq!(moved.to, Place::Active);
+}
+
+#[test]
+fn a_rejection_naming_no_plugin_backs_off_as_an_error() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    assert_eq!(queue.pop(), Some("p"));
+    // No nodes at all: kube-scheduler's FitError names no plugin.
+    let place = queue.failed(&"p", rejected_by(&[]), Some(prepared("p")), 0, at(0.0), &hints);
+    assert_eq!(
+        place,
+        Some(Place::ErrorBackoff),
+        "counted as an error: backoff, then retried"
+    );
+}
+
+#[test]
+fn a_deleted_pod_leaves_every_place_and_its_failure_is_ignored() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    queue.add("q", plain("q"), at(0.0), &hints);
+    assert_eq!(queue.pop(), Some("p"));
+    queue.delete(&"p");
+    assert_eq!(
+        queue.failed(&"p", Failure::Error, None, 0, at(1.0), &hints),
+        None,
+        "deleted while in flight"
+    );
+    queue.delete(&"q");
+    assert_eq!(queue.pop(), None);
+    assert_eq!(queue.counts(), Default::default());
+}
+
+#[test]
+fn a_binding_error_backs_the_pod_off_with_its_counts_kept() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    assert_eq!(queue.pop(), Some("p"));
+    queue.assumed(&"p");
+    assert_eq!(queue.place(&"p"), Some(Place::Binding));
+    assert_eq!(queue.counts().in_flight, 1);
+    assert_eq!(
+        queue.failed(&"p", Failure::Error, None, 0, at(0.0), &hints),
+        Some(Place::ErrorBackoff)
+    );
+    assert_eq!(queue.flush_backoff_completed(at(2.0)), 1);
+    assert_eq!(queue.pop(), Some("p"));
+    assert_eq!(queue.attempts(&"p"), 2);
+}
+
+#[test]
+fn the_backoff_of_a_count_is_capped_and_never_overflows() {
+    let timings = Timings::default();
+    let seconds: Vec<u64> = [0, 1, 2, 3, 4, 5, 40, u32::MAX]
+        .iter()
+        .map(|&count| timings.backoff(count).as_secs())
+        .collect();
+    assert_eq!(seconds, [0, 1, 2, 4, 8, 10, 10, 10]);
+}
+
+#[test]
+fn counts_follow_the_pods_between_places() {
+    let hints = hints();
+    let mut queue = queue();
+    for key in ["a", "b", "c", "d"] {
+        queue.add(key, plain(key), at(0.0), &hints);
+    }
+    assert_eq!(queue.counts().active, 4);
+    fail(&mut queue, "a", at(0.0));
+    assert_eq!(queue.pop(), Some("b"));
+    queue.failed(&"b", Failure::Error, None, 0, at(0.0), &hints);
+    assert_eq!(queue.pop(), Some("c"));
+    let counts = queue.counts();
+    assert_eq!(
+        (counts.active, counts.backoff, counts.unschedulable, counts.in_flight),
+        (1, 1, 1, 1)
+    );
+    assert_eq!(queue.unschedulable_pods().collect::<Vec<_>>(), [&"a"]);
+    assert!(queue.has_next());
+}
