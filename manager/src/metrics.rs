@@ -103,6 +103,7 @@ pub struct Metrics {
     pub unit_transitions: Family<ResultLabels, Counter>,
     pub members: Gauge,
     pub shard_reconciles: Family<UnitLabels, Counter>,
+    pub shard_queue_depth: Family<UnitLabels, Gauge>,
     pub rules_loaded: Gauge,
     pub rule_errors: Gauge,
     pub reload_refused: Gauge,
@@ -165,6 +166,12 @@ impl Metrics {
             "members",
             "Live replicas this replica counts, itself included (from their member Leases)",
             members.clone(),
+        );
+        let shard_queue_depth = Family::<UnitLabels, Gauge>::default();
+        registry.register(
+            "shard_queue_depth",
+            "Parents waiting in the Reconciler work queues of this replica per shard, all rules together (sampled about once a second)",
+            shard_queue_depth.clone(),
         );
         let shard_reconciles = Family::<UnitLabels, Counter>::default();
         registry.register(
@@ -332,6 +339,7 @@ impl Metrics {
             unit_transitions,
             members,
             shard_reconciles,
+            shard_queue_depth,
             rules_loaded,
             rule_errors,
             reload_refused,

@@ -274,8 +274,8 @@ async fn three_replicas_share_3000_parents_each_child_written_by_one_and_scaling
         "drift repaired {repaired:?} after the kill: lease (15 s) + 2 s, and 3 s for the relist and the writes"
     );
 
-    // Scale 2 → 4 → 2 under a steady stream of parent updates: no child written by two replicas in one second,
-    // no update lost.
+    // Back to 3, then 3 → 4 → 2 under a steady stream of parent updates: no child written by two replicas in one
+    // second, no update lost.
     let scale_started = Instant::now();
     let last: Arc<Mutex<BTreeMap<String, String>>> = Arc::new(Mutex::new(BTreeMap::new()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -314,11 +314,23 @@ async fn three_replicas_share_3000_parents_each_child_written_by_one_and_scaling
             }
         })
     };
-    let mut d = ManagerProcess::start(&rules, &ns, "shard-d", &[]);
     let e = ManagerProcess::start(&rules, &ns, "shard-e", &[]);
+    let three = balanced(&[&a, &c, &e], "three replicas again").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut d = ManagerProcess::start(&rules, &ns, "shard-d", &[]);
     let mut a = a;
     let up = balanced(&[&a, &c, &d, &e], "four replicas sharing the units").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
+    let queued: f64 = {
+        let text = c.metrics_text().await.unwrap_or_default();
+        let depths: Vec<f64> = text
+            .lines()
+            .filter(|l| l.starts_with("ruleplane_shard_queue_depth{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+            .collect();
+        assert!(!depths.is_empty(), "per-shard queue depths published");
+        depths.iter().sum()
+    };
     assert!(a.sigterm().success(), "a SIGTERM ends the replica cleanly");
     assert!(d.sigterm().success(), "a SIGTERM ends the replica cleanly");
     let down = balanced(&[&c, &e], "two replicas again").await;
@@ -348,8 +360,10 @@ async fn three_replicas_share_3000_parents_each_child_written_by_one_and_scaling
     let overlaps: Vec<_> = per_second.iter().filter(|(_, by)| by.len() > 1).take(5).collect();
     let replicas: BTreeSet<&str> = scale_writes.iter().map(|w| w.replica.as_str()).collect();
     println!(
-        "scaling 2 → 4 ({:.1} s to balance) → 2 ({:.1} s) under {updates} updated parents over {:.1} s: {} child \
-         writes by {replicas:?}, children written by two replicas in one second: {}",
+        "scaling 2 → 3 ({:.1} s to balance) → 4 ({:.1} s) → 2 ({:.1} s) under {updates} updated parents over {:.1} s \
+         (shard-c's queues held {queued} parents at 4): {} child writes by {replicas:?}, children written by two \
+         replicas in one second: {}",
+        three.as_secs_f64(),
         up.as_secs_f64(),
         down.as_secs_f64(),
         scale_started.elapsed().as_secs_f64(),

@@ -26,7 +26,7 @@ pub use queue::WorkQueue;
 use crate::context::WorkerError;
 use crate::health::{Health, WorkerState};
 use crate::metrics::{Metrics, RuleErrorLabels, UnitLabels};
-use crate::sharding::{ShardGate, WorkGuard};
+use crate::sharding::{QueuedShare, ShardGate, WorkGuard};
 use crate::watch_hub::{Change, KindKey, Subscription};
 use ruleplane_config::sharding::Unit;
 
@@ -257,6 +257,14 @@ impl Runner {
         let mut reported: HashMap<R::Key, String> = HashMap::new();
         let mut in_flight: JoinSet<Finished<R>> = JoinSet::new();
         let concurrency = self.concurrency.max(1);
+        // Keys waiting per shard, sampled about once a second: counting them is a pass over the queue.
+        let mut depths = self.gate.as_ref().map(|gate| {
+            (
+                QueuedShare::new(gate.clone(), self.metrics.shard_queue_depth.clone()),
+                gate.count(),
+            )
+        });
+        let mut depths_at = tokio::time::Instant::now();
         loop {
             while in_flight.len() < concurrency
                 && let Some((key, waited)) = queue.pop_due_waited()
@@ -294,6 +302,18 @@ impl Runner {
                 }));
             }
             reports.start(&reconciler);
+            if let Some((share, shards)) = depths.as_mut()
+                && (depths_at.elapsed() >= Duration::from_secs(1) || (queue.len() == 0 && share.any()))
+            {
+                depths_at = tokio::time::Instant::now();
+                let mut counts = vec![0_i64; *shards as usize];
+                for shard in queue.keys().filter_map(|key| reconciler.shard(key)) {
+                    if let Some(count) = counts.get_mut(shard as usize) {
+                        *count += 1;
+                    }
+                }
+                share.set(&counts);
+            }
             self.metrics
                 .queue_depth
                 .get_or_create(&labels)

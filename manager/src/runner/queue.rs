@@ -138,6 +138,11 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     pub fn len(&self) -> usize {
         self.waiting.len()
     }
+
+    /// The keys waiting, in no order.
+    pub fn keys(&self) -> impl Iterator<Item = &K> {
+        self.waiting.keys()
+    }
 }
 
 /// Shorthands the queue's tests read better with.

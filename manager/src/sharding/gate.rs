@@ -5,8 +5,13 @@
 //! while a whole-set unit's worker runs. A handover releases a unit's Lease only once its count is zero.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+
+use crate::metrics::UnitLabels;
 
 use ruleplane_config::sharding::{Unit, shard_of};
 use tokio::time::Instant;
@@ -41,6 +46,8 @@ pub struct ShardGate {
     /// Indexed by shard, then the two whole-set units.
     open: Mutex<Vec<Open>>,
     in_flight: Vec<AtomicUsize>,
+    /// Keys waiting per shard, summed over every runner's [`QueuedShare`].
+    queued: Vec<AtomicI64>,
 }
 
 impl ShardGate {
@@ -61,6 +68,7 @@ impl ShardGate {
             shared: open != Open::Always,
             open: Mutex::new(vec![open; slots]),
             in_flight: (0..slots).map(|_| AtomicUsize::new(0)).collect(),
+            queued: (0..count).map(|_| AtomicI64::new(0)).collect(),
         })
     }
 
@@ -113,6 +121,54 @@ impl ShardGate {
     /// The shard of a Reconciler parent.
     pub fn shard_of(&self, namespace: Option<&str>, name: &str) -> u32 {
         shard_of(namespace.unwrap_or_default(), name, self.count)
+    }
+}
+
+/// One runner's share of the keys waiting per shard: added to the gate's totals (and the
+/// `ruleplane_shard_queue_depth` gauges), taken back when the runner ends.
+pub struct QueuedShare {
+    gate: Arc<ShardGate>,
+    gauges: Family<UnitLabels, Gauge>,
+    mine: Vec<i64>,
+}
+
+impl QueuedShare {
+    pub fn new(gate: Arc<ShardGate>, gauges: Family<UnitLabels, Gauge>) -> Self {
+        let mine = vec![0; gate.count as usize];
+        QueuedShare { gate, gauges, mine }
+    }
+
+    /// Replaces this runner's counts (keys waiting per shard).
+    pub fn set(&mut self, counts: &[i64]) {
+        for (shard, (mine, now)) in self
+            .mine
+            .iter_mut()
+            .zip(counts.iter().chain(std::iter::repeat(&0)))
+            .enumerate()
+        {
+            let delta = *now - *mine;
+            if delta == 0 {
+                continue;
+            }
+            *mine = *now;
+            let total = self.gate.queued[shard].fetch_add(delta, Ordering::SeqCst) + delta;
+            self.gauges
+                .get_or_create(&UnitLabels {
+                    unit: Unit::ReconcilerShard(u32::try_from(shard).unwrap_or(u32::MAX)).to_string(),
+                })
+                .set(total);
+        }
+    }
+
+    /// Whether this runner counts any key waiting.
+    pub fn any(&self) -> bool {
+        self.mine.iter().any(|n| *n != 0)
+    }
+}
+
+impl Drop for QueuedShare {
+    fn drop(&mut self) {
+        self.set(&[]);
     }
 }
 
@@ -219,6 +275,35 @@ mod tests {
         assert_eq!(gate.in_flight(Unit::ResourceDefinitions), 0);
         drop(running);
         assert!(ShardGate::always_open(4).enter(shard).is_some());
+    }
+
+    #[test]
+    fn queue_depths_are_summed_over_runners_and_taken_back_when_one_ends() {
+        let gate = ShardGate::closed(3);
+        let gauges = Family::<UnitLabels, Gauge>::default();
+        let depth = |shard: u32| {
+            gauges
+                .get_or_create(&UnitLabels {
+                    unit: Unit::ReconcilerShard(shard).to_string(),
+                })
+                .get()
+        };
+        let mut one = QueuedShare::new(gate.clone(), gauges.clone());
+        let mut two = QueuedShare::new(gate.clone(), gauges.clone());
+        one.set(&[2, 0, 5]);
+        two.set(&[1, 4, 0]);
+        assert_eq!((depth(0), depth(1), depth(2)), (3, 4, 5));
+        one.set(&[0, 0, 1]);
+        assert_eq!((depth(0), depth(1), depth(2)), (1, 4, 1));
+        assert!(two.any());
+        drop(two);
+        assert_eq!(
+            (depth(0), depth(1), depth(2)),
+            (0, 0, 1),
+            "a runner's share goes with it"
+        );
+        drop(one);
+        assert_eq!(depth(2), 0);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-pub use gate::{Open, ShardGate, ShardScope, WorkGuard};
+pub use gate::{Open, QueuedShare, ShardGate, ShardScope, WorkGuard};
 
 use crate::metrics::Metrics;
 
