@@ -466,7 +466,8 @@ for port in "$health_port" "$health_port2"; do
 done
 echo "   \$ kubectl get cronjobs,configmaps -l app.kubernetes.io/managed-by=ruleplane -L ruleplane.dev/shard | head -5"
 kubectl get cronjobs,configmaps -l app.kubernetes.io/managed-by=ruleplane -L ruleplane.dev/shard | head -5 | sed 's/^/   /'
-explain "" "Each replica runs 17 of the 34 units: Reconciler parents are hashed into 32 shards, and each child carries" \
+explain "" "Each replica runs 17 of the 34 units (the 18th Lease each holds is its member Lease): Reconciler parents are" \
+  "hashed into 32 shards, and each child carries" \
   "its parent's shard so a replica's watches receive only its own children. The ResourceDefinitions and the" \
   "SchedulerPolicies are one unit each, on different replicas."
 echo "   \$ kill -TERM <demo-2>    (a rolling update, a scale-down)"
