@@ -3,7 +3,7 @@
 //!
 //! A worker supplies a [`Reconcile`]: which keys a change concerns, and how to reconcile one key (fetch →
 //! decide → apply → report). Errors are categorised: transient ones back off per key (controllers: 500 ms
-//! doubling to 60 s), permanent ones wait for a change of what the key reads (or at most `retry_after`). Each distinct error of a key is logged
+//! doubling to 60 s), permanent ones wait for a change of what the key reads. Each distinct error of a key is logged
 //! and handed to [`Reconcile::report_error`] once, not on every retry.
 
 mod queue;
@@ -68,11 +68,6 @@ pub trait ReconcileError: Display {
     fn category(&self) -> &'static str;
     /// Permanent errors need a change (of the rule, the object or the cluster) to go away: no retry until one.
     fn is_permanent(&self) -> bool;
-    /// For a permanent error: retry after this long even without a change (kube-scheduler retries unschedulable
-    /// pods after 5 minutes in case a change it cannot see would help). `None`: wait for a change only.
-    fn retry_after(&self) -> Option<Duration> {
-        None
-    }
     /// Whether the error marks the rule degraded in `/readyz` (a pod that fits nowhere is an outcome, not a
     /// fault of the scheduler).
     fn degrades_rule(&self) -> bool {
@@ -98,11 +93,6 @@ pub trait Reconcile: Send + Sync + 'static {
     /// shard the runner's gate has closed is dropped when due, not reconciled: another replica owns it now.
     fn shard(&self, _key: &Self::Key) -> Option<u32> {
         None
-    }
-
-    /// Among keys due at once, lower ranks are reconciled first (default: all equal, first in first out).
-    fn rank(&self, _key: &Self::Key) -> i64 {
-        0
     }
 
     /// What a reconcile may leave to report (e.g. a status to write); `Infallible` for workers that report
@@ -242,7 +232,7 @@ impl Runner {
         let mut queue = WorkQueue::new();
         let mut reports = Reports::<R>::new(reports_in_flight(self.concurrency));
         for key in initial {
-            reports.enqueue(&*reconciler, &mut queue, key);
+            reports.enqueue(&mut queue, key);
         }
         // Changes heard while the caches filled (a watch's first list ends in a resync) are taken in before the
         // first reconcile starts. Taken in after, such a resync queued every key a second time and fell on the
@@ -250,7 +240,7 @@ impl Runner {
         // dozen children a second create.
         while let Some(Some((kind, change))) = changes.next().now_or_never() {
             for key in keys_for(&*reconciler, &kind, &change) {
-                reports.enqueue(&*reconciler, &mut queue, key);
+                reports.enqueue(&mut queue, key);
             }
         }
         let mut failures: HashMap<R::Key, u32> = HashMap::new();
@@ -328,21 +318,21 @@ impl Runner {
                 change = changes.next(), if watching => match change {
                     Some((kind, change)) => {
                         for key in keys_for(&*reconciler, &kind, &change) {
-                            reports.enqueue(&*reconciler, &mut queue, key);
+                            reports.enqueue(&mut queue, key);
                         }
                         // Take in everything already waiting before dispatching: under churn, ten changes of
                         // one object become one reconcile instead of one now and another right after.
                         for _ in 0..MAX_DRAINED {
                             let Some(Some((kind, change))) = changes.next().now_or_never() else { break };
                             for key in keys_for(&*reconciler, &kind, &change) {
-                                reports.enqueue(&*reconciler, &mut queue, key);
+                                reports.enqueue(&mut queue, key);
                             }
                         }
                     }
                     None => return Err(WorkerError::WatchEnded(self.rule.clone())),
                 },
                 Some(key) = requeued.next() => {
-                    reports.enqueue(&*reconciler, &mut queue, key);
+                    reports.enqueue(&mut queue, key);
                 }
                 Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
                     let Ok((key, result, elapsed, guard)) = done else {
@@ -396,8 +386,7 @@ impl Runner {
                     self.health.set_rule(&self.rule, self.kind, WorkerState::Running);
                 }
                 if let Action::RequeueAfter(delay) = action {
-                    let rank = reconciler.rank(&key);
-                    queue.add_ranked(key, delay, rank);
+                    queue.add_after(key, delay);
                 }
             }
             Err(error) => {
@@ -419,13 +408,10 @@ impl Runner {
                     reconciler.report_error(&key, &error).await;
                     reported.insert(key.clone(), message);
                 }
-                let rank = reconciler.rank(&key);
                 if !error.is_permanent() {
                     let count = failures.entry(key.clone()).or_insert(0);
-                    queue.add_ranked(key, self.backoff.delay(*count), rank);
+                    queue.add_after(key, self.backoff.delay(*count));
                     *count = count.saturating_add(1);
-                } else if let Some(delay) = error.retry_after() {
-                    queue.add_ranked(key, delay, rank);
                 }
             }
         }
@@ -456,12 +442,11 @@ impl<R: Reconcile> Reports<R> {
     /// decided before this change, and the reconcile the change brings decides it anew (one status write
     /// instead of a stale one and then the right one). A report being written is not stopped: the key is
     /// reconciled again once it is written.
-    fn enqueue(&mut self, reconciler: &R, queue: &mut WorkQueue<R::Key>, key: R::Key) {
+    fn enqueue(&mut self, queue: &mut WorkQueue<R::Key>, key: R::Key) {
         if self.waiting.remove(&key).is_some() {
             queue.done(&key);
         }
-        let rank = reconciler.rank(&key);
-        queue.add_ranked(key, Duration::ZERO, rank);
+        queue.add_after(key, Duration::ZERO);
     }
 
     /// Keeps a reconcile's report until its turn.

@@ -9,11 +9,10 @@ use std::hash::Hash;
 
 use tokio::time::{Duration, Instant};
 
-/// Where a waiting key is: when it is due, its rank among due keys, and its insertion sequence.
+/// Where a waiting key is: when it is due, and its insertion sequence.
 #[derive(Clone, Copy, Debug)]
 struct Slot {
     at: Instant,
-    rank: i64,
     sequence: u64,
 }
 
@@ -22,13 +21,13 @@ pub struct WorkQueue<K> {
     waiting: HashMap<K, Slot>,
     /// Waiting keys not due at their last look, by due time (ties by insertion sequence).
     delayed: BTreeSet<(Instant, u64, K)>,
-    /// Keys due, by rank (lower first), then insertion sequence: first-in first-out within a rank.
-    ready: BTreeSet<(i64, u64, K)>,
+    /// Keys due, by insertion sequence: first in, first out.
+    ready: BTreeSet<(u64, K)>,
     sequence: u64,
     /// Keys handed out and not yet done.
     active: HashSet<K>,
     /// Keys added while active: queued again when done, at the earliest time asked for.
-    again: HashMap<K, (Instant, i64)>,
+    again: HashMap<K, Instant>,
 }
 
 impl<K: Clone + Eq + Hash + Ord> Default for WorkQueue<K> {
@@ -49,39 +48,38 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         }
     }
 
-    /// Queues `key` after `delay` with a rank: among due keys, lower ranks are handed out first (a scheduler's
-    /// priority order); equal ranks keep first-in first-out.
-    pub fn add_ranked(&mut self, key: K, delay: Duration, rank: i64) {
+    /// Queues `key` to run after `delay`, unless it is already due sooner.
+    pub fn add_after(&mut self, key: K, delay: Duration) {
         let at = Instant::now() + delay;
         if self.active.contains(&key) {
-            let entry = self.again.entry(key).or_insert((at, rank));
-            *entry = (entry.0.min(at), rank);
+            let entry = self.again.entry(key).or_insert(at);
+            *entry = (*entry).min(at);
             return;
         }
         match self.waiting.get(&key).copied() {
-            Some(existing) if existing.at <= at && existing.rank == rank => {}
+            Some(existing) if existing.at <= at => {}
             Some(existing) => {
                 self.unlink(&key, existing);
-                self.insert(key, existing.at.min(at), rank);
+                self.insert(key, at);
             }
-            None => self.insert(key, at, rank),
+            None => self.insert(key, at),
         }
     }
 
     fn unlink(&mut self, key: &K, slot: Slot) {
         self.delayed.remove(&(slot.at, slot.sequence, key.clone()));
-        self.ready.remove(&(slot.rank, slot.sequence, key.clone()));
+        self.ready.remove(&(slot.sequence, key.clone()));
     }
 
-    fn insert(&mut self, key: K, at: Instant, rank: i64) {
+    fn insert(&mut self, key: K, at: Instant) {
         self.sequence += 1;
         let sequence = self.sequence;
         if at <= Instant::now() {
-            self.ready.insert((rank, sequence, key.clone()));
+            self.ready.insert((sequence, key.clone()));
         } else {
             self.delayed.insert((at, sequence, key.clone()));
         }
-        self.waiting.insert(key, Slot { at, rank, sequence });
+        self.waiting.insert(key, Slot { at, sequence });
     }
 
     /// Moves keys whose time has come from `delayed` to `ready`.
@@ -94,8 +92,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
             let Some((_, sequence, key)) = self.delayed.pop_first() else {
                 break;
             };
-            let rank = self.waiting.get(&key).map_or(0, |slot| slot.rank);
-            self.ready.insert((rank, sequence, key));
+            self.ready.insert((sequence, key));
         }
     }
 
@@ -107,11 +104,11 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         self.delayed.first().map(|(at, _, _)| *at)
     }
 
-    /// Hands out the next key that is due now (lowest rank first), marking it active, with how long it waited
+    /// Hands out the next key that is due now (first in, first out), marking it active, with how long it waited
     /// since it was due.
     pub fn pop_due_waited(&mut self) -> Option<(K, Duration)> {
         self.promote();
-        let (_, _, key) = self.ready.pop_first()?;
+        let (_, key) = self.ready.pop_first()?;
         let waited = self
             .waiting
             .remove(&key)
@@ -123,9 +120,9 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     /// Marks an active key done; an add that came in meanwhile queues it again.
     pub fn done(&mut self, key: &K) {
         self.active.remove(key);
-        if let Some((at, rank)) = self.again.remove(key) {
+        if let Some(at) = self.again.remove(key) {
             let delay = at.saturating_duration_since(Instant::now());
-            self.add_ranked(key.clone(), delay, rank);
+            self.add_after(key.clone(), delay);
         }
     }
 
@@ -150,15 +147,10 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     /// Queues `key` to run now.
     pub fn add(&mut self, key: K) {
-        self.add_ranked(key, Duration::ZERO, 0);
+        self.add_after(key, Duration::ZERO);
     }
 
-    /// Queues `key` to run after `delay`, unless it is already due sooner.
-    pub fn add_after(&mut self, key: K, delay: Duration) {
-        self.add_ranked(key, delay, 0);
-    }
-
-    /// Hands out the next key that is due now (lowest rank first), marking it active.
+    /// Hands out the next key that is due now, marking it active.
     pub fn pop_due(&mut self) -> Option<K> {
         self.pop_due_waited().map(|(key, _)| key)
     }
@@ -223,20 +215,17 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn due_keys_are_handed_out_by_rank_then_first_in_first_out() {
+    async fn due_keys_are_handed_out_in_the_order_they_were_queued() {
         let mut queue = WorkQueue::new();
-        queue.add_ranked("low-1", Duration::ZERO, 0);
-        queue.add_ranked("high", Duration::ZERO, -100);
-        queue.add_ranked("low-2", Duration::ZERO, 0);
-        queue.add_ranked("later-highest", Duration::from_secs(1), -1000);
-        assert_eq!(queue.pop_due(), Some("high"));
-        assert_eq!(queue.pop_due(), Some("low-1"));
+        queue.add("a");
+        queue.add("b");
+        queue.add_after("later", Duration::from_secs(1));
+        queue.add("c");
+        assert_eq!(queue.pop_due(), Some("a"));
         tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(
-            queue.pop_due(),
-            Some("later-highest"),
-            "a key that became due competes by rank"
-        );
-        assert_eq!(queue.pop_due(), Some("low-2"));
+        assert_eq!(queue.pop_due(), Some("b"));
+        assert_eq!(queue.pop_due(), Some("later"), "queued before c");
+        assert_eq!(queue.pop_due(), Some("c"));
+        assert_eq!(queue.pop_due(), None);
     }
 }
