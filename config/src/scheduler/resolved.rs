@@ -32,6 +32,21 @@ impl SchedulerPolicy {
     pub fn engine(&self, seed: u64) -> Result<Engine, ProfileError> {
         Engine::new(&self.profile, seed)
     }
+
+    /// Whether the profile has kube-scheduler's PostFilter plugins (DynamicResources, DefaultPreemption): every
+    /// preset does, as kube-scheduler's default profile; `none` is its `disabled: ["*"]`, which has none.
+    pub fn preempts(&self) -> bool {
+        self.rule.spec.algorithm_provider != super::types::AlgorithmProvider::None
+    }
+
+    /// [`SchedulerPolicy::engine`] with the PostFilter chain on when the profile has it ([`SchedulerPolicy::preempts`]).
+    pub fn engine_with_post_filters(&self, seed: u64) -> Result<Engine, ProfileError> {
+        let mut engine = self.engine(seed)?;
+        if self.preempts() {
+            engine.enable_preemption();
+        }
+        Ok(engine)
+    }
 }
 
 impl Deref for SchedulerPolicy {

@@ -63,7 +63,7 @@ pub struct SchedulerPolicySpec {
     /// kube-scheduler's v1 `pluginConfig` args, keyed by plugin name (`NodeResourcesFit`,
     /// `NodeResourcesBalancedAllocation`, `NodeAffinity`, `PodTopologySpread`, `InterPodAffinity`,
     /// `DefaultPreemption`), with the same field names, defaults and validation. `DefaultPreemption`'s args
-    /// shape the preemption decision `ruleplane simulate` reports; the scheduler does not preempt yet.
+    /// shape the preemption the scheduler carries out and `ruleplane simulate` reports.
     #[serde(default, skip_serializing_if = "PluginArgs::is_empty")]
     pub plugin_args: PluginArgs,
     /// Stop looking for feasible nodes after this percentage of the cluster (0–100). 0 (default) is
