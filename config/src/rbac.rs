@@ -525,3 +525,34 @@ mod patch_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod scheduler_tests {
+    use super::*;
+
+    fn granted(yaml: &str) -> Vec<(String, String, &'static str)> {
+        let rules = crate::load_str("policy.yaml", yaml).unwrap_or_else(|d| panic!("{d}"));
+        rule_permissions(&rules.rules()[0])
+            .into_iter()
+            .map(|p| (p.group, p.resource, p.verb))
+            .collect()
+    }
+
+    #[test]
+    fn a_preempting_policy_may_delete_pods_and_every_policy_reads_budgets() {
+        let policy = "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: { name: s }\n\
+                      spec: { schedulerName: s }\n";
+        let preempting = granted(policy);
+        let delete_pods = (String::new(), "pods".to_string(), "delete");
+        let watch_budgets = ("policy".to_string(), "poddisruptionbudgets".to_string(), "watch");
+        assert!(preempting.contains(&delete_pods), "{preempting:?}");
+        assert!(preempting.contains(&watch_budgets), "{preempting:?}");
+        // `none` has no DefaultPreemption: it never deletes a pod.
+        let bare = granted(&policy.replace(
+            "schedulerName: s }",
+            "schedulerName: s, algorithmProvider: none, filters: [NodeResourcesFit] }",
+        ));
+        assert!(!bare.contains(&delete_pods), "{bare:?}");
+        assert!(bare.contains(&watch_budgets), "{bare:?}");
+    }
+}
