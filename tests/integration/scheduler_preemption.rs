@@ -1,7 +1,7 @@
 //! A SchedulerPolicy carries out DefaultPreemption on the real plane: the victims kube-scheduler's algorithm
 //! chooses get the `DisruptionTarget` condition, are deleted and get a `Preempted` Event; the preemptor is
 //! nominated and bound once they are gone; a pod protected by a PodDisruptionBudget is spared when another
-//! choice exists.
+//! choice exists; with `preemption.victims: RuleplaneScheduled` another scheduler's pod is never a victim.
 
 use std::time::Duration;
 
@@ -215,5 +215,87 @@ async fn a_higher_priority_pod_preempts_the_victims_kube_scheduler_chooses_and_s
     delete_nodes(&client, &names).await;
     for name in ["high", "mid", "low", "lower"] {
         let _ = classes.delete(&class(name), &DeleteParams::default()).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_victims_limited_to_ruleplane_pods_another_schedulers_pod_is_spared() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "scheduler-victim-scope").await;
+    let run = std::process::id();
+    let scheduler = format!("limited-{run}");
+    let _nodes = nodes_lock().await;
+    let [a, b] = ["a", "b"].map(|n| format!("vs-{run}-{n}"));
+    let mut names = Vec::new();
+    for name in [&a, &b] {
+        names.push(
+            create_node(
+                &client,
+                node(name, "2", "4Gi", json!({"pool": format!("vs-{run}")}), json!([])),
+            )
+            .await,
+        );
+    }
+    let classes = Api::<PriorityClass>::all(client.clone());
+    let (high, mid) = (format!("vs-high-{run}"), format!("vs-mid-{run}"));
+    for (name, value) in [(&high, 1000), (&mid, 10)] {
+        let object: PriorityClass =
+            serde_json::from_value(json!({"metadata": {"name": name}, "value": value})).expect("class");
+        classes
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("create class");
+    }
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    let bound = |name: &str, node: &str, scheduler_name: &str, class: Option<&str>| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"nodeName": node, "schedulerName": scheduler_name, "priorityClassName": class,
+                     "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "2"}}}]}
+        }))
+        .expect("pod")
+    };
+    // The foreign pod (priority 0) is less important than ours (10): kube-scheduler's rule would evict it.
+    for pod in [
+        bound("foreign", &a, "someone-else", None),
+        bound("ours", &b, &scheduler, Some(&mid)),
+    ] {
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("create bound pod");
+    }
+
+    let dir = temp_dir("scheduler-victim-scope");
+    write(
+        &dir,
+        "policy.yaml",
+        &format!(
+            "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: {{ name: {scheduler} }}\n\
+             spec: {{ schedulerName: {scheduler}, preemption: {{ victims: RuleplaneScheduled }} }}\n"
+        ),
+    );
+    let manager = ManagerProcess::start(&dir, &ns, "sched-scope", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+    let urgent: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "urgent", "namespace": ns},
+        "spec": {"schedulerName": scheduler, "priorityClassName": high,
+                 "nodeSelector": {"pool": format!("vs-{run}")},
+                 "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]}
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &urgent)
+        .await
+        .expect("create urgent");
+    terminated_by_kubelet(&pods, "ours").await;
+    assert_eq!(bound_to(&pods, "urgent").await, b);
+    let foreign = pods.get("foreign").await.expect("foreign");
+    assert!(
+        foreign.metadata.deletion_timestamp.is_none(),
+        "another scheduler's pod is never a victim"
+    );
+
+    delete_nodes(&client, &names).await;
+    for name in [&high, &mid] {
+        let _ = classes.delete(name, &DeleteParams::default()).await;
     }
 }
