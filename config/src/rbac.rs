@@ -131,7 +131,7 @@ pub fn rule_permissions(rule: &Rule) -> Vec<Permission> {
     match rule {
         Rule::ResourceDefinition(rd) => resource_definition_permissions(&rd.crd_name(), rd.deletes_crd_on_removal()),
         Rule::Reconciler(reconciler) => reconciler_permissions(reconciler),
-        Rule::SchedulerPolicy(_) => scheduler_permissions(),
+        Rule::SchedulerPolicy(policy) => scheduler_permissions(policy.preempts()),
     }
 }
 
@@ -139,9 +139,21 @@ pub fn rule_permissions(rule: &Rule) -> Vec<Permission> {
 /// ResourceDefinition only); watch, server-side apply (create or patch) and prune (delete) its children; watch
 /// its lookups. All cluster-wide, as its watches are.
 /// What a scheduler reads and writes: kube-scheduler's own needs, minus what Ruleplane does not use (volumes,
-/// claims, preemption). Events are in the manager's permissions.
-fn scheduler_permissions() -> Vec<Permission> {
-    let mut out = permissions(&["get", "list", "watch"], "", "pods", None);
+/// claims). Events are in the manager's permissions. Preemption deletes victims; the PodDisruptionBudgets it
+/// counts are watched by the one scheduling cache every policy shares.
+fn scheduler_permissions(preempts: bool) -> Vec<Permission> {
+    let verbs: &[&str] = if preempts {
+        &["get", "list", "watch", "delete"]
+    } else {
+        &["get", "list", "watch"]
+    };
+    let mut out = permissions(verbs, "", "pods", None);
+    out.extend(permissions(
+        &["get", "list", "watch"],
+        "policy",
+        "poddisruptionbudgets",
+        None,
+    ));
     out.extend(permissions(&["get", "list", "watch"], "", "nodes", None));
     out.extend(permissions(&["create"], "", "pods/binding", None));
     out.extend(permissions(&["patch"], "", "pods/status", None));
@@ -511,5 +523,36 @@ mod patch_tests {
                 .any(|p| p.starts_with("create pods") || p.starts_with("delete pods")),
             "{granted:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod scheduler_tests {
+    use super::*;
+
+    fn granted(yaml: &str) -> Vec<(String, String, &'static str)> {
+        let rules = crate::load_str("policy.yaml", yaml).unwrap_or_else(|d| panic!("{d}"));
+        rule_permissions(&rules.rules()[0])
+            .into_iter()
+            .map(|p| (p.group, p.resource, p.verb))
+            .collect()
+    }
+
+    #[test]
+    fn a_preempting_policy_may_delete_pods_and_every_policy_reads_budgets() {
+        let policy = "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: { name: s }\n\
+                      spec: { schedulerName: s }\n";
+        let preempting = granted(policy);
+        let delete_pods = (String::new(), "pods".to_string(), "delete");
+        let watch_budgets = ("policy".to_string(), "poddisruptionbudgets".to_string(), "watch");
+        assert!(preempting.contains(&delete_pods), "{preempting:?}");
+        assert!(preempting.contains(&watch_budgets), "{preempting:?}");
+        // `none` has no DefaultPreemption: it never deletes a pod.
+        let bare = granted(&policy.replace(
+            "schedulerName: s }",
+            "schedulerName: s, algorithmProvider: none, filters: [NodeResourcesFit] }",
+        ));
+        assert!(!bare.contains(&delete_pods), "{bare:?}");
+        assert!(bare.contains(&watch_budgets), "{bare:?}");
     }
 }

@@ -16,6 +16,7 @@ mod preemption_fidelity;
 mod reconcilers;
 mod resource_definitions;
 mod scheduler_fidelity;
+mod scheduler_preemption;
 mod schedulers;
 mod sharding;
 mod tenancy;

@@ -267,8 +267,24 @@ fn unknown_kind(
 
 /// Fills in how the apiserver serves each kind a Reconciler reads or writes (plural, scope, where it is known
 /// from), once the set is known to be valid: RBAC derivation and the worker use it without resolving again.
-/// Kinds nothing here knows stay unresolved for the worker (`UnknownKinds::AtRunTime`).
+/// Kinds nothing here knows stay unresolved for the worker (`UnknownKinds::AtRunTime`). Every SchedulerPolicy is
+/// given the set's scheduler names.
 pub(crate) fn resolve_reconciler_kinds(rules: &mut [Rule], installed: &InstalledKinds) {
+    // Every SchedulerPolicy learns the scheduler names of the set (its victim-scope option reads them).
+    let schedulers: std::sync::Arc<std::collections::BTreeSet<String>> = std::sync::Arc::new(
+        rules
+            .iter()
+            .filter_map(|rule| match rule {
+                Rule::SchedulerPolicy(policy) => Some(policy.spec.scheduler_name.clone()),
+                _ => None,
+            })
+            .collect(),
+    );
+    for rule in rules.iter_mut() {
+        if let Rule::SchedulerPolicy(policy) = rule {
+            policy.set_ruleplane_schedulers(schedulers.clone());
+        }
+    }
     let definitions: Vec<ResourceDefinitionRule> = rules
         .iter()
         .filter_map(|rule| match rule {

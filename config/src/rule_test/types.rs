@@ -134,7 +134,7 @@ pub struct ExpectedPlacement {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The pod fits on no node, and kube-scheduler's preemption would evict exactly these victims on this node
-    /// (a decision only: the scheduler does not preempt yet).
+    /// (the decision the scheduler carries out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption: Option<ExpectedPreemption>,
 }

@@ -23,6 +23,13 @@ pub(crate) fn check_scheduler_policy(
 ) -> Option<SchedulerPolicy> {
     let problems_before = out.found.len();
     check_scheduler_name(&rule.spec.scheduler_name, doc, out);
+    if rule.spec.preemption.is_some() && rule.spec.algorithm_provider == AlgorithmProvider::None {
+        out.error(
+            doc.value_pos_of(&path(&["spec", "preemption"])),
+            DiagnosticCode::Value,
+            "`preemption` has no effect with `algorithmProvider: none`, which has no DefaultPreemption",
+        );
+    }
     let mut resolver = Resolver {
         doc,
         out,
@@ -53,6 +60,7 @@ pub(crate) fn check_scheduler_policy(
     Some(SchedulerPolicy {
         rule: rule.clone(),
         profile,
+        ruleplane_schedulers: Default::default(),
     })
 }
 

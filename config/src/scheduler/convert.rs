@@ -169,7 +169,7 @@ fn convert_profile(
         let (enabled, disabled) = plugin_set(point(other), &format!("{at}.plugins.{other}"))?;
         if !enabled.is_empty() || !disabled.is_empty() {
             notes.push(format!(
-                "plugins.{other} is not converted (Ruleplane's scheduler has its own queue and binder and does not preempt)"
+                "plugins.{other} is not converted (Ruleplane's scheduler has its own queue, binder and PostFilter chain)"
             ));
         }
     }
@@ -256,8 +256,8 @@ fn convert_profile(
                 "DefaultPreemption" => {
                     plugin_args.insert(name.to_string(), args);
                     notes.push(
-                        "pluginConfig DefaultPreemption is carried over, but the scheduler does not preempt yet \
-                         (ruleplane simulate shows the decision)"
+                        "pluginConfig DefaultPreemption is carried over; preemption runs synchronously, without \
+                         v1.35's asynchronous mode"
                             .into(),
                     );
                 }
@@ -379,7 +379,10 @@ mod tests {
         assert_eq!(spec["percentageOfNodesToScore"], 30);
         let notes = converted[0].notes.join("\n");
         assert!(notes.contains("plugins.queueSort is not converted"), "{notes}");
-        assert!(notes.contains("does not preempt yet"), "{notes}");
+        assert!(
+            notes.contains("pluginConfig DefaultPreemption is carried over"),
+            "{notes}"
+        );
         assert_eq!(
             spec["pluginArgs"]["DefaultPreemption"],
             json!({"minCandidateNodesPercentage": 20})

@@ -14,7 +14,6 @@ use super::engine::{
     Decision, NodeResult, Outcome, PodRef, Preemption, ProfileError, Rejection, ScheduleError, Snapshot, SnapshotError,
 };
 use super::resolved::SchedulerPolicy;
-use super::types::AlgorithmProvider;
 
 /// Why the input of a simulation is not usable.
 #[derive(Debug, thiserror::Error)]
@@ -269,12 +268,7 @@ pub fn simulate_with_budgets(
     snapshot.set_nominated_pods(pending);
     // The scheduling queue pops the highest priority first; a stable sort keeps the given order within one.
     pods.sort_by_key(|pod| std::cmp::Reverse(pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)));
-    let mut engine = policy.engine(seed)?;
-    // The presets are kube-scheduler's default profile, PostFilter plugins included; `none` is its
-    // `disabled: ["*"]`, which has none.
-    if policy.spec.algorithm_provider != AlgorithmProvider::None {
-        engine.enable_preemption();
-    }
+    let mut engine = policy.engine_with_post_filters(seed)?;
     let filters: Vec<String> = engine.filter_names().map(str::to_string).collect();
     let mut placements = Vec::with_capacity(pods.len());
     for pod in &pods {

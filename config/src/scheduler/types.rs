@@ -63,7 +63,7 @@ pub struct SchedulerPolicySpec {
     /// kube-scheduler's v1 `pluginConfig` args, keyed by plugin name (`NodeResourcesFit`,
     /// `NodeResourcesBalancedAllocation`, `NodeAffinity`, `PodTopologySpread`, `InterPodAffinity`,
     /// `DefaultPreemption`), with the same field names, defaults and validation. `DefaultPreemption`'s args
-    /// shape the preemption decision `ruleplane simulate` reports; the scheduler does not preempt yet.
+    /// shape the preemption the scheduler carries out and `ruleplane simulate` reports.
     #[serde(default, skip_serializing_if = "PluginArgs::is_empty")]
     pub plugin_args: PluginArgs,
     /// Stop looking for feasible nodes after this percentage of the cluster (0–100). 0 (default) is
@@ -76,6 +76,32 @@ pub struct SchedulerPolicySpec {
     /// policy ignores instead of refusing such pods with an explicit reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignored_features: Vec<Feature>,
+    /// Ruleplane's preemption options (beyond DefaultPreemption's `pluginArgs`). Only with a preset:
+    /// `algorithmProvider: none` has no DefaultPreemption.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<PreemptionSpec>,
+}
+
+/// Ruleplane's preemption options.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreemptionSpec {
+    /// Which lower-priority pods may be evicted: `Any` (default, kube-scheduler's rule) or `RuleplaneScheduled`
+    /// (only pods whose `spec.schedulerName` is a SchedulerPolicy's of this rule set). `RuleplaneScheduled` keeps
+    /// the policy from evicting another scheduler's pods (no preemption loops between schedulers), at the price
+    /// of a high-priority pod waiting behind lower-priority pods of other schedulers.
+    #[serde(default)]
+    pub victims: VictimScope,
+}
+
+/// Which pods preemption may evict.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum VictimScope {
+    /// Any pod of lower priority, as kube-scheduler.
+    #[default]
+    Any,
+    /// Only pods of lower priority placed by a SchedulerPolicy of this rule set.
+    RuleplaneScheduled,
 }
 
 /// kube-scheduler's named default plugin sets.

@@ -154,7 +154,16 @@ impl Engine {
         self.post_filters = Some(PostFilters {
             dynamic_resources: true,
             preemption: self.compiled.preemption_args.clone(),
+            victim_schedulers: None,
         });
+    }
+
+    /// Limits preemption's victims to pods of these schedulers (Ruleplane's victim-scope option); no effect
+    /// without a PostFilter chain.
+    pub fn limit_victims_to(&mut self, schedulers: std::collections::BTreeSet<String>) {
+        if let Some(post_filters) = &mut self.post_filters {
+            post_filters.victim_schedulers = Some(std::sync::Arc::new(schedulers));
+        }
     }
 
     /// Sets the PostFilter chain (`None`: no PostFilter plugins, kube-scheduler then never preempts).

@@ -110,6 +110,9 @@ pub struct PostFilters {
     pub dynamic_resources: bool,
     /// DefaultPreemption's args (defaulted and validated).
     pub preemption: DefaultPreemptionArgs,
+    /// When set, only pods whose `spec.schedulerName` is one of these may be victims (Ruleplane's victim-scope
+    /// option, kube-scheduler's `IsEligiblePod` hook); `None` is kube-scheduler's rule: any lower-priority pod.
+    pub victim_schedulers: Option<Arc<BTreeSet<String>>>,
 }
 
 impl Default for PostFilters {
@@ -118,6 +121,7 @@ impl Default for PostFilters {
         PostFilters {
             dynamic_resources: true,
             preemption: DefaultPreemptionArgs::default(),
+            victim_schedulers: None,
         }
     }
 }
@@ -162,7 +166,7 @@ pub(crate) fn run_post_filters(
         }
         reasons.push(NO_CLAIMS_TO_DEALLOCATE.to_string());
     }
-    let (nominate, preemption) = match preempt(&chain.preemption, snapshot, pod, statuses, rng, fits) {
+    let (nominate, preemption) = match preempt(chain, snapshot, pod, statuses, rng, fits) {
         Evaluation::Nominated(preemption) => {
             return PostFilter {
                 message: None,
@@ -214,13 +218,22 @@ struct Candidate {
 }
 
 fn preempt(
-    args: &DefaultPreemptionArgs,
+    chain: &PostFilters,
     snapshot: &Snapshot,
     pod: &PodInfo,
     statuses: &NodeStatuses<'_>,
     rng: &mut SplitMix64,
     fits: &mut FitCheck<'_>,
 ) -> Evaluation {
+    let args = &chain.preemption;
+    let eligible = |victim: &Pod| match &chain.victim_schedulers {
+        None => true,
+        Some(schedulers) => victim
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .is_some_and(|name| schedulers.contains(name)),
+    };
     if let Some(message) = not_eligible(snapshot, pod, statuses) {
         return Evaluation::Unschedulable {
             message: message.to_string(),
@@ -249,7 +262,7 @@ fn preempt(
     let mut errors: Vec<String> = Vec::new();
     for i in 0..n {
         let node = potential[(offset + i) % n];
-        match select_victims(node.clone(), pod, &pdbs, fits) {
+        match select_victims(node.clone(), pod, &eligible, &pdbs, fits) {
             Ok(NodeOutcome::Candidate(victims, pdb_violations)) => {
                 let list = if pdb_violations == 0 {
                     &mut non_violating
@@ -346,6 +359,7 @@ fn terminating_by_preemption(pod: &Pod) -> bool {
 fn select_victims(
     mut work: NodeInfo,
     pod: &PodInfo,
+    eligible: &dyn Fn(&Pod) -> bool,
     pdbs: &CompiledPdbs,
     fits: &mut FitCheck<'_>,
 ) -> Result<NodeOutcome, String> {
@@ -353,7 +367,7 @@ fn select_victims(
     let lower: Vec<String> = work
         .pods()
         .iter()
-        .filter(|p| priority(&p.pod) < preemptor_priority)
+        .filter(|p| priority(&p.pod) < preemptor_priority && eligible(&p.pod))
         .map(|p| p.key.clone())
         .collect();
     if lower.is_empty() {

@@ -44,16 +44,19 @@ pub struct Context {
     pub replication_controllers: Arc<SharedWatch>,
     pub replica_sets: Arc<SharedWatch>,
     pub stateful_sets: Arc<SharedWatch>,
+    /// PodDisruptionBudgets (`policy/v1`), which preemption counts.
+    pub pod_disruption_budgets: Arc<SharedWatch>,
 }
 
 impl Context {
-    fn all(&self) -> [&Arc<SharedWatch>; 5] {
+    fn all(&self) -> [&Arc<SharedWatch>; 6] {
         [
             &self.namespaces,
             &self.services,
             &self.replication_controllers,
             &self.replica_sets,
             &self.stateful_sets,
+            &self.pod_disruption_budgets,
         ]
     }
 }
@@ -67,6 +70,11 @@ struct State {
     context_dirty: bool,
     /// Pods a policy placed whose binding the watch has not shown yet: snapshot key → node.
     assumed: HashMap<String, String>,
+    /// Pending pods with a `status.nominatedNodeName` (any scheduler's, as kube-scheduler's nominator sees the
+    /// whole informer): snapshot key → pod. Preemption clears the lower-priority ones on the node it chooses.
+    nominated: HashMap<String, Pod>,
+    /// Set when `nominated` changed since it was last given to the snapshot.
+    nominated_dirty: bool,
     /// Set when an incremental update could not be applied: the next decision rebuilds from the watch caches.
     stale: bool,
     /// The number of the last cluster event sent.
@@ -140,6 +148,8 @@ impl ClusterCache {
             context_changes: context.all().iter().map(|w| w.subscribe()).collect(),
             context_dirty: true,
             assumed: HashMap::new(),
+            nominated: HashMap::new(),
+            nominated_dirty: false,
             stale: true,
             sequence: 0,
             listeners: Vec::new(),
@@ -264,6 +274,10 @@ impl ClusterCache {
         if state.context_dirty {
             crate::runner::whole_cache_step(usize::MAX, || self.give_context(state));
         }
+        if state.nominated_dirty {
+            state.snapshot.set_nominated_pods(state.nominated.values().cloned());
+            state.nominated_dirty = false;
+        }
     }
 
     /// Namespaces and workloads change rarely next to pods: they are given to the snapshot whole.
@@ -291,6 +305,9 @@ impl ClusterCache {
             replica_sets: all(&self.context.replica_sets),
             stateful_sets: all(&self.context.stateful_sets),
         });
+        state
+            .snapshot
+            .set_pod_disruption_budgets(all(&self.context.pod_disruption_budgets));
         state.context_dirty = false;
     }
 
@@ -387,6 +404,16 @@ impl ClusterCache {
             .filter_map(|o| typed::<Pod>(o))
             .collect();
         let bound: std::collections::HashSet<String> = pods.iter().map(pod_key).collect();
+        state.nominated = self
+            .pods
+            .store
+            .state()
+            .iter()
+            .filter(|o| nominated_pending(o))
+            .filter_map(|o| typed::<Pod>(o))
+            .map(|pod| (pod_key(&pod), pod))
+            .collect();
+        state.nominated_dirty = true;
         match Snapshot::build(nodes, pods) {
             Ok(snapshot) => {
                 state.snapshot = snapshot;
@@ -426,6 +453,7 @@ impl ClusterCache {
 fn apply_pod(state: &mut State, change: Change) {
     match change {
         Change::Applied(object) => {
+            track_nomination(state, &object);
             // Most pod events in a busy cluster are of pods not yet bound (status updates of pending pods): they
             // change nothing here, and are recognised without converting the object.
             let Some(node) = object
@@ -504,6 +532,9 @@ fn apply_pod(state: &mut State, change: Change) {
         Change::Deleted(object) => {
             let Some(pod) = typed::<Pod>(&object) else { return };
             let key = pod_key(&pod);
+            if state.nominated.remove(&key).is_some() {
+                state.nominated_dirty = true;
+            }
             state.assumed.remove(&key);
             let accounted = state.snapshot.node_of_pod(&key).is_some();
             if accounted {
@@ -520,6 +551,44 @@ fn apply_pod(state: &mut State, change: Change) {
             }
         }
         Change::Resync => state.stale = true,
+    }
+}
+
+/// Whether a pod from the watch is pending with a nomination, read without converting it.
+fn nominated_pending(object: &DynamicObject) -> bool {
+    let bound = object
+        .data
+        .pointer("/spec/nodeName")
+        .and_then(|n| n.as_str())
+        .is_some_and(|n| !n.is_empty());
+    let nominated = object
+        .data
+        .pointer("/status/nominatedNodeName")
+        .and_then(|n| n.as_str())
+        .is_some_and(|n| !n.is_empty());
+    nominated && !bound
+}
+
+/// Keeps the nominated pods: a pending pod with a nomination is (re)stored, any other leaves. Only nominated pods
+/// are converted.
+fn track_nomination(state: &mut State, object: &DynamicObject) {
+    if nominated_pending(object) {
+        if let Some(pod) = typed::<Pod>(object) {
+            state.nominated.insert(pod_key(&pod), pod);
+            state.nominated_dirty = true;
+        }
+        return;
+    }
+    let key = match object.metadata.uid.as_deref() {
+        Some(uid) if !uid.is_empty() => uid.to_string(),
+        _ => format!(
+            "{}/{}",
+            object.metadata.namespace.as_deref().unwrap_or("default"),
+            object.metadata.name.as_deref().unwrap_or_default()
+        ),
+    };
+    if state.nominated.remove(&key).is_some() {
+        state.nominated_dirty = true;
     }
 }
 

@@ -6,6 +6,7 @@
 //! the pods of the policy, the cluster events the cache applies and the time, and runs what it pops.
 
 mod cache;
+mod preempt;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -19,7 +20,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use ruleplane_config::SchedulerPolicy;
 use ruleplane_config::scheduler::engine::queueing_hints::{ClusterEvent, HintPod, QueueingHints, SCHEDULING_GATES};
-use ruleplane_config::scheduler::engine::{Engine, Outcome, ScheduleError};
+use ruleplane_config::scheduler::engine::{Engine, Nominate, Outcome, ScheduleError};
 use ruleplane_config::scheduler::queue::{Counts, Failure, Moment, Place, Requeue, SchedulingQueue, Timings};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -62,15 +63,19 @@ impl PodKey {
 /// Why a pod was not bound this time.
 #[derive(Debug, thiserror::Error)]
 pub enum SchedulingError {
-    /// No node fits; the message is kube-scheduler's FailedScheduling text.
-    #[error("{0}")]
-    Unschedulable(String),
+    /// No node fits; the message is kube-scheduler's FailedScheduling text (PostFilter part included), and
+    /// `nominate` what happens to the pod's `status.nominatedNodeName` (set when preemption chose a node).
+    #[error("{message}")]
+    Unschedulable { message: String, nominate: Nominate },
     /// The pod cannot be evaluated (an invalid quantity): a change of the pod is needed.
     #[error("{0}")]
     Invalid(#[from] ScheduleError),
     /// The engine could not run (a PreFilter error).
     #[error("{0}")]
     Engine(String),
+    /// Carrying out a preemption failed (kube-scheduler's synchronous preemption returns an error then).
+    #[error("preemption failed: {0}")]
+    Preemption(String),
     /// The binding failed; the pod was forgotten and is retried.
     #[error("binding to {node} failed: {source}")]
     Binding { node: String, source: kube::Error },
@@ -79,7 +84,8 @@ pub enum SchedulingError {
 impl SchedulingError {
     fn category(&self) -> &'static str {
         match self {
-            SchedulingError::Unschedulable(_) => "unschedulable",
+            SchedulingError::Unschedulable { .. } => "unschedulable",
+            SchedulingError::Preemption(_) => "preemption",
             SchedulingError::Invalid(_) => "invalid",
             SchedulingError::Engine(_) => "engine",
             SchedulingError::Binding { .. } => "binding",
@@ -89,7 +95,15 @@ impl SchedulingError {
     /// Whether the error marks the policy degraded in `/readyz` (a pod that fits nowhere is an outcome, not a
     /// fault of the scheduler).
     fn degrades_rule(&self) -> bool {
-        !matches!(self, SchedulingError::Unschedulable(_))
+        !matches!(self, SchedulingError::Unschedulable { .. })
+    }
+
+    /// What makes two reports of a pod the same report: the text and, for an unschedulable pod, the nomination.
+    fn report_key(&self) -> String {
+        match self {
+            SchedulingError::Unschedulable { message, nominate } => format!("{message}\n{nominate:?}"),
+            other => other.to_string(),
+        }
     }
 }
 
@@ -149,6 +163,9 @@ fn shared_cache(slot: &SchedulingCache, ctx: &WorkerContext) -> Arc<ClusterCache
             replication_controllers: ctx.hub.watch(&ApiResource::erase::<ReplicationController>(&())),
             replica_sets: ctx.hub.watch(&ApiResource::erase::<ReplicaSet>(&())),
             stateful_sets: ctx.hub.watch(&ApiResource::erase::<StatefulSet>(&())),
+            pod_disruption_budgets: ctx
+                .hub
+                .watch(&ApiResource::erase::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(&())),
         };
         ClusterCache::new(nodes, pods, context)
     })
@@ -162,10 +179,13 @@ pub async fn run(
     stop: CancellationToken,
 ) -> Result<(), WorkerError> {
     let name = policy.metadata.name.clone();
-    let mut engine = policy.engine(seed()).map_err(|error| WorkerError::Unrunnable {
-        rule: name.clone(),
-        reason: error.to_string(),
-    })?;
+    // DefaultPreemption (with DynamicResources' PostFilter before it) is on when the profile has it.
+    let mut engine = policy
+        .engine_with_post_filters(seed())
+        .map_err(|error| WorkerError::Unrunnable {
+            rule: name.clone(),
+            reason: error.to_string(),
+        })?;
     // The worker binds; nobody reads per-plugin scores (Events carry the verdict, not the breakdown).
     engine.set_score_breakdown(false);
     let hints = QueueingHints::new(policy.profile());
@@ -518,6 +538,7 @@ impl Loop {
     /// pod, the PodScheduled condition.
     async fn report(&mut self, key: PodKey, error: SchedulingError) {
         let message = error.to_string();
+        let report_key = error.report_key();
         let ctx = &self.scheduler.ctx;
         ctx.metrics
             .reconcile_errors
@@ -532,11 +553,11 @@ impl Loop {
             ctx.health
                 .set_rule(self.rule(), KIND, WorkerState::Degraded(message.clone()));
         }
-        if self.reported.get(&key) == Some(&message) {
+        if self.reported.get(&key) == Some(&report_key) {
             return;
         }
         warn!(rule = %self.rule(), key = ?key, category = error.category(), error = %message, "pod not scheduled");
-        self.reported.insert(key.clone(), message);
+        self.reported.insert(key.clone(), report_key);
         let scheduler = self.scheduler.clone();
         // Written behind the loop, as the runner wrote reports: the next pod is decided meanwhile.
         self.tasks
@@ -669,11 +690,17 @@ impl PodScheduler {
             "Scheduling",
             message.clone(),
         );
-        if let SchedulingError::Unschedulable(message) = error {
-            let patch = json!({"status": {"conditions": [{
+        if let SchedulingError::Unschedulable { message, nominate } = error {
+            let mut patch = json!({"status": {"conditions": [{
                 "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
                 "lastTransitionTime": crate::workers::now(),
             }]}});
+            // kube-scheduler writes the nomination with the condition, in one status patch.
+            match nominate {
+                Nominate::Leave => {}
+                Nominate::Set(node) => patch["status"]["nominatedNodeName"] = json!(&**node),
+                Nominate::Clear => patch["status"]["nominatedNodeName"] = serde_json::Value::Null,
+            }
             let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &key.namespace);
             if let Err(error) = api
                 .patch_status(&key.name, &PatchParams::default(), &Patch::Strategic(&patch))
@@ -728,15 +755,35 @@ impl PodScheduler {
             seen: cycle.seen,
             error: Box::new(error),
         };
+        // kube-scheduler's full FailedScheduling text: the FitError and the PostFilter chain's part.
+        let event_message = cycle.decision.event_message().unwrap_or_default();
         let node = match cycle.decision.outcome {
             Outcome::Scheduled { node } => node,
-            Outcome::Unschedulable { message, plugins, .. } => {
+            Outcome::Unschedulable {
+                plugins, post_filter, ..
+            } => {
                 self.count("unschedulable");
                 let failure = Failure::Unschedulable {
                     plugins,
                     pending: BTreeSet::new(),
                 };
-                return send(failed(failure, SchedulingError::Unschedulable(message)));
+                let (nominate, preemption) = match post_filter {
+                    Some(post_filter) => (post_filter.nominate, post_filter.preemption),
+                    None => (Nominate::Leave, None),
+                };
+                // The victims are evicted inside the cycle (kube-scheduler's synchronous preemption); their
+                // deletion is the assigned-pod-delete event the queueing hints retry this pod on.
+                if let Some(preemption) = preemption
+                    && let Err(error) = self.preempt(&pod, &preemption).await
+                {
+                    self.count("error");
+                    return send(failed(Failure::Error, SchedulingError::Preemption(error)));
+                }
+                let error = SchedulingError::Unschedulable {
+                    message: event_message,
+                    nominate,
+                };
+                return send(failed(failure, error));
             }
             // The queue holds gated pods back; one gated since it was queued waits for its gates to go,
             // unreported, as kube-scheduler never attempts it.

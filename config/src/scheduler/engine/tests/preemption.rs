@@ -115,6 +115,52 @@ fn a_higher_priority_pod_preempts_and_the_message_has_no_suffix() {
 }
 
 #[test]
+fn limited_victims_spare_other_schedulers_pods() {
+    let foreign = json!({"spec": {"nodeName": "n1", "schedulerName": "other"}});
+    let ours = json!({"spec": {"nodeName": "n2", "schedulerName": "mine"}});
+    let snapshot = snapshot(
+        vec![node("n1", "2"), node("n2", "2")],
+        // The foreign pod has the lower priority: kube-scheduler's rule would evict it.
+        vec![pod("foreign", "2", 0, foreign), pod("ours", "2", 5, ours)],
+    );
+    let high = || pod("high", "1", 10, json!({}));
+    assert_eq!(
+        victims(&decide(&mut preempting_engine(1), &snapshot, high())),
+        ["foreign"]
+    );
+    let mut engine = preempting_engine(1);
+    engine.limit_victims_to(["mine".to_string()].into());
+    let decision = decide(&mut engine, &snapshot, high());
+    assert_eq!(
+        (chosen(&decision), victims(&decision)),
+        ("n2".to_string(), vec!["ours".to_string()])
+    );
+
+    // Only foreign pods are lower: kube-scheduler's message for a node without victims.
+    let snapshot = snapshot_of_foreign_only();
+    let decision = decide(&mut engine, &snapshot, high());
+    assert_eq!(
+        decision.event_message().as_deref(),
+        Some(
+            "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes are \
+             available: 1 No preemption victims found for incoming pod."
+        )
+    );
+}
+
+fn snapshot_of_foreign_only() -> Snapshot {
+    snapshot(
+        vec![node("n1", "2")],
+        vec![pod(
+            "foreign",
+            "2",
+            0,
+            json!({"spec": {"nodeName": "n1", "schedulerName": "other"}}),
+        )],
+    )
+}
+
+#[test]
 fn equal_priority_pods_are_not_victims() {
     let snapshot = snapshot(vec![node("n1", "2")], vec![pod("peer", "2", 10, on("n1"))]);
     let decision = decide(&mut preempting_engine(1), &snapshot, pod("p", "1", 10, json!({})));
@@ -833,6 +879,7 @@ fn an_unresolvable_pre_filter_ends_the_chain_at_dynamic_resources() {
     engine.set_post_filters(Some(PostFilters {
         dynamic_resources: false,
         preemption: DefaultPreemptionArgs::default(),
+        victim_schedulers: None,
     }));
     let decision = decide(&mut engine, &snapshot, pod("p", "1", 10, pinned));
     assert_eq!(
