@@ -627,10 +627,11 @@ async fn unschedulable_pods_are_retried_only_on_changes_that_could_help_them() {
         );
     }
     // Each deletion of a bound pod frees room: NodeResourcesFit's hint retries the ten pods too big to fit, never
-    // the ten whose selector no node matches; a pod already retried waits out its backoff in between.
+    // the ten whose selector no node matches; a pod already retried waits out its backoff in between. Only a lower
+    // bound: the plane is shared, and other tests' deletions of bound pods (preemption's victims) count too.
     let deletes = after.requeues.get("AssignedPodDelete").copied().unwrap_or(0.0);
     assert!(
-        (10.0..=100.0).contains(&deletes),
+        deletes >= 10.0,
         "bound pods' deletions retry the pods too big for the nodes: {:?}",
         after.requeues
     );
