@@ -360,3 +360,37 @@ fn without_storage_objects_claims_are_refused_or_ignored_as_before() {
         assert!(decision.skipped_filters.iter().any(|f| &**f == plugin), "{plugin}");
     }
 }
+
+#[test]
+fn preemption_frees_a_read_write_once_pod_claim_by_evicting_its_user() {
+    let storage = Storage::new(
+        [claim(
+            "rwop",
+            json!({"accessModes": ["ReadWriteOncePod"], "volumeName": "pv"}),
+        )],
+        [volume("pv", json!({}))],
+        [],
+    );
+    let mut user = pod("user", claim_volume("rwop"), Some("n2"));
+    user.spec.as_mut().unwrap().priority = Some(0);
+    let mut bystander = pod("bystander", json!([]), Some("n1"));
+    bystander.spec.as_mut().unwrap().priority = Some(0);
+    let snapshot = with_storage(
+        vec![node("n1", json!({})), node("n2", json!({}))],
+        vec![bystander, user],
+        storage,
+    );
+    let mut preemptor = pod("high", claim_volume("rwop"), None);
+    preemptor.spec.as_mut().unwrap().priority = Some(10);
+    let mut engine = engine();
+    engine.enable_preemption();
+    let decision = engine.schedule(&snapshot, &preemptor).unwrap();
+    // Only evicting the claim's user helps: on n1 removing the bystander leaves the claim in use.
+    let preemption = decision
+        .post_filter()
+        .and_then(|p| p.preemption.as_ref())
+        .expect("a preemption");
+    assert_eq!(&*preemption.node, "n2");
+    let victims: Vec<&str> = preemption.victims.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(victims, ["user"]);
+}
