@@ -257,6 +257,10 @@ pub struct SimulateArgs {
     /// PodDisruptionBudgets (with their `status`) that preemption respects when it picks victims.
     #[arg(long, env = "RULEPLANE_PDBS")]
     pub pdbs: Option<PathBuf>,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses (mixed), which VolumeRestrictions and VolumeZone
+    /// read for pods whose claims the policy's `ignoredFeatures` lets through.
+    #[arg(long, env = "RULEPLANE_STORAGE")]
+    pub storage: Option<PathBuf>,
     /// Every node's filter verdicts and score breakdown for every pod.
     #[arg(long)]
     pub explain: bool,

@@ -345,14 +345,20 @@ pub fn simulate(args: &SimulateArgs) -> ExitCode {
             Some(path) => read_kind(path, "PodDisruptionBudget")?,
             None => Vec::new(),
         };
+        let storage = match &args.storage {
+            Some(path) => {
+                Some(simulate::storage_of(read_objects(path)?).map_err(|e| format!("{}: {e}", path.display()))?)
+            }
+            None => None,
+        };
         Ok((
             read_kind(&args.nodes, "Node")?,
             read_kind(&args.pods, "Pod")?,
             existing,
-            pdbs,
+            simulate::ClusterObjects { pdbs, storage },
         ))
     })();
-    let (nodes, pods, existing, pdbs) = match input {
+    let (nodes, pods, existing, cluster) = match input {
         Ok(input) => input,
         Err(message) => {
             eprintln!("{message}");
@@ -360,7 +366,7 @@ pub fn simulate(args: &SimulateArgs) -> ExitCode {
         }
     };
     let seed = args.seed.unwrap_or_else(random_seed);
-    let simulation = match simulate::simulate_with_budgets(policy, nodes, existing, pods, pdbs, seed, args.explain) {
+    let simulation = match simulate::simulate_in(policy, nodes, existing, pods, cluster, seed, args.explain) {
         Ok(simulation) => simulation,
         Err(error) => {
             eprintln!("{error}");

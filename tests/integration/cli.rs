@@ -265,6 +265,75 @@ fn simulate_reports_the_preemption_a_pod_would_make() {
     );
 }
 
+/// VolumeZone and VolumeRestrictions, offline: storage objects from `--storage`, claims let through by the policy.
+#[test]
+fn simulate_reads_storage_objects_for_the_volume_plugins() {
+    let dir = "tests/scheduler/simulate/volumes";
+    let policy = format!("{dir}/policy.yaml");
+    let pods = format!("{dir}/pods.yaml");
+    let existing = format!("{dir}/existing.yaml");
+    let storage = format!("{dir}/storage.yaml");
+    let args = [
+        "simulate",
+        "--policy",
+        &policy,
+        "--nodes",
+        "tests/scheduler/simulate/nodes.yaml",
+        "--pods",
+        &pods,
+        "--existing",
+        &existing,
+        "--storage",
+        &storage,
+        "--seed",
+        "1",
+        "-o",
+        "json",
+    ];
+    let out = ruleplane(&args, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let placements = result["placements"].as_array().expect("placements");
+    // The volume is in zone-b, where node-2 is the schedulable node.
+    assert_eq!(placements[0]["pod"], "default/zoned");
+    assert_eq!(placements[0]["node"], "node-2");
+    assert_eq!(placements[1]["pod"], "default/second-user");
+    assert_eq!(placements[1]["node"], serde_json::Value::Null);
+    assert_eq!(
+        placements[1]["message"],
+        "0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) unavailable due to PersistentVolumeClaim \
+         with ReadWriteOncePod access mode already in-use by another pod."
+    );
+    assert!(
+        placements[2]["node"].is_string(),
+        "an unbound WaitForFirstConsumer claim: {}",
+        placements[2]
+    );
+
+    // Without --storage the same pods are placed as before the volume plugins: claims ignored.
+    let without: Vec<&str> = args
+        .iter()
+        .copied()
+        .filter(|a| *a != "--storage" && *a != storage)
+        .collect();
+    let out = ruleplane(&without, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(result["placements"][1]["node"].is_string(), "{result}");
+
+    // A file of the wrong kind is invalid input, named.
+    let mut wrong = args.to_vec();
+    wrong[10] = "tests/scheduler/simulate/nodes.yaml";
+    let bad = ruleplane(&wrong, &[]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad.stderr)
+            .contains("nodes.yaml: document 1: expected a PersistentVolumeClaim, PersistentVolume or StorageClass"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
+
 #[test]
 fn simulate_text_is_a_table_and_exit_codes_are_0_1_2() {
     let out = ruleplane(&simulate_args(&[]), &[]);

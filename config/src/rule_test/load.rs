@@ -3,8 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::core::v1::{Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -16,6 +17,7 @@ use crate::load::schema_check::SchemaChecker;
 use crate::load::{key, path};
 use crate::reconciler::ObjectKey;
 use crate::rule_set::{Rule, RuleSet};
+use crate::scheduler::engine::Storage;
 use crate::scheduler::engine::snapshot::pod_ref;
 use crate::schema::{cached_schema, rule_test_schema_ref};
 use crate::yaml_tree::{Node, NodeValue, PathStep, each_document};
@@ -94,6 +96,8 @@ pub enum CaseCheck {
         seed: u64,
         /// PodDisruptionBudgets.
         pdbs: Vec<PodDisruptionBudget>,
+        /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, when the case gives any.
+        storage: Option<Storage>,
         /// Expected outcomes.
         placements: Vec<ExpectedPlacement>,
     },
@@ -287,6 +291,9 @@ fn reconciler_case(
             ("pods", !case.pods.is_empty()),
             ("seed", case.seed.is_some()),
             ("pdbs", !case.pdbs.is_empty()),
+            ("persistentVolumeClaims", !case.persistent_volume_claims.is_empty()),
+            ("persistentVolumes", !case.persistent_volumes.is_empty()),
+            ("storageClasses", !case.storage_classes.is_empty()),
             ("expect.placements", !expect.placements.is_empty()),
         ],
         "Reconciler",
@@ -395,6 +402,23 @@ fn scheduler_case(case: &TestCase, at: &CaseAt, out: &mut FileDiagnostics) -> Op
     let existing: Vec<Pod> = typed_objects(&case.existing, "Pod", "existing", at, out);
     let pods: Vec<Pod> = typed_objects(&case.pods, "Pod", "pods", at, out);
     let pdbs: Vec<PodDisruptionBudget> = typed_objects(&case.pdbs, "PodDisruptionBudget", "pdbs", at, out);
+    let claims: Vec<PersistentVolumeClaim> = typed_objects(
+        &case.persistent_volume_claims,
+        "PersistentVolumeClaim",
+        "persistentVolumeClaims",
+        at,
+        out,
+    );
+    let volumes: Vec<PersistentVolume> = typed_objects(
+        &case.persistent_volumes,
+        "PersistentVolume",
+        "persistentVolumes",
+        at,
+        out,
+    );
+    let classes: Vec<StorageClass> = typed_objects(&case.storage_classes, "StorageClass", "storageClasses", at, out);
+    let storage = (!claims.is_empty() || !volumes.is_empty() || !classes.is_empty())
+        .then(|| Storage::new(claims, volumes, classes));
     if case.pods.is_empty() {
         out.error(
             at.pos(&[]),
@@ -440,6 +464,7 @@ fn scheduler_case(case: &TestCase, at: &CaseAt, out: &mut FileDiagnostics) -> Op
         pods,
         seed: case.seed.unwrap_or(0),
         pdbs,
+        storage,
         placements: expect.placements.clone(),
     })
 }

@@ -13,7 +13,7 @@ use crate::reconciler::{
 };
 use crate::rule_set::{Rule, RuleSet};
 use crate::scheduler::SchedulerPolicy;
-use crate::scheduler::simulate::{PreemptionReport, simulate_with_budgets};
+use crate::scheduler::simulate::{ClusterObjects, PreemptionReport, simulate_in};
 
 /// The time conditions are stamped with in test output (tests should not compare it).
 const TEST_TIME: &str = "1970-01-01T00:00:00Z";
@@ -242,17 +242,22 @@ fn scheduler_failures(policy: &SchedulerPolicy, case: &ResolvedCase) -> Vec<Stri
         pods,
         seed,
         pdbs,
+        storage,
         placements,
     } = &case.check
     else {
         return Vec::new();
     };
-    let simulation = match simulate_with_budgets(
+    let cluster = ClusterObjects {
+        pdbs: pdbs.clone(),
+        storage: storage.clone(),
+    };
+    let simulation = match simulate_in(
         policy,
         nodes.clone(),
         existing.clone(),
         pods.clone(),
-        pdbs.clone(),
+        cluster,
         *seed,
         false,
     ) {

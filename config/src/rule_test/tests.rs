@@ -55,6 +55,13 @@ metadata: { name: packer }
 spec:
   schedulerName: packer
   algorithmProvider: ClusterAutoscalerProvider
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: SchedulerPolicy
+metadata: { name: claims }
+spec:
+  schedulerName: claims
+  ignoredFeatures: [persistentVolumeClaims]
 "#;
 
 fn rules() -> RuleSet {
@@ -269,6 +276,50 @@ fn a_scheduler_case_checks_the_preemption_a_pod_would_make() {
     assert_eq!(
         cases[2].failures,
         vec!["pod default/urgent: expected it to preempt default/peer on a, but preemption finds no node".to_string()]
+    );
+}
+
+#[test]
+fn a_scheduler_case_gives_storage_objects_to_the_volume_plugins() {
+    let cases = r#"
+    - name: the bound volume's zone decides; a ReadWriteOncePod claim in use blocks every node
+      nodes:
+        - { metadata: { name: a, labels: { topology.kubernetes.io/zone: za } }, status: { allocatable: { cpu: "2", memory: 8Gi, pods: "110" } } }
+        - { metadata: { name: b, labels: { topology.kubernetes.io/zone: zb } }, status: { allocatable: { cpu: "2", memory: 8Gi, pods: "110" } } }
+      existing:
+        - { metadata: { name: holder }, spec: { nodeName: a, containers: [ { name: c } ], volumes: [ { name: d, persistentVolumeClaim: { claimName: solo } } ] } }
+      persistentVolumeClaims:
+        - { metadata: { name: data }, spec: { volumeName: pv-b } }
+        - { metadata: { name: solo }, spec: { accessModes: [ ReadWriteOncePod ], volumeName: pv-a } }
+        - { metadata: { name: away }, spec: { volumeName: pv-c } }
+      persistentVolumes:
+        - { metadata: { name: pv-c, labels: { topology.kubernetes.io/zone: zc } } }
+        - { metadata: { name: pv-b, labels: { topology.kubernetes.io/zone: zb } } }
+        - { metadata: { name: pv-a } }
+      storageClasses:
+        - { metadata: { name: unused }, provisioner: example.com/p }
+      pods:
+        - { metadata: { name: zoned }, spec: { containers: [ { name: c } ], volumes: [ { name: d, persistentVolumeClaim: { claimName: data } } ] } }
+        - { metadata: { name: second }, spec: { containers: [ { name: c } ], volumes: [ { name: d, persistentVolumeClaim: { claimName: solo } } ] } }
+        - { metadata: { name: far }, spec: { containers: [ { name: c } ], volumes: [ { name: d, persistentVolumeClaim: { claimName: away } } ] } }
+      expect:
+        placements:
+          - { pod: zoned, node: b }
+          - { pod: far, message: "0/2 nodes are available: 2 node(s) had no available volume zone." }
+          - pod: second
+            message: "0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod."
+"#;
+    let test = format!("{HEADER}spec:\n  rule: claims\n  cases:{cases}");
+    let outcomes = run(&test);
+    assert!(outcomes[0].cases[0].passed(), "{:#?}", outcomes[0].cases[0].failures);
+
+    let wrong_kind = format!(
+        "{HEADER}spec:\n  rule: claims\n  cases:\n    - name: x\n      persistentVolumes:\n        - {{ kind: Node, metadata: {{ name: n }} }}\n      pods: [ {{ metadata: {{ name: p }} }} ]\n      expect: {{ placements: [ {{ pod: p, node: a }} ] }}\n"
+    );
+    let text = load_errors(&wrong_kind);
+    assert!(
+        text.contains("`persistentVolumes` holds PersistentVolume objects, found a Node"),
+        "{text}"
     );
 }
 

@@ -78,6 +78,15 @@ pub struct TestCase {
     /// decision respects, as `simulate --pdbs`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pdbs: Vec<Map<String, Value>>,
+    /// SchedulerPolicy: PersistentVolumeClaims that VolumeRestrictions and VolumeZone read, as `simulate --storage`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub persistent_volume_claims: Vec<Map<String, Value>>,
+    /// SchedulerPolicy: PersistentVolumes (VolumeZone reads their zone and region labels).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub persistent_volumes: Vec<Map<String, Value>>,
+    /// SchedulerPolicy: StorageClasses (VolumeZone reads an unbound claim's `volumeBindingMode`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub storage_classes: Vec<Map<String, Value>>,
     /// What the rule must produce.
     pub expect: Expectation,
 }

@@ -54,6 +54,8 @@ const FILTER_ALIASES: &[(&str, &[FilterPlugin])] = &[
     ("CheckNodeUnschedulable", &[FilterPlugin::NodeUnschedulable]),
     ("MatchInterPodAffinity", &[FilterPlugin::InterPodAffinity]),
     ("EvenPodsSpread", &[FilterPlugin::PodTopologySpread]),
+    ("NoDiskConflict", &[FilterPlugin::VolumeRestrictions]),
+    ("NoVolumeZoneConflict", &[FilterPlugin::VolumeZone]),
     (
         "GeneralPredicates",
         &[
@@ -115,8 +117,6 @@ const SCORE_ALIASES: &[(&str, ScorePlugin, Option<ScoringStrategyType>)] = &[
 /// Legacy names of kube-scheduler plugins the engine does not evaluate (the modern ones are in the enums).
 const UNSUPPORTED_LEGACY: &[&str] = &[
     "CheckVolumeBinding",
-    "NoDiskConflict",
-    "NoVolumeZoneConflict",
     "MaxEBSVolumeCount",
     "MaxGCEPDVolumeCount",
     "MaxAzureDiskVolumeCount",
@@ -249,6 +249,14 @@ mod tests {
             vec![FilterPlugin::InterPodAffinity]
         );
         assert_eq!(
+            resolve_filter_name("NoDiskConflict").unwrap(),
+            vec![FilterPlugin::VolumeRestrictions]
+        );
+        assert_eq!(
+            resolve_filter_name("NoVolumeZoneConflict").unwrap(),
+            vec![FilterPlugin::VolumeZone]
+        );
+        assert_eq!(
             resolve_score_name("MostRequested").unwrap(),
             (ScorePlugin::NodeResourcesFit, Some(ScoringStrategyType::MostAllocated))
         );
@@ -265,7 +273,8 @@ mod tests {
         assert!(message(resolve_score_name("PodFitsHost").unwrap_err()).contains("not a score"));
         assert!(message(resolve_filter_name("NodeAfinity").unwrap_err()).contains("did you mean `NodeAffinity`"));
         assert!(message(resolve_filter_name("VolumeBinding").unwrap_err()).contains("does not evaluate"));
-        assert!(message(resolve_filter_name("NoDiskConflict").unwrap_err()).contains("does not evaluate"));
+        assert!(message(resolve_filter_name("CheckVolumeBinding").unwrap_err()).contains("does not evaluate"));
+        assert!(message(resolve_filter_name("NodeVolumeLimits").unwrap_err()).contains("does not evaluate"));
         assert!(message(resolve_score_name("VolumeBinding").unwrap_err()).contains("does not evaluate"));
         assert!(message(resolve_filter_name("NodeValue").unwrap_err()).contains("object"));
     }

@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::engine::snapshot::pod_ref;
 use super::engine::{
     Decision, NodeResult, Outcome, PodRef, Preemption, ProfileError, Rejection, ScheduleError, Snapshot, SnapshotError,
+    Storage,
 };
 use super::resolved::SchedulerPolicy;
 
@@ -112,6 +113,87 @@ pub fn objects_of_kind<T: DeserializeOwned>(
         }
     }
     Ok(objects)
+}
+
+/// The kinds a storage file may hold.
+const STORAGE_KINDS: &str = "PersistentVolumeClaim, PersistentVolume or StorageClass";
+
+/// PersistentVolumeClaims, PersistentVolumes and StorageClasses from parsed documents, mixed in any order: plain
+/// objects, `List`s and `<Kind>List`s.
+pub fn storage_of(documents: Vec<Value>) -> Result<Storage, SimulateError> {
+    let (mut claims, mut volumes, mut classes) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, document) in documents.into_iter().enumerate() {
+        let number = i + 1;
+        let kind = document
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let (items, list_kind) = match (document, kind.strip_suffix("List")) {
+            (Value::Object(mut map), Some(item_kind)) => match map.remove("items") {
+                Some(Value::Array(items)) => (items, item_kind.to_string()),
+                Some(Value::Null) | None => (Vec::new(), String::new()),
+                Some(other) => {
+                    return Err(SimulateError::WrongKind {
+                        document: number,
+                        expected: STORAGE_KINDS,
+                        found: format!("a {kind} whose items are {}", type_name(&other)),
+                    });
+                }
+            },
+            (Value::Object(map), None) => (vec![Value::Object(map)], String::new()),
+            (other, _) => {
+                return Err(SimulateError::WrongKind {
+                    document: number,
+                    expected: STORAGE_KINDS,
+                    found: type_name(&other).to_string(),
+                });
+            }
+        };
+        for item in items {
+            let item_kind = item
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or(&list_kind)
+                .to_string();
+            let name = item
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("(unnamed)")
+                .to_string();
+            let invalid = |kind: &'static str| {
+                let name = name.clone();
+                move |error| SimulateError::Invalid {
+                    document: number,
+                    kind,
+                    name,
+                    error,
+                }
+            };
+            match item_kind.as_str() {
+                "PersistentVolumeClaim" => {
+                    claims.push(serde_json::from_value(item).map_err(invalid("PersistentVolumeClaim"))?)
+                }
+                "PersistentVolume" => volumes.push(serde_json::from_value(item).map_err(invalid("PersistentVolume"))?),
+                "StorageClass" => classes.push(serde_json::from_value(item).map_err(invalid("StorageClass"))?),
+                "" => {
+                    return Err(SimulateError::WrongKind {
+                        document: number,
+                        expected: STORAGE_KINDS,
+                        found: "an object without a kind".to_string(),
+                    });
+                }
+                other => {
+                    return Err(SimulateError::WrongKind {
+                        document: number,
+                        expected: STORAGE_KINDS,
+                        found: format!("a {other}"),
+                    });
+                }
+            }
+        }
+    }
+    Ok(Storage::new(claims, volumes, classes))
 }
 
 fn is_true(value: &bool) -> bool {
@@ -252,11 +334,36 @@ pub fn simulate_with_budgets(
     policy: &SchedulerPolicy,
     nodes: Vec<Node>,
     existing: Vec<Pod>,
-    mut pods: Vec<Pod>,
+    pods: Vec<Pod>,
     pdbs: Vec<PodDisruptionBudget>,
     seed: u64,
     explain: bool,
 ) -> Result<Simulation, SimulateError> {
+    let cluster = ClusterObjects { pdbs, storage: None };
+    simulate_in(policy, nodes, existing, pods, cluster, seed, explain)
+}
+
+/// The cluster objects besides nodes and pods a simulation reads.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterObjects {
+    /// PodDisruptionBudgets, which preemption counts.
+    pub pdbs: Vec<PodDisruptionBudget>,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, which VolumeRestrictions and VolumeZone read
+    /// (without them those plugins skip what needs them).
+    pub storage: Option<Storage>,
+}
+
+/// [`simulate_with_budgets`] with every cluster object the engine reads.
+pub fn simulate_in(
+    policy: &SchedulerPolicy,
+    nodes: Vec<Node>,
+    existing: Vec<Pod>,
+    mut pods: Vec<Pod>,
+    cluster: ClusterObjects,
+    seed: u64,
+    explain: bool,
+) -> Result<Simulation, SimulateError> {
+    let ClusterObjects { pdbs, storage } = cluster;
     let (bound, pending): (Vec<Pod>, Vec<Pod>) = existing.into_iter().partition(|pod| {
         pod.spec
             .as_ref()
@@ -266,6 +373,9 @@ pub fn simulate_with_budgets(
     let mut snapshot = Snapshot::build(nodes, bound)?;
     snapshot.set_pod_disruption_budgets(pdbs);
     snapshot.set_nominated_pods(pending);
+    if let Some(storage) = storage {
+        snapshot.set_storage(storage);
+    }
     // The scheduling queue pops the highest priority first; a stable sort keeps the given order within one.
     pods.sort_by_key(|pod| std::cmp::Reverse(pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)));
     let mut engine = policy.engine_with_post_filters(seed)?;
@@ -431,6 +541,55 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .starts_with("document 1: Pod x: invalid type")
+        );
+    }
+
+    #[test]
+    fn storage_files_mix_kinds_and_volume_zone_places_by_the_bound_volume() {
+        let documents = vec![
+            json!({"kind": "List", "items": [
+                {"kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "ns"},
+                 "spec": {"volumeName": "pv-b"}},
+                {"kind": "StorageClass", "metadata": {"name": "fast"}, "provisioner": "p"}
+            ]}),
+            json!({"kind": "PersistentVolumeList", "items": [
+                {"metadata": {"name": "pv-b", "labels": {"topology.kubernetes.io/zone": "b"}}},
+                {"metadata": {"name": "pv-c", "labels": {"topology.kubernetes.io/zone": "c"}}}
+            ]}),
+            json!({"kind": "PersistentVolumeClaim", "metadata": {"name": "elsewhere", "namespace": "ns"},
+                   "spec": {"volumeName": "pv-c"}}),
+        ];
+        let storage = storage_of(documents).expect("storage");
+        let zoned = |name: &str, zone: &str| {
+            let mut node = node(name, "2");
+            node["metadata"]["labels"] = json!({"topology.kubernetes.io/zone": zone});
+            node
+        };
+        let nodes = objects_of_kind(vec![zoned("in-a", "a"), zoned("in-b", "b")], "Node").unwrap();
+        let claiming = |name: &str, claim: &str| {
+            let mut claimed = pod(name, "1", None, None);
+            claimed["spec"]["volumes"] = json!([{"name": "d", "persistentVolumeClaim": {"claimName": claim}}]);
+            claimed
+        };
+        let pods: Vec<Pod> =
+            objects_of_kind(vec![claiming("db", "data"), claiming("far", "elsewhere")], "Pod").unwrap();
+        let ignoring = format!("{SPREAD}  ignoredFeatures: [persistentVolumeClaims]\n");
+        let cluster = ClusterObjects {
+            pdbs: Vec::new(),
+            storage: Some(storage),
+        };
+        let result = simulate_in(&policy(&ignoring), nodes, Vec::new(), pods, cluster, 1, false).expect("runs");
+        assert_eq!(result.placements[0].node.as_deref(), Some("in-b"));
+        assert_eq!(
+            result.placements[1].message.as_deref(),
+            Some("0/2 nodes are available: 2 node(s) had no available volume zone.")
+        );
+
+        let wrong = storage_of(vec![node("n", "1")]).unwrap_err();
+        assert_eq!(
+            wrong.to_string(),
+            "document 1: expected a PersistentVolumeClaim, PersistentVolume or StorageClass or a list of them, \
+             found a Node"
         );
     }
 

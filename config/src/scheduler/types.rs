@@ -53,8 +53,8 @@ pub struct SchedulerPolicySpec {
     pub algorithm_provider: AlgorithmProvider,
     /// Filter plugins (predicates) a node must pass; they run in kube-scheduler's order whatever the order
     /// written. A name (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
-    /// NodeResourcesFit, PodTopologySpread, InterPodAffinity, or a legacy predicate name such as
-    /// GeneralPredicates), or a declarative `NodeValue` filter: `{name, jsonPath, values | min/max, reason}`.
+    /// NodeResourcesFit, VolumeRestrictions, VolumeZone, PodTopologySpread, InterPodAffinity, or a legacy predicate
+    /// name such as GeneralPredicates), or a declarative `NodeValue` filter: `{name, jsonPath, values | min/max, reason}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filters: Option<Vec<FilterSpec>>,
     /// Score plugins (priorities) with weights; the node score is Σ weight × normalised score (0–100).

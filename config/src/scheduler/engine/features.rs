@@ -11,13 +11,13 @@ use super::status::{Code, Reason, Verdict};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Feature {
-    /// `persistentVolumeClaim` or generic `ephemeral` volumes (VolumeBinding, VolumeZone, NodeVolumeLimits,
-    /// VolumeRestrictions).
+    /// `persistentVolumeClaim` or generic `ephemeral` volumes (VolumeBinding, NodeVolumeLimits; VolumeZone and
+    /// VolumeRestrictions are evaluated when the snapshot holds storage objects and this feature is ignored).
     PersistentVolumeClaims,
     /// Inline CSI volumes (NodeVolumeLimits).
     InlineCsiVolumes,
     /// In-tree disk volumes (gcePersistentDisk, awsElasticBlockStore, azureDisk, cinder, rbd, iscsi, …) whose
-    /// conflicts and attach limits VolumeRestrictions and NodeVolumeLimits check.
+    /// attach limits NodeVolumeLimits checks (their conflicts, VolumeRestrictions, are evaluated when ignored).
     InTreeDiskVolumes,
     /// `spec.resourceClaims` (DynamicResources).
     ResourceClaims,
@@ -60,13 +60,13 @@ impl Feature {
     pub fn reason(self) -> &'static str {
         match self {
             Feature::PersistentVolumeClaims => {
-                "pod uses PersistentVolumeClaims, which need VolumeBinding, VolumeZone and NodeVolumeLimits (not evaluated by Ruleplane)"
+                "pod uses PersistentVolumeClaims, which need VolumeBinding and NodeVolumeLimits (not evaluated by Ruleplane)"
             }
             Feature::InlineCsiVolumes => {
                 "pod uses inline CSI volumes, which need NodeVolumeLimits (not evaluated by Ruleplane)"
             }
             Feature::InTreeDiskVolumes => {
-                "pod uses in-tree disk volumes, which need VolumeRestrictions and NodeVolumeLimits (not evaluated by Ruleplane)"
+                "pod uses in-tree disk volumes, which need NodeVolumeLimits (not evaluated by Ruleplane)"
             }
             Feature::ResourceClaims => {
                 "pod uses resource claims, which need DynamicResources (not evaluated by Ruleplane)"

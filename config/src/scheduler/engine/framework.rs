@@ -22,7 +22,7 @@ use super::pod_info::PodInfo;
 use super::preemption::{NodeStatuses, PostFilters, run_post_filters};
 use super::profile::{Profile, ProfileError, TieBreak};
 use super::rng::SplitMix64;
-use super::snapshot::{NodeInfo, Snapshot, pod_ref};
+use super::snapshot::{NodeInfo, Snapshot, pod_ref, pod_uses_claim};
 use super::status::{Code, NO_NODES_MESSAGE, Reason, Rejection, fit_error_message, pre_filter_message};
 
 /// Below this many nodes every node is examined.
@@ -651,12 +651,13 @@ fn decision_for(nodes: Vec<NodeResult>, prepared: &Prepared<'_>, skipped_scores:
 
 /// The pods a cycle's PreFilter state counts, so that a dry run removing one must run PreFilter again:
 /// PodTopologySpread counts pods of the pod's namespace matching a hard constraint's selector; InterPodAffinity
-/// counts pods matching the pod's required terms and pods with required anti-affinity. Every other filter's state
-/// depends on the pod alone. Over-approximated: `matchLabelKeys` and the namespaces of affinity terms are not looked
+/// counts pods matching the pod's required terms and pods with required anti-affinity; VolumeRestrictions counts
+/// pods of the namespace using one of the pod's claims. Every other filter's state depends on the pod alone. Over-approximated: `matchLabelKeys` and the namespaces of affinity terms are not looked
 /// at, and with default constraints (the pod has none of its own) every pod of the namespace counts.
 struct CountedPods<'p> {
     spread: Option<(&'p str, Option<Vec<Selector>>)>,
     affinity: Option<&'p PodInfo>,
+    claims: Option<&'p PodInfo>,
 }
 
 impl<'p> CountedPods<'p> {
@@ -666,8 +667,9 @@ impl<'p> CountedPods<'p> {
         let counted = CountedPods {
             spread: ran("PodTopologySpread").then(|| (pod.namespace.as_str(), hard_spread_selectors(pod))),
             affinity: ran("InterPodAffinity").then_some(pod),
+            claims: ran("VolumeRestrictions").then_some(pod),
         };
-        (counted.spread.is_some() || counted.affinity.is_some()).then_some(counted)
+        (counted.spread.is_some() || counted.affinity.is_some() || counted.claims.is_some()).then_some(counted)
     }
 
     fn counts(&self, other: &PodInfo) -> bool {
@@ -683,6 +685,15 @@ impl<'p> CountedPods<'p> {
                     .iter()
                     .chain(&pod.required_anti_affinity)
                     .any(|term| term.selector.matches(other.labels()))
+        }) || self.claims.is_some_and(|pod| {
+            other.namespace == pod.namespace
+                && pod
+                    .pod
+                    .spec
+                    .iter()
+                    .flat_map(|s| s.volumes.iter().flatten())
+                    .filter_map(|v| v.persistent_volume_claim.as_ref())
+                    .any(|claim| pod_uses_claim(&other.pod, &claim.claim_name))
         })
     }
 }

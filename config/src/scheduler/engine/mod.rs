@@ -20,6 +20,7 @@ pub mod resources;
 mod rng;
 pub mod snapshot;
 pub mod status;
+pub mod storage;
 mod validation;
 
 #[cfg(test)]
@@ -34,3 +35,4 @@ pub use profile::{FilterEntry, FilterPlugin, PluginArgs, Profile, ProfileError, 
 pub use rng::{SplitMix64, go_log};
 pub use snapshot::{NodeInfo, Snapshot, SnapshotError, Workloads};
 pub use status::{Code, Reason, Rejection};
+pub use storage::Storage;

@@ -62,13 +62,13 @@ plugin_names!(
         NodePorts,
         /// Requests against allocatable resources and pod count.
         NodeResourcesFit,
-        /// Volume conflicts (not implemented: pods needing it are refused).
+        /// In-tree disk conflicts and ReadWriteOncePod claims in use.
         VolumeRestrictions,
         /// CSI attach limits (not implemented).
         NodeVolumeLimits,
         /// PersistentVolumeClaim binding (not implemented).
         VolumeBinding,
-        /// Volume topology (not implemented).
+        /// Zone and region labels of bound PersistentVolumes.
         VolumeZone,
         /// Hard topology spread constraints.
         PodTopologySpread,
@@ -114,10 +114,8 @@ impl FilterPlugin {
     pub fn is_implemented(self) -> bool {
         !matches!(
             self,
-            FilterPlugin::VolumeRestrictions
-                | FilterPlugin::NodeVolumeLimits
+            FilterPlugin::NodeVolumeLimits
                 | FilterPlugin::VolumeBinding
-                | FilterPlugin::VolumeZone
                 | FilterPlugin::DynamicResources
                 | FilterPlugin::NodeDeclaredFeatures
         )
@@ -237,7 +235,7 @@ pub struct Profile {
 impl Profile {
     /// kube-scheduler v1.35's default profile, restricted to the plugins the engine implements, in the default
     /// MultiPoint order (filters NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
-    /// NodeResourcesFit, PodTopologySpread, InterPodAffinity; scores with weights 3, 2, 1, 2, 2, 1, 1).
+    /// NodeResourcesFit, VolumeRestrictions, VolumeZone, PodTopologySpread, InterPodAffinity; scores with weights 3, 2, 1, 2, 2, 1, 1).
     pub fn default_provider() -> Profile {
         Profile::preset(ScoringStrategyType::LeastAllocated)
     }
@@ -255,6 +253,8 @@ impl Profile {
             FilterPlugin::NodeAffinity,
             FilterPlugin::NodePorts,
             FilterPlugin::NodeResourcesFit,
+            FilterPlugin::VolumeRestrictions,
+            FilterPlugin::VolumeZone,
             FilterPlugin::PodTopologySpread,
             FilterPlugin::InterPodAffinity,
         ];

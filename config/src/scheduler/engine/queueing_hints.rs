@@ -302,8 +302,9 @@ static AFFINITY_EVENTS: Registrations = &[
 ];
 // Ruleplane's NodeValue reads any part of the node: every node addition and change may matter.
 static NODE_VALUE_EVENTS: Registrations = &[(R::Node, A::ADD.or(A::UPDATE), HintFn::Always)];
-// Plugins the engine does not evaluate (they refuse pods that need unsupported features) and names it does not
-// know: every event, as before hints (their own events, PVCs or claims, are not watched).
+// Plugins the engine does not evaluate (they refuse pods that need unsupported features), VolumeRestrictions and
+// VolumeZone (their events are PVC/PV/StorageClass changes, which the worker does not watch yet) and names it does
+// not know: every event, as before hints.
 static EVERY_EVENT: Registrations = &[(R::WildCard, A::ALL, HintFn::Always)];
 
 /// The events a plugin registers, each with its hint (`EventsToRegister` of each plugin, hints on).

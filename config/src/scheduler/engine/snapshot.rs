@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::labels::{Labels, labels_of};
 use super::pod_info::{HostPort, PodInfo};
 use super::resources::{InvalidQuantity, Resource, parse_list};
+use super::storage::Storage;
 use crate::jsonpath::CompiledPath;
 
 /// Why the snapshot refused a change.
@@ -317,6 +318,9 @@ pub struct Snapshot {
     pdbs: Arc<Vec<PodDisruptionBudget>>,
     /// Pending pods nominated to a node (`status.nominatedNodeName`), by node.
     nominated: Arc<BTreeMap<String, Vec<Arc<Pod>>>>,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, when known (volume plugins skip what needs
+    /// them otherwise).
+    storage: Option<Arc<Storage>>,
 }
 
 impl Snapshot {
@@ -528,6 +532,25 @@ impl Snapshot {
         self.namespaces.as_ref()
     }
 
+    /// Sets the PersistentVolumeClaims, PersistentVolumes and StorageClasses volume plugins read.
+    pub fn set_storage(&mut self, storage: Storage) {
+        self.storage = Some(Arc::new(storage));
+    }
+
+    /// The storage objects, when known.
+    pub fn storage(&self) -> Option<&Storage> {
+        self.storage.as_deref()
+    }
+
+    /// Whether a placed pod uses the claim `namespace/name` in a `persistentVolumeClaim` volume (kube-scheduler's
+    /// `IsPVCUsedByPods`, from the nodes' PVC reference counts).
+    pub fn is_claim_used(&self, namespace: &str, name: &str) -> bool {
+        self.nodes
+            .iter()
+            .flat_map(|node| &node.pods)
+            .any(|pod| pod.namespace == namespace && pod_uses_claim(&pod.pod, name))
+    }
+
     /// Sets the services and controllers default topology spreading derives selectors from.
     pub fn set_workloads(&mut self, workloads: Workloads) {
         self.workloads = workloads;
@@ -628,6 +651,15 @@ impl Snapshot {
     pub fn node_of_pod(&self, key: &str) -> Option<&str> {
         self.pod_nodes.get(key).map(|n| &**n)
     }
+}
+
+/// Whether the pod has a `persistentVolumeClaim` volume naming this claim.
+pub(crate) fn pod_uses_claim(pod: &Pod, claim: &str) -> bool {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| v.persistent_volume_claim.as_ref())
+        .any(|c| c.claim_name == claim)
 }
 
 fn image_size(node: &Node, name: &str) -> i64 {

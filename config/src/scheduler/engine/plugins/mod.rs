@@ -13,6 +13,8 @@ mod node_unschedulable;
 pub(super) mod pod_topology_spread;
 mod pod_topology_spread_score;
 mod taint_toleration;
+mod volume_restrictions;
+mod volume_zone;
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
@@ -145,6 +147,8 @@ pub fn build_filter(entry: &FilterEntry, args: &PluginArgs) -> Result<BuiltFilte
                 .map_err(|e| invalid_args(plugin.as_str(), e))?;
             Box::new(inter_pod_affinity::InterPodAffinity)
         }
+        FilterPlugin::VolumeRestrictions => Box::new(volume_restrictions::VolumeRestrictions),
+        FilterPlugin::VolumeZone => Box::new(volume_zone::VolumeZone),
         FilterPlugin::NodeValue => {
             return Err(ProfileError::MissingArgs {
                 plugin: plugin.as_str(),

@@ -183,6 +183,8 @@ fn presets_match_the_default_plugin_set() {
             "NodeAffinity",
             "NodePorts",
             "NodeResourcesFit",
+            "VolumeRestrictions",
+            "VolumeZone",
             "PodTopologySpread",
             "InterPodAffinity"
         ]
