@@ -52,6 +52,9 @@ impl SchedulerPolicy {
             if self.limits_victims() {
                 engine.limit_victims_to(self.ruleplane_schedulers.as_ref().clone());
             }
+            if !self.ruleplane_schedulers.is_empty() {
+                engine.nominate_only_for(self.ruleplane_schedulers.as_ref().clone());
+            }
         }
         Ok(engine)
     }

@@ -639,6 +639,8 @@ mod tests {
         protected["metadata"]["labels"] = json!({"app": "db"});
         let mut nominated = pod("waiting", "1", Some(5), None);
         nominated["status"] = json!({"nominatedNodeName": "b"});
+        // The policy's own pod: another scheduler's nomination is neither counted nor cleared.
+        nominated["spec"]["schedulerName"] = json!("s");
         let existing = objects_of_kind(
             vec![protected, pod("batch", "2", Some(10), Some("b")), nominated],
             "Pod",

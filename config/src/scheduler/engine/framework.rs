@@ -155,7 +155,16 @@ impl Engine {
             dynamic_resources: true,
             preemption: self.compiled.preemption_args.clone(),
             victim_schedulers: None,
+            nominator_schedulers: None,
         });
+    }
+
+    /// Counts only the nominations of pods of these schedulers (the manager's policies: kube-scheduler's nominator
+    /// holds its own profiles' pods only); no effect without a PostFilter chain.
+    pub fn nominate_only_for(&mut self, schedulers: std::collections::BTreeSet<String>) {
+        if let Some(post_filters) = &mut self.post_filters {
+            post_filters.nominator_schedulers = Some(std::sync::Arc::new(schedulers));
+        }
     }
 
     /// Limits preemption's victims to pods of these schedulers (Ruleplane's victim-scope option); no effect

@@ -113,6 +113,11 @@ pub struct PostFilters {
     /// When set, only pods whose `spec.schedulerName` is one of these may be victims (Ruleplane's victim-scope
     /// option, kube-scheduler's `IsEligiblePod` hook); `None` is kube-scheduler's rule: any lower-priority pod.
     pub victim_schedulers: Option<Arc<BTreeSet<String>>>,
+    /// When set, only the nominations of pods whose `spec.schedulerName` is one of these count: kube-scheduler's
+    /// nominator holds the pods of its own profiles only (other schedulers' pending pods never enter its queue),
+    /// so it never clears another scheduler's nomination — nor may Ruleplane write to pods it does not schedule.
+    /// `None`: every nominated pod of the snapshot (the offline tools' files).
+    pub nominator_schedulers: Option<Arc<BTreeSet<String>>>,
 }
 
 impl Default for PostFilters {
@@ -122,6 +127,7 @@ impl Default for PostFilters {
             dynamic_resources: true,
             preemption: DefaultPreemptionArgs::default(),
             victim_schedulers: None,
+            nominator_schedulers: None,
         }
     }
 }
@@ -303,6 +309,12 @@ fn preempt(
         .nominated_pods(&candidate.node)
         .iter()
         .filter(|nominated| priority(nominated) < preemptor_priority)
+        .filter(|nominated| {
+            chain
+                .nominator_schedulers
+                .as_ref()
+                .is_none_or(|own| own.contains(scheduler_name_of(nominated)))
+        })
         .map(|nominated| PodRef::of(nominated, key_of(nominated)))
         .collect();
     Evaluation::Nominated(Preemption {
@@ -407,6 +419,14 @@ fn select_victims(
 }
 
 /// `corev1helpers.PodPriority`: `spec.priority`, 0 when unset.
+/// A pod's `spec.schedulerName` (the apiserver defaults it to `default-scheduler`).
+fn scheduler_name_of(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduler_name.as_deref())
+        .unwrap_or("default-scheduler")
+}
+
 pub fn priority(pod: &Pod) -> i32 {
     pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
 }

@@ -70,8 +70,9 @@ struct State {
     context_dirty: bool,
     /// Pods a policy placed whose binding the watch has not shown yet: snapshot key → node.
     assumed: HashMap<String, String>,
-    /// Pending pods with a `status.nominatedNodeName` (any scheduler's, as kube-scheduler's nominator sees the
-    /// whole informer): snapshot key → pod. Preemption clears the lower-priority ones on the node it chooses.
+    /// Pending pods with a `status.nominatedNodeName`, of every scheduler (the decision counts only the manager's
+    /// policies' pods, as kube-scheduler's nominator holds its own profiles' only): snapshot key → pod.
+    /// Preemption clears the lower-priority ones on the node it chooses.
     nominated: HashMap<String, Pod>,
     /// Set when `nominated` changed since it was last given to the snapshot.
     nominated_dirty: bool,

@@ -712,6 +712,33 @@ fn lower_priority_pods_nominated_to_the_node_are_cleared() {
 }
 
 #[test]
+fn only_the_nominations_of_this_managers_schedulers_are_cleared() {
+    let mut snapshot = snapshot(vec![node("n1", "1")], vec![pod("v", "1", 1, on("n1"))]);
+    let nominated = |name: &str, scheduler: &str| -> Pod {
+        serde_json::from_value(pod(
+            name,
+            "1",
+            5,
+            json!({"spec": {"schedulerName": scheduler}, "status": {"nominatedNodeName": "n1"}}),
+        ))
+        .unwrap()
+    };
+    snapshot.set_nominated_pods([
+        nominated("ours", "my-scheduler"),
+        nominated("theirs", "other-scheduler"),
+    ]);
+    let mut engine = preempting_engine(1);
+    engine.nominate_only_for(["my-scheduler".to_owned()].into());
+    let decision = decide(&mut engine, &snapshot, pod("p", "1", 10, json!({})));
+    let cleared: Vec<&str> = preemption(&decision)
+        .lower_nominated_to_clear
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(cleared, ["ours"], "another scheduler's pod is neither seen nor written");
+}
+
+#[test]
 fn removing_a_victim_updates_inter_pod_anti_affinity() {
     // The preemptor refuses to share a host with app=web; the low-priority web pod is the only obstacle.
     let snapshot = snapshot(
@@ -880,6 +907,7 @@ fn an_unresolvable_pre_filter_ends_the_chain_at_dynamic_resources() {
         dynamic_resources: false,
         preemption: DefaultPreemptionArgs::default(),
         victim_schedulers: None,
+        nominator_schedulers: None,
     }));
     let decision = decide(&mut engine, &snapshot, pod("p", "1", 10, pinned));
     assert_eq!(
