@@ -27,6 +27,8 @@ since() { awk "BEGIN{printf \"%.2f\", $(now) - $1}"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
 metric() { curl -fs "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($0, m) == 1 {print $NF}' | head -1; }
+# How many units of work (34 by default: 32 Reconciler shards, resource-definitions, schedulers) a replica runs.
+units_of() { curl -fs "http://127.0.0.1:$1/metrics" 2>/dev/null | awk '/^ruleplane_unit_owned\{/ && $2=="1"{n++} END{print n+0}'; }
 lag() { # metrics port → the manager's runtime lag since it started (ruleplane_runtime_lag_seconds): how late a task woke
   curl -fs "http://127.0.0.1:$1/metrics" | awk '
     /^ruleplane_runtime_lag_seconds_bucket/ { split($0, a, "\""); le[n] = a[2]; c[n++] = $NF }

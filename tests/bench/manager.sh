@@ -20,8 +20,6 @@ start_manager() { # id namespace -> sets $mpid $mhealth $mmetrics
     >"$work/$1.log" 2>&1 &
   mpid=$!; pids+=("$mpid")
 }
-# How many units of work (34 by default: 32 Reconciler shards, resource-definitions, schedulers) a replica runs.
-units_of() { curl -fs "http://127.0.0.1:$1/metrics" 2>/dev/null | awk '/^ruleplane_unit_owned\{/ && $2=="1"{n++} END{print n+0}'; }
 
 echo "binary: $bin ($(du -h "$bin" | cut -f1)); machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB"
 for r in $(seq 1 "$rounds"); do

@@ -23,7 +23,6 @@ count() { # kind namespace → children of that kind
   kubectl get --raw "/$group_path/namespaces/$2/$1?labelSelector=app.kubernetes.io%2Fmanaged-by%3Druleplane" 2>/dev/null |
     python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))' 2>/dev/null || echo 0
 }
-units_of() { curl -fs "http://127.0.0.1:$1/metrics" 2>/dev/null | awk '/^ruleplane_unit_owned\{/ && $2=="1"{n++} END{print n+0}'; }
 cached() { curl -fs "http://127.0.0.1:$1/metrics" 2>/dev/null | awk '/^ruleplane_watch_objects\{/ {s+=$NF} END{print s+0}'; }
 connections() { ss -tnp state established "( dport = :$api_port )" 2>/dev/null | grep -c "pid=$1," || true; }
 start_replica() { # id namespace → appends to $rpids $rports

@@ -1,7 +1,7 @@
 //! A replica whose connection to the apiserver stalls: its units' work stops on its own timer before another
 //! replica takes the units over, and it rejoins once the connection heals.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -224,16 +224,6 @@ fn rule_line_standby(body: &str) -> bool {
     body.contains("rule stall-copy (Reconciler): standby")
 }
 
-/// The Reconciler shards a replica runs, from its metrics (served locally, never through the proxy).
-async fn shards_of(manager: &ManagerProcess) -> BTreeSet<u32> {
-    let text = manager.metrics_text().await.unwrap_or_default();
-    text.lines()
-        .filter(|l| l.trim_end().ends_with(" 1"))
-        .filter_map(|l| l.strip_prefix("ruleplane_unit_owned{unit=\"reconciler-shard-"))
-        .filter_map(|rest| rest.split('"').next()?.parse().ok())
-        .collect()
-}
-
 /// The realistic failure: a replica is partitioned from the apiserver (every request it sends hangs, writes it
 /// already sent may still be in the network). Its units' work must stop — on its own timer, since no request
 /// answers — before the other replica takes them over, and no write of the stalled replica may land after the
@@ -263,7 +253,7 @@ async fn a_replica_whose_connection_stalls_stops_its_units_before_another_takes_
         },
     )
     .await;
-    let stalled_shards = shards_of(&old).await;
+    let stalled_shards = old.shards().await;
 
     // Parents whose `gen` changes every 50 ms, from a direct connection, for the whole test.
     let (writes, recorder) = record_child_writes(client.clone(), &ns);

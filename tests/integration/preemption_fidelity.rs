@@ -7,11 +7,13 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use ruleplane_config::scheduler::engine::{Decision, Engine, Profile, Snapshot};
 use serde_json::{Value, json};
 
-use crate::support::cluster_nodes::{KubeScheduler, create_node, delete_nodes, node, nodes_lock};
+use crate::support::cluster_nodes::{
+    KubeScheduler, create_blocking_budget, create_node, delete_nodes, node, nodes_lock,
+};
 use crate::support::{admin_client, eventually_seen, test_namespace};
 
 /// Every node and every bound pod, terminating ones included (kube-scheduler's cache keeps them until deleted),
@@ -148,18 +150,7 @@ async fn preemption_decisions_match_kube_scheduler() {
             .await
             .expect("create bound pod");
     }
-    // No disruption controller runs on the plane: the budget's status is written here, as it would compute it.
-    let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), &namespace);
-    let budget: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}
-    }))
-    .expect("pdb");
-    pdbs.create(&PostParams::default(), &budget).await.expect("create pdb");
-    let status =
-        json!({"status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}});
-    pdbs.patch_status("db", &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("pdb status");
+    create_blocking_budget(&client, &namespace).await;
     let _kube_scheduler = KubeScheduler::start(&dir, vec![json!({"schedulerName": scheduler})]);
 
     let mut engine = Engine::new(&Profile::default_provider(), 1).expect("engine");

@@ -7,13 +7,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::support::cluster_nodes::{create_node, delete_nodes, node, nodes_lock};
+use crate::support::cluster_nodes::{create_blocking_budget, create_node, delete_nodes, node, nodes_lock};
 use crate::support::manager::{ManagerProcess, temp_dir};
 use crate::support::{admin_client, eventually, test_namespace, write_rule_file as write};
 
@@ -107,18 +106,7 @@ async fn a_higher_priority_pod_preempts_the_victims_kube_scheduler_chooses_and_s
             .await
             .expect("create bound pod");
     }
-    // No disruption controller runs on the plane: the budget's status is written as it would compute it.
-    let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), &ns);
-    let budget: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}
-    }))
-    .expect("pdb");
-    pdbs.create(&PostParams::default(), &budget).await.expect("create pdb");
-    let status =
-        json!({"status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}});
-    pdbs.patch_status("db", &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("pdb status");
+    create_blocking_budget(&client, &ns).await;
 
     let dir = temp_dir("scheduler-preemption");
     write(

@@ -80,16 +80,6 @@ async fn reconciles(manager: &ManagerProcess) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The Reconciler shards a replica runs, from its metrics.
-async fn shards_of(manager: &ManagerProcess) -> BTreeSet<u32> {
-    let text = manager.metrics_text().await.unwrap_or_default();
-    text.lines()
-        .filter(|l| l.trim_end().ends_with(" 1"))
-        .filter_map(|l| l.strip_prefix("ruleplane_unit_owned{unit=\"reconciler-shard-"))
-        .filter_map(|rest| rest.split('"').next()?.parse().ok())
-        .collect()
-}
-
 /// Waits until `replicas` hold every unit between them, each its fair share (34 units: 12/11/11 for three).
 async fn balanced(replicas: &[&ManagerProcess], what: &str) -> Duration {
     let started = Instant::now();
@@ -221,7 +211,7 @@ async fn three_replicas_share_3000_parents_each_child_written_by_one_and_scaling
     );
 
     // kill -9 of one replica: its parents' drift repaired once its Leases expire.
-    let lost = shards_of(&b).await;
+    let lost = b.shards().await;
     assert!(!lost.is_empty(), "shard-b runs some shards");
     let drifted: Vec<String> = children
         .list(&ListParams::default().labels("app.kubernetes.io/managed-by=ruleplane"))

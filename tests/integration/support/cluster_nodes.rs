@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -50,6 +51,22 @@ pub async fn create_node(client: &Client, node: Value) -> String {
 /// Deletes nodes (best effort: the test's assertions matter more than its cleanup).
 /// Deletes the nodes and the pods bound to them (at once: no kubelet confirms, no pod GC runs here), so no
 /// later test sees a pod on a node that no longer exists.
+/// A PodDisruptionBudget `db` over `app=db` pods in `namespace` that allows no disruption. No disruption
+/// controller runs on the plane: its status is written here, as that controller would compute it.
+pub async fn create_blocking_budget(client: &Client, namespace: &str) {
+    let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), namespace);
+    let budget: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}
+    }))
+    .expect("pdb");
+    pdbs.create(&PostParams::default(), &budget).await.expect("create pdb");
+    let status =
+        json!({"status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}});
+    pdbs.patch_status("db", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("pdb status");
+}
+
 pub async fn delete_nodes(client: &Client, names: &[String]) {
     let nodes = Api::<Node>::all(client.clone());
     let pods = Api::<Pod>::all(client.clone());

@@ -184,6 +184,16 @@ impl ManagerProcess {
         Some(self.metric(&sample).await? == 1.0)
     }
 
+    /// The Reconciler shards this replica runs now (its metrics are served locally, never through a proxy).
+    pub async fn shards(&self) -> std::collections::BTreeSet<u32> {
+        let text = self.metrics_text().await.unwrap_or_default();
+        text.lines()
+            .filter(|l| l.trim_end().ends_with(" 1"))
+            .filter_map(|l| l.strip_prefix("ruleplane_unit_owned{unit=\"reconciler-shard-"))
+            .filter_map(|rest| rest.split('"').next()?.parse().ok())
+            .collect()
+    }
+
     /// How many units this replica runs now.
     pub async fn units_held(&self) -> Option<usize> {
         let text = self.metrics_text().await?;
