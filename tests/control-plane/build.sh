@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds (once per version) kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from the pinned k8s.io/kubernetes module and
-# fetches etcd 3.5 from Debian's etcd-server package, and builds helm (chart tests); all in the user's cache.
+# fetches etcd 3.5 from Debian's etcd-server package, builds helm (chart tests) and KWOK (the kubelet stand-in for
+# labelled nodes); all in the user's cache.
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -75,9 +76,36 @@ build_helm() {
   ln -sf "$dir/helm" "$bin/helm"
 }
 
+# KWOK plays the kubelet for nodes labelled ruleplane.dev/kwok=true (docs/control-plane.md). It is its own Go
+# module (its k8s.io modules are newer than the plane's pins), so it is installed like helm. Its stages (what it does
+# to nodes and pods) are the module's own "fast" stages plus the Lease heartbeat, gathered from the downloaded
+# module into one config file next to the binary.
+build_kwok() {
+  local kwok_version; kwok_version=$(cat "$here/KWOK_VERSION")
+  local dir="$cache/kwok/$kwok_version"
+  if [ ! -x "$dir/kwok" ]; then
+    log "building kwok $kwok_version with Go (first time only; a few minutes)..."
+    (cd "$cache" && GOTOOLCHAIN=local CGO_ENABLED=0 GOBIN="$dir" \
+       GOMODCACHE="${GOMODCACHE:-$cache/go-mod}" GOCACHE="${GOCACHE:-$cache/go-build}" \
+       go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version")
+  fi
+  if [ ! -s "$dir/stages.yaml" ]; then
+    local src="${GOMODCACHE:-$cache/go-mod}/sigs.k8s.io/kwok@$kwok_version/kustomize/stage" f
+    for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+             pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+      [ -f "$src/$f" ] || { log "kwok stage $f not found in $src"; exit 1; }
+      printf -- '---\n'; cat "$src/$f"
+    done > "$dir/stages.yaml.tmp"
+    mv "$dir/stages.yaml.tmp" "$dir/stages.yaml"
+  fi
+  ln -sf "$dir/kwok" "$bin/kwok"
+  ln -sf "$dir/stages.yaml" "$bin/kwok-stages.yaml"
+}
+
 mkdir -p "$cache/k8s"
 fetch_etcd
 build_kube
 ln -sf "$cache/etcd/usr/bin/etcd" "$bin/etcd"
 build_helm
+build_kwok
 echo "$bin"

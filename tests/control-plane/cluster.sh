@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Starts and stops a real local Kubernetes control plane (etcd 3.5 + kube-apiserver + kube-controller-manager)
-# on free loopback ports.
+# Starts and stops a real local Kubernetes control plane (etcd 3.5 + kube-apiserver + kube-controller-manager, and
+# KWOK playing the kubelet for nodes labelled ruleplane.dev/kwok=true) on free loopback ports.
 #   cluster.sh up   [--dir DIR] [--owner-pid PID] [--no-controller-manager]
 #                                                   idempotent; last line: export KUBECONFIG=DIR/kubeconfig
 #   cluster.sh down [--dir DIR]                     stops every process it started and removes DIR
 #   cluster.sh status [--dir DIR]
 # --owner-pid: a watchdog stops the plane as soon as that process exits (test binaries, even on panic or ^C).
-# --no-controller-manager: etcd and kube-apiserver only (no garbage collection, namespaces never finish deleting),
-#   for benchmarks that want nothing else on the CPU.
+# --no-controller-manager: etcd and kube-apiserver only (no garbage collection, namespaces never finish deleting,
+#   no KWOK), for benchmarks that want nothing else on the CPU.
 # APISERVER_PROFILING=true: kube-apiserver serves /debug/pprof (benchmarks' PROFILE=1 reads it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -47,7 +47,14 @@ healthy() {
   apiserver_ready || return 1
   # A plane started before kube-controller-manager was part of it has no CONTROLLER_MANAGER_URL: start afresh.
   [ -n "${CONTROLLER_MANAGER_URL+set}" ] || return 1
-  [ -z "$CONTROLLER_MANAGER_URL" ] || controller_manager_healthy
+  [ -z "$CONTROLLER_MANAGER_URL" ] || controller_manager_healthy || return 1
+  # A plane started before KWOK was part of it (or whose KWOK died) is started afresh.
+  [ -z "$CONTROLLER_MANAGER_URL" ] || process_alive kwok
+}
+
+process_alive() { # name: its pid file names a live process of that name
+  local f="$dir/$1.pid"
+  [ -f "$f" ] && tr '\0' ' ' < "/proc/$(cat "$f")/cmdline" 2>/dev/null | grep -q -- "$1"
 }
 
 # Its serving certificate is self-signed (in DIR/kube-controller-manager-certs); /healthz needs no credential.
@@ -57,7 +64,7 @@ controller_manager_healthy() {
 
 stop() {
   [ -d "$dir" ] || return 0
-  for name in watchdog kube-controller-manager kube-apiserver etcd; do
+  for name in watchdog kwok kube-controller-manager kube-apiserver etcd; do
     local f="$dir/$name.pid"
     [ -f "$f" ] || continue
     local pid; pid=$(cat "$f")
@@ -201,6 +208,7 @@ POLICY
   done
   log "kube-apiserver ready in $((SECONDS - start)) s: $APISERVER_URL (Kubernetes $(basename "$bin"))"
   [ -z "$kcm_url" ] || start_controller_manager "$bin" "${kcm_url##*:}"
+  [ -z "$kcm_url" ] || start_kwok "$bin"
   log "ready in $((SECONDS - start)) s"
   echo "export KUBECONFIG=$dir/kubeconfig"
 }
@@ -232,6 +240,28 @@ start_controller_manager() { # bin port
     sleep 0.2
   done
   log "kube-controller-manager healthy in $((SECONDS - start)) s (controllers: $KCM_CONTROLLERS)"
+}
+
+# KWOK (sigs.k8s.io/kwok, built by build.sh) plays the kubelet, only for nodes labelled ruleplane.dev/kwok=true: it
+# marks them Ready, runs their pods (Running, Ready, startTime, pod IP) and removes their pods once deleted (no grace
+# period is waited out). Every other node has no kubelet: its pods stay Pending and its deleted pods Terminating.
+start_kwok() { # bin
+  log "starting kwok for nodes labelled ruleplane.dev/kwok=true"
+  setsid "$1/kwok" --kubeconfig "$dir/kubeconfig" --config "$1/kwok-stages.yaml" \
+    --manage-all-nodes=false --manage-nodes-with-label-selector=ruleplane.dev/kwok=true \
+    > "$dir/kwok.log" 2>&1 < /dev/null &
+  echo $! > "$dir/kwok.pid"
+  local start=$SECONDS
+  # Ready once it watches nodes (its log says so); it has no health endpoint unless asked to serve one.
+  until grep -q '"msg":"Watch nodes"' "$dir/kwok.log" 2>/dev/null; do
+    if ! kill -0 "$(cat "$dir/kwok.pid")" 2>/dev/null; then
+      log "kwok exited during startup; last lines of its log:"; tail -n 30 "$dir/kwok.log" >&2; stop; exit 1
+    fi
+    if [ $((SECONDS - start)) -gt 60 ]; then
+      log "kwok not watching nodes after 60 s; last lines of its log:"; tail -n 30 "$dir/kwok.log" >&2; stop; exit 1
+    fi
+    sleep 0.2
+  done
 }
 
 case "$cmd" in

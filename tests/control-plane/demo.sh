@@ -386,13 +386,15 @@ kubectl get crd certificates.certs.example.org -L app.kubernetes.io/managed-by |
 explain "(No managed-by label: the CRD stays the other tool's.)"
 
 say "7. The SchedulerPolicy rules schedule pods beside kube-scheduler (user story 3)"
-explain "Three nodes (no kubelet runs here: nodes are objects the schedulers read):"
-for n in 1 2 3; do
-  tier=$([ $n = 1 ] && echo gold || echo silver); cpu=$((n * 2))
+explain "Three nodes, and a fourth for batch work (KWOK plays their kubelet: bound pods run; docs/control-plane.md):"
+for n in 1 2 3 4; do
+  tier=$([ $n = 1 ] && echo gold || echo silver); cpu=$((n * 2)); taints="[]"
+  [ $n = 4 ] && { tier=batch; cpu=1; taints="[ { key: dedicated, value: batch, effect: NoSchedule } ]"; }
   cat <<YAML | kubectl apply -f - >/dev/null
 apiVersion: v1
 kind: Node
-metadata: { name: demo-node-$n, labels: { kubernetes.io/hostname: demo-node-$n, tier: $tier } }
+metadata: { name: demo-node-$n, labels: { kubernetes.io/hostname: demo-node-$n, tier: $tier, ruleplane.dev/kwok: "true" } }
+spec: { taints: $taints }
 status: { capacity: { cpu: "$cpu", memory: 8Gi, pods: "110" }, allocatable: { cpu: "$cpu", memory: 8Gi, pods: "110" } }
 YAML
   # Admission puts a not-ready taint on new nodes; a kubelet would lift it.
@@ -400,7 +402,8 @@ YAML
 done
 kubectl get nodes -L tier | sed 's/^/   /'
 kubectl delete pods -l demo=scheduling --grace-period=0 --force --ignore-not-found >/dev/null 2>&1 || true
-demo_pod() { # name scheduler cpu
+kubectl delete priorityclass demo-urgent --ignore-not-found >/dev/null 2>&1 || true
+demo_pod() { # name scheduler cpu [extra spec lines]
   cat <<YAML | kubectl apply -f - >/dev/null
 apiVersion: v1
 kind: Pod
@@ -408,6 +411,7 @@ metadata: { name: $1, namespace: default, labels: { demo: scheduling } }
 spec:
   schedulerName: $2
   containers: [ { name: app, image: nginx, resources: { requests: { cpu: "$3", memory: 128Mi } } } ]
+${4:-}
 YAML
 }
 explain "" "The nginx pod of the story names my-scheduler; a pod naming a scheduler nobody runs stays Pending:"
@@ -427,7 +431,27 @@ explain "" "Bin-packing (bin-packing-scheduler) fills the fullest node; kube-sch
 for i in 1 2 3; do demo_pod "packed-$i" bin-packing-scheduler 200m; done
 for i in 1 2 3; do demo_pod "spread-$i" spread-scheduler 200m; done
 sleep 2
-kubectl get pods -l demo=scheduling -o custom-columns=POD:.metadata.name,SCHEDULER:.spec.schedulerName,NODE:.spec.nodeName | sed 's/^/   /'
+kubectl get pods -l demo=scheduling -o custom-columns=POD:.metadata.name,SCHEDULER:.spec.schedulerName,NODE:.spec.nodeName,PHASE:.status.phase | sed 's/^/   /'
+explain "" "Preemption, as kube-scheduler's DefaultPreemption: a batch pod of priority 0 fills demo-node-4; a pod of a" \
+        "higher PriorityClass evicts it (bin-packing-scheduler limits victims to pods Ruleplane's policies placed):"
+cat <<YAML | kubectl apply -f - >/dev/null
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: { name: demo-urgent }
+value: 1000
+YAML
+batch_spec="  nodeSelector: { tier: batch }
+  tolerations: [ { key: dedicated, value: batch, effect: NoSchedule } ]"
+demo_pod batch-job bin-packing-scheduler 800m "$batch_spec"
+for _ in $(seq 1 40); do [ "$(kubectl get pod batch-job -o jsonpath='{.status.phase}')" = Running ] && break; sleep 0.25; done
+demo_pod urgent bin-packing-scheduler 500m "$batch_spec
+  priorityClassName: demo-urgent"
+for _ in $(seq 1 80); do [ "$(kubectl get pod urgent -o jsonpath='{.status.phase}' 2>/dev/null)" = Running ] && break; sleep 0.25; done
+echo "   \$ kubectl get events --field-selector involvedObject.name=batch-job,reason=Preempted"
+kubectl get events --field-selector involvedObject.name=batch-job,reason=Preempted | sed 's/^/   /'
+kubectl get pods -l demo=scheduling -o custom-columns=POD:.metadata.name,NODE:.spec.nodeName,PHASE:.status.phase \
+  --field-selector spec.nodeName=demo-node-4 | sed 's/^/   /'
+explain "(batch-job is gone: KWOK removed it once deleted, as a kubelet would.)"
 explain "" "The same engine runs offline: ruleplane simulate (what-if on nodes and pods from files, kubectl get -o yaml):"
 echo "   \$ ruleplane simulate --policy examples/my-scheduler.yaml --nodes nodes.yaml --pods pods.yaml --existing existing.yaml"
 "$target/debug/ruleplane" simulate --policy "$root/examples/my-scheduler.yaml" --nodes "$root/tests/scheduler/simulate/nodes.yaml" \

@@ -8,6 +8,7 @@ mod fan_in;
 mod foundation;
 mod gitops;
 mod helm_chart;
+mod kwok;
 mod leader_election;
 mod manager_runtime;
 mod openapi_snapshot;
