@@ -46,7 +46,7 @@ for scheduler in ("bench-ruleplane", "default-scheduler"):
          "spec": {"schedulerName": scheduler,
                   # No kubelet: new nodes keep the not-ready taint TaintNodesByCondition puts on them.
                   "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}],
-                  "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                  "containers": [{"name": "pause", "image": "pause:3.10",
                                   "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}}
         for i in range(pods)]}, open(f"{work}/pods-{scheduler}.json", "w"))
 PY

@@ -90,7 +90,7 @@ spec:
 async fn create_pod(pods: &Api<Pod>, name: &str, app: &str) {
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"app": app, "owner": "test"}},
-        "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}
+        "spec": {"containers": [{"name": "main", "image": "pause:3.10"}]}
     }))
     .expect("a Pod");
     eventually_seen(Duration::from_secs(30), "the Pod created", || async {
@@ -267,7 +267,7 @@ spec:
           selector: {{ matchLabels: {{ app: "{{{{metadata.name}}}}" }} }}
           template:
             metadata: {{ labels: {{ app: "{{{{metadata.name}}}}" }} }}
-            spec: {{ containers: [ {{ name: main, image: registry.k8s.io/pause:3.10 }} ] }}
+            spec: {{ containers: [ {{ name: main, image: pause:3.10 }} ] }}
     - id: autoscaler
       template: |
         apiVersion: autoscaling/v2

@@ -202,7 +202,7 @@ impl TestPod {
         let mut spec = self.spec.clone().unwrap_or_else(|| PodSpec {
             containers: vec![Container {
                 name: "c".to_string(),
-                image: Some("registry.k8s.io/pause:3.10".to_string()),
+                image: Some("pause:3.10".to_string()),
                 ..Container::default()
             }],
             ..PodSpec::default()

@@ -52,7 +52,7 @@ fn schedule_all(nodes: usize, pods: usize) -> Snapshot {
             spec: Some(PodSpec {
                 containers: vec![Container {
                     name: "pause".to_string(),
-                    image: Some("registry.k8s.io/pause:3.10".to_string()),
+                    image: Some("pause:3.10".to_string()),
                     resources: Some(ResourceRequirements {
                         requests: quantity_map(&[("cpu", "100m"), ("memory", "500Mi")]),
                         ..ResourceRequirements::default()
