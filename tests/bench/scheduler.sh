@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Scheduler benchmark, scheduler_perf's SchedulingBasic shape; prints figures (no pass/fail). Each contender runs
-# alone on a fresh local control plane: NODES nodes (4 CPU / 32 Gi / 110 pods), PODS pause pods (100m / 500Mi)
-# created up front, then the scheduler starts; throughput = bindings/s (the apiserver's binding counter,
+# Scheduler benchmark, scheduler_perf's shapes (SHAPE=, SchedulingBasic by default); prints figures (no pass/fail).
+# Each contender runs alone on a fresh local control plane: NODES nodes (4 CPU / 32 Gi / 110 pods), the shape's init
+# pods already bound, PODS pause pods (100m / 500Mi unless the shape says otherwise) created up front, then the
+# scheduler starts; throughput = bindings/s (the apiserver's binding counter,
 # sampled every half second), plus the scheduler's CPU-seconds and peak RSS per 1,000 pods.
 #   1. Ruleplane (release build) with a DefaultProvider SchedulerPolicy, client QPS/burst $QPS/$BURST;
 #   2. kube-scheduler v1.35 (the project's build), default profile, the same QPS/burst;
@@ -10,6 +11,17 @@
 #      only, then bindings plus the Scheduled Event each (the requests a scheduler sends, without deciding).
 # Usage: tests/bench/scheduler.sh [NODES] [PODS]   (release build: cargo build --release -p ruleplane)
 #   ONLY="ruleplane ceiling" runs a subset (ruleplane, kube-scheduler, kube-scheduler-defaults, ceiling).
+#   SHAPE= one of scheduler_perf's workloads (v1.35.4, test/integration/scheduler_perf), PODS being its measured pods:
+#     basic                    SchedulingBasic (the default)
+#     anti-affinity            SchedulingPodAntiAffinity: required anti-affinity per hostname (PODS + INIT <= NODES)
+#     affinity                 SchedulingPodAffinity: required affinity per zone, every node in zone1
+#     preferred-affinity       SchedulingPreferredPodAffinity
+#     preferred-anti-affinity  SchedulingPreferredPodAntiAffinity
+#     spread                   TopologySpreading: maxSkew 5 over three zones, DoNotSchedule
+#     preemption               PreemptionBasic: four 900m low-priority pods per node, then PODS 3-CPU high-priority
+#                              pods that each preempt three of them (INIT defaults to 4 x NODES)
+#   INIT= the workload's init pods, created bound before the contender starts (scheduler_perf's initPods; default
+#     0 for basic, 4 x NODES for preemption, else PODS).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
@@ -18,6 +30,13 @@ nodes=${1:-500}
 pods=${2:-5000}
 qps=${QPS:-1000}
 burst=${BURST:-2000}
+shape=${SHAPE:-basic}
+case "$shape" in
+  basic) init=${INIT:-0} ;;
+  preemption) init=${INIT:-$((4 * nodes))} ;;
+  anti-affinity|affinity|preferred-affinity|preferred-anti-affinity|spread) init=${INIT:-$pods} ;;
+  *) echo "unknown SHAPE: $shape"; exit 2 ;;
+esac
 bin=${RULEPLANE_BIN:-$target/release/ruleplane}
 [ -x "$bin" ] || { echo "build first: cargo build --release -p ruleplane ($bin missing)"; exit 2; }
 (cd "$root" && cargo build -q --release -p ruleplane --example bind_ceiling)
@@ -32,22 +51,71 @@ cleanup() {
 trap cleanup EXIT INT TERM
 now() { date +%s.%N; }
 
-python3 - "$work" "$nodes" "$pods" <<'PY'
+python3 - "$work" "$nodes" "$pods" "$shape" "$init" <<'PY'
 import json, sys
-work, nodes, pods = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+work, nodes, pods, shape, init = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 res = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+def node_labels(i):
+    labels = {"kubernetes.io/hostname": f"node-{i}"}
+    if shape == "affinity":
+        labels["topology.kubernetes.io/zone"] = "zone1"
+    if shape == "spread":
+        labels["topology.kubernetes.io/zone"] = f"moon-{i % 3 + 1}"
+    return labels
 json.dump({"apiVersion": "v1", "kind": "List", "items": [
-    {"apiVersion": "v1", "kind": "Node",
-     "metadata": {"name": f"node-{i}", "labels": {"kubernetes.io/hostname": f"node-{i}"}},
+    {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i}", "labels": node_labels(i)},
      "status": {"capacity": res, "allocatable": res}} for i in range(nodes)]}, open(f"{work}/nodes.json", "w"))
+namespaces = ["bench-init", "bench"]  # scheduler_perf's sched-0 (init pods) and sched-1 (measured pods)
+def term(color, key):
+    return {"labelSelector": {"matchLabels": {"color": color}}, "topologyKey": key, "namespaces": namespaces}
+# scheduler_perf's templates (test/integration/scheduler_perf/templates of v1.35.4), per shape: labels, affinity,
+# spreading, requests, priority class.
+def template(measured):
+    cpu, labels, extra = "100m", {}, {}
+    if shape == "anti-affinity":
+        labels = {"color": "green"}
+        extra["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            term("green", "kubernetes.io/hostname")]}}
+    elif shape == "affinity":
+        labels = {"color": "blue"}
+        extra["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            term("blue", "topology.kubernetes.io/zone")]}}
+    elif shape == "preferred-affinity":
+        labels = {"color": "red"}
+        extra["affinity"] = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "podAffinityTerm": term("red", "kubernetes.io/hostname")}]}}
+    elif shape == "preferred-anti-affinity":
+        labels = {"color": "yellow"}
+        extra["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "podAffinityTerm": term("yellow", "kubernetes.io/hostname")}]}}
+    elif shape == "spread" and measured:
+        labels = {"color": "blue"}
+        extra["topologySpreadConstraints"] = [{"maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"color": "blue"}}}]
+    elif shape == "preemption":
+        # pod-low-priority (900m, grace period 0: a victim goes at once without a kubelet) and
+        # pod-high-priority (3 CPUs: three of a node's four low pods must go).
+        cpu = "3" if measured else "900m"
+        extra["priorityClassName"] = "bench-high" if measured else "bench-low"
+        extra["terminationGracePeriodSeconds"] = 0
+    return labels, {"containers": [{"name": "pause", "image": "pause:3.10.1",
+        "resources": {"requests": {"cpu": cpu, "memory": "500Mi"}, "limits": {"cpu": cpu, "memory": "500Mi"}}}], **extra}
+# Init pods are created already bound (as kube-scheduler would have placed them: one per node for the
+# anti-affinity shapes, four per node for preemption, round robin otherwise), so only measured pods are bound
+# by the contender and the apiserver's binding counter counts them alone.
+labels, spec = template(False)
+per_node = 4 if shape == "preemption" else 1
+json.dump({"apiVersion": "v1", "kind": "List", "items": [
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"init-{i}", "namespace": "bench-init", "labels": labels},
+     "spec": {**spec, "nodeName": f"node-{(i // per_node) % nodes}"}} for i in range(init)]},
+    open(f"{work}/init-pods.json", "w"))
+labels, spec = template(True)
 for scheduler in ("bench-ruleplane", "default-scheduler"):
     json.dump({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"pod-{i}", "namespace": "bench"},
-         "spec": {"schedulerName": scheduler,
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"pod-{i}", "namespace": "bench", "labels": labels},
+         "spec": {**spec, "schedulerName": scheduler,
                   # No kubelet: new nodes keep the not-ready taint TaintNodesByCondition puts on them.
-                  "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}],
-                  "containers": [{"name": "pause", "image": "pause:3.10",
-                                  "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}}
+                  "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}]}}
         for i in range(pods)]}, open(f"{work}/pods-{scheduler}.json", "w"))
 PY
 
@@ -67,11 +135,22 @@ bindings() { kubectl get --raw /metrics | awk '/^apiserver_request_total\{/ && /
 events_created() { kubectl get --raw /metrics | awk '/^apiserver_request_total\{/ && /resource="events"/ && /verb="POST"/ && /code="201"/ {s+=$NF} END {printf "%d", s}'; }
 populate() { # scheduler-name
   kubectl create namespace bench >/dev/null
+  kubectl create namespace bench-init >/dev/null
   kubectl create -f "$work/nodes.json" >/dev/null
+  if [ "$shape" = preemption ]; then
+    printf 'apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: { name: bench-low }\nvalue: 0\n---\n%s\n' \
+      'apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: { name: bench-high }
+value: 10' | kubectl create -f - >/dev/null
+  fi
+  [ "$init" = 0 ] || kubectl create -f "$work/init-pods.json" >/dev/null
   local t0; t0=$(now)
   kubectl create -f "$work/pods-$1.json" >/dev/null
   printf '   (%d pods created in %.0f s)\n' "$pods" "$(awk "BEGIN{print $(now) - $t0}")"
 }
+# Pod deletions the apiserver answered (preemption victims; nothing else deletes pods during a run).
+pod_deletes() { kubectl get --raw /metrics | awk '/^apiserver_request_total\{/ && /resource="pods"/ && /verb="DELETE"/ && /code="200"/ {s+=$NF} END {printf "%d", s}'; }
 cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
 peak_rss_mib() { awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
 measure() { # label pid → waits for every binding, prints the figures
@@ -97,9 +176,10 @@ measure() { # label pid → waits for every binding, prints the figures
       l, n, e - s, n / (e - s), (n - fc) / ((e - f) > 0 ? (e - f) : 1), c, c * 1000 / n, r }'
   echo "$label $count $(awk "BEGIN{print $t - $started}") $cpu $rss" >>"$work/results"
   printf '   %s Events created for %s bound pods, the last %.1f s after the start\n' "$events" "$count" "$(awk "BEGIN{print $events_done - $started}")"
+  [ "$shape" != preemption ] || printf '   %s victims deleted\n' "$(pod_deletes)"
 }
 
-echo "machine: $(nproc) cores; $nodes nodes, $pods pods; client QPS $qps, burst $burst where configurable"
+echo "machine: $(nproc) cores; shape $shape: $nodes nodes, $init init pods (bound), $pods pods to schedule; client QPS $qps, burst $burst where configurable"
 
 only=${ONLY:-ruleplane kube-scheduler kube-scheduler-defaults ceiling}
 wanted() { [[ " $only " == *" $1 "* ]]; }
