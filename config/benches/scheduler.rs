@@ -1,13 +1,15 @@
 //! Scheduling engine throughput: decisions per second for one pause pod (100m / 500Mi) against 500 and 5,000
 //! nodes of scheduler_perf's shape (4 CPU / 32Gi / 110 pods), DefaultProvider's plugins, adaptive
 //! percentageOfNodesToScore and 100 %; and the preemption decision for a high-priority pod on nodes full of
-//! low-priority ones. Divan prints time per decision, decisions/s and allocations per decision.
+//! low-priority ones; and scheduler_perf's pod (anti-)affinity and spreading shapes at 5,000 nodes. Divan prints
+//! time per decision, decisions/s and allocations per decision.
 
 use std::collections::BTreeMap;
 
 use divan::Bencher;
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, Node, NodeStatus, Pod, PodAffinityTerm, PodAntiAffinity, PodSpec, ResourceRequirements,
+    Affinity, Container, Node, NodeStatus, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec,
+    ResourceRequirements, TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -177,4 +179,91 @@ fn decision_with_preemption_anti_affinity(bencher: Bencher, node_count: usize) {
         ..Affinity::default()
     });
     bench_pod(bencher, snapshot, pod, true);
+}
+
+/// scheduler_perf's affinity and spreading workloads: `existing` pods like `pod` already placed round robin
+/// (one per node, as kube-scheduler places the anti-affinity ones), then one more decision for `pod`.
+fn bench_shape(bencher: Bencher, node_count: usize, existing: usize, pod: Pod) {
+    let mut snapshot = nodes(node_count);
+    let names: Vec<String> = snapshot.list().map(|n| n.name().to_string()).collect();
+    for i in 0..existing {
+        let mut placed = pod.clone();
+        placed.metadata.name = Some(format!("placed-{i}"));
+        placed.metadata.uid = Some(format!("uid-placed-{i}"));
+        placed.spec.as_mut().expect("spec").node_name = Some(names[i % names.len()].clone());
+        snapshot.add_pod(placed).expect("placed pod");
+    }
+    let mut engine = Engine::new(&Profile::default_provider(), 1).expect("profile");
+    bencher
+        .counter(divan::counter::ItemsCount::new(1usize))
+        .bench_local(|| {
+            let decision = engine.schedule(&snapshot, divan::black_box(&pod)).expect("schedule");
+            assert!(decision.chosen().is_some(), "placed");
+            decision
+        });
+}
+
+fn colored_pod(color: &str) -> Pod {
+    let mut pod = pause_pod();
+    pod.metadata.labels = Some(BTreeMap::from([("color".to_string(), color.to_string())]));
+    pod
+}
+
+fn term(color: &str, topology_key: &str) -> PodAffinityTerm {
+    PodAffinityTerm {
+        label_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([("color".to_string(), color.to_string())])),
+            ..LabelSelector::default()
+        }),
+        topology_key: topology_key.into(),
+        ..PodAffinityTerm::default()
+    }
+}
+
+/// SchedulingPodAntiAffinity: required anti-affinity per hostname to its own kind, 1,000 placed.
+#[divan::bench(args = [5000], sample_count = 20)]
+fn decision_required_anti_affinity(bencher: Bencher, node_count: usize) {
+    let mut pod = colored_pod("green");
+    pod.spec.as_mut().expect("spec").affinity = Some(Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![term("green", "kubernetes.io/hostname")]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    });
+    bench_shape(bencher, node_count, 1000, pod);
+}
+
+/// SchedulingPodAffinity: required affinity per zone to its own kind, 2,000 placed.
+#[divan::bench(args = [5000], sample_count = 20)]
+fn decision_required_affinity(bencher: Bencher, node_count: usize) {
+    let mut pod = colored_pod("blue");
+    pod.spec.as_mut().expect("spec").affinity = Some(Affinity {
+        pod_affinity: Some(PodAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![term(
+                "blue",
+                "topology.kubernetes.io/zone",
+            )]),
+            ..PodAffinity::default()
+        }),
+        ..Affinity::default()
+    });
+    bench_shape(bencher, node_count, 2000, pod);
+}
+
+/// TopologySpreading: maxSkew 5 over the zones, DoNotSchedule, 2,000 placed.
+#[divan::bench(args = [5000], sample_count = 20)]
+fn decision_topology_spread(bencher: Bencher, node_count: usize) {
+    let mut pod = colored_pod("blue");
+    pod.spec.as_mut().expect("spec").topology_spread_constraints = Some(vec![TopologySpreadConstraint {
+        max_skew: 5,
+        topology_key: "topology.kubernetes.io/zone".into(),
+        when_unsatisfiable: "DoNotSchedule".into(),
+        label_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([("color".to_string(), "blue".to_string())])),
+            ..LabelSelector::default()
+        }),
+        ..TopologySpreadConstraint::default()
+    }]);
+    bench_shape(bencher, node_count, 2000, pod);
 }

@@ -6,7 +6,9 @@
 // Namespace selectors need namespace labels: the snapshot's (see `Snapshot::set_namespaces`); pods needing them while
 // the snapshot has none are refused before this plugin runs (`Feature::NamespaceSelector…`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use fnv::FnvHashMap;
 
 use super::node_affinity::aggregate;
 use super::{Cycle, NodeFilter, PreFilter, PreFilterPlugin};
@@ -26,8 +28,15 @@ pub const REASON_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity r
 #[derive(Debug)]
 pub struct InterPodAffinity;
 
-/// Counts per (topology key, value).
-pub(super) type TopologyCounts = HashMap<(String, String), i64>;
+/// Counts per (topology key, value), borrowing both from the snapshot's node labels: a cycle counts every pod
+/// and looks up every node, so neither may allocate. FNV, not SipHash: the keys are node labels (written by
+/// whoever may write nodes) and a map lives for one cycle.
+pub(super) type TopologyCounts<'a> = FnvHashMap<(&'a str, &'a str), i64>;
+
+/// The count for one (topology key, value).
+fn count_of(counts: &TopologyCounts<'_>, key: &str, value: &str) -> i64 {
+    counts.get(&(key, value)).copied().unwrap_or(0)
+}
 
 static NO_LABELS: Labels = BTreeMap::new();
 
@@ -66,18 +75,18 @@ pub(super) fn matches_all(terms: &[AffinityTerm], pod: &PodInfo) -> bool {
     !terms.is_empty() && terms.iter().all(|t| t.matches(pod, &NO_LABELS))
 }
 
-fn count(counts: &mut TopologyCounts, node: &NodeInfo, key: &str) {
-    if let Some(value) = node.labels().get(key) {
-        *counts.entry((key.to_string(), value.clone())).or_insert(0) += 1;
+fn count<'a>(counts: &mut TopologyCounts<'a>, node: &'a NodeInfo, key: &str) {
+    if let Some((key, value)) = node.labels().get_key_value(key) {
+        *counts.entry((key.as_str(), value.as_str())).or_insert(0) += 1;
     }
 }
 
-struct Check {
+struct Check<'a> {
     affinity: Vec<AffinityTerm>,
     anti_affinity: Vec<AffinityTerm>,
-    affinity_counts: TopologyCounts,
-    anti_affinity_counts: TopologyCounts,
-    existing_anti_affinity_counts: TopologyCounts,
+    affinity_counts: TopologyCounts<'a>,
+    anti_affinity_counts: TopologyCounts<'a>,
+    existing_anti_affinity_counts: TopologyCounts<'a>,
     pod_matches_own_affinity: bool,
 }
 
@@ -94,9 +103,9 @@ impl PreFilterPlugin for InterPodAffinity {
         let affinity = with_selected_namespaces(snapshot, &pod.required_affinity);
         let anti_affinity = with_selected_namespaces(snapshot, &pod.required_anti_affinity);
         let namespace_labels = namespace_labels(snapshot, &pod.namespace);
-        let mut existing = TopologyCounts::new();
-        let mut affinity_counts = TopologyCounts::new();
-        let mut anti_affinity_counts = TopologyCounts::new();
+        let mut existing = TopologyCounts::default();
+        let mut affinity_counts = TopologyCounts::default();
+        let mut anti_affinity_counts = TopologyCounts::default();
         let incoming_terms = !affinity.is_empty() || !anti_affinity.is_empty();
         // Without terms of its own, only nodes with pods having required anti-affinity matter.
         let nodes = snapshot
@@ -141,20 +150,14 @@ impl PreFilterPlugin for InterPodAffinity {
     }
 }
 
-impl Check {
+impl Check<'_> {
     fn satisfies_affinity(&self, node: &NodeInfo) -> bool {
         let mut pods_exist = true;
         for term in &self.affinity {
             let Some(value) = node.labels().get(&term.topology_key) else {
                 return false;
             };
-            if self
-                .affinity_counts
-                .get(&(term.topology_key.clone(), value.clone()))
-                .copied()
-                .unwrap_or(0)
-                <= 0
-            {
+            if count_of(&self.affinity_counts, &term.topology_key, value) <= 0 {
                 pods_exist = false;
             }
         }
@@ -165,29 +168,22 @@ impl Check {
     fn satisfies_anti_affinity(&self, node: &NodeInfo) -> bool {
         self.anti_affinity_counts.is_empty()
             || !self.anti_affinity.iter().any(|term| {
-                node.labels().get(&term.topology_key).is_some_and(|value| {
-                    self.anti_affinity_counts
-                        .get(&(term.topology_key.clone(), value.clone()))
-                        .copied()
-                        .unwrap_or(0)
-                        > 0
-                })
+                node.labels()
+                    .get(&term.topology_key)
+                    .is_some_and(|value| count_of(&self.anti_affinity_counts, &term.topology_key, value) > 0)
             })
     }
 
     fn satisfies_existing_anti_affinity(&self, node: &NodeInfo) -> bool {
         self.existing_anti_affinity_counts.is_empty()
-            || !node.labels().iter().any(|(key, value)| {
-                self.existing_anti_affinity_counts
-                    .get(&(key.clone(), value.clone()))
-                    .copied()
-                    .unwrap_or(0)
-                    > 0
-            })
+            || !node
+                .labels()
+                .iter()
+                .any(|(key, value)| count_of(&self.existing_anti_affinity_counts, key, value) > 0)
     }
 }
 
-impl NodeFilter for Check {
+impl NodeFilter for Check<'_> {
     fn filter(&self, node: &NodeInfo) -> Option<Verdict> {
         if !self.satisfies_affinity(node) {
             return Some(Verdict::unresolvable(REASON_AFFINITY));

@@ -3,7 +3,7 @@
 // InterPodAffinity's score: the pod's preferred (anti-)affinity against existing pods, and existing pods' preferred
 // terms and required affinity (× hardPodAffinityWeight) against the pod, summed per topology domain.
 
-use std::collections::HashMap;
+use fnv::FnvHashMap;
 
 use super::inter_pod_affinity::{namespace_labels, with_selected_namespaces};
 use super::node_affinity::aggregate;
@@ -30,21 +30,22 @@ impl InterPodAffinityScore {
     }
 }
 
-/// Score per topology key, per value.
-type TopologyScores = HashMap<String, HashMap<String, i64>>;
+/// Score per topology key, per value, borrowed from the snapshot's node labels (as InterPodAffinity's counts:
+/// no allocation per counted pod).
+type TopologyScores<'a> = FnvHashMap<&'a str, FnvHashMap<&'a str, i64>>;
 
-fn add(scores: &mut TopologyScores, term: &AffinityTerm, weight: i64, node: &NodeInfo) {
-    if let Some(value) = node.labels().get(&term.topology_key) {
+fn add<'a>(scores: &mut TopologyScores<'a>, term: &AffinityTerm, weight: i64, node: &'a NodeInfo) {
+    if let Some((key, value)) = node.labels().get_key_value(&term.topology_key) {
         *scores
-            .entry(term.topology_key.clone())
+            .entry(key.as_str())
             .or_default()
-            .entry(value.clone())
+            .entry(value.as_str())
             .or_insert(0) += weight;
     }
 }
 
-struct Score {
-    scores: TopologyScores,
+struct Score<'a> {
+    scores: TopologyScores<'a>,
 }
 
 impl PreScorePlugin for InterPodAffinityScore {
@@ -79,7 +80,7 @@ impl PreScorePlugin for InterPodAffinityScore {
         let preferred_anti = weighted(&pod.preferred_anti_affinity);
         let namespace_labels = namespace_labels(snapshot, &pod.namespace);
         let no_labels = Labels::new();
-        let mut scores = TopologyScores::new();
+        let mut scores = TopologyScores::default();
         for node in snapshot
             .list()
             .filter(|n| has_constraints || n.has_pods_with_affinity())
@@ -131,14 +132,14 @@ impl PreScorePlugin for InterPodAffinityScore {
     }
 }
 
-impl NodeScorer for Score {
+impl NodeScorer for Score<'_> {
     fn score(&self, node: &NodeInfo) -> i64 {
         self.scores
             .iter()
             .filter_map(|(key, values)| {
                 node.labels()
-                    .get(key)
-                    .map(|value| values.get(value).copied().unwrap_or(0))
+                    .get(*key)
+                    .map(|value| values.get(value.as_str()).copied().unwrap_or(0))
             })
             .sum()
     }

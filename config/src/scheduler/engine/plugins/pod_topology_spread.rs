@@ -299,8 +299,15 @@ fn domain_counts(snapshot: &Snapshot, pod: &PodInfo, constraints: &[Constraint])
             if !constraint.includes(&pod.pod, node.node(), &affinity) {
                 continue;
             }
-            let value = labels.get(&constraint.topology_key).cloned().unwrap_or_default();
-            *counts[i].entry(value).or_insert(0) += count_matching(node, &constraint.selector, &pod.namespace);
+            let matching = count_matching(node, &constraint.selector, &pod.namespace);
+            // Looked up before inserting: a cycle visits every node and there are only a few domains.
+            let value = labels.get(&constraint.topology_key).map_or("", String::as_str);
+            match counts[i].get_mut(value) {
+                Some(count) => *count += matching,
+                None => {
+                    counts[i].insert(value.to_string(), matching);
+                }
+            }
         }
     }
     counts

@@ -53,8 +53,10 @@ impl PreScorePlugin for PodTopologySpread {
             }
             for (i, constraint) in constraints.iter().enumerate() {
                 if constraint.topology_key != HOSTNAME {
-                    let value = node.labels().get(&constraint.topology_key).cloned().unwrap_or_default();
-                    counts[i].entry(value).or_insert(0);
+                    let value = node.labels().get(&constraint.topology_key).map_or("", String::as_str);
+                    if !counts[i].contains_key(value) {
+                        counts[i].insert(value.to_string(), 0);
+                    }
                 }
             }
         }
