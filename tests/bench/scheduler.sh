@@ -196,11 +196,15 @@ spec: { schedulerName: bench-ruleplane, algorithmProvider: DefaultProvider }
 YAML
 # PERF=1: profile Ruleplane with perf (the CPU and RSS figures are then perf's, not Ruleplane's).
 profiler=(); [ "${PERF:-0}" = 1 ] && profiler=(perf record -F 999 -g -o "$work/perf.data" --)
+metrics_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "${profiler[@]}" "$bin" run --rules "$work/rules" --kubeconfig "$KUBECONFIG" --leader-elect=false --identity bench \
-  --metrics-bind-address 0 --health-probe-bind-address 0 --kube-api-qps "$qps" --kube-api-burst "$burst" \
+  --metrics-bind-address "127.0.0.1:$metrics_port" --health-probe-bind-address 0 --kube-api-qps "$qps" --kube-api-burst "$burst" \
   >"$work/ruleplane.log" 2>&1 &
 rp=$!; pids+=("$rp")
 measure "Ruleplane (DefaultProvider)" "$rp"
+# Scheduling cycles per outcome: more cycles than pods means retries (unschedulable, or a binding that failed).
+curl -fsS "http://127.0.0.1:$metrics_port/metrics" 2>/dev/null | awk '/^ruleplane_scheduling_attempts_total/ {
+  sub(/.*state="/, ""); sub(/".*\}/, " "); printf "   cycles %s\n", $0 }' || true
 kill -INT "$rp" 2>/dev/null || true
 if [ "${PERF:-0}" = 1 ]; then
   wait "$rp" 2>/dev/null || true
