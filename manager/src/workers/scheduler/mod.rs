@@ -6,6 +6,7 @@
 //! the pods of the policy, the cluster events the cache applies and the time, and runs what it pops.
 
 mod cache;
+mod nominations;
 mod preempt;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
