@@ -41,6 +41,9 @@ pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
 pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 /// The preemptor has `preemptionPolicy: Never`.
 pub const NOT_ELIGIBLE_NEVER: &str = "not eligible due to preemptionPolicy=Never.";
+/// DefaultPreemption's PreEnqueue status (UnschedulableAndUnresolvable) for a preemptor whose victims are still
+/// being deleted (async preemption, `default_preemption.go:139`).
+pub const PREEMPTION_HOLD: &str = "waiting for the preemption for this pod to be finished";
 /// A victim of an earlier preemption is still terminating on the preemptor's nominated node.
 pub const NOT_ELIGIBLE_TERMINATING: &str = "not eligible due to a terminating pod on the nominated node.";
 
