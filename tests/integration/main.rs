@@ -12,6 +12,7 @@ mod leader_election;
 mod manager_runtime;
 mod openapi_snapshot;
 mod patches;
+mod preemption_corpus;
 mod preemption_fidelity;
 mod reconcilers;
 mod resource_definitions;
