@@ -311,6 +311,7 @@ async fn preemption_decisions_match_kube_scheduler_on_a_random_corpus() {
         started.elapsed().as_secs_f64(),
         differences.len()
     );
+    drop(_kube_scheduler);
     delete_nodes(&client, &node_names).await;
     for name in ["negative", "low", "mid", "high", "never"] {
         let _ = classes.delete(&class(name), &DeleteParams::default()).await;
