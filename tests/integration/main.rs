@@ -18,6 +18,7 @@ mod reconcilers;
 mod resource_definitions;
 mod scheduler_fidelity;
 mod scheduler_preemption;
+mod scheduler_preemption_async;
 mod scheduler_preemption_storm;
 mod schedulers;
 mod sharding;

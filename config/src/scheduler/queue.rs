@@ -599,15 +599,15 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
             return None;
         }
         let queued = self.pods.get(key)?;
-        if queued.place != Place::Unschedulable || queued.gating != Some(DEFAULT_PREEMPTION) {
-            return None;
-        }
-        let (event, strategy) = if failed {
-            ("ForceActivate", Strategy::Immediately)
-        } else if queued.missed_while_held {
-            ("PreemptionFinished", Strategy::AfterBackoff)
-        } else {
-            return None;
+        let (event, strategy) = match queued.place {
+            // `Activate`: out of the unschedulable pool or backoff, whatever held it.
+            Place::Unschedulable | Place::Backoff | Place::ErrorBackoff if failed => {
+                ("ForceActivate", Strategy::Immediately)
+            }
+            Place::Unschedulable if queued.gating == Some(DEFAULT_PREEMPTION) && queued.missed_while_held => {
+                ("PreemptionFinished", Strategy::AfterBackoff)
+            }
+            _ => return None,
         };
         let to = self.requeue(key, strategy, now);
         (to != Place::Unschedulable).then(|| Requeue {
