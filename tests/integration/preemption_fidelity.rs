@@ -17,21 +17,20 @@ use crate::support::cluster_nodes::{
 use crate::support::{admin_client, eventually_seen, test_namespace};
 
 /// Every node and every bound pod, terminating ones included (kube-scheduler's cache keeps them until deleted),
-/// and every PodDisruptionBudget.
+/// every PodDisruptionBudget, and the pending pods' nominations.
 async fn snapshot(client: &Client) -> Snapshot {
     let nodes = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await
         .expect("nodes")
         .items;
-    let pods: Vec<Pod> = Api::<Pod>::all(client.clone())
+    let (pods, pending): (Vec<Pod>, Vec<Pod>) = Api::<Pod>::all(client.clone())
         .list(&ListParams::default())
         .await
         .expect("pods")
         .items
         .into_iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-        .collect();
+        .partition(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some());
     let pdbs = Api::<PodDisruptionBudget>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -39,6 +38,7 @@ async fn snapshot(client: &Client) -> Snapshot {
         .items;
     let mut snapshot = Snapshot::build(nodes, pods).expect("snapshot");
     snapshot.set_pod_disruption_budgets(pdbs);
+    snapshot.set_nominated_pods(pending);
     snapshot
 }
 
@@ -155,6 +155,8 @@ async fn preemption_decisions_match_kube_scheduler() {
 
     let mut engine = Engine::new(&Profile::default_provider(), 1).expect("engine");
     engine.enable_preemption();
+    // kube-scheduler's nominator holds its own profile's pods only.
+    engine.nominate_only_for([scheduler.clone()].into());
     let not_c = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["c"]}]}]
     }}}});
@@ -279,6 +281,50 @@ async fn preemption_decisions_match_kube_scheduler() {
         }
     }
 
+    // A nominated pod's room: `big` (3 CPUs) preempts f-lower on f (4 CPUs) and is nominated there while its victim
+    // terminates (no kubelet ends it). `follower` (1 CPU, same priority) would fit in f's 2 free CPUs, but
+    // kube-scheduler's Filter counts `big` there first: Insufficient cpu, the engine must say the same.
+    let f = format!("pre-{run}-f");
+    names.push(create_node(&client, node(&f, "4", "8Gi", json!({"pool": "f"}), json!([]))).await);
+    pods.create(
+        &PostParams::default(),
+        &pod("f-lower", "2", "lower", json!({"nodeName": f})),
+    )
+    .await
+    .expect("create bound pod");
+    let only_f = json!({"nodeSelector": {"pool": "f"}});
+    pods.create(&PostParams::default(), &pod("big", "3", "high", only_f.clone()))
+        .await
+        .expect("create pod");
+    eventually_seen(Duration::from_secs(30), "big nominated to f", || async {
+        let pod = pods.get("big").await.map_err(|e| e.to_string())?;
+        let nominated = pod.status.as_ref().and_then(|s| s.nominated_node_name.as_deref());
+        if nominated == Some(f.as_str()) {
+            Ok(())
+        } else {
+            Err(format!("{:?}", pod.status))
+        }
+    })
+    .await;
+    let cluster = snapshot(&client).await;
+    let created = pods
+        .create(&PostParams::default(), &pod("follower", "1", "never", only_f))
+        .await
+        .expect("create pod");
+    let decision = engine.schedule(&cluster, &created).expect("engine decides");
+    let kube = condition_message(&kube_message(&pods, "follower").await);
+    let ours = decision.event_message().unwrap_or_default();
+    println!("follower: {kube}");
+    if kube != ours || decision.chosen().is_some() {
+        differences.push(format!("follower:\n  kube-scheduler: {kube}\n  engine:         {ours}"));
+    }
+
+    // kube-scheduler stops first and the pending pods go: a preemptor bound to a node while it is deleted would
+    // leave a pod on a node that no longer exists for the next test's snapshot.
+    drop(_kube_scheduler);
+    for pending in ["urgent", "big", "follower"] {
+        let _ = pods.delete(pending, &DeleteParams::default().grace_period(0)).await;
+    }
     delete_nodes(&client, &names).await;
     for name in ["high", "never", "low", "lower"] {
         let _ = classes.delete(&class(name), &DeleteParams::default()).await;

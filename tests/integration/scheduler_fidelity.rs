@@ -1,6 +1,7 @@
 //! Fidelity of the scheduling engine against the real kube-scheduler v1.35 of the project's build: a seeded random
 //! corpus of nodes and pods, scheduled one pod at a time by kube-scheduler on the control plane and predicted by the
-//! engine from the same cluster state. Feasibility and FailedScheduling text must be identical for every pod, and
+//! engine from the same cluster state. Feasibility and the whole FailedScheduling text (PostFilter part included)
+//! must be identical for every pod, and
 //! kube-scheduler's node must be among the engine's best-scored nodes.
 //!
 //! `RULEPLANE_FIDELITY_PODS` (default 40), `RULEPLANE_FIDELITY_NODES` (default 10, at most 100) and
@@ -17,7 +18,7 @@ use ruleplane_config::SchedulerPolicy;
 use ruleplane_config::scheduler::engine::{Decision, Snapshot, SplitMix64};
 use serde_json::{Value, json};
 
-use crate::support::cluster_nodes::{KubeScheduler, create_node, delete_nodes, fit_error, nodes_lock};
+use crate::support::cluster_nodes::{KubeScheduler, create_node, delete_nodes, nodes_lock};
 use crate::support::{admin_client, test_namespace};
 
 /// A profile in both languages: the Ruleplane rule and kube-scheduler's equivalent `profiles[]` entry.
@@ -194,7 +195,7 @@ async fn kube_verdict(pods: &Api<Pod>, name: &str) -> Verdict {
             .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled" && c.status == "False"))
             .and_then(|c| c.message.clone());
         if let Some(message) = unschedulable {
-            return Verdict::Unschedulable(fit_error(&message).to_string());
+            return Verdict::Unschedulable(message);
         }
         assert!(
             Instant::now() < deadline,
@@ -294,7 +295,10 @@ async fn engine_decides_as_kube_scheduler_on_a_random_corpus() {
         let name = pod.metadata.name.clone().unwrap_or_default();
 
         let snapshot = cluster_snapshot(&client).await;
-        let mut engine = policy.engine(seed).expect("engine");
+        // With the PostFilter chain (DynamicResources, DefaultPreemption), as kube-scheduler's profiles have it:
+        // the whole FailedScheduling text is compared, its `preemption: …` part included.
+        let mut engine = policy.engine_with_post_filters(seed).expect("engine");
+        engine.nominate_only_for([case.scheduler.clone()].into());
         let decision = engine.schedule(&snapshot, &pod).expect("engine decides");
 
         pods_api.create(&PostParams::default(), &pod).await.expect("create pod");
@@ -302,7 +306,7 @@ async fn engine_decides_as_kube_scheduler_on_a_random_corpus() {
 
         let tally = tallies.entry(case.scheduler.clone()).or_default();
         tally.pods += 1;
-        let engine_message = decision.message().map(str::to_string);
+        let engine_message = decision.event_message();
         match (&verdict, decision.chosen()) {
             (Verdict::Bound(node), Some(_)) => {
                 tally.feasibility_agrees += 1;

@@ -21,12 +21,12 @@
 //   replayed (the decision took it into account).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::engine::queueing_hints::{ClusterEvent, Hint, HintPod, QueueingHints, SCHEDULING_GATES};
+use super::engine::queueing_hints::{ClusterEvent, DEFAULT_PREEMPTION, Hint, HintPod, QueueingHints, SCHEDULING_GATES};
 
 /// A point in time: the wall clock since the Unix epoch (whole seconds matter: backoff expiries are aligned to
 /// them, as kube-scheduler aligns them to Go's wall-clock seconds).
@@ -149,8 +149,10 @@ struct QueuedPod {
     consecutive_errors: u32,
     unschedulable_plugins: BTreeSet<Arc<str>>,
     pending_plugins: BTreeSet<Arc<str>>,
-    /// SchedulingGates' PreEnqueue holds it.
-    gated: bool,
+    /// The PreEnqueue plugin holding it: SchedulingGates, or DefaultPreemption while its preemption runs.
+    gating: Option<&'static str>,
+    /// An event that would have moved it came while DefaultPreemption held it.
+    missed_while_held: bool,
     backoff_expiry: Moment,
     place: Place,
     /// Ties in the orders fall to the earlier entry.
@@ -182,6 +184,8 @@ pub struct SchedulingQueue<K> {
     unschedulable: BTreeSet<K>,
     /// Events heard since each in-flight pod was popped: (cache sequence, event).
     in_flight: HashMap<K, Vec<(u64, Arc<ClusterEvent>)>>,
+    /// Preemptors whose victims are being deleted (async preemption): DefaultPreemption's PreEnqueue holds them.
+    preempting: HashSet<K>,
     sequence: u64,
 }
 
@@ -195,6 +199,7 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
             error_backoff: BTreeSet::new(),
             unschedulable: BTreeSet::new(),
             in_flight: HashMap::new(),
+            preempting: HashSet::new(),
             sequence: 0,
         }
     }
@@ -250,7 +255,8 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
             consecutive_errors: 0,
             unschedulable_plugins: BTreeSet::new(),
             pending_plugins: BTreeSet::new(),
-            gated: false,
+            gating: None,
+            missed_while_held: false,
             backoff_expiry: Moment::default(),
             place: Place::Unschedulable,
             sequence: self.sequence,
@@ -321,6 +327,7 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
     pub fn delete(&mut self, key: &K) {
         self.unlink(key);
         self.in_flight.remove(key);
+        self.preempting.remove(key);
         self.pods.remove(key);
     }
 
@@ -469,7 +476,10 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
             let Some(queued) = self.pods.get(&key) else { continue };
             // A gated pod moves only on an event of its gating plugin (wildcards included: they do not match
             // the gating plugin's registrations).
-            if queued.gated && (event.is_wildcard() || !hints.is_registered(SCHEDULING_GATES, event)) {
+            if queued
+                .gating
+                .is_some_and(|plugin| event.is_wildcard() || !hints.is_registered(plugin, event))
+            {
                 continue;
             }
             let strategy = self.worth_requeuing(&key, event, hints);
@@ -515,16 +525,24 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
         strategy
     }
 
-    /// `requeuePodWithQueueingStrategy`: where a pod of the unschedulable pool goes.
+    /// `requeuePodWithQueueingStrategy`: where a pod of the unschedulable pool goes. A move DefaultPreemption's
+    /// hold stopped is remembered for the end of the hold.
     fn requeue(&mut self, key: &K, strategy: Strategy, now: Moment) -> Place {
-        match strategy {
+        let to = match strategy {
             Strategy::Skip => {
                 self.move_to_unschedulable(key);
-                Place::Unschedulable
+                return Place::Unschedulable;
             }
             Strategy::AfterBackoff if self.is_backing_off(key, now) => self.move_to_backoff(key),
             _ => self.move_to_active(key, false),
+        };
+        if to == Place::Unschedulable
+            && let Some(queued) = self.pods.get_mut(key)
+            && queued.gating == Some(DEFAULT_PREEMPTION)
+        {
+            queued.missed_while_held = true;
         }
+        to
     }
 
     /// `isPodBackingoff`: its expiry is not before the current whole second.
@@ -539,18 +557,64 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
         })
     }
 
-    /// Runs PreEnqueue (SchedulingGates): whether the pod may be queued.
+    /// Runs PreEnqueue (SchedulingGates, then DefaultPreemption's hold): whether the pod may be queued.
     fn pre_enqueue(&mut self, key: &K) -> bool {
+        let preempting = self.preempting.contains(key);
         let Some(queued) = self.pods.get_mut(key) else {
             return false;
         };
-        if queued.pod.is_gated() {
-            queued.gated = true;
-            queued.unschedulable_plugins.insert(Arc::from(SCHEDULING_GATES));
+        let gating = if queued.pod.is_gated() {
+            Some(SCHEDULING_GATES)
+        } else if preempting {
+            Some(DEFAULT_PREEMPTION)
+        } else {
+            None
+        };
+        queued.gating = gating;
+        if let Some(plugin) = gating {
+            queued.unschedulable_plugins.insert(Arc::from(plugin));
             return false;
         }
-        queued.gated = false;
+        queued.missed_while_held = false;
         true
+    }
+
+    /// The pod's preemption runs (its victims are being deleted): until [`Self::preemption_finished`],
+    /// DefaultPreemption's PreEnqueue holds it (`waiting for the preemption for this pod to be finished`, kube-scheduler's async preemption).
+    pub fn preempting(&mut self, key: &K) {
+        self.preempting.insert(key.clone());
+    }
+
+    /// Whether the pod's preemption runs.
+    pub fn is_preempting(&self, key: &K) -> bool {
+        self.preempting.contains(key)
+    }
+
+    /// The pod's preemption is over. The hold only ends: the pod moves on the next event its rejecting plugins'
+    /// hints accept, as in kube-scheduler; one that came while it was held (the last victim's deletion seen before
+    /// the end was) moves it now. `failed`: the preemption failed, and the pod is retried at once
+    /// (kube-scheduler's `Activate`).
+    pub fn preemption_finished(&mut self, key: &K, failed: bool, now: Moment) -> Option<Requeue<K>> {
+        if !self.preempting.remove(key) {
+            return None;
+        }
+        let queued = self.pods.get(key)?;
+        let (event, strategy) = match queued.place {
+            // `Activate`: out of the unschedulable pool or backoff, whatever held it.
+            Place::Unschedulable | Place::Backoff | Place::ErrorBackoff if failed => {
+                ("ForceActivate", Strategy::Immediately)
+            }
+            Place::Unschedulable if queued.gating == Some(DEFAULT_PREEMPTION) && queued.missed_while_held => {
+                ("PreemptionFinished", Strategy::AfterBackoff)
+            }
+            _ => return None,
+        };
+        let to = self.requeue(key, strategy, now);
+        (to != Place::Unschedulable).then(|| Requeue {
+            key: key.clone(),
+            event: event.to_string(),
+            to,
+        })
     }
 
     /// `moveToActiveQ` (PreEnqueue skipped for a pod that completed its backoff).

@@ -426,3 +426,60 @@ fn counts_follow_the_pods_between_places() {
     assert_eq!(queue.unschedulable_pods().collect::<Vec<_>>(), [&"a"]);
     assert!(queue.has_next());
 }
+
+/// A bound pod of 1 CPU deleted (a victim gone): NodeResourcesFit's hint queues a pod it rejected.
+fn victim_deleted() -> Arc<ClusterEvent> {
+    let victim = pod("victim", json!({"spec": {"nodeName": "n1"}}));
+    Arc::new(ClusterEvent::pod(ActionType::DELETE, Some(victim), None))
+}
+
+#[test]
+fn a_preemptor_is_held_while_its_preemption_runs_and_moves_on_the_last_victims_deletion() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    queue.preempting(&"p");
+    assert_eq!(fail(&mut queue, "p", at(0.0)), Place::Unschedulable);
+    // A victim deleted while the preemption runs: the hint says the deletion helps, but PreEnqueue holds the pod.
+    assert!(queue.on_event(1, &victim_deleted(), at(5.0), &hints).is_empty());
+    assert_eq!(queue.place(&"p"), Some(Place::Unschedulable));
+    let plugins = queue.unschedulable_plugins(&"p").expect("queued");
+    assert!(plugins.contains("DefaultPreemption"), "{plugins:?}");
+    // Held, a node added is no event of the holding plugin: nothing moves.
+    assert!(queue.on_event(2, &big_node_added(), at(5.0), &hints).is_empty());
+    // The preemption ends: the deletion heard while held moves the pod now.
+    let moved = queue.preemption_finished(&"p", false, at(6.0)).expect("moved");
+    assert_eq!(moved.event, "PreemptionFinished");
+    assert_eq!(queue.pop(), Some("p"));
+}
+
+#[test]
+fn after_the_hold_the_pod_waits_for_a_deletion_its_hints_accept() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    queue.preempting(&"p");
+    fail(&mut queue, "p", at(0.0));
+    assert_eq!(
+        queue.preemption_finished(&"p", false, at(1.0)),
+        None,
+        "nothing heard yet"
+    );
+    assert!(!queue.is_preempting(&"p"));
+    let moved = queue.on_event(1, &victim_deleted(), at(5.0), &hints);
+    assert_eq!(moved.len(), 1);
+    assert_eq!(queue.pop(), Some("p"));
+}
+
+#[test]
+fn a_failed_preemption_activates_the_pod_at_once() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("p", plain("p"), at(0.0), &hints);
+    queue.preempting(&"p");
+    fail(&mut queue, "p", at(0.0));
+    // Nothing moved it since its failure: it waits in the pool, not gated; activated all the same.
+    let moved = queue.preemption_finished(&"p", true, at(0.5)).expect("moved");
+    assert_eq!((moved.event.as_str(), moved.to), ("ForceActivate", Place::Active));
+    assert_eq!(queue.pop(), Some("p"));
+}

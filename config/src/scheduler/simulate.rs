@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::engine::snapshot::pod_ref;
 use super::engine::{
-    Decision, NodeResult, Outcome, PodRef, Preemption, ProfileError, Rejection, ScheduleError, Snapshot, SnapshotError,
-    Storage,
+    Decision, NodeResult, Nominate, Outcome, PodRef, Preemption, ProfileError, Rejection, ScheduleError, Snapshot,
+    SnapshotError, Storage,
 };
 use super::resolved::SchedulerPolicy;
 
@@ -372,7 +372,16 @@ pub fn simulate_in(
     });
     let mut snapshot = Snapshot::build(nodes, bound)?;
     snapshot.set_pod_disruption_budgets(pdbs);
-    snapshot.set_nominated_pods(pending);
+    // The pods to schedule are the policy's, `schedulerName` or not: their nominations are the policy's own.
+    for pod in &mut pods {
+        let spec = pod.spec.get_or_insert_default();
+        if spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
+            spec.scheduler_name = Some(policy.spec.scheduler_name.clone());
+        }
+    }
+    // kube-scheduler's nominator: pending pods with a `status.nominatedNodeName`, those to schedule included (its
+    // queue holds them), until placed.
+    snapshot.set_nominated_pods(pending.into_iter().chain(pods.iter().cloned()));
     if let Some(storage) = storage {
         snapshot.set_storage(storage);
     }
@@ -388,6 +397,7 @@ pub fn simulate_in(
         if let Some(node) = &node {
             snapshot.assume(pod, node)?;
         }
+        record_nominations(&mut snapshot, pod, &decision);
         placements.push(Placement {
             pod: pod_ref(pod),
             node,
@@ -405,6 +415,22 @@ pub fn simulate_in(
         seed,
         placements,
     })
+}
+
+/// What a failed cycle did to the nominator, seen by the next decisions: the pod nominated (or its nomination
+/// dropped), and the lower nominations preemption cleared on the chosen node.
+fn record_nominations(snapshot: &mut Snapshot, pod: &Pod, decision: &Decision) {
+    let Some(post_filter) = decision.post_filter() else {
+        return;
+    };
+    match &post_filter.nominate {
+        Nominate::Set(node) => snapshot.nominate(pod, Some(node)),
+        Nominate::Clear => snapshot.nominate(pod, None),
+        Nominate::Leave => {}
+    }
+    for cleared in post_filter.preemption.iter().flat_map(|p| &p.lower_nominated_to_clear) {
+        snapshot.drop_nomination(&cleared.key);
+    }
 }
 
 fn explain_nodes(snapshot: &Snapshot, decision: &Decision, filters: &[String]) -> BTreeMap<String, NodeExplanation> {
@@ -661,8 +687,14 @@ mod tests {
         ];
         let result = simulate_with_budgets(&policy(SPREAD), nodes, existing, pods, pdbs, 1, false).expect("runs");
         // `batch` on b has the higher priority but no budget: b is chosen, and `waiting`'s nomination to b
-        // (priority 5 < 100) would be cleared. Nothing is carried out, so `peer` gets the same answer.
-        for placement in &result.placements {
+        // (priority 5 < 100) would be cleared. Nothing is evicted, but `urgent` is nominated to b, as kube-scheduler's
+        // nominator has it before the victims are gone: `peer` (same priority) leaves b's room to it and can only
+        // preempt the protected pod on a.
+        let expected = [
+            ("b", vec!["ns/batch".to_string()], 0, vec!["ns/waiting".to_string()]),
+            ("a", vec!["ns/protected".to_string()], 1, vec![]),
+        ];
+        for (placement, (node, victims, pdb_violations, cleared)) in result.placements.iter().zip(expected) {
             assert_eq!(placement.node, None);
             assert_eq!(
                 placement.message.as_deref(),
@@ -672,10 +704,10 @@ mod tests {
             assert_eq!(
                 placement.preemption,
                 Some(PreemptionReport {
-                    node: "b".into(),
-                    victims: vec!["ns/batch".into()],
-                    pdb_violations: 0,
-                    cleared_nominations: vec!["ns/waiting".into()],
+                    node: node.into(),
+                    victims,
+                    pdb_violations,
+                    cleared_nominations: cleared,
                 })
             );
         }
@@ -683,6 +715,28 @@ mod tests {
         assert_eq!(
             json["preemption"],
             json!({"node": "b", "victims": ["ns/batch"], "pdbViolations": 0, "clearedNominations": ["ns/waiting"]})
+        );
+    }
+
+    #[test]
+    fn an_input_pods_nomination_keeps_its_room_from_lower_priority_pods() {
+        // `high` (3 cpu) was nominated to a by an earlier preemption whose victim `low` is still there; `mid`
+        // (2 cpu) would fit in a's free 2 cpu but must leave the room to `high`, even by preempting `low`.
+        let nodes = objects_of_kind(vec![node("a", "4")], "Node").unwrap();
+        let existing = objects_of_kind(vec![pod("low", "2", Some(0), Some("a"))], "Pod").unwrap();
+        let mut high = pod("high", "3", Some(100), None);
+        high["status"] = json!({"nominatedNodeName": "a"});
+        let pods = objects_of_kind(vec![pod("mid", "2", Some(50), None), high], "Pod").unwrap();
+        let result = simulate(&policy(SPREAD), nodes, existing, pods, 1, false).expect("runs");
+        let mid = result.placements.iter().find(|p| p.pod == "ns/mid").expect("mid");
+        assert_eq!(mid.node, None);
+        assert_eq!(
+            mid.message.as_deref(),
+            Some("0/1 nodes are available: 1 Insufficient cpu.")
+        );
+        assert_eq!(
+            mid.post_filter_message.as_deref(),
+            Some("no new claims to deallocate, preemption: 0/1 nodes are available: 1 Insufficient cpu.")
         );
     }
 

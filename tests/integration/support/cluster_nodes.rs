@@ -131,13 +131,3 @@ impl KubeScheduler {
         KubeScheduler { child }
     }
 }
-
-/// The fit error of a FailedScheduling message: kube-scheduler appends its PostFilter plugins' output
-/// (DynamicResources' "no new claims to deallocate," and DefaultPreemption's "preemption: …") after it; the
-/// reasons themselves contain no ". ".
-pub fn fit_error(message: &str) -> &str {
-    match message.find(". ") {
-        Some(at) => &message[..=at],
-        None => message,
-    }
-}

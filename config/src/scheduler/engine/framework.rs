@@ -17,6 +17,7 @@ use super::decision::{Decision, NodeResult, Outcome, PluginScore, ScheduleError}
 use super::features::{Feature, needed_features, unsupported_verdict};
 use super::field::FieldPath;
 use super::labels::Selector;
+use super::nominated::{self, Nominator};
 use super::plugins::{BuiltFilter, BuiltScore, Cycle, NodeFilter, PreFilter, PreScore, build_filter, build_score};
 use super::pod_info::PodInfo;
 use super::preemption::{NodeStatuses, PostFilters, run_post_filters};
@@ -54,6 +55,9 @@ pub struct Engine {
     rng: SplitMix64,
     /// The PostFilter chain run after a FitError; `None` (the default) runs none.
     post_filters: Option<PostFilters>,
+    /// Only the nominations of pods of these schedulers count (Filter's nominated pods, the lower nominations
+    /// preemption clears); `None`: every nominated pod of the snapshot (the offline tools' files).
+    nominator_schedulers: Option<Arc<BTreeSet<String>>>,
     /// Tests: run PreFilter again for every dry-run check, the reference the state reuse is checked against.
     #[cfg(test)]
     pub(super) always_rerun_pre_filter: bool,
@@ -136,6 +140,7 @@ impl Engine {
             next_start_node_index: 0,
             rng: SplitMix64::new(seed),
             post_filters: None,
+            nominator_schedulers: None,
             #[cfg(test)]
             always_rerun_pre_filter: false,
         })
@@ -155,16 +160,14 @@ impl Engine {
             dynamic_resources: true,
             preemption: self.compiled.preemption_args.clone(),
             victim_schedulers: None,
-            nominator_schedulers: None,
         });
     }
 
-    /// Counts only the nominations of pods of these schedulers (the manager's policies: kube-scheduler's nominator
-    /// holds its own profiles' pods only); no effect without a PostFilter chain.
-    pub fn nominate_only_for(&mut self, schedulers: std::collections::BTreeSet<String>) {
-        if let Some(post_filters) = &mut self.post_filters {
-            post_filters.nominator_schedulers = Some(std::sync::Arc::new(schedulers));
-        }
+    /// Counts only the nominations of pods of these schedulers (the manager's policies): kube-scheduler's
+    /// nominator holds its own profiles' pods only (other schedulers' pending pods never enter its queue), so
+    /// Filter makes room for those alone and preemption clears no other scheduler's nomination.
+    pub fn nominate_only_for(&mut self, schedulers: BTreeSet<String>) {
+        self.nominator_schedulers = Some(Arc::new(schedulers));
     }
 
     /// Limits preemption's victims to pods of these schedulers (Ruleplane's victim-scope option); no effect
@@ -230,8 +233,15 @@ impl Engine {
         if let Some((plugin, verdict)) = unsupported_verdict(&needed) {
             return Ok(pre_filter_failure(snapshot, verdict.by(&Arc::from(plugin)), Vec::new()));
         }
+        let nominator = Nominator::new(snapshot, self.nominator_schedulers.as_deref());
         let mut decision = match compiled.run_pre_filters(&cycle) {
-            Ok(prepared) => compiled.filter_and_score(&cycle, prepared, &mut self.next_start_node_index, &mut self.rng),
+            Ok(prepared) => compiled.filter_and_score(
+                &cycle,
+                prepared,
+                nominator,
+                &mut self.next_start_node_index,
+                &mut self.rng,
+            ),
             Err(decision) => *decision,
         };
         if let Some(chain) = &self.post_filters {
@@ -239,7 +249,7 @@ impl Engine {
             let reuse = !self.always_rerun_pre_filter;
             #[cfg(not(test))]
             let reuse = true;
-            compiled.post_filter(chain, snapshot, &pod_info, &mut decision, &mut self.rng, reuse);
+            compiled.post_filter(chain, nominator, &pod_info, &mut decision, &mut self.rng, reuse);
         }
         Ok(decision)
     }
@@ -250,7 +260,7 @@ impl Compiled {
     fn post_filter(
         &self,
         chain: &PostFilters,
-        snapshot: &Snapshot,
+        nominator: Nominator<'_>,
         pod: &PodInfo,
         decision: &mut Decision,
         rng: &mut SplitMix64,
@@ -259,6 +269,7 @@ impl Compiled {
         let Outcome::Unschedulable { pre_filter, .. } = &decision.outcome else {
             return;
         };
+        let snapshot = nominator.snapshot();
         let statuses = NodeStatuses {
             explicit: decision
                 .nodes
@@ -276,37 +287,33 @@ impl Compiled {
             .is_some_and(|r| r.code == Code::UnschedulableAndUnresolvable);
         // The cycle's PreFilter state serves every dry-run check that removed no pod it counts.
         let cycle = Cycle { pod, snapshot };
-        let original = self.run_pre_filters(&cycle).ok().filter(|_| reuse_state);
-        let counted = original.as_ref().and_then(|prepared| CountedPods::of(prepared, pod));
-        // Otherwise a copy of the cluster, made at the first check, holds the node being dry-run, and the original
-        // of that node to put back when the next one is examined.
-        let mut cluster: Option<(Snapshot, Option<NodeInfo>)> = None;
-        let mut fits = |changed: &NodeInfo| -> Result<Option<Rejection>, String> {
-            let unchanged = |counted: &CountedPods<'_>| !removed_pods(snapshot, changed).any(|p| counted.counts(p));
-            if let Some(prepared) = original.as_ref().filter(|_| counted.as_ref().is_none_or(unchanged)) {
-                return Ok(prepared
-                    .filters
-                    .iter()
-                    .find_map(|(name, filter)| filter.filter(changed).map(|verdict| verdict.by(name))));
-            }
-            let (copy, saved) = cluster.get_or_insert_with(|| (snapshot.clone(), None));
-            if let Some(previous) = saved.take_if(|s| s.name() != changed.name()) {
-                copy.set_node(&previous).map_err(|e| e.to_string())?;
-            }
-            if saved.is_none() {
-                *saved = copy.get(changed.name()).cloned();
-            }
-            copy.set_node(changed).map_err(|e| e.to_string())?;
-            self.fits_on(copy, pod, changed.name())
-        };
-        let result = run_post_filters(chain, snapshot, pod, &statuses, pre_filter_unresolvable, rng, &mut fits);
+        let original = self.run_pre_filters(&cycle).ok();
+        let mut check = NodeCheck::new(self, nominator, pod, original.as_ref(), reuse_state);
+        let mut fits = |changed: &NodeInfo| check.check(changed);
+        let result = run_post_filters(
+            chain,
+            snapshot,
+            nominator,
+            pod,
+            &statuses,
+            pre_filter_unresolvable,
+            rng,
+            &mut fits,
+        );
         if let Outcome::Unschedulable { post_filter, .. } = &mut decision.outcome {
             *post_filter = Some(result);
         }
     }
 
-    /// PreFilter on `snapshot` (a preemption dry run's copy with pods removed), then the filters on one node.
-    fn fits_on(&self, snapshot: &Snapshot, pod: &PodInfo, node: &str) -> Result<Option<Rejection>, String> {
+    /// PreFilter on `snapshot` (a copy with one node changed), then the filters on that node. Filters the cycle's
+    /// PreFilter skipped stay skipped: kube-scheduler runs neither their Filter nor their `AddPod`/`RemovePod`.
+    fn fits_on(
+        &self,
+        snapshot: &Snapshot,
+        pod: &PodInfo,
+        node: &str,
+        skipped: &[Arc<str>],
+    ) -> Result<Option<Rejection>, String> {
         let cycle = Cycle { pod, snapshot };
         let prepared = match self.run_pre_filters(&cycle) {
             Ok(prepared) => prepared,
@@ -328,6 +335,7 @@ impl Compiled {
         Ok(prepared
             .filters
             .iter()
+            .filter(|(name, _)| !skipped.contains(name))
             .find_map(|(name, filter)| filter.filter(info).map(|verdict| verdict.by(name))))
     }
 
@@ -404,6 +412,7 @@ impl Compiled {
         &self,
         cycle: &Cycle<'_>,
         prepared: Prepared<'_>,
+        nominator: Nominator<'_>,
         next_start_node_index: &mut usize,
         rng: &mut SplitMix64,
     ) -> Decision {
@@ -422,11 +431,13 @@ impl Compiled {
                 }
                 None => (snapshot.list().collect(), Vec::new(), BTreeSet::new()),
             };
-        let check = |node: &NodeInfo| -> Option<Rejection> {
-            prepared
-                .filters
-                .iter()
-                .find_map(|(name, filter)| filter.filter(node).map(|verdict| verdict.by(name)))
+        let mut node_check = NodeCheck::new(self, nominator, cycle.pod, Some(&prepared), true);
+        // A rerun of PreFilter for a node's nominated pods cannot fail where the cycle's succeeded; if it does, the
+        // cycle ends with that error, as kube-scheduler's does.
+        let failed = |message: String| {
+            let mut decision = decision_for(Vec::new(), &prepared, Vec::new());
+            decision.outcome = Outcome::Error { message };
+            decision
         };
         let mut results: Vec<NodeResult> = Vec::with_capacity(candidates.len().min(1024));
         let mut rejected: HashSet<Arc<str>> = HashSet::new();
@@ -440,8 +451,9 @@ impl Compiled {
             .as_ref()
             .and_then(|s| s.nominated_node_name.as_deref());
         if let Some(node) = nominated.filter(|n| !n.is_empty()).and_then(|n| snapshot.get(n)) {
-            match check(node) {
-                None => {
+            match node_check.check(node) {
+                Err(message) => return failed(message),
+                Ok(None) => {
                     let mut decision = decision_for(vec![feasible_result(node)], &prepared, Vec::new());
                     decision.outcome = Outcome::Scheduled {
                         node: node.shared_name(),
@@ -450,7 +462,7 @@ impl Compiled {
                     decision.evaluated_nodes = 1;
                     return decision;
                 }
-                Some(rejection) => {
+                Ok(Some(rejection)) => {
                     rejected.insert(node.shared_name());
                     results.push(rejected_result(node, rejection));
                 }
@@ -468,10 +480,11 @@ impl Compiled {
         } else {
             for i in 0..n {
                 let node = candidates[(start + i) % n];
-                match check(node) {
-                    None if feasible.len() == to_find => break,
-                    None => feasible.push(node),
-                    Some(rejection) => {
+                match node_check.check(node) {
+                    Err(message) => return failed(message),
+                    Ok(None) if feasible.len() == to_find => break,
+                    Ok(None) => feasible.push(node),
+                    Ok(Some(rejection)) => {
                         if rejected.insert(node.shared_name()) {
                             results.push(rejected_result(node, rejection));
                         } else if let Some(existing) = results.iter_mut().find(|r| r.node == node.shared_name()) {
@@ -658,6 +671,87 @@ fn decision_for(nodes: Vec<NodeResult>, prepared: &Prepared<'_>, skipped_scores:
     }
 }
 
+/// Filters the pod on one node as kube-scheduler's `RunFilterPluginsWithNominatedPods`: when pods of priority at
+/// least the pod's are nominated to the node, first on a copy holding them too (so the pod does not take the room
+/// kept for them), then on the node as it is (affinity to a nominated pod must not count); it fits only if both
+/// pass. The node is the snapshot's own, or a preemption dry run's copy with pods removed or put back.
+///
+/// kube-scheduler keeps the PreFilter state of the node's changed pods up to date with each plugin's `AddPod` and
+/// `RemovePod` extensions (InterPodAffinity, PodTopologySpread, VolumeRestrictions). Here the cycle's state serves
+/// while the checked node differs from the snapshot's in no pod that state counts; otherwise PreFilter runs again
+/// on a copy of the cluster holding the checked node, which is what those extensions maintain, by construction.
+struct NodeCheck<'c> {
+    compiled: &'c Compiled,
+    nominator: Nominator<'c>,
+    pod: &'c PodInfo,
+    /// The cycle's PreFilter state, when it may serve.
+    prepared: Option<&'c Prepared<'c>>,
+    /// The filters the cycle's PreFilter skipped.
+    skipped: &'c [Arc<str>],
+    /// The pods that state counts; `None`: none.
+    counted: Option<CountedPods<'c>>,
+    /// The copy of the cluster, made at the first check that needs it, and the original of the node it holds
+    /// changed, put back when another node is checked.
+    cluster: Option<(Snapshot, Option<NodeInfo>)>,
+}
+
+impl<'c> NodeCheck<'c> {
+    fn new(
+        compiled: &'c Compiled,
+        nominator: Nominator<'c>,
+        pod: &'c PodInfo,
+        cycle: Option<&'c Prepared<'c>>,
+        reuse: bool,
+    ) -> NodeCheck<'c> {
+        let prepared = cycle.filter(|_| reuse);
+        NodeCheck {
+            compiled,
+            nominator,
+            pod,
+            prepared,
+            skipped: cycle.map(|cycle| cycle.skipped.as_slice()).unwrap_or_default(),
+            counted: prepared.and_then(|prepared| CountedPods::of(prepared, pod)),
+            cluster: None,
+        }
+    }
+
+    /// `Ok(None)` when the pod fits on `node`, its first rejection otherwise; `Err` for a PreFilter error.
+    fn check(&mut self, node: &NodeInfo) -> Result<Option<Rejection>, String> {
+        let nominated = self.nominator.yielded_to(node.name(), self.pod);
+        if !nominated.is_empty() {
+            let with_nominated = nominated::with_pods(node, nominated);
+            if let Some(rejection) = self.check_as_is(&with_nominated)? {
+                return Ok(Some(rejection));
+            }
+        }
+        self.check_as_is(node)
+    }
+
+    fn check_as_is(&mut self, node: &NodeInfo) -> Result<Option<Rejection>, String> {
+        let snapshot = self.nominator.snapshot();
+        let reusable = self.prepared.filter(|_| {
+            self.counted
+                .as_ref()
+                .is_none_or(|counted| !changed_pods(snapshot, node).any(|p| counted.counts(p)))
+        });
+        if let Some(prepared) = reusable {
+            return Ok(prepared
+                .filters
+                .iter()
+                .find_map(|(name, filter)| filter.filter(node).map(|verdict| verdict.by(name))));
+        }
+        let (copy, saved) = self.cluster.get_or_insert_with(|| (snapshot.clone(), None));
+        if let Some(previous) = saved.take_if(|s| s.name() != node.name()) {
+            copy.set_node(&previous).map_err(|e| e.to_string())?;
+        }
+        if saved.is_none() {
+            *saved = copy.get(node.name()).cloned();
+        }
+        copy.set_node(node).map_err(|e| e.to_string())?;
+        self.compiled.fits_on(copy, self.pod, node.name(), self.skipped)
+    }
+}
+
 /// The pods a cycle's PreFilter state counts, so that a dry run removing one must run PreFilter again:
 /// PodTopologySpread counts pods of the pod's namespace matching a hard constraint's selector; InterPodAffinity
 /// counts pods matching the pod's required terms and pods with required anti-affinity; VolumeRestrictions counts
@@ -721,14 +815,22 @@ fn hard_spread_selectors(pod: &PodInfo) -> Option<Vec<Selector>> {
         .collect()
 }
 
-/// The pods of `node` in the snapshot that its dry-run copy `changed` no longer holds.
-fn removed_pods<'s>(snapshot: &'s Snapshot, changed: &NodeInfo) -> impl Iterator<Item = &'s Arc<PodInfo>> {
-    snapshot
-        .get(changed.name())
-        .map(NodeInfo::pods)
-        .unwrap_or_default()
-        .iter()
-        .filter(|p| !changed.pods().iter().any(|c| c.key == p.key))
+/// The pods in which `node` (a copy) differs from the snapshot's node of that name: those it no longer holds and
+/// those it holds in addition.
+fn changed_pods<'n>(snapshot: &'n Snapshot, node: &'n NodeInfo) -> Box<dyn Iterator<Item = &'n Arc<PodInfo>> + 'n> {
+    let original = snapshot.get(node.name());
+    if original.is_some_and(|original| std::ptr::eq(original, node)) {
+        return Box::new(std::iter::empty());
+    }
+    let before = original.map(NodeInfo::pods).unwrap_or_default();
+    let after = node.pods();
+    let contains = |pods: &[Arc<PodInfo>], pod: &PodInfo| pods.iter().any(|p| p.key == pod.key);
+    Box::new(
+        before
+            .iter()
+            .filter(move |p| !contains(after, p))
+            .chain(after.iter().filter(move |p| !contains(before, p))),
+    )
 }
 
 /// Every node is rejected by a PreFilter result.

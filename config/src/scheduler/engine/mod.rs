@@ -10,6 +10,7 @@ pub mod features;
 pub mod field;
 mod framework;
 pub mod labels;
+mod nominated;
 mod plugins;
 pub mod pod_info;
 pub mod preemption;

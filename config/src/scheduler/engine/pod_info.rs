@@ -107,16 +107,25 @@ pub struct PodInfo {
     pub terminating: bool,
 }
 
+/// A pod's identity in the snapshot: its UID, or `namespace/name` when it has none.
+pub fn key_of(pod: &Pod) -> String {
+    match pod.metadata.uid.as_deref() {
+        Some(uid) if !uid.is_empty() => uid.to_string(),
+        _ => format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        ),
+    }
+}
+
 impl PodInfo {
     /// Parses a pod.
     pub fn new(pod: Pod) -> Result<PodInfo, InvalidQuantity> {
         let parsed_resources = ParsedPodResources::parse(&pod)?;
         let resources = PodResources::of(&parsed_resources);
         let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
-        let key = match pod.metadata.uid.as_deref() {
-            Some(uid) if !uid.is_empty() => uid.to_string(),
-            _ => format!("{namespace}/{}", pod.metadata.name.as_deref().unwrap_or_default()),
-        };
+        let key = key_of(&pod);
         let affinity = pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
         let pod_affinity = affinity.and_then(|a| a.pod_affinity.as_ref());
         let pod_anti_affinity = affinity.and_then(|a| a.pod_anti_affinity.as_ref());

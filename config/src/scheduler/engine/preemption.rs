@@ -25,6 +25,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::args::DefaultPreemptionArgs;
 use super::field::FieldPath;
 use super::labels::{Selector, labels_of};
+use super::nominated::Nominator;
 use super::pod_info::PodInfo;
 use super::rng::SplitMix64;
 use super::snapshot::{NodeInfo, Snapshot};
@@ -40,6 +41,9 @@ pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
 pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 /// The preemptor has `preemptionPolicy: Never`.
 pub const NOT_ELIGIBLE_NEVER: &str = "not eligible due to preemptionPolicy=Never.";
+/// DefaultPreemption's PreEnqueue status (UnschedulableAndUnresolvable) for a preemptor whose victims are still
+/// being deleted (async preemption, `default_preemption.go:139`).
+pub const PREEMPTION_HOLD: &str = "waiting for the preemption for this pod to be finished";
 /// A victim of an earlier preemption is still terminating on the preemptor's nominated node.
 pub const NOT_ELIGIBLE_TERMINATING: &str = "not eligible due to a terminating pod on the nominated node.";
 
@@ -113,11 +117,6 @@ pub struct PostFilters {
     /// When set, only pods whose `spec.schedulerName` is one of these may be victims (Ruleplane's victim-scope
     /// option, kube-scheduler's `IsEligiblePod` hook); `None` is kube-scheduler's rule: any lower-priority pod.
     pub victim_schedulers: Option<Arc<BTreeSet<String>>>,
-    /// When set, only the nominations of pods whose `spec.schedulerName` is one of these count: kube-scheduler's
-    /// nominator holds the pods of its own profiles only (other schedulers' pending pods never enter its queue),
-    /// so it never clears another scheduler's nomination — nor may Ruleplane write to pods it does not schedule.
-    /// `None`: every nominated pod of the snapshot (the offline tools' files).
-    pub nominator_schedulers: Option<Arc<BTreeSet<String>>>,
 }
 
 impl Default for PostFilters {
@@ -127,7 +126,6 @@ impl Default for PostFilters {
             dynamic_resources: true,
             preemption: DefaultPreemptionArgs::default(),
             victim_schedulers: None,
-            nominator_schedulers: None,
         }
     }
 }
@@ -151,10 +149,14 @@ pub(crate) type FitCheck<'f> = dyn FnMut(&NodeInfo) -> Result<Option<Rejection>,
 
 /// The chain for an unschedulable pod whose PreFilters ran (a FitError). `pre_filter_unresolvable` is true when
 /// a PreFilter rejected the pod UnschedulableAndUnresolvable: kube-scheduler stops PreFilter there, so
-/// DynamicResources' state was never written and its PostFilter fails reading it.
+/// DynamicResources' state was never written and its PostFilter fails reading it. Only the `nominator`'s
+/// nominations are cleared: kube-scheduler never clears another scheduler's, nor may Ruleplane write to pods it
+/// does not schedule.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_post_filters(
     chain: &PostFilters,
     snapshot: &Snapshot,
+    nominator: Nominator<'_>,
     pod: &PodInfo,
     statuses: &NodeStatuses<'_>,
     pre_filter_unresolvable: bool,
@@ -172,7 +174,7 @@ pub(crate) fn run_post_filters(
         }
         reasons.push(NO_CLAIMS_TO_DEALLOCATE.to_string());
     }
-    let (nominate, preemption) = match preempt(chain, snapshot, pod, statuses, rng, fits) {
+    let (nominate, preemption) = match preempt(chain, snapshot, nominator, pod, statuses, rng, fits) {
         Evaluation::Nominated(preemption) => {
             return PostFilter {
                 message: None,
@@ -226,6 +228,7 @@ struct Candidate {
 fn preempt(
     chain: &PostFilters,
     snapshot: &Snapshot,
+    nominator: Nominator<'_>,
     pod: &PodInfo,
     statuses: &NodeStatuses<'_>,
     rng: &mut SplitMix64,
@@ -305,17 +308,10 @@ fn preempt(
     let chosen = pick_one_node(&candidates, rng);
     let candidate = &candidates[chosen];
     let preemptor_priority = priority(&pod.pod);
-    let lower_nominated_to_clear = snapshot
-        .nominated_pods(&candidate.node)
-        .iter()
-        .filter(|nominated| priority(nominated) < preemptor_priority)
-        .filter(|nominated| {
-            chain
-                .nominator_schedulers
-                .as_ref()
-                .is_none_or(|own| own.contains(scheduler_name_of(nominated)))
-        })
-        .map(|nominated| PodRef::of(nominated, key_of(nominated)))
+    let lower_nominated_to_clear = nominator
+        .on_node(&candidate.node)
+        .filter(|nominated| priority(&nominated.pod) < preemptor_priority)
+        .map(|nominated| PodRef::of(&nominated.pod, nominated.key.clone()))
         .collect();
     Evaluation::Nominated(Preemption {
         node: candidate.node.clone(),
@@ -419,14 +415,6 @@ fn select_victims(
 }
 
 /// `corev1helpers.PodPriority`: `spec.priority`, 0 when unset.
-/// A pod's `spec.schedulerName` (the apiserver defaults it to `default-scheduler`).
-fn scheduler_name_of(pod: &Pod) -> &str {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.scheduler_name.as_deref())
-        .unwrap_or("default-scheduler")
-}
-
 pub fn priority(pod: &Pod) -> i32 {
     pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
 }
@@ -563,17 +551,6 @@ fn earliest_start_of_highest(victims: &[Arc<PodInfo>]) -> Option<Timestamp> {
         .map(|v| start_time(&v.pod))
         .min_by(|a, b| compare_start(*a, *b))
         .flatten()
-}
-
-fn key_of(pod: &Pod) -> String {
-    match pod.metadata.uid.as_deref() {
-        Some(uid) if !uid.is_empty() => uid.to_string(),
-        _ => format!(
-            "{}/{}",
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
-            pod.metadata.name.as_deref().unwrap_or_default()
-        ),
-    }
 }
 
 /// `utilerrors.NewAggregate(...).Error()`: one error as is, several in brackets.

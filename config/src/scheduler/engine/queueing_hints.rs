@@ -225,6 +225,8 @@ fn matches(registered: (EventResource, ActionType), event: &ClusterEvent) -> boo
 enum HintFn {
     /// No hint function: a matching event always queues.
     Always,
+    /// A hint that always skips: the plugin only says which events may end its PreEnqueue hold.
+    Never,
     SchedulingGatesEliminated,
     NodeUnschedulableNode,
     NodeUnschedulableToleration,
@@ -251,6 +253,9 @@ static SCHEDULING_GATES_EVENTS: Registrations = &[(
     A::UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
     HintFn::SchedulingGatesEliminated,
 )];
+// defaultpreemption/default_preemption.go:148-163 (async preemption): a pod deletion may end the hold of a preemptor
+// whose victims are being deleted; the hint skips, the plugins that rejected the pod decide.
+static DEFAULT_PREEMPTION_EVENTS: Registrations = &[(R::Pod, A::DELETE, HintFn::Never)];
 // nodeunschedulable/node_unschedulable.go:61-77
 static NODE_UNSCHEDULABLE_EVENTS: Registrations = &[
     (R::Node, A::ADD.or(A::UPDATE_NODE_TAINT), HintFn::NodeUnschedulableNode),
@@ -311,6 +316,7 @@ static EVERY_EVENT: Registrations = &[(R::WildCard, A::ALL, HintFn::Always)];
 fn registrations(plugin: Registered) -> Registrations {
     match plugin {
         Registered::SchedulingGates => SCHEDULING_GATES_EVENTS,
+        Registered::DefaultPreemption => DEFAULT_PREEMPTION_EVENTS,
         Registered::Filter(FilterPlugin::NodeUnschedulable) => NODE_UNSCHEDULABLE_EVENTS,
         Registered::Filter(FilterPlugin::NodeName) => NODE_NAME_EVENTS,
         Registered::Filter(FilterPlugin::TaintToleration) => TAINT_TOLERATION_EVENTS,
@@ -328,6 +334,7 @@ fn registrations(plugin: Registered) -> Registrations {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Registered {
     SchedulingGates,
+    DefaultPreemption,
     Filter(FilterPlugin),
     NodeValue,
     Unknown,
@@ -335,6 +342,8 @@ enum Registered {
 
 /// The PreEnqueue plugin that holds pods with scheduling gates.
 pub const SCHEDULING_GATES: &str = "SchedulingGates";
+/// The PreEnqueue plugin that holds a preemptor while its victims are being deleted (async preemption).
+pub const DEFAULT_PREEMPTION: &str = "DefaultPreemption";
 
 /// A pod prepared for hints: parsed once when it fails, asked for every event while it waits.
 #[derive(Debug)]
@@ -468,6 +477,9 @@ impl QueueingHints {
         if plugin == SCHEDULING_GATES {
             return Registered::SchedulingGates;
         }
+        if plugin == DEFAULT_PREEMPTION {
+            return Registered::DefaultPreemption;
+        }
         if self.node_values.contains(plugin) {
             return Registered::NodeValue;
         }
@@ -503,6 +515,7 @@ impl QueueingHints {
         let (old_pod, new_pod) = event.pods();
         let answer = match function {
             HintFn::Always => true,
+            HintFn::Never => false,
             HintFn::SchedulingGatesEliminated => scheduling_gates_eliminated(pod, new_pod),
             HintFn::NodeUnschedulableNode => node_unschedulable_node(old_node, new_node),
             HintFn::NodeUnschedulableToleration => node_unschedulable_toleration(pod, new_pod),

@@ -317,7 +317,7 @@ pub struct Snapshot {
     /// PodDisruptionBudgets of every namespace (preemption prefers victims whose budgets allow it).
     pdbs: Arc<Vec<PodDisruptionBudget>>,
     /// Pending pods nominated to a node (`status.nominatedNodeName`), by node.
-    nominated: Arc<BTreeMap<String, Vec<Arc<Pod>>>>,
+    nominated: Arc<BTreeMap<String, Vec<Arc<PodInfo>>>>,
     /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, when known (volume plugins skip what needs
     /// them otherwise).
     storage: Option<Arc<Storage>>,
@@ -572,10 +572,11 @@ impl Snapshot {
     }
 
     /// Sets the pending pods nominated to nodes: those of `pods` with a `status.nominatedNodeName` and no
-    /// `spec.nodeName`. Preemption clears the lower-priority ones on the node it chooses; Filter does not yet
-    /// count them (kube-scheduler's `RunFilterPluginsWithNominatedPods`).
+    /// `spec.nodeName` (a pod with an invalid quantity is left out: no decision can count it). Filter counts the
+    /// ones of priority at least the pod's (kube-scheduler's `RunFilterPluginsWithNominatedPods`); preemption clears
+    /// the lower-priority ones on the node it chooses.
     pub fn set_nominated_pods(&mut self, pods: impl IntoIterator<Item = Pod>) {
-        let mut nominated: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
+        let mut nominated: BTreeMap<String, Vec<Arc<PodInfo>>> = BTreeMap::new();
         for pod in pods {
             let bound = pod
                 .spec
@@ -583,16 +584,49 @@ impl Snapshot {
                 .and_then(|s| s.node_name.as_deref())
                 .is_some_and(|n| !n.is_empty());
             let node = pod.status.as_ref().and_then(|s| s.nominated_node_name.clone());
-            if let Some(node) = node.filter(|n| !n.is_empty() && !bound) {
-                nominated.entry(node).or_default().push(Arc::new(pod));
+            if let Some(node) = node.filter(|n| !n.is_empty() && !bound)
+                && let Ok(info) = PodInfo::new(pod)
+            {
+                nominated.entry(node).or_default().push(Arc::new(info));
             }
         }
         self.nominated = Arc::new(nominated);
     }
 
     /// The pending pods nominated to a node.
-    pub fn nominated_pods(&self, node: &str) -> &[Arc<Pod>] {
+    pub fn nominated_pods(&self, node: &str) -> &[Arc<PodInfo>] {
         self.nominated.get(node).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// Records what a decision did to nominations (kube-scheduler's nominator updates after a failed cycle): `pod`
+    /// nominated to `node`, or its nomination dropped with `None`. A pod with an invalid quantity is only dropped.
+    pub fn nominate(&mut self, pod: &Pod, node: Option<&str>) {
+        self.drop_nomination(&super::pod_info::key_of(pod));
+        let Some(node) = node else { return };
+        let mut pod = pod.clone();
+        pod.status.get_or_insert_default().nominated_node_name = Some(node.to_string());
+        if let Ok(info) = PodInfo::new(pod) {
+            Arc::make_mut(&mut self.nominated)
+                .entry(node.to_string())
+                .or_default()
+                .push(Arc::new(info));
+        }
+    }
+
+    /// Drops the nomination of the pod with this key (preemption cleared it), if any.
+    pub fn drop_nomination(&mut self, key: &str) {
+        if !self.nominated.values().flatten().any(|p| p.key == key) {
+            return;
+        }
+        Arc::make_mut(&mut self.nominated).retain(|_, pods| {
+            pods.retain(|p| p.key != key);
+            !pods.is_empty()
+        });
+    }
+
+    /// Whether any pod is nominated to any node.
+    pub fn has_nominated_pods(&self) -> bool {
+        !self.nominated.is_empty()
     }
 
     /// Replaces a node's pods and accounting with those of a copy (a preemption dry run's node, or the original

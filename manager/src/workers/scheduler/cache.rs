@@ -23,6 +23,7 @@ use ruleplane_config::scheduler::engine::{Decision, Engine, ScheduleError, Snaps
 use tokio::sync::{Mutex, mpsc};
 use tracing::{debug, warn};
 
+use super::nominations::{Nominations, nominated_pending};
 use crate::watch_hub::{Change, SharedWatch, Subscription};
 
 /// kube-scheduler's pod informer filter: terminated pods hold no resources.
@@ -70,12 +71,8 @@ struct State {
     context_dirty: bool,
     /// Pods a policy placed whose binding the watch has not shown yet: snapshot key → node.
     assumed: HashMap<String, String>,
-    /// Pending pods with a `status.nominatedNodeName`, of every scheduler (the decision counts only the manager's
-    /// policies' pods, as kube-scheduler's nominator holds its own profiles' only): snapshot key → pod.
-    /// Preemption clears the lower-priority ones on the node it chooses.
-    nominated: HashMap<String, Pod>,
-    /// Set when `nominated` changed since it was last given to the snapshot.
-    nominated_dirty: bool,
+    /// The nominator: pending pods with a `status.nominatedNodeName` and the nominations decided here.
+    nominations: Nominations,
     /// Set when an incremental update could not be applied: the next decision rebuilds from the watch caches.
     stale: bool,
     /// The number of the last cluster event sent.
@@ -149,8 +146,7 @@ impl ClusterCache {
             context_changes: context.all().iter().map(|w| w.subscribe()).collect(),
             context_dirty: true,
             assumed: HashMap::new(),
-            nominated: HashMap::new(),
-            nominated_dirty: false,
+            nominations: Nominations::default(),
             stale: true,
             sequence: 0,
             listeners: Vec::new(),
@@ -206,6 +202,10 @@ impl ClusterCache {
             let mut engine = engine.lock().unwrap_or_else(|e| e.into_inner());
             engine.schedule(&state.snapshot, pod)?
         };
+        // kube-scheduler's nominator takes the nomination at once: the next cycle keeps the room.
+        if let Some(post_filter) = decision.post_filter() {
+            state.nominations.record(pod_key(pod), pod, &post_filter.nominate);
+        }
         if let Some(node) = decision.chosen() {
             match state.snapshot.assume(pod, node) {
                 Ok(()) => {
@@ -275,9 +275,8 @@ impl ClusterCache {
         if state.context_dirty {
             crate::runner::whole_cache_step(usize::MAX, || self.give_context(state));
         }
-        if state.nominated_dirty {
-            state.snapshot.set_nominated_pods(state.nominated.values().cloned());
-            state.nominated_dirty = false;
+        if let Some(nominated) = state.nominations.take_changed() {
+            state.snapshot.set_nominated_pods(nominated);
         }
     }
 
@@ -405,7 +404,7 @@ impl ClusterCache {
             .filter_map(|o| typed::<Pod>(o))
             .collect();
         let bound: std::collections::HashSet<String> = pods.iter().map(pod_key).collect();
-        state.nominated = self
+        let observed = self
             .pods
             .store
             .state()
@@ -414,7 +413,7 @@ impl ClusterCache {
             .filter_map(|o| typed::<Pod>(o))
             .map(|pod| (pod_key(&pod), pod))
             .collect();
-        state.nominated_dirty = true;
+        state.nominations.replace_observed(observed);
         match Snapshot::build(nodes, pods) {
             Ok(snapshot) => {
                 state.snapshot = snapshot;
@@ -533,9 +532,7 @@ fn apply_pod(state: &mut State, change: Change) {
         Change::Deleted(object) => {
             let Some(pod) = typed::<Pod>(&object) else { return };
             let key = pod_key(&pod);
-            if state.nominated.remove(&key).is_some() {
-                state.nominated_dirty = true;
-            }
+            state.nominations.deleted(&key);
             state.assumed.remove(&key);
             let accounted = state.snapshot.node_of_pod(&key).is_some();
             if accounted {
@@ -555,31 +552,8 @@ fn apply_pod(state: &mut State, change: Change) {
     }
 }
 
-/// Whether a pod from the watch is pending with a nomination, read without converting it.
-fn nominated_pending(object: &DynamicObject) -> bool {
-    let bound = object
-        .data
-        .pointer("/spec/nodeName")
-        .and_then(|n| n.as_str())
-        .is_some_and(|n| !n.is_empty());
-    let nominated = object
-        .data
-        .pointer("/status/nominatedNodeName")
-        .and_then(|n| n.as_str())
-        .is_some_and(|n| !n.is_empty());
-    nominated && !bound
-}
-
-/// Keeps the nominated pods: a pending pod with a nomination is (re)stored, any other leaves. Only nominated pods
-/// are converted.
+/// Keeps the nominator up to date with a pod from the watch. Only nominated pods are converted.
 fn track_nomination(state: &mut State, object: &DynamicObject) {
-    if nominated_pending(object) {
-        if let Some(pod) = typed::<Pod>(object) {
-            state.nominated.insert(pod_key(&pod), pod);
-            state.nominated_dirty = true;
-        }
-        return;
-    }
     let key = match object.metadata.uid.as_deref() {
         Some(uid) if !uid.is_empty() => uid.to_string(),
         _ => format!(
@@ -588,9 +562,7 @@ fn track_nomination(state: &mut State, object: &DynamicObject) {
             object.metadata.name.as_deref().unwrap_or_default()
         ),
     };
-    if state.nominated.remove(&key).is_some() {
-        state.nominated_dirty = true;
-    }
+    state.nominations.observe(key, object, || typed::<Pod>(object));
 }
 
 fn remove(state: &mut State, key: &str) {

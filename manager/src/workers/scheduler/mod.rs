@@ -6,6 +6,7 @@
 //! the pods of the policy, the cluster events the cache applies and the time, and runs what it pops.
 
 mod cache;
+mod nominations;
 mod preempt;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -73,7 +74,7 @@ pub enum SchedulingError {
     /// The engine could not run (a PreFilter error).
     #[error("{0}")]
     Engine(String),
-    /// Carrying out a preemption failed (kube-scheduler's synchronous preemption returns an error then).
+    /// A background preemption failed (kube-scheduler logs it and retries the preemptor at once).
     #[error("preemption failed: {0}")]
     Preemption(String),
     /// The binding failed; the pod was forgotten and is retried.
@@ -113,14 +114,18 @@ enum Done {
     Gone(PodKey),
     /// Assumed on a node: the scheduling cycle is over, the binding runs.
     Assumed(PodKey),
-    /// The pod's attempt failed; `seen` is the last cluster event the decision saw.
+    /// The pod's attempt failed; `seen` is the last cluster event the decision saw. `preempting`: its preemption
+    /// runs in the background, and DefaultPreemption's PreEnqueue holds it until [`Done::Preempted`].
     Failed {
         key: PodKey,
         failure: Failure,
         prepared: Option<Arc<HintPod>>,
         seen: u64,
         error: Box<SchedulingError>,
+        preempting: bool,
     },
+    /// The pod's preemption ended (every victim's deletion sent), with the first API error if any.
+    Preempted { key: PodKey, error: Option<String> },
     /// Bound (or found bound by someone else, `conflict`).
     Bound { key: PodKey, conflict: bool },
     /// The pod has scheduling gates: it waits for them to go.
@@ -471,6 +476,7 @@ impl Loop {
                 };
                 self.queue.failed(&key, failure, None, 0, now(), &self.scheduler.hints);
             }
+            Done::Preempted { key, error } => self.preempted(key, error).await,
             Done::Bound { key, conflict } => {
                 if !conflict && let Some(first_seen) = self.first_seen.get(&key) {
                     self.scheduler
@@ -490,7 +496,11 @@ impl Loop {
                 prepared,
                 seen,
                 error,
+                preempting,
             } => {
+                if preempting {
+                    self.queue.preempting(&key);
+                }
                 // A binding's failure comes after its cycle ended; a cycle's own failure ends it.
                 if !matches!(*error, SchedulingError::Binding { .. }) {
                     self.cycle_running = false;
@@ -515,6 +525,16 @@ impl Loop {
                 }
                 self.report(key, *error).await;
             }
+        }
+    }
+
+    /// A background preemption ended: the hold on its preemptor ends; a failure retries the pod at once (kube-scheduler
+    /// `Activate`s it) and is reported.
+    async fn preempted(&mut self, key: PodKey, error: Option<String>) {
+        let moved = self.queue.preemption_finished(&key, error.is_some(), now());
+        self.count_requeues(moved.as_slice());
+        if let Some(error) = error {
+            self.report(key, SchedulingError::Preemption(error)).await;
         }
     }
 
@@ -713,7 +733,7 @@ impl PodScheduler {
 
     /// One pod's scheduling cycle and, when it is assumed, its binding; each step's end is sent to the loop.
     /// `queued` is the pod as the queue holds it, used as it is when the watch still has that version.
-    async fn attempt(&self, key: PodKey, queued: Option<Arc<Pod>>, done: mpsc::UnboundedSender<Done>) {
+    async fn attempt(self: &Arc<Self>, key: PodKey, queued: Option<Arc<Pod>>, done: mpsc::UnboundedSender<Done>) {
         let send = |message: Done| {
             // Only fails once the loop has stopped, when nothing is scheduled any more.
             let _ = done.send(message);
@@ -745,16 +765,19 @@ impl PodScheduler {
                     prepared: None,
                     seen: 0,
                     error: Box::new(error.into()),
+                    preempting: false,
                 });
             }
         };
-        let failed = |failure: Failure, error: SchedulingError| Done::Failed {
+        let failed_preempting = |failure: Failure, error: SchedulingError, preempting: bool| Done::Failed {
             key: key.clone(),
             failure,
             prepared: cycle.prepared.clone(),
             seen: cycle.seen,
             error: Box::new(error),
+            preempting,
         };
+        let failed = |failure: Failure, error: SchedulingError| failed_preempting(failure, error, false);
         // kube-scheduler's full FailedScheduling text: the FitError and the PostFilter chain's part.
         let event_message = cycle.decision.event_message().unwrap_or_default();
         let node = match cycle.decision.outcome {
@@ -771,19 +794,30 @@ impl PodScheduler {
                     Some(post_filter) => (post_filter.nominate, post_filter.preemption),
                     None => (Nominate::Leave, None),
                 };
-                // The victims are evicted inside the cycle (kube-scheduler's synchronous preemption); their
-                // deletion is the assigned-pod-delete event the queueing hints retry this pod on.
-                if let Some(preemption) = preemption
-                    && let Err(error) = self.preempt(&pod, &preemption).await
-                {
-                    self.count("error");
-                    return send(failed(Failure::Error, SchedulingError::Preemption(error)));
-                }
                 let error = SchedulingError::Unschedulable {
                     message: event_message,
                     nominate,
                 };
-                return send(failed(failure, error));
+                // kube-scheduler v1.35's async preemption: the cycle ends now, with the pod nominated; the victims
+                // are evicted in the background while DefaultPreemption's PreEnqueue holds the pod. A victim's
+                // deletion is the assigned-pod-delete event the queueing hints retry it on.
+                let victims = preemption
+                    .as_ref()
+                    .map(|p| self.victims_to_evict(p))
+                    .unwrap_or_default();
+                let Some(preemption) = preemption.filter(|_| !victims.is_empty()) else {
+                    return send(failed(failure, error));
+                };
+                send(failed_preempting(failure, error, true));
+                let scheduler = self.clone();
+                tokio::spawn(async move {
+                    let result = scheduler.preempt(&pod, &preemption, victims).await;
+                    let _ = done.send(Done::Preempted {
+                        key,
+                        error: result.err(),
+                    });
+                });
+                return;
             }
             // The queue holds gated pods back; one gated since it was queued waits for its gates to go,
             // unreported, as kube-scheduler never attempts it.
@@ -825,6 +859,7 @@ impl PodScheduler {
                         node: node.to_string(),
                         source,
                     }),
+                    preempting: false,
                 });
             }
         }

@@ -1,5 +1,6 @@
-//! Carries out a preemption the engine decided, as kube-scheduler v1.35's `prepareCandidate` does: each victim
-//! gets the `DisruptionTarget` condition, is deleted and gets a `Preempted` Event; lower nominations are cleared.
+//! Carries out a preemption the engine decided, in the background, as kube-scheduler v1.35's async preemption
+//! (`prepareCandidateAsync`): lower nominations are cleared; each victim gets the `DisruptionTarget` condition, is
+//! deleted and gets a `Preempted` Event.
 
 // kube-scheduler (`framework/preemption/preemption.go`, `PreemptPod`): a victim already being deleted is skipped;
 // the condition is patched only when it changes; the deletion uses default options, so the pod's own grace period
@@ -51,59 +52,99 @@ fn is_not_found(error: &kube::Error) -> bool {
 }
 
 impl PodScheduler {
-    /// Evicts the victims of `preemption` for `preemptor` and clears the lower nominations on its node. A victim
-    /// gone (or replaced by another pod of the same name) meanwhile is skipped; any other API error ends the
-    /// preemption with that error, as kube-scheduler's synchronous preemption does.
-    pub(super) async fn preempt(&self, preemptor: &Pod, preemption: &Preemption) -> Result<(), String> {
+    /// The victims still to evict, as the cache has them now: a victim gone, replaced by another pod of the same
+    /// name, or already being deleted is left out (kube-scheduler sends no second deletion). None left: the
+    /// preemption has nothing to carry out, and kube-scheduler starts no background work for it.
+    pub(super) fn victims_to_evict(&self, preemption: &Preemption) -> Vec<Pod> {
+        preemption
+            .victims
+            .iter()
+            .filter_map(|victim| {
+                let pod = self
+                    .cache
+                    .pods
+                    .store
+                    .get_typed::<Pod>(Some(&victim.namespace), &victim.name)?;
+                // The decision names the pod by UID: a different pod of that name is not the victim.
+                let same = pod.metadata.uid.as_deref() == Some(victim.key.as_str());
+                (same && pod.metadata.deletion_timestamp.is_none()).then_some(pod)
+            })
+            .collect()
+    }
+
+    /// Carries out a preemption in the background, as kube-scheduler v1.35's `prepareCandidateAsync`: the lower
+    /// nominations on the node are cleared, every victim but the last is evicted concurrently, then the last.
+    /// A victim gone meanwhile is skipped; the first other API error is returned once all were tried.
+    pub(super) async fn preempt(
+        &self,
+        preemptor: &Pod,
+        preemption: &Preemption,
+        victims: Vec<Pod>,
+    ) -> Result<(), String> {
+        self.clear_lower_nominations(preemption).await;
         let message = disruption_message(preemptor);
-        for victim in &preemption.victims {
-            let Some(pod) = self
-                .cache
-                .pods
-                .store
-                .get_typed::<Pod>(Some(&victim.namespace), &victim.name)
-            else {
-                continue;
-            };
-            let uid = pod.metadata.uid.clone().unwrap_or_default();
-            // The decision names the pod by UID: a different pod of that name is not the victim.
-            if uid != victim.key || pod.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &victim.namespace);
-            if !has_condition(&pod, &message) {
-                let patch = json!({"status": {"conditions": [{
-                    "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
-                    "message": message, "lastTransitionTime": crate::workers::now(),
-                }]}});
-                match api
-                    .patch_status(&victim.name, &PatchParams::default(), &Patch::Strategic(&patch))
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(error) if is_not_found(&error) => continue,
-                    Err(error) => return Err(format!("DisruptionTarget on {}: {error}", victim.name)),
-                }
-            }
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: Some(uid),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
-            match api.delete(&victim.name, &params).await {
-                Ok(_) => {}
-                // Gone, or the UID precondition failed (the name is another pod's now): nothing to evict.
-                Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => continue,
-                Err(error) => return Err(format!("deleting {}: {error}", victim.name)),
-            }
-            info!(
-                victim = %victim.name, namespace = %victim.namespace, preemptor = %preemptor.name_any(),
-                node = %preemption.node, "preempted"
-            );
-            self.publish_preempted(&pod, preemptor, &preemption.node);
+        let Some((last, others)) = victims.split_last() else {
+            return Ok(());
+        };
+        let evictions = others
+            .iter()
+            .map(|victim| self.evict(victim, preemptor, &preemption.node, &message));
+        let mut errors: Vec<String> = futures::future::join_all(evictions)
+            .await
+            .into_iter()
+            .filter_map(Result::err)
+            .collect();
+        if let Err(error) = self.evict(last, preemptor, &preemption.node, &message).await {
+            errors.push(error);
         }
+        match errors.into_iter().next() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// One victim: the `DisruptionTarget` condition (unless already so), the deletion with the victim's UID as a
+    /// precondition, and the `Preempted` Event. Gone (or the name another pod's now) is success.
+    async fn evict(&self, pod: &Pod, preemptor: &Pod, node: &str, message: &str) -> Result<(), String> {
+        let name = pod.name_any();
+        let namespace = pod.namespace().unwrap_or_default();
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &namespace);
+        if !has_condition(pod, message) {
+            let patch = json!({"status": {"conditions": [{
+                "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
+                "message": message, "lastTransitionTime": crate::workers::now(),
+            }]}});
+            match api
+                .patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+            {
+                Ok(_) => {}
+                Err(error) if is_not_found(&error) => return Ok(()),
+                Err(error) => return Err(format!("DisruptionTarget on {name}: {error}")),
+            }
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&name, &params).await {
+            Ok(_) => {}
+            // Gone, or the UID precondition failed (the name is another pod's now): nothing to evict.
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => return Ok(()),
+            Err(error) => return Err(format!("deleting {name}: {error}")),
+        }
+        info!(victim = %name, %namespace, preemptor = %preemptor.name_any(), %node, "preempted");
+        self.publish_preempted(pod, preemptor, node);
+        Ok(())
+    }
+
+    /// Clears `status.nominatedNodeName` on the lower-priority pods nominated to the node; kube-scheduler logs a
+    /// failure and goes on: the nomination is advisory.
+    async fn clear_lower_nominations(&self, preemption: &Preemption) {
         for nominated in &preemption.lower_nominated_to_clear {
             let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &nominated.namespace);
             let patch = json!({"status": {"nominatedNodeName": null}});
@@ -113,13 +154,9 @@ impl PodScheduler {
             {
                 Ok(_) => {}
                 Err(error) if is_not_found(&error) => {}
-                Err(error) => {
-                    // kube-scheduler logs this and goes on: the nomination is advisory.
-                    debug!(%error, pod = %nominated.name, "could not clear a lower nomination");
-                }
+                Err(error) => debug!(%error, pod = %nominated.name, "could not clear a lower nomination"),
             }
         }
-        Ok(())
     }
 
     /// kube-scheduler's Normal `Preempted` Event on the victim, related to the preemptor, naming it by UID.

@@ -6,6 +6,7 @@
 mod args;
 mod framework;
 mod harness;
+mod nominated;
 mod perf;
 mod preemption;
 mod quantity;

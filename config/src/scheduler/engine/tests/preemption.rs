@@ -10,7 +10,7 @@ use crate::scheduler::engine::{
     Decision, Engine, Nominate, PostFilter, PostFilters, Preemption, Profile, Snapshot, SplitMix64,
 };
 
-fn node(name: &str, cpu: &str) -> Value {
+pub(super) fn node(name: &str, cpu: &str) -> Value {
     json!({
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
         "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}
@@ -18,7 +18,7 @@ fn node(name: &str, cpu: &str) -> Value {
 }
 
 /// A pod requesting `cpu`, with `priority`; `extra` is merged into the object (deep, objects only).
-fn pod(name: &str, cpu: &str, priority: i32, extra: Value) -> Value {
+pub(super) fn pod(name: &str, cpu: &str, priority: i32, extra: Value) -> Value {
     let mut pod = json!({
         "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
         "spec": {
@@ -30,11 +30,11 @@ fn pod(name: &str, cpu: &str, priority: i32, extra: Value) -> Value {
     pod
 }
 
-fn on(node: &str) -> Value {
+pub(super) fn on(node: &str) -> Value {
     json!({"spec": {"nodeName": node}})
 }
 
-fn merge(into: &mut Value, from: Value) {
+pub(super) fn merge(into: &mut Value, from: Value) {
     match (into, from) {
         (Value::Object(into), Value::Object(from)) => {
             for (key, value) in from {
@@ -45,7 +45,7 @@ fn merge(into: &mut Value, from: Value) {
     }
 }
 
-fn snapshot(nodes: Vec<Value>, pods: Vec<Value>) -> Snapshot {
+pub(super) fn snapshot(nodes: Vec<Value>, pods: Vec<Value>) -> Snapshot {
     let nodes: Vec<Node> = nodes.into_iter().map(|n| serde_json::from_value(n).unwrap()).collect();
     let pods: Vec<Pod> = pods.into_iter().map(|p| serde_json::from_value(p).unwrap()).collect();
     Snapshot::build(nodes, pods).unwrap()
@@ -697,7 +697,8 @@ fn invalid_preemption_args_are_refused_as_kube_scheduler_refuses_them() {
 
 #[test]
 fn lower_priority_pods_nominated_to_the_node_are_cleared() {
-    let mut snapshot = snapshot(vec![node("n1", "1")], vec![pod("v", "1", 1, on("n1"))]);
+    // The higher nomination keeps its room (1 of 2 cpu): the preemptor fits only once v is gone.
+    let mut snapshot = snapshot(vec![node("n1", "2")], vec![pod("v", "1", 1, on("n1"))]);
     let nominated = |name: &str, priority: i32| -> Pod {
         serde_json::from_value(pod(name, "1", priority, json!({"status": {"nominatedNodeName": "n1"}}))).unwrap()
     };
@@ -907,7 +908,6 @@ fn an_unresolvable_pre_filter_ends_the_chain_at_dynamic_resources() {
         dynamic_resources: false,
         preemption: DefaultPreemptionArgs::default(),
         victim_schedulers: None,
-        nominator_schedulers: None,
     }));
     let decision = decide(&mut engine, &snapshot, pod("p", "1", 10, pinned));
     assert_eq!(
