@@ -34,7 +34,7 @@ pub struct ConvertedProfile {
 
 /// kube-scheduler's default plugins that the engine does not evaluate; they are no-ops for pods without volumes
 /// or resource claims, and the engine refuses pods that need them (unless `ignoredFeatures` says otherwise).
-const DEFAULT_NOT_EVALUATED: &[&str] = &["NodeVolumeLimits", "VolumeBinding", "DynamicResources"];
+const DEFAULT_NOT_EVALUATED: &[&str] = &["VolumeBinding", "DynamicResources"];
 
 /// Extension points whose plugins have nothing to convert to (Ruleplane's scheduler has its own queue, no
 /// preemption, binds directly).

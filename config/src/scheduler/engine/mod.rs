@@ -4,6 +4,7 @@
 // [`Engine::schedule`] for each pending pod; [`Snapshot::assume`] the chosen node so the next decision sees it.
 
 pub mod args;
+pub mod csi_translation;
 mod decision;
 pub mod declarative;
 pub mod features;
@@ -35,4 +36,4 @@ pub use profile::{FilterEntry, FilterPlugin, PluginArgs, Profile, ProfileError, 
 pub use rng::{SplitMix64, go_log};
 pub use snapshot::{NodeInfo, Snapshot, SnapshotError, Workloads};
 pub use status::{Code, Reason, Rejection};
-pub use storage::Storage;
+pub use storage::{CsiObjects, Storage};

@@ -184,6 +184,7 @@ fn presets_match_the_default_plugin_set() {
             "NodePorts",
             "NodeResourcesFit",
             "VolumeRestrictions",
+            "NodeVolumeLimits",
             "VolumeZone",
             "PodTopologySpread",
             "InterPodAffinity"
