@@ -23,6 +23,7 @@ pub mod snapshot;
 pub mod status;
 pub mod storage;
 mod validation;
+mod volume_hints;
 
 #[cfg(test)]
 mod tests;
