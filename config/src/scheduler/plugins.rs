@@ -272,7 +272,7 @@ mod tests {
         assert!(message(resolve_filter_name("LeastRequested").unwrap_err()).contains("not a filter"));
         assert!(message(resolve_score_name("PodFitsHost").unwrap_err()).contains("not a score"));
         assert!(message(resolve_filter_name("NodeAfinity").unwrap_err()).contains("did you mean `NodeAffinity`"));
-        assert!(message(resolve_filter_name("VolumeBinding").unwrap_err()).contains("does not evaluate"));
+        assert!(message(resolve_filter_name("DynamicResources").unwrap_err()).contains("does not evaluate"));
         assert!(message(resolve_filter_name("CheckVolumeBinding").unwrap_err()).contains("does not evaluate"));
         assert!(message(resolve_score_name("VolumeBinding").unwrap_err()).contains("does not evaluate"));
         assert!(message(resolve_filter_name("NodeValue").unwrap_err()).contains("object"));

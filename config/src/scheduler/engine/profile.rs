@@ -66,7 +66,7 @@ plugin_names!(
         VolumeRestrictions,
         /// CSI attach limits (CSINode `allocatable.count`).
         NodeVolumeLimits,
-        /// PersistentVolumeClaim binding (not implemented).
+        /// PersistentVolumeClaims bound, matched to volumes or provisioned on the node (its Filter).
         VolumeBinding,
         /// Zone and region labels of bound PersistentVolumes.
         VolumeZone,
@@ -114,7 +114,7 @@ impl FilterPlugin {
     pub fn is_implemented(self) -> bool {
         !matches!(
             self,
-            FilterPlugin::VolumeBinding | FilterPlugin::DynamicResources | FilterPlugin::NodeDeclaredFeatures
+            FilterPlugin::DynamicResources | FilterPlugin::NodeDeclaredFeatures
         )
     }
 }
@@ -232,7 +232,7 @@ pub struct Profile {
 impl Profile {
     /// kube-scheduler v1.35's default profile, restricted to the plugins the engine implements, in the default
     /// MultiPoint order (filters NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
-    /// NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeZone, PodTopologySpread, InterPodAffinity; scores with weights 3, 2, 1, 2, 2, 1, 1).
+    /// NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity; scores with weights 3, 2, 1, 2, 2, 1, 1).
     pub fn default_provider() -> Profile {
         Profile::preset(ScoringStrategyType::LeastAllocated)
     }
@@ -252,6 +252,7 @@ impl Profile {
             FilterPlugin::NodeResourcesFit,
             FilterPlugin::VolumeRestrictions,
             FilterPlugin::NodeVolumeLimits,
+            FilterPlugin::VolumeBinding,
             FilterPlugin::VolumeZone,
             FilterPlugin::PodTopologySpread,
             FilterPlugin::InterPodAffinity,

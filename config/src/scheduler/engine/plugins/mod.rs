@@ -14,6 +14,7 @@ pub(super) mod node_volume_limits;
 pub(super) mod pod_topology_spread;
 mod pod_topology_spread_score;
 mod taint_toleration;
+pub(super) mod volume_binding;
 pub(super) mod volume_restrictions;
 mod volume_zone;
 
@@ -151,6 +152,7 @@ pub fn build_filter(entry: &FilterEntry, args: &PluginArgs) -> Result<BuiltFilte
         FilterPlugin::VolumeRestrictions => Box::new(volume_restrictions::VolumeRestrictions),
         FilterPlugin::VolumeZone => Box::new(volume_zone::VolumeZone),
         FilterPlugin::NodeVolumeLimits => Box::new(node_volume_limits::NodeVolumeLimits),
+        FilterPlugin::VolumeBinding => Box::new(volume_binding::VolumeBinding),
         FilterPlugin::NodeValue => {
             return Err(ProfileError::MissingArgs {
                 plugin: plugin.as_str(),

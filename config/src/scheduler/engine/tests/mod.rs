@@ -11,6 +11,7 @@ mod preemption;
 mod quantity;
 mod queueing_hints;
 mod snapshot;
+mod volume_binding;
 mod volume_hints;
 mod volume_limits;
 mod volumes;

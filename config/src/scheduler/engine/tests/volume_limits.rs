@@ -39,8 +39,12 @@ fn claims(names: &[&str]) -> Value {
 
 /// A claim bound to `volume` (or unbound with class `class` when `volume` is empty).
 fn claim(name: &str, volume: &str, class: &str) -> PersistentVolumeClaim {
+    let annotations = match volume {
+        "" => json!({}),
+        _ => json!({"pv.kubernetes.io/bind-completed": "yes"}),
+    };
     serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
         "spec": {"volumeName": (!volume.is_empty()).then_some(volume),
                  "storageClassName": (!class.is_empty()).then_some(class)}
     }))
