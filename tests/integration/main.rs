@@ -17,6 +17,7 @@ mod reconcilers;
 mod resource_definitions;
 mod scheduler_fidelity;
 mod scheduler_preemption;
+mod scheduler_volumes;
 mod schedulers;
 mod sharding;
 mod tenancy;
