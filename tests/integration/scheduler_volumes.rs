@@ -81,15 +81,19 @@ fn pod(name: &str, scheduler: &str, claim: &str, extra: Value) -> Pod {
 }
 
 async fn fully_bound(claims: &Api<PersistentVolumeClaim>, name: &str) {
-    eventually(Duration::from_secs(30), &format!("{name} bound by the binder"), || async {
-        let claim = claims.get(name).await.ok()?;
-        let bound = claim.status?.phase.as_deref() == Some("Bound");
-        let completed = claim
-            .metadata
-            .annotations?
-            .contains_key("pv.kubernetes.io/bind-completed");
-        (bound && completed).then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        &format!("{name} bound by the binder"),
+        || async {
+            let claim = claims.get(name).await.ok()?;
+            let bound = claim.status?.phase.as_deref() == Some("Bound");
+            let completed = claim
+                .metadata
+                .annotations?
+                .contains_key("pv.kubernetes.io/bind-completed");
+            (bound && completed).then_some(())
+        },
+    )
     .await;
 }
 
@@ -112,14 +116,20 @@ async fn volume_plugins_place_and_refuse_pods_as_kube_scheduler() {
     }))
     .expect("csinode");
     let csi_nodes = Api::<CSINode>::all(client.clone());
-    csi_nodes.create(&PostParams::default(), &csi_node).await.expect("create csinode");
+    csi_nodes
+        .create(&PostParams::default(), &csi_node)
+        .await
+        .expect("create csinode");
     let volumes = Api::<PersistentVolume>::all(client.clone());
     let (pinned, used) = (format!("sv-{run}-pinned"), format!("sv-{run}-used"));
     for object in [
         volume(&pinned, &[zone("b"), zone("c")], &ns, "pinned"),
         volume(&used, &[zone("c")], &ns, "used"),
     ] {
-        volumes.create(&PostParams::default(), &object).await.expect("create volume");
+        volumes
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("create volume");
     }
     let immediate = format!("sv-{run}-immediate");
     let class: StorageClass = serde_json::from_value(json!({
@@ -127,14 +137,20 @@ async fn volume_plugins_place_and_refuse_pods_as_kube_scheduler() {
     }))
     .expect("class");
     let classes = Api::<StorageClass>::all(client.clone());
-    classes.create(&PostParams::default(), &class).await.expect("create class");
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create class");
     let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
     for object in [
         claim("pinned", Some(&pinned), ""),
         claim("used", Some(&used), ""),
         claim("waiting", None, &immediate),
     ] {
-        claims.create(&PostParams::default(), &object).await.expect("create claim");
+        claims
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("create claim");
     }
     fully_bound(&claims, "pinned").await;
     fully_bound(&claims, "used").await;
@@ -177,10 +193,17 @@ async fn volume_plugins_place_and_refuse_pods_as_kube_scheduler() {
     for (case, _, _) in &cases {
         let ours = verdict(&pods, &format!("{case}-rp")).await;
         let theirs = verdict(&pods, &format!("{case}-ks")).await;
-        assert_eq!(ours, theirs, "{case}: Ruleplane (left) and kube-scheduler (right) disagree");
+        assert_eq!(
+            ours, theirs,
+            "{case}: Ruleplane (left) and kube-scheduler (right) disagree"
+        );
         verdicts.push(ours);
     }
-    assert_eq!(verdicts[0], Verdict::Bound(b.clone()), "only b is allowed by the volume and has room");
+    assert_eq!(
+        verdicts[0],
+        Verdict::Bound(b.clone()),
+        "only b is allowed by the volume and has room"
+    );
     let Verdict::Unschedulable(limited) = &verdicts[1] else {
         panic!("limited: {:?}", verdicts[1])
     };
