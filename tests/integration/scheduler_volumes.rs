@@ -1,6 +1,7 @@
 //! The volume plugins on the real plane, side by side with kube-scheduler: a pod with a bound claim lands only on
 //! a node its PersistentVolume's node affinity allows; CSINode attach limits reject a full node; an unbound
-//! Immediate claim gives kube-scheduler's message. The plane's persistentvolume-binder completes the bindings.
+//! Immediate claim gives kube-scheduler's message, and the pod is placed once its claim is bound. The plane's
+//! persistentvolume-binder completes the bindings.
 
 use std::time::Duration;
 
@@ -222,9 +223,28 @@ async fn volume_plugins_place_and_refuse_pods_as_kube_scheduler() {
         "{unbound}"
     );
 
+    // The claim gets a volume (pre-bound, in zone a) and the binder binds it (at its periodic claim sync, up to 15 s):
+    // the claim's update is the event VolumeBinding's hint retries the pods on; both schedulers place them on a.
+    let late = format!("sv-{run}-late");
+    let mut late_volume = volume(&late, &[zone("a")], &ns, "waiting");
+    late_volume.spec.as_mut().expect("spec").storage_class_name = Some(immediate.clone());
+    volumes
+        .create(&PostParams::default(), &late_volume)
+        .await
+        .expect("create late volume");
+    fully_bound(&claims, "waiting").await;
+    for scheduler in ["rp", "ks"] {
+        let name = format!("immediate-{scheduler}");
+        let placed = eventually(Duration::from_secs(30), &format!("{name} placed"), || async {
+            pods.get(&name).await.ok()?.spec?.node_name
+        })
+        .await;
+        assert_eq!(placed, a, "{name}");
+    }
+
     delete_nodes(&client, &names).await;
     let _ = csi_nodes.delete(&c, &DeleteParams::default()).await;
-    for name in [&pinned, &used] {
+    for name in [&pinned, &used, &late] {
         let _ = volumes.delete(name, &DeleteParams::default()).await;
     }
     let _ = classes.delete(&immediate, &DeleteParams::default()).await;
