@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, V
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::csi_translation::{InTreePlugin, MIGRATED_PLUGINS_ANNOTATION};
+use super::csi_translation::{InTreePlugin, MIGRATED_PLUGINS_ANNOTATION, inline_handle};
 use super::plugins::volume_restrictions;
 use super::quantity::parse;
 use super::storage::ephemeral_claim_name;
@@ -102,8 +102,10 @@ pub fn limits_pod_deleted(deleted: Option<&Pod>) -> bool {
 pub fn limits_attachment_deleted(pod: &Pod, deleted: Option<&VolumeAttachment>) -> bool {
     let Some(deleted) = deleted else { return true };
     volumes(pod).iter().any(|volume| {
+        // A volume that does not translate answers Queue, as the hint's error does upstream.
         volume.persistent_volume_claim.is_some()
-            || InTreePlugin::of_volume(volume).is_some_and(|plugin| plugin.driver() == deleted.spec.attacher)
+            || InTreePlugin::of_volume(volume)
+                .is_some_and(|plugin| plugin.driver() == deleted.spec.attacher || inline_handle(volume).is_err())
     })
 }
 
