@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::support::cluster_nodes::{KubeScheduler, create_node, delete_nodes, node, nodes_lock};
@@ -242,6 +242,24 @@ async fn volume_plugins_place_and_refuse_pods_as_kube_scheduler() {
         assert_eq!(placed, a, "{name}");
     }
 
+    // The pending pods go first: once the holder is gone, node c would have room for `limited` and a scheduler
+    // could bind it to a node about to be deleted, leaving a pod on a missing node for later tests.
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    pods.delete_collection(&now, &ListParams::default())
+        .await
+        .expect("delete the test's pods");
+    eventually(Duration::from_secs(30), "the test's pods gone", || async {
+        pods.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
     delete_nodes(&client, &names).await;
     let _ = csi_nodes.delete(&c, &DeleteParams::default()).await;
     for name in [&pinned, &used, &late] {
