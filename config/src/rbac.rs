@@ -138,9 +138,10 @@ pub fn rule_permissions(rule: &Rule) -> Vec<Permission> {
 /// What a Reconciler's worker does: watch its parents, add/remove their cleanup finalizer and write their status (kinds declared by a
 /// ResourceDefinition only); watch, server-side apply (create or patch) and prune (delete) its children; watch
 /// its lookups. All cluster-wide, as its watches are.
-/// What a scheduler reads and writes: kube-scheduler's own needs, minus what Ruleplane does not use (volumes,
+/// What a scheduler reads and writes: kube-scheduler's own needs, minus what Ruleplane does not use (resource
 /// claims). Events are in the manager's permissions. Preemption deletes victims; the PodDisruptionBudgets it
-/// counts are watched by the one scheduling cache every policy shares.
+/// counts and the storage objects the volume plugins read are watched by the one scheduling cache every policy
+/// shares.
 fn scheduler_permissions(preempts: bool) -> Vec<Permission> {
     let verbs: &[&str] = if preempts {
         &["get", "list", "watch", "delete"]
@@ -164,6 +165,18 @@ fn scheduler_permissions(preempts: bool) -> Vec<Permission> {
         ("", "replicationcontrollers"),
         ("apps", "replicasets"),
         ("apps", "statefulsets"),
+    ] {
+        out.extend(permissions(&["get", "list", "watch"], group, resource, None));
+    }
+    // The volume plugins' objects (VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone).
+    for (group, resource) in [
+        ("", "persistentvolumeclaims"),
+        ("", "persistentvolumes"),
+        ("storage.k8s.io", "storageclasses"),
+        ("storage.k8s.io", "csinodes"),
+        ("storage.k8s.io", "csidrivers"),
+        ("storage.k8s.io", "csistoragecapacities"),
+        ("storage.k8s.io", "volumeattachments"),
     ] {
         out.extend(permissions(&["get", "list", "watch"], group, resource, None));
     }
@@ -554,5 +567,26 @@ mod scheduler_tests {
         ));
         assert!(!bare.contains(&delete_pods), "{bare:?}");
         assert!(bare.contains(&watch_budgets), "{bare:?}");
+    }
+
+    #[test]
+    fn every_policy_watches_the_storage_objects_of_the_volume_plugins() {
+        let policy = "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: { name: s }\n\
+                      spec: { schedulerName: s }\n";
+        let granted = granted(policy);
+        for (group, resource) in [
+            ("", "persistentvolumeclaims"),
+            ("", "persistentvolumes"),
+            ("storage.k8s.io", "storageclasses"),
+            ("storage.k8s.io", "csinodes"),
+            ("storage.k8s.io", "csidrivers"),
+            ("storage.k8s.io", "csistoragecapacities"),
+            ("storage.k8s.io", "volumeattachments"),
+        ] {
+            for verb in ["list", "watch"] {
+                let wanted = (group.to_string(), resource.to_string(), verb);
+                assert!(granted.contains(&wanted), "{wanted:?} in {granted:?}");
+            }
+        }
     }
 }

@@ -257,8 +257,8 @@ pub struct SimulateArgs {
     /// PodDisruptionBudgets (with their `status`) that preemption respects when it picks victims.
     #[arg(long, env = "RULEPLANE_PDBS")]
     pub pdbs: Option<PathBuf>,
-    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses (mixed), which VolumeRestrictions and VolumeZone
-    /// read for pods whose claims the policy's `ignoredFeatures` lets through.
+    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities and
+    /// VolumeAttachments (mixed), which the volume plugins read: with them pods with claims are evaluated.
     #[arg(long, env = "RULEPLANE_STORAGE")]
     pub storage: Option<PathBuf>,
     /// Every node's filter verdicts and score breakdown for every pod.

@@ -327,8 +327,9 @@ fn simulate_reads_storage_objects_for_the_volume_plugins() {
     let bad = ruleplane(&wrong, &[]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(
-        text(&bad.stderr)
-            .contains("nodes.yaml: document 1: expected a PersistentVolumeClaim, PersistentVolume or StorageClass"),
+        text(&bad.stderr).contains(
+            "nodes.yaml: document 1: expected a PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode"
+        ),
         "{}",
         text(&bad.stderr)
     );

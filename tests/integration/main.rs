@@ -21,6 +21,7 @@ mod scheduler_fidelity;
 mod scheduler_preemption;
 mod scheduler_preemption_async;
 mod scheduler_preemption_storm;
+mod scheduler_volumes;
 mod schedulers;
 mod sharding;
 mod tenancy;

@@ -17,8 +17,8 @@ use crate::load::schema_check::SchemaChecker;
 use crate::load::{key, path};
 use crate::reconciler::ObjectKey;
 use crate::rule_set::{Rule, RuleSet};
-use crate::scheduler::engine::Storage;
 use crate::scheduler::engine::snapshot::pod_ref;
+use crate::scheduler::engine::{CsiObjects, Storage};
 use crate::schema::{cached_schema, rule_test_schema_ref};
 use crate::yaml_tree::{Node, NodeValue, PathStep, each_document};
 
@@ -294,6 +294,10 @@ fn reconciler_case(
             ("persistentVolumeClaims", !case.persistent_volume_claims.is_empty()),
             ("persistentVolumes", !case.persistent_volumes.is_empty()),
             ("storageClasses", !case.storage_classes.is_empty()),
+            ("csiNodes", !case.csi_nodes.is_empty()),
+            ("csiDrivers", !case.csi_drivers.is_empty()),
+            ("csiStorageCapacities", !case.csi_storage_capacities.is_empty()),
+            ("volumeAttachments", !case.volume_attachments.is_empty()),
             ("expect.placements", !expect.placements.is_empty()),
         ],
         "Reconciler",
@@ -417,8 +421,28 @@ fn scheduler_case(case: &TestCase, at: &CaseAt, out: &mut FileDiagnostics) -> Op
         out,
     );
     let classes: Vec<StorageClass> = typed_objects(&case.storage_classes, "StorageClass", "storageClasses", at, out);
-    let storage = (!claims.is_empty() || !volumes.is_empty() || !classes.is_empty())
-        .then(|| Storage::new(claims, volumes, classes));
+    let csi = CsiObjects {
+        nodes: typed_objects(&case.csi_nodes, "CSINode", "csiNodes", at, out),
+        drivers: typed_objects(&case.csi_drivers, "CSIDriver", "csiDrivers", at, out),
+        capacities: typed_objects(
+            &case.csi_storage_capacities,
+            "CSIStorageCapacity",
+            "csiStorageCapacities",
+            at,
+            out,
+        ),
+        attachments: typed_objects(
+            &case.volume_attachments,
+            "VolumeAttachment",
+            "volumeAttachments",
+            at,
+            out,
+        ),
+    };
+    let any_csi =
+        !csi.nodes.is_empty() || !csi.drivers.is_empty() || !csi.capacities.is_empty() || !csi.attachments.is_empty();
+    let storage = (!claims.is_empty() || !volumes.is_empty() || !classes.is_empty() || any_csi)
+        .then(|| Storage::new(claims, volumes, classes).with_csi(csi));
     if case.pods.is_empty() {
         out.error(
             at.pos(&[]),

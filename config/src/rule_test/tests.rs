@@ -289,9 +289,9 @@ fn a_scheduler_case_gives_storage_objects_to_the_volume_plugins() {
       existing:
         - { metadata: { name: holder }, spec: { nodeName: a, containers: [ { name: c } ], volumes: [ { name: d, persistentVolumeClaim: { claimName: solo } } ] } }
       persistentVolumeClaims:
-        - { metadata: { name: data }, spec: { volumeName: pv-b } }
-        - { metadata: { name: solo }, spec: { accessModes: [ ReadWriteOncePod ], volumeName: pv-a } }
-        - { metadata: { name: away }, spec: { volumeName: pv-c } }
+        - { metadata: { name: data, annotations: { pv.kubernetes.io/bind-completed: "yes" } }, spec: { volumeName: pv-b } }
+        - { metadata: { name: solo, annotations: { pv.kubernetes.io/bind-completed: "yes" } }, spec: { accessModes: [ ReadWriteOncePod ], volumeName: pv-a } }
+        - { metadata: { name: away, annotations: { pv.kubernetes.io/bind-completed: "yes" } }, spec: { volumeName: pv-c } }
       persistentVolumes:
         - { metadata: { name: pv-c, labels: { topology.kubernetes.io/zone: zc } } }
         - { metadata: { name: pv-b, labels: { topology.kubernetes.io/zone: zb } } }

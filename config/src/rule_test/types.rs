@@ -78,15 +78,28 @@ pub struct TestCase {
     /// decision respects, as `simulate --pdbs`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pdbs: Vec<Map<String, Value>>,
-    /// SchedulerPolicy: PersistentVolumeClaims that VolumeRestrictions and VolumeZone read, as `simulate --storage`.
+    /// SchedulerPolicy: PersistentVolumeClaims the volume plugins read, as `simulate --storage` (with any storage
+    /// object given, pods with claims are evaluated by every volume plugin).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub persistent_volume_claims: Vec<Map<String, Value>>,
-    /// SchedulerPolicy: PersistentVolumes (VolumeZone reads their zone and region labels).
+    /// SchedulerPolicy: PersistentVolumes (node affinity, zone labels, CSI sources, static binding candidates).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub persistent_volumes: Vec<Map<String, Value>>,
-    /// SchedulerPolicy: StorageClasses (VolumeZone reads an unbound claim's `volumeBindingMode`).
+    /// SchedulerPolicy: StorageClasses (binding mode, provisioner, `allowedTopologies`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub storage_classes: Vec<Map<String, Value>>,
+    /// SchedulerPolicy: CSINodes (NodeVolumeLimits reads their drivers' `allocatable.count`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub csi_nodes: Vec<Map<String, Value>>,
+    /// SchedulerPolicy: CSIDrivers (VolumeBinding checks capacity for drivers with `storageCapacity: true`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub csi_drivers: Vec<Map<String, Value>>,
+    /// SchedulerPolicy: CSIStorageCapacities (VolumeBinding's capacity check when provisioning).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub csi_storage_capacities: Vec<Map<String, Value>>,
+    /// SchedulerPolicy: VolumeAttachments (NodeVolumeLimits counts them as attached).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_attachments: Vec<Map<String, Value>>,
     /// What the rule must produce.
     pub expect: Expectation,
 }

@@ -32,9 +32,10 @@ pub struct ConvertedProfile {
     pub notes: Vec<String>,
 }
 
-/// kube-scheduler's default plugins that the engine does not evaluate; they are no-ops for pods without volumes
-/// or resource claims, and the engine refuses pods that need them (unless `ignoredFeatures` says otherwise).
-const DEFAULT_NOT_EVALUATED: &[&str] = &["NodeVolumeLimits", "VolumeBinding", "DynamicResources"];
+/// kube-scheduler's default plugins that the engine does not evaluate in full (VolumeBinding's Filter is, its
+/// binding at PreBind is not); they are no-ops for pods without claims to bind or resource claims, and the engine
+/// refuses pods that need them (unless `ignoredFeatures` says otherwise).
+const DEFAULT_NOT_EVALUATED: &[&str] = &["VolumeBinding", "DynamicResources"];
 
 /// Extension points whose plugins have nothing to convert to (Ruleplane's scheduler has its own queue, no
 /// preemption, binds directly).
@@ -218,8 +219,9 @@ fn convert_profile(
         .collect();
     if !default_dropped.is_empty() {
         notes.push(format!(
-            "default plugins {} are not evaluated: pods with PersistentVolumeClaims, attachable volumes or resource \
-             claims are refused with a reason naming the plugin (see ignoredFeatures)",
+            "default plugins {} are not evaluated in full: pods with unbound WaitForFirstConsumer \
+             PersistentVolumeClaims (VolumeBinding binds none) or resource claims are refused with a reason naming \
+             the plugin (see ignoredFeatures)",
             default_dropped.join(", ")
         ));
     }

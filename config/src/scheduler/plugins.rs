@@ -56,6 +56,8 @@ const FILTER_ALIASES: &[(&str, &[FilterPlugin])] = &[
     ("EvenPodsSpread", &[FilterPlugin::PodTopologySpread]),
     ("NoDiskConflict", &[FilterPlugin::VolumeRestrictions]),
     ("NoVolumeZoneConflict", &[FilterPlugin::VolumeZone]),
+    ("CheckVolumeBinding", &[FilterPlugin::VolumeBinding]),
+    ("MaxCSIVolumeCountPred", &[FilterPlugin::NodeVolumeLimits]),
     (
         "GeneralPredicates",
         &[
@@ -116,11 +118,9 @@ const SCORE_ALIASES: &[(&str, ScorePlugin, Option<ScoringStrategyType>)] = &[
 
 /// Legacy names of kube-scheduler plugins the engine does not evaluate (the modern ones are in the enums).
 const UNSUPPORTED_LEGACY: &[&str] = &[
-    "CheckVolumeBinding",
     "MaxEBSVolumeCount",
     "MaxGCEPDVolumeCount",
     "MaxAzureDiskVolumeCount",
-    "MaxCSIVolumeCountPred",
     "EBSLimits",
     "GCEPDLimits",
     "AzureDiskLimits",
@@ -272,9 +272,16 @@ mod tests {
         assert!(message(resolve_filter_name("LeastRequested").unwrap_err()).contains("not a filter"));
         assert!(message(resolve_score_name("PodFitsHost").unwrap_err()).contains("not a score"));
         assert!(message(resolve_filter_name("NodeAfinity").unwrap_err()).contains("did you mean `NodeAffinity`"));
-        assert!(message(resolve_filter_name("VolumeBinding").unwrap_err()).contains("does not evaluate"));
-        assert!(message(resolve_filter_name("CheckVolumeBinding").unwrap_err()).contains("does not evaluate"));
-        assert!(message(resolve_filter_name("NodeVolumeLimits").unwrap_err()).contains("does not evaluate"));
+        assert!(message(resolve_filter_name("DynamicResources").unwrap_err()).contains("does not evaluate"));
+        assert!(message(resolve_filter_name("MaxEBSVolumeCount").unwrap_err()).contains("does not evaluate"));
+        assert_eq!(
+            resolve_filter_name("CheckVolumeBinding"),
+            Ok(vec![FilterPlugin::VolumeBinding])
+        );
+        assert_eq!(
+            resolve_filter_name("MaxCSIVolumeCountPred"),
+            Ok(vec![FilterPlugin::NodeVolumeLimits])
+        );
         assert!(message(resolve_score_name("VolumeBinding").unwrap_err()).contains("does not evaluate"));
         assert!(message(resolve_filter_name("NodeValue").unwrap_err()).contains("object"));
     }

@@ -11,7 +11,8 @@ use serde_json::Value;
 
 use super::engine::snapshot::pod_ref;
 use super::engine::{
-    Decision, NodeResult, Nominate, Outcome, PodRef, Preemption, ProfileError, Rejection, ScheduleError, Snapshot,
+    CsiObjects, Decision, NodeResult, Nominate, Outcome, PodRef, Preemption, ProfileError, Rejection, ScheduleError,
+    Snapshot,
     SnapshotError, Storage,
 };
 use super::resolved::SchedulerPolicy;
@@ -116,12 +117,15 @@ pub fn objects_of_kind<T: DeserializeOwned>(
 }
 
 /// The kinds a storage file may hold.
-const STORAGE_KINDS: &str = "PersistentVolumeClaim, PersistentVolume or StorageClass";
+const STORAGE_KINDS: &str =
+    "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, CSIStorageCapacity or VolumeAttachment";
 
-/// PersistentVolumeClaims, PersistentVolumes and StorageClasses from parsed documents, mixed in any order: plain
+/// The storage objects (claims, volumes, classes, CSI nodes, drivers, capacities, attachments) from parsed
+/// documents, mixed in any order: plain
 /// objects, `List`s and `<Kind>List`s.
 pub fn storage_of(documents: Vec<Value>) -> Result<Storage, SimulateError> {
     let (mut claims, mut volumes, mut classes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut csi = CsiObjects::default();
     for (i, document) in documents.into_iter().enumerate() {
         let number = i + 1;
         let kind = document
@@ -176,6 +180,18 @@ pub fn storage_of(documents: Vec<Value>) -> Result<Storage, SimulateError> {
                 }
                 "PersistentVolume" => volumes.push(serde_json::from_value(item).map_err(invalid("PersistentVolume"))?),
                 "StorageClass" => classes.push(serde_json::from_value(item).map_err(invalid("StorageClass"))?),
+                "CSINode" => csi
+                    .nodes
+                    .push(serde_json::from_value(item).map_err(invalid("CSINode"))?),
+                "CSIDriver" => csi
+                    .drivers
+                    .push(serde_json::from_value(item).map_err(invalid("CSIDriver"))?),
+                "CSIStorageCapacity" => csi
+                    .capacities
+                    .push(serde_json::from_value(item).map_err(invalid("CSIStorageCapacity"))?),
+                "VolumeAttachment" => csi
+                    .attachments
+                    .push(serde_json::from_value(item).map_err(invalid("VolumeAttachment"))?),
                 "" => {
                     return Err(SimulateError::WrongKind {
                         document: number,
@@ -193,7 +209,7 @@ pub fn storage_of(documents: Vec<Value>) -> Result<Storage, SimulateError> {
             }
         }
     }
-    Ok(Storage::new(claims, volumes, classes))
+    Ok(Storage::new(claims, volumes, classes).with_csi(csi))
 }
 
 fn is_true(value: &bool) -> bool {
@@ -574,7 +590,8 @@ mod tests {
     fn storage_files_mix_kinds_and_volume_zone_places_by_the_bound_volume() {
         let documents = vec![
             json!({"kind": "List", "items": [
-                {"kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "ns"},
+                {"kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "ns",
+                 "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
                  "spec": {"volumeName": "pv-b"}},
                 {"kind": "StorageClass", "metadata": {"name": "fast"}, "provisioner": "p"}
             ]}),
@@ -582,7 +599,8 @@ mod tests {
                 {"metadata": {"name": "pv-b", "labels": {"topology.kubernetes.io/zone": "b"}}},
                 {"metadata": {"name": "pv-c", "labels": {"topology.kubernetes.io/zone": "c"}}}
             ]}),
-            json!({"kind": "PersistentVolumeClaim", "metadata": {"name": "elsewhere", "namespace": "ns"},
+            json!({"kind": "PersistentVolumeClaim", "metadata": {"name": "elsewhere", "namespace": "ns",
+                   "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
                    "spec": {"volumeName": "pv-c"}}),
         ];
         let storage = storage_of(documents).expect("storage");
@@ -614,8 +632,8 @@ mod tests {
         let wrong = storage_of(vec![node("n", "1")]).unwrap_err();
         assert_eq!(
             wrong.to_string(),
-            "document 1: expected a PersistentVolumeClaim, PersistentVolume or StorageClass or a list of them, \
-             found a Node"
+            "document 1: expected a PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, \
+             CSIStorageCapacity or VolumeAttachment or a list of them, found a Node"
         );
     }
 

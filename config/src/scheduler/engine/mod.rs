@@ -4,6 +4,7 @@
 // [`Engine::schedule`] for each pending pod; [`Snapshot::assume`] the chosen node so the next decision sees it.
 
 pub mod args;
+pub mod csi_translation;
 mod decision;
 pub mod declarative;
 pub mod features;
@@ -23,6 +24,7 @@ pub mod snapshot;
 pub mod status;
 pub mod storage;
 mod validation;
+mod volume_hints;
 
 #[cfg(test)]
 mod tests;
@@ -36,4 +38,4 @@ pub use profile::{FilterEntry, FilterPlugin, PluginArgs, Profile, ProfileError, 
 pub use rng::{SplitMix64, go_log};
 pub use snapshot::{NodeInfo, Snapshot, SnapshotError, Workloads};
 pub use status::{Code, Reason, Rejection};
-pub use storage::Storage;
+pub use storage::{CsiObjects, Storage};

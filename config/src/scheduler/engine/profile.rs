@@ -64,9 +64,9 @@ plugin_names!(
         NodeResourcesFit,
         /// In-tree disk conflicts and ReadWriteOncePod claims in use.
         VolumeRestrictions,
-        /// CSI attach limits (not implemented).
+        /// CSI attach limits (CSINode `allocatable.count`).
         NodeVolumeLimits,
-        /// PersistentVolumeClaim binding (not implemented).
+        /// PersistentVolumeClaims bound, matched to volumes or provisioned on the node (its Filter).
         VolumeBinding,
         /// Zone and region labels of bound PersistentVolumes.
         VolumeZone,
@@ -114,10 +114,7 @@ impl FilterPlugin {
     pub fn is_implemented(self) -> bool {
         !matches!(
             self,
-            FilterPlugin::NodeVolumeLimits
-                | FilterPlugin::VolumeBinding
-                | FilterPlugin::DynamicResources
-                | FilterPlugin::NodeDeclaredFeatures
+            FilterPlugin::DynamicResources | FilterPlugin::NodeDeclaredFeatures
         )
     }
 }
@@ -235,7 +232,7 @@ pub struct Profile {
 impl Profile {
     /// kube-scheduler v1.35's default profile, restricted to the plugins the engine implements, in the default
     /// MultiPoint order (filters NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
-    /// NodeResourcesFit, VolumeRestrictions, VolumeZone, PodTopologySpread, InterPodAffinity; scores with weights 3, 2, 1, 2, 2, 1, 1).
+    /// NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity; scores with weights 3, 2, 1, 2, 2, 1, 1).
     pub fn default_provider() -> Profile {
         Profile::preset(ScoringStrategyType::LeastAllocated)
     }
@@ -254,6 +251,8 @@ impl Profile {
             FilterPlugin::NodePorts,
             FilterPlugin::NodeResourcesFit,
             FilterPlugin::VolumeRestrictions,
+            FilterPlugin::NodeVolumeLimits,
+            FilterPlugin::VolumeBinding,
             FilterPlugin::VolumeZone,
             FilterPlugin::PodTopologySpread,
             FilterPlugin::InterPodAffinity,

@@ -24,6 +24,8 @@ use super::pod_info::{AffinityTerm, HostPort, PodInfo, host_ports};
 use super::profile::{FilterEntry, FilterPlugin, Profile};
 use super::resources::{RequestOptions, Resource, parse_list};
 use super::snapshot::Workloads;
+use super::volume_hints;
+pub use super::volume_hints::StorageObject;
 
 /// `fwk.ActionType`: what changed, as bits (the same bit order as v0.35.4's `types.go:36-80`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -97,6 +99,13 @@ pub enum EventResource {
     Pod,
     /// Every resource: moves every pod that failed, whatever rejected it.
     WildCard,
+    PersistentVolumeClaim,
+    PersistentVolume,
+    StorageClass,
+    CsiNode,
+    CsiDriver,
+    CsiStorageCapacity,
+    VolumeAttachment,
 }
 
 /// The objects an event carries: the old one (absent for an add) and the new one (absent for a delete).
@@ -110,6 +119,10 @@ pub enum EventObjects {
     Pod {
         old: Option<Arc<Pod>>,
         new: Option<Arc<Pod>>,
+    },
+    Storage {
+        old: Option<Arc<StorageObject>>,
+        new: Option<Arc<StorageObject>>,
     },
 }
 
@@ -151,6 +164,29 @@ impl ClusterEvent {
         }
     }
 
+    /// A storage object added, updated or deleted (both objects of the same kind).
+    pub fn storage(
+        action: ActionType,
+        old: Option<Arc<StorageObject>>,
+        new: Option<Arc<StorageObject>>,
+    ) -> ClusterEvent {
+        let resource = match new.as_deref().or(old.as_deref()) {
+            Some(StorageObject::Claim(_)) | None => EventResource::PersistentVolumeClaim,
+            Some(StorageObject::Volume(_)) => EventResource::PersistentVolume,
+            Some(StorageObject::Class(_)) => EventResource::StorageClass,
+            Some(StorageObject::CsiNode(_)) => EventResource::CsiNode,
+            Some(StorageObject::CsiDriver(_)) => EventResource::CsiDriver,
+            Some(StorageObject::Capacity(_)) => EventResource::CsiStorageCapacity,
+            Some(StorageObject::Attachment(_)) => EventResource::VolumeAttachment,
+        };
+        ClusterEvent {
+            resource,
+            action,
+            objects: EventObjects::Storage { old, new },
+            custom: None,
+        }
+    }
+
     /// A wildcard event: every pod that failed is worth retrying (after its backoff).
     pub fn wildcard(name: &'static str) -> ClusterEvent {
         ClusterEvent {
@@ -177,6 +213,13 @@ impl ClusterEvent {
             EventResource::UnscheduledPod => "UnschedulablePod",
             EventResource::Pod => "Pod",
             EventResource::WildCard => "*",
+            EventResource::PersistentVolumeClaim => "PersistentVolumeClaim",
+            EventResource::PersistentVolume => "PersistentVolume",
+            EventResource::StorageClass => "storage.k8s.io/StorageClass",
+            EventResource::CsiNode => "storage.k8s.io/CSINode",
+            EventResource::CsiDriver => "storage.k8s.io/CSIDriver",
+            EventResource::CsiStorageCapacity => "storage.k8s.io/CSIStorageCapacity",
+            EventResource::VolumeAttachment => "storage.k8s.io/VolumeAttachment",
         };
         format!("{resource}{}", self.action.label())
     }
@@ -191,6 +234,13 @@ impl ClusterEvent {
     fn pods(&self) -> (Option<&Pod>, Option<&Pod>) {
         match &self.objects {
             EventObjects::Pod { old, new } => (old.as_deref(), new.as_deref()),
+            _ => (None, None),
+        }
+    }
+
+    fn storage_objects(&self) -> (Option<&StorageObject>, Option<&StorageObject>) {
+        match &self.objects {
+            EventObjects::Storage { old, new } => (old.as_deref(), new.as_deref()),
             _ => (None, None),
         }
     }
@@ -240,6 +290,20 @@ enum HintFn {
     SpreadNode,
     AffinityPod,
     AffinityNode,
+    RestrictionsPodDeleted,
+    /// The claim is one of the pod's `persistentVolumeClaim` volumes.
+    ClaimOfPod,
+    /// The claim is one of the pod's, ephemeral volumes' claims included.
+    ClaimOrEphemeralOfPod,
+    LimitsCsiNodeUpdated,
+    LimitsPodDeleted,
+    LimitsAttachmentDeleted,
+    BindingClassChanged,
+    BindingCsiNodeChanged,
+    BindingCsiDriverChanged,
+    BindingCapacityChanged,
+    ZoneClassAdded,
+    ZoneVolumeChanged,
 }
 
 use ActionType as A;
@@ -305,11 +369,49 @@ static AFFINITY_EVENTS: Registrations = &[
     ),
     (R::Node, A::ADD.or(A::UPDATE_NODE_LABEL), HintFn::AffinityNode),
 ];
+// volumerestrictions/volume_restrictions.go:340-352 (hints on: node additions only, without a hint function)
+static VOLUME_RESTRICTIONS_EVENTS: Registrations = &[
+    (R::Pod, A::DELETE, HintFn::RestrictionsPodDeleted),
+    (R::Node, A::ADD, HintFn::Always),
+    (R::PersistentVolumeClaim, A::ADD, HintFn::ClaimOfPod),
+];
+// nodevolumelimits/csi.go:88-97
+static NODE_VOLUME_LIMITS_EVENTS: Registrations = &[
+    (R::CsiNode, A::ADD, HintFn::Always),
+    (R::CsiNode, A::UPDATE, HintFn::LimitsCsiNodeUpdated),
+    (R::Pod, A::DELETE, HintFn::LimitsPodDeleted),
+    (R::PersistentVolumeClaim, A::ADD, HintFn::ClaimOrEphemeralOfPod),
+    (R::VolumeAttachment, A::DELETE, HintFn::LimitsAttachmentDeleted),
+];
+// volumebinding/volume_binding.go:106-140 (hints on: nodes without taint updates)
+static VOLUME_BINDING_EVENTS: Registrations = &[
+    (R::StorageClass, A::ADD.or(A::UPDATE), HintFn::BindingClassChanged),
+    (
+        R::PersistentVolumeClaim,
+        A::ADD.or(A::UPDATE),
+        HintFn::ClaimOrEphemeralOfPod,
+    ),
+    (R::PersistentVolume, A::ADD.or(A::UPDATE), HintFn::Always),
+    (R::Node, A::ADD.or(A::UPDATE_NODE_LABEL), HintFn::Always),
+    (R::CsiNode, A::ADD.or(A::UPDATE), HintFn::BindingCsiNodeChanged),
+    (R::CsiDriver, A::UPDATE, HintFn::BindingCsiDriverChanged),
+    (
+        R::CsiStorageCapacity,
+        A::ADD.or(A::UPDATE),
+        HintFn::BindingCapacityChanged,
+    ),
+];
+// volumezone/volume_zone.go:270-283 (hints on: nodes without taint updates)
+static VOLUME_ZONE_EVENTS: Registrations = &[
+    (R::StorageClass, A::ADD, HintFn::ZoneClassAdded),
+    (R::Node, A::ADD.or(A::UPDATE_NODE_LABEL), HintFn::Always),
+    (R::PersistentVolumeClaim, A::ADD.or(A::UPDATE), HintFn::ClaimOfPod),
+    (R::PersistentVolume, A::ADD.or(A::UPDATE), HintFn::ZoneVolumeChanged),
+];
 // Ruleplane's NodeValue reads any part of the node: every node addition and change may matter.
 static NODE_VALUE_EVENTS: Registrations = &[(R::Node, A::ADD.or(A::UPDATE), HintFn::Always)];
-// Plugins the engine does not evaluate (they refuse pods that need unsupported features), VolumeRestrictions and
-// VolumeZone (their events are PVC/PV/StorageClass changes, which the worker does not watch yet) and names it does
-// not know: every event, as before hints.
+// Plugins the engine does not evaluate (they refuse pods that need unsupported features) and names it does not
+// know: every event, as before hints.
 static EVERY_EVENT: Registrations = &[(R::WildCard, A::ALL, HintFn::Always)];
 
 /// The events a plugin registers, each with its hint (`EventsToRegister` of each plugin, hints on).
@@ -325,6 +427,10 @@ fn registrations(plugin: Registered) -> Registrations {
         Registered::Filter(FilterPlugin::NodeResourcesFit) => FIT_EVENTS,
         Registered::Filter(FilterPlugin::PodTopologySpread) => SPREAD_EVENTS,
         Registered::Filter(FilterPlugin::InterPodAffinity) => AFFINITY_EVENTS,
+        Registered::Filter(FilterPlugin::VolumeRestrictions) => VOLUME_RESTRICTIONS_EVENTS,
+        Registered::Filter(FilterPlugin::NodeVolumeLimits) => NODE_VOLUME_LIMITS_EVENTS,
+        Registered::Filter(FilterPlugin::VolumeBinding) => VOLUME_BINDING_EVENTS,
+        Registered::Filter(FilterPlugin::VolumeZone) => VOLUME_ZONE_EVENTS,
         Registered::NodeValue => NODE_VALUE_EVENTS,
         Registered::Filter(_) | Registered::Unknown => EVERY_EVENT,
     }
@@ -521,6 +627,18 @@ impl QueueingHints {
             HintFn::NodeUnschedulableToleration => node_unschedulable_toleration(pod, new_pod),
             HintFn::TaintTolerationNode => taint_toleration_node(pod, old_node, new_node),
             HintFn::TaintTolerationToleration => new_pod.is_some_and(|p| pod.same_pod(p)),
+            HintFn::RestrictionsPodDeleted => volume_hints::restrictions_pod_deleted(&pod.pod, old_pod),
+            HintFn::LimitsPodDeleted => volume_hints::limits_pod_deleted(old_pod),
+            storage_function @ (HintFn::ClaimOfPod
+            | HintFn::ClaimOrEphemeralOfPod
+            | HintFn::LimitsCsiNodeUpdated
+            | HintFn::LimitsAttachmentDeleted
+            | HintFn::BindingClassChanged
+            | HintFn::BindingCsiNodeChanged
+            | HintFn::BindingCsiDriverChanged
+            | HintFn::BindingCapacityChanged
+            | HintFn::ZoneClassAdded
+            | HintFn::ZoneVolumeChanged) => storage_hint(storage_function, &pod.pod, event),
             parsed_function => {
                 // A pod not prepared, or whose quantities do not parse, answers Queue, as a hint function's
                 // error does.
@@ -554,6 +672,60 @@ impl QueueingHints {
             return false;
         }
         old.is_none_or(|old| !parsed.required_node_affinity.matches(old))
+    }
+}
+
+/// The hints of storage events (an object of another kind than registered answers Queue, as upstream's
+/// conversion error does).
+fn storage_hint(function: HintFn, pod: &Pod, event: &ClusterEvent) -> bool {
+    use StorageObject as S;
+    let (old, new) = event.storage_objects();
+    macro_rules! pick {
+        ($variant:ident) => {{
+            let old_typed = match old {
+                Some(S::$variant(object)) => Some(object),
+                _ => None,
+            };
+            let new_typed = match new {
+                Some(S::$variant(object)) => Some(object),
+                _ => None,
+            };
+            if (old.is_some() && old_typed.is_none()) || (new.is_some() && new_typed.is_none()) {
+                return true;
+            }
+            (old_typed, new_typed)
+        }};
+    }
+    match function {
+        HintFn::ClaimOfPod => volume_hints::is_claim_of_pod(pod, pick!(Claim).1, false),
+        HintFn::ClaimOrEphemeralOfPod => volume_hints::is_claim_of_pod(pod, pick!(Claim).1, true),
+        HintFn::LimitsCsiNodeUpdated => {
+            let (old, new) = pick!(CsiNode);
+            volume_hints::limits_csi_node_updated(old, new)
+        }
+        HintFn::LimitsAttachmentDeleted => volume_hints::limits_attachment_deleted(pod, pick!(Attachment).0),
+        HintFn::BindingClassChanged => {
+            let (old, new) = pick!(Class);
+            volume_hints::binding_class_changed(old, new)
+        }
+        HintFn::BindingCsiNodeChanged => {
+            let (old, new) = pick!(CsiNode);
+            volume_hints::binding_csi_node_changed(old, new)
+        }
+        HintFn::BindingCsiDriverChanged => {
+            let (old, new) = pick!(CsiDriver);
+            volume_hints::binding_csi_driver_changed(pod, old, new)
+        }
+        HintFn::BindingCapacityChanged => {
+            let (old, new) = pick!(Capacity);
+            volume_hints::binding_capacity_changed(old, new)
+        }
+        HintFn::ZoneClassAdded => volume_hints::zone_class_added(pick!(Class).1),
+        HintFn::ZoneVolumeChanged => {
+            let (old, new) = pick!(Volume);
+            volume_hints::zone_volume_changed(old, new)
+        }
+        _ => true,
     }
 }
 

@@ -1,4 +1,5 @@
-//! The storage objects volume plugins read (PersistentVolumeClaims, PersistentVolumes, StorageClasses), as listers.
+//! The storage objects volume plugins read (claims, volumes, classes, CSI nodes/drivers/capacities, attachments),
+//! as listers.
 
 // kube-scheduler's volume plugins read these through informer listers; a missing object is a NotFound error whose
 // text (`persistentvolumeclaim "x" not found`) becomes the plugin's reason, so the lookups here return that text.
@@ -6,17 +7,41 @@
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment};
 
 /// The annotation that names a claim's class before `spec.storageClassName` (still read first, as upstream).
 pub const BETA_STORAGE_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
 
-/// PersistentVolumeClaims (by namespace and name), PersistentVolumes and StorageClasses (by name).
+/// PersistentVolumeClaims (by namespace and name), PersistentVolumes, StorageClasses, CSINodes and CSIDrivers (by
+/// name), CSIStorageCapacities and VolumeAttachments.
 #[derive(Clone, Debug, Default)]
 pub struct Storage {
     claims: HashMap<(String, String), PersistentVolumeClaim>,
     volumes: HashMap<String, PersistentVolume>,
     classes: HashMap<String, StorageClass>,
+    /// Boxed: most stores (tests, `simulate`) have none.
+    csi: Box<CsiStore>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct CsiStore {
+    nodes: HashMap<String, CSINode>,
+    drivers: HashMap<String, CSIDriver>,
+    capacities: Vec<CSIStorageCapacity>,
+    attachments: Vec<VolumeAttachment>,
+}
+
+/// The CSI objects of a [`Storage`] (NodeVolumeLimits and VolumeBinding read them; none is fine).
+#[derive(Clone, Debug, Default)]
+pub struct CsiObjects {
+    pub nodes: Vec<CSINode>,
+    pub drivers: Vec<CSIDriver>,
+    pub capacities: Vec<CSIStorageCapacity>,
+    pub attachments: Vec<VolumeAttachment>,
+}
+
+fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    meta.name.clone().unwrap_or_default()
 }
 
 /// A lookup that found nothing: the lister's NotFound text.
@@ -48,7 +73,44 @@ impl Storage {
                 .collect(),
             volumes: volumes.into_iter().map(|v| (name(&v.metadata), v)).collect(),
             classes: classes.into_iter().map(|c| (name(&c.metadata), c)).collect(),
+            ..Storage::default()
         }
+    }
+
+    /// The same store with these CSI objects.
+    pub fn with_csi(mut self, csi: CsiObjects) -> Storage {
+        self.csi = Box::new(CsiStore {
+            nodes: csi.nodes.into_iter().map(|n| (name_of(&n.metadata), n)).collect(),
+            drivers: csi.drivers.into_iter().map(|d| (name_of(&d.metadata), d)).collect(),
+            capacities: csi.capacities,
+            attachments: csi.attachments,
+        });
+        self
+    }
+
+    /// The CSINode of a node (the same name), if any.
+    pub fn csi_node(&self, node: &str) -> Option<&CSINode> {
+        self.csi.nodes.get(node)
+    }
+
+    /// A CSIDriver, if any.
+    pub fn csi_driver(&self, name: &str) -> Option<&CSIDriver> {
+        self.csi.drivers.get(name)
+    }
+
+    /// Every CSIStorageCapacity.
+    pub fn capacities(&self) -> &[CSIStorageCapacity] {
+        &self.csi.capacities
+    }
+
+    /// Every VolumeAttachment.
+    pub fn attachments(&self) -> &[VolumeAttachment] {
+        &self.csi.attachments
+    }
+
+    /// Every PersistentVolume, in no particular order.
+    pub fn volumes(&self) -> impl Iterator<Item = &PersistentVolume> {
+        self.volumes.values()
     }
 
     /// A claim of a namespace.
@@ -88,4 +150,35 @@ pub fn claim_class(claim: &PersistentVolumeClaim) -> &str {
         .map(String::as_str)
         .or_else(|| claim.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()))
         .unwrap_or_default()
+}
+
+/// The claim of a generic ephemeral volume (`ephemeral.VolumeClaimName`): `<pod name>-<volume name>`.
+pub fn ephemeral_claim_name(
+    pod: &k8s_openapi::api::core::v1::Pod,
+    volume: &k8s_openapi::api::core::v1::Volume,
+) -> String {
+    format!("{}-{}", pod.metadata.name.as_deref().unwrap_or_default(), volume.name)
+}
+
+/// Why an ephemeral volume's claim is not the pod's (`ephemeral.VolumeIsForPod`): another namespace, or not
+/// controlled by the pod.
+pub fn ephemeral_owner_error(
+    pod: &k8s_openapi::api::core::v1::Pod,
+    namespace: &str,
+    claim: &PersistentVolumeClaim,
+) -> Option<String> {
+    let claim_namespace = claim.metadata.namespace.as_deref().unwrap_or("default");
+    let controlled = claim
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|owner| owner.controller == Some(true) && Some(owner.uid.as_str()) == pod.metadata.uid.as_deref());
+    (claim_namespace != namespace || !controlled).then(|| {
+        format!(
+            "PVC {claim_namespace}/{} was not created for pod {namespace}/{} (pod is not owner)",
+            claim.metadata.name.as_deref().unwrap_or_default(),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        )
+    })
 }

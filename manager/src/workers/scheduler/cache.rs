@@ -24,6 +24,7 @@ use tokio::sync::{Mutex, mpsc};
 use tracing::{debug, warn};
 
 use super::nominations::{Nominations, nominated_pending};
+use super::storage::{StorageChanges, StorageWatches};
 use crate::watch_hub::{Change, SharedWatch, Subscription};
 
 /// kube-scheduler's pod informer filter: terminated pods hold no resources.
@@ -47,6 +48,8 @@ pub struct Context {
     pub stateful_sets: Arc<SharedWatch>,
     /// PodDisruptionBudgets (`policy/v1`), which preemption counts.
     pub pod_disruption_budgets: Arc<SharedWatch>,
+    /// Claims, volumes, classes and CSI objects, which the volume plugins read.
+    pub storage: StorageWatches,
 }
 
 impl Context {
@@ -69,6 +72,8 @@ struct State {
     context_changes: Vec<Subscription>,
     /// Namespaces or workloads changed since they were last given to the snapshot.
     context_dirty: bool,
+    /// The storage watches' changes (each one a cluster event for the volume plugins' hints).
+    storage_changes: StorageChanges,
     /// Pods a policy placed whose binding the watch has not shown yet: snapshot key → node.
     assumed: HashMap<String, String>,
     /// The nominator: pending pods with a `status.nominatedNodeName` and the nominations decided here.
@@ -145,6 +150,7 @@ impl ClusterCache {
             pod_changes: pods.subscribe(),
             context_changes: context.all().iter().map(|w| w.subscribe()).collect(),
             context_dirty: true,
+            storage_changes: context.storage.subscribe(),
             assumed: HashMap::new(),
             nominations: Nominations::default(),
             stale: true,
@@ -163,7 +169,7 @@ impl ClusterCache {
     pub async fn synced(&self) {
         self.nodes.synced().await;
         self.pods.synced().await;
-        for watch in self.context.all() {
+        for watch in self.context.all().into_iter().chain(self.context.storage.all()) {
             watch.synced().await;
         }
     }
@@ -275,8 +281,26 @@ impl ClusterCache {
         if state.context_dirty {
             crate::runner::whole_cache_step(usize::MAX, || self.give_context(state));
         }
+        self.sync_storage(state);
         if let Some(nominated) = state.nominations.take_changed() {
             state.snapshot.set_nominated_pods(nominated);
+        }
+    }
+
+    /// Sends the storage changes' events and gives the snapshot the storage objects whole when they changed (they
+    /// change rarely next to pods). A relisted storage watch may have hidden changes: every failed pod is retried.
+    fn sync_storage(&self, state: &mut State) {
+        let (events, resynced) = state.storage_changes.drain(state.listening());
+        for event in events {
+            state.emit(event);
+        }
+        if resynced {
+            state.emit(ClusterEvent::wildcard("CacheRebuilt"));
+        }
+        if state.storage_changes.dirty {
+            let storage = crate::runner::whole_cache_step(usize::MAX, || self.context.storage.storage());
+            state.snapshot.set_storage(storage);
+            state.storage_changes.dirty = false;
         }
     }
 
@@ -418,6 +442,7 @@ impl ClusterCache {
             Ok(snapshot) => {
                 state.snapshot = snapshot;
                 state.context_dirty = true;
+                state.storage_changes.dirty = true;
             }
             Err(error) => {
                 warn!(%error, "cannot build the scheduling snapshot; retried at the next decision");

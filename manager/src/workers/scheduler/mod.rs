@@ -8,6 +8,7 @@
 mod cache;
 mod nominations;
 mod preempt;
+mod storage;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -171,6 +172,7 @@ fn shared_cache(slot: &SchedulingCache, ctx: &WorkerContext) -> Arc<ClusterCache
             pod_disruption_budgets: ctx
                 .hub
                 .watch(&ApiResource::erase::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(&())),
+            storage: storage::StorageWatches::new(&ctx.hub),
         };
         ClusterCache::new(nodes, pods, context)
     })

@@ -10,10 +10,12 @@ mod node_name;
 mod node_ports;
 mod node_resources_fit;
 mod node_unschedulable;
+pub(super) mod node_volume_limits;
 pub(super) mod pod_topology_spread;
 mod pod_topology_spread_score;
 mod taint_toleration;
-mod volume_restrictions;
+pub(super) mod volume_binding;
+pub(super) mod volume_restrictions;
 mod volume_zone;
 
 use std::collections::BTreeSet;
@@ -149,6 +151,8 @@ pub fn build_filter(entry: &FilterEntry, args: &PluginArgs) -> Result<BuiltFilte
         }
         FilterPlugin::VolumeRestrictions => Box::new(volume_restrictions::VolumeRestrictions),
         FilterPlugin::VolumeZone => Box::new(volume_zone::VolumeZone),
+        FilterPlugin::NodeVolumeLimits => Box::new(node_volume_limits::NodeVolumeLimits),
+        FilterPlugin::VolumeBinding => Box::new(volume_binding::VolumeBinding),
         FilterPlugin::NodeValue => {
             return Err(ProfileError::MissingArgs {
                 plugin: plugin.as_str(),

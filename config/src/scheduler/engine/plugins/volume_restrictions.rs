@@ -88,7 +88,7 @@ impl NodeFilter for Check<'_> {
 /// Whether `volume` conflicts with a volume of `pod` (`isVolumeConflict`): the same GCE PD unless both are
 /// read-only, the same EBS volume ID, the same iSCSI IQN unless both are read-only, or the same RBD pool and image
 /// with a shared monitor unless both are read-only.
-fn conflicts(volume: &Volume, pod: &Pod) -> bool {
+pub(crate) fn conflicts(volume: &Volume, pod: &Pod) -> bool {
     let existing = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
     existing.into_iter().any(|other| {
         if let (Some(disk), Some(theirs)) = (&volume.gce_persistent_disk, &other.gce_persistent_disk)

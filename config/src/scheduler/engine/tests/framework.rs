@@ -184,6 +184,8 @@ fn presets_match_the_default_plugin_set() {
             "NodePorts",
             "NodeResourcesFit",
             "VolumeRestrictions",
+            "NodeVolumeLimits",
+            "VolumeBinding",
             "VolumeZone",
             "PodTopologySpread",
             "InterPodAffinity"
@@ -236,7 +238,7 @@ fn plugin_names_are_complete_and_round_trip() {
     for plugin in ScorePlugin::ALL {
         assert_eq!(ScorePlugin::from_name(plugin.as_str()), Some(*plugin));
     }
-    assert!(!FilterPlugin::VolumeBinding.is_implemented() && FilterPlugin::NodeValue.is_implemented());
+    assert!(!FilterPlugin::DynamicResources.is_implemented() && FilterPlugin::NodeValue.is_implemented());
     assert_eq!(ScorePlugin::TaintToleration.default_weight(), 3);
 }
 
@@ -249,9 +251,9 @@ fn profile_errors() {
     };
     let err = |profile: Profile| Engine::new(&profile, 0).unwrap_err();
     assert_eq!(
-        err(with_filter(FilterPlugin::VolumeBinding)),
+        err(with_filter(FilterPlugin::DynamicResources)),
         ProfileError::NotImplemented {
-            plugin: "VolumeBinding"
+            plugin: "DynamicResources"
         }
     );
     assert_eq!(

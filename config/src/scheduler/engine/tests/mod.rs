@@ -12,6 +12,9 @@ mod preemption;
 mod quantity;
 mod queueing_hints;
 mod snapshot;
+mod volume_binding;
+mod volume_hints;
+mod volume_limits;
 mod volumes;
 
 use harness::run_fixture;

@@ -187,7 +187,7 @@ fn a_plugin_is_asked_only_about_the_events_it_registers() {
     assert_eq!(
         ask("VolumeBinding", &pod, &label),
         Q,
-        "a plugin the engine does not evaluate is asked about everything"
+        "VolumeBinding registers node label updates without a hint"
     );
 }
 

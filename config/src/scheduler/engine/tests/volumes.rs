@@ -6,7 +6,9 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::{Value, json};
 
 use crate::scheduler::engine::features::Feature;
-use crate::scheduler::engine::{Code, Decision, Engine, Outcome, Profile, Rejection, Snapshot, Storage};
+use crate::scheduler::engine::{
+    Code, Decision, Engine, FilterEntry, FilterPlugin, Outcome, Profile, Rejection, Snapshot, Storage,
+};
 
 const ZONE: &str = "topology.kubernetes.io/zone";
 const REGION: &str = "topology.kubernetes.io/region";
@@ -34,8 +36,17 @@ fn claim_volume(claim: &str) -> Value {
     json!([{"name": "data", "persistentVolumeClaim": {"claimName": claim}}])
 }
 
+/// A claim; one naming a volume is fully bound (the binder's annotation), as the plane's claims are.
 fn claim(name: &str, spec: Value) -> PersistentVolumeClaim {
-    serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec})).unwrap()
+    let annotations = match spec.get("volumeName") {
+        Some(_) => json!({"pv.kubernetes.io/bind-completed": "yes"}),
+        None => json!({}),
+    };
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+        "spec": spec
+    }))
+    .unwrap()
 }
 
 fn volume(name: &str, labels: Value) -> PersistentVolume {
@@ -191,9 +202,19 @@ fn volume_zone_prefilter_handles_unbound_and_missing_objects() {
         ("PVC_WaitSC", None),
     ];
     let labels = json!({BETA_ZONE: "us-west1-a", "uselessLabel": "none"});
+    // VolumeZone's own PreFilter, as upstream's table tests it: without VolumeBinding, whose PreFilter runs first
+    // in the default profile (`volume_binding_speaks_first_for_unbound_claims`).
+    let mut profile = Profile::default_provider();
+    profile
+        .filters
+        .retain(|f| *f != FilterEntry::Plugin(FilterPlugin::VolumeBinding));
+    profile.ignored_features.insert(Feature::PersistentVolumeClaims);
     for (claim, reason) in rows {
         let snapshot = with_storage(vec![node("host1", labels.clone())], Vec::new(), zone_storage());
-        let decision = decide(&snapshot, &pod("pod_1", claim_volume(claim), None));
+        let decision = Engine::new(&profile, 1)
+            .unwrap()
+            .schedule(&snapshot, &pod("pod_1", claim_volume(claim), None))
+            .unwrap();
         match reason {
             Some(reason) => {
                 // A missing claim is found first by VolumeRestrictions, which runs earlier with the same text.
@@ -219,6 +240,38 @@ fn volume_zone_prefilter_handles_unbound_and_missing_objects() {
             }
         }
     }
+}
+
+/// The same claims in the default profile: VolumeBinding's PreFilter runs before VolumeZone's.
+#[test]
+fn volume_binding_speaks_first_for_unbound_claims() {
+    let labels = json!({BETA_ZONE: "us-west1-a"});
+    let unbound = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.";
+    let rows = [
+        ("PVC_EmptySC", Some(unbound)),
+        ("PVC_NoSC", Some(unbound)),
+        ("PVC_BoundImmediate", Some(unbound)),
+        // Bound: VolumeBinding's PreFilter passes, VolumeZone's finds the volume missing.
+        (
+            "PVC_4",
+            Some("0/1 nodes are available: persistentvolume \"Vol_not_exist\" not found."),
+        ),
+        ("PVC_WaitSC", None),
+    ];
+    for (claim, message) in rows {
+        let snapshot = with_storage(vec![node("host1", labels.clone())], Vec::new(), zone_storage());
+        let decision = decide(&snapshot, &pod("pod_1", claim_volume(claim), None));
+        assert_eq!(decision.message(), message, "{claim}");
+    }
+    // A class without a binding mode is an error of VolumeBinding's PreFilter.
+    let snapshot = with_storage(vec![node("host1", labels)], Vec::new(), zone_storage());
+    let decision = decide(&snapshot, &pod("pod_1", claim_volume("PVC_ImmediateSC"), None));
+    assert!(
+        matches!(&decision.outcome, Outcome::Error { message }
+            if message == "running PreFilter plugin \"VolumeBinding\": VolumeBindingMode not set for StorageClass \"Class_Immediate\""),
+        "{:?}",
+        decision.outcome
+    );
 }
 
 #[test]

@@ -1,0 +1,285 @@
+//! NodeVolumeLimits: a node's CSI drivers attach at most `allocatable.count` volumes each (its CSINode).
+
+// kube-scheduler v1.35's `nodevolumelimits/csi.go`. Volumes are counted as `<driver>/<handle>`: a bound claim's
+// PersistentVolume (its CSI source, or an in-tree source translated when the node's CSINode has the migration on),
+// an unbound claim's class provisioner with a handle unique to the claim, a migrated in-tree inline volume. The
+// volumes of the node's pods and its VolumeAttachments are attached already; a new volume already attached does
+// not count again. Reads the storage objects, so it skips pods when the snapshot holds none.
+//
+// Where upstream fails the whole cycle with an error (a volume of the pod that does not translate, an ephemeral
+// claim the pod does not own, a claim without a name), the node is rejected UnschedulableAndUnresolvable with the
+// same text: in the default profile VolumeBinding's PreFilter rejects the last two first.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
+use k8s_openapi::api::storage::v1::CSINode;
+
+use super::{Cycle, NodeFilter, PreFilter, PreFilterPlugin};
+use crate::scheduler::engine::csi_translation::{
+    InTreePlugin, MIGRATED_PLUGINS_ANNOTATION, inline_handle, persistent_volume_handle,
+};
+use crate::scheduler::engine::snapshot::NodeInfo;
+use crate::scheduler::engine::status::Verdict;
+use crate::scheduler::engine::storage::{Storage, claim_class, ephemeral_claim_name, ephemeral_owner_error};
+
+/// The reason for nodes whose driver limit the pod's new volumes would exceed.
+pub const REASON: &str = "node(s) exceed max volume count";
+
+/// Stands for upstream's per-process random prefix of an unbound claim's handle (it only has to differ from real
+/// handles).
+const UNBOUND_HANDLE_PREFIX: &str = "ruleplane-unbound-claim";
+
+/// The plugin.
+#[derive(Debug)]
+pub struct NodeVolumeLimits;
+
+struct Check<'a> {
+    pod: &'a Pod,
+    namespace: &'a str,
+    storage: &'a Storage,
+}
+
+/// Whether NodeVolumeLimits looks at a volume (claims, ephemeral volumes, migratable in-tree inline volumes).
+pub fn is_counted_kind(volume: &Volume) -> bool {
+    volume.persistent_volume_claim.is_some() || volume.ephemeral.is_some() || InTreePlugin::of_volume(volume).is_some()
+}
+
+impl PreFilterPlugin for NodeVolumeLimits {
+    fn pre_filter<'a>(&'a self, cycle: &Cycle<'a>) -> PreFilter<'a> {
+        let Some(storage) = cycle.snapshot.storage() else {
+            return PreFilter::Skip;
+        };
+        let volumes = cycle
+            .pod
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_deref())
+            .unwrap_or_default();
+        if !volumes.iter().any(is_counted_kind) {
+            return PreFilter::Skip;
+        }
+        PreFilter::run(Check {
+            pod: &cycle.pod.pod,
+            namespace: &cycle.pod.namespace,
+            storage,
+        })
+    }
+}
+
+/// `isCSIMigrationOn`: GCE PD, EBS, Azure Disk and Cinder whenever the node has a CSINode; Portworx when its
+/// CSINode lists the plugin as migrated; never Azure File or vSphere.
+fn migration_on(csi_node: Option<&CSINode>, plugin: InTreePlugin) -> bool {
+    let Some(csi_node) = csi_node else { return false };
+    match plugin {
+        InTreePlugin::GcePd | InTreePlugin::AwsEbs | InTreePlugin::AzureDisk | InTreePlugin::Cinder => true,
+        InTreePlugin::Portworx => csi_node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(MIGRATED_PLUGINS_ANNOTATION))
+            .is_some_and(|list| list.split(',').any(|p| p == plugin.name())),
+        InTreePlugin::AzureFile | InTreePlugin::VSphere => false,
+    }
+}
+
+/// A pod's attachable volumes (`filterAttachableVolumes`): unique name → driver. For the pod being scheduled a
+/// missing claim or a volume that cannot be counted rejects the node; another pod's are left out.
+fn attachable_volumes(
+    pod: &Pod,
+    namespace: &str,
+    storage: &Storage,
+    csi_node: Option<&CSINode>,
+    new_pod: bool,
+    out: &mut HashMap<String, String>,
+) -> Result<(), Verdict> {
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default();
+    for volume in volumes {
+        let claim_name = if let Some(claim) = &volume.persistent_volume_claim {
+            claim.claim_name.clone()
+        } else if volume.ephemeral.is_some() {
+            ephemeral_claim_name(pod, volume)
+        } else {
+            if let Some(plugin) = InTreePlugin::of_volume(volume)
+                && migration_on(csi_node, plugin)
+            {
+                match inline_handle(volume) {
+                    Ok(Some(handle)) => insert(out, plugin.driver(), &handle),
+                    Ok(None) => {}
+                    Err(error) if new_pod => {
+                        return Err(Verdict::unresolvable(format!(
+                            "converting volume({}) from inline to csi: {error}",
+                            volume.name
+                        )));
+                    }
+                    Err(_) => {}
+                }
+            }
+            continue;
+        };
+        if claim_name.is_empty() {
+            if new_pod {
+                return Err(Verdict::unresolvable("PersistentVolumeClaim had no name"));
+            }
+            continue;
+        }
+        let claim = match storage.claim(namespace, &claim_name) {
+            Ok(claim) => claim,
+            Err(not_found) if new_pod => {
+                return Err(Verdict::unresolvable(format!(
+                    "looking up PVC {namespace}/{claim_name}: {not_found}"
+                )));
+            }
+            Err(_) => continue,
+        };
+        if volume.ephemeral.is_some()
+            && let Some(error) = ephemeral_owner_error(pod, namespace, claim)
+        {
+            if new_pod {
+                return Err(Verdict::unresolvable(error));
+            }
+            continue;
+        }
+        if let Some((driver, handle)) = claim_driver(storage, csi_node, namespace, claim) {
+            insert(out, &driver, &handle);
+        }
+    }
+    Ok(())
+}
+
+/// Records a volume under its unique name `<driver>/<handle>`.
+fn insert(out: &mut HashMap<String, String>, driver: &str, handle: &str) {
+    out.insert(format!("{driver}/{handle}"), driver.to_string());
+}
+
+/// A bound claim's driver and handle (its PersistentVolume's CSI source, or the translated in-tree source); an
+/// unbound claim's (or one whose volume is missing) from its class (`getCSIDriverInfo`).
+fn claim_driver(
+    storage: &Storage,
+    csi_node: Option<&CSINode>,
+    namespace: &str,
+    claim: &PersistentVolumeClaim,
+) -> Option<(String, String)> {
+    let volume_name = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.as_deref())
+        .unwrap_or_default();
+    let volume = (!volume_name.is_empty())
+        .then(|| storage.volume(volume_name).ok())
+        .flatten();
+    let Some(volume) = volume else {
+        return class_driver(storage, csi_node, namespace, claim);
+    };
+    if let Some(csi) = volume.spec.as_ref().and_then(|s| s.csi.as_ref()) {
+        return Some((csi.driver.clone(), csi.volume_handle.clone()));
+    }
+    let plugin = InTreePlugin::of_persistent_volume(volume)?;
+    if !migration_on(csi_node, plugin) {
+        return None;
+    }
+    let handle = persistent_volume_handle(volume).ok().flatten()?;
+    Some((plugin.driver().to_string(), handle))
+}
+
+/// `getCSIDriverInfoFromSC`: the class's provisioner (translated when it is a migrated in-tree one) and a handle
+/// unique to the claim; nothing without a class.
+fn class_driver(
+    storage: &Storage,
+    csi_node: Option<&CSINode>,
+    namespace: &str,
+    claim: &PersistentVolumeClaim,
+) -> Option<(String, String)> {
+    let class_name = claim_class(claim);
+    if class_name.is_empty() {
+        return None;
+    }
+    let class = storage.class(class_name).ok()?;
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    let handle = format!("{UNBOUND_HANDLE_PREFIX}-{namespace}/{name}");
+    match InTreePlugin::by_name(&class.provisioner) {
+        Some(plugin) if !migration_on(csi_node, plugin) => None,
+        Some(plugin) => Some((plugin.driver().to_string(), handle)),
+        None => Some((class.provisioner.clone(), handle)),
+    }
+}
+
+impl Check<'_> {
+    fn verdict(&self, node: &NodeInfo) -> Result<(), Verdict> {
+        let csi_node = self.storage.csi_node(node.name());
+        let mut new = HashMap::new();
+        attachable_volumes(self.pod, self.namespace, self.storage, csi_node, true, &mut new)?;
+        if new.is_empty() {
+            return Ok(());
+        }
+        let limits: BTreeMap<&str, i64> = csi_node
+            .map(|c| c.spec.drivers.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|d| Some((d.name.as_str(), i64::from(d.allocatable.as_ref()?.count?))))
+            .collect();
+        if limits.is_empty() {
+            return Ok(());
+        }
+        let mut attached = HashMap::new();
+        for other in node.pods() {
+            // Another pod's volumes that cannot be counted are left out (upstream fails the cycle on some).
+            let _ = attachable_volumes(
+                &other.pod,
+                &other.namespace,
+                self.storage,
+                csi_node,
+                false,
+                &mut attached,
+            );
+        }
+        let mut attached_count: HashMap<&str, i64> = HashMap::new();
+        for (volume, driver) in &attached {
+            new.remove(volume);
+            *attached_count.entry(driver.as_str()).or_default() += 1;
+        }
+        for (volume, driver) in self.attachments_of(node.name()) {
+            if !attached.contains_key(&volume) {
+                *attached_count.entry(driver).or_default() += 1;
+            }
+        }
+        let mut new_count: HashMap<&str, i64> = HashMap::new();
+        for driver in new.values() {
+            *new_count.entry(driver.as_str()).or_default() += 1;
+        }
+        for (driver, count) in new_count {
+            if let Some(limit) = limits.get(driver)
+                && attached_count.get(driver).copied().unwrap_or(0) + count > *limit
+            {
+                return Err(Verdict::unschedulable(REASON));
+            }
+        }
+        Ok(())
+    }
+
+    /// The node's VolumeAttachments of CSI PersistentVolumes (`getNodeVolumeAttachmentInfo`): unique name → driver.
+    fn attachments_of<'s>(&'s self, node: &'s str) -> impl Iterator<Item = (String, &'s str)> + 's {
+        self.storage.attachments().iter().filter_map(move |attachment| {
+            let spec = &attachment.spec;
+            if spec.node_name != node || spec.attacher.is_empty() {
+                return None;
+            }
+            let volume = self
+                .storage
+                .volume(spec.source.persistent_volume_name.as_deref()?)
+                .ok()?;
+            let csi = volume.spec.as_ref()?.csi.as_ref()?;
+            Some((
+                format!("{}/{}", spec.attacher, csi.volume_handle),
+                spec.attacher.as_str(),
+            ))
+        })
+    }
+}
+
+impl NodeFilter for Check<'_> {
+    fn filter(&self, node: &NodeInfo) -> Option<Verdict> {
+        self.verdict(node).err()
+    }
+}

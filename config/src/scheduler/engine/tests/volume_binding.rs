@@ -1,0 +1,349 @@
+//! VolumeBinding's PreFilter and Filter through the engine: hand-computed cases after upstream's
+//! `volume_binding_test.go` and `binder_test.go` (behaviour and exact reasons).
+
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
+use serde_json::{Value, json};
+
+use crate::scheduler::engine::features::Feature;
+use crate::scheduler::engine::{
+    Code, CsiObjects, Decision, Engine, FilterEntry, FilterPlugin, Profile, Snapshot, Storage,
+};
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+const NODE_CONFLICT: &str = "node(s) didn't match PersistentVolume's node affinity";
+const BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
+const NOT_ENOUGH_SPACE: &str = "node(s) did not have enough free storage";
+const PV_NOT_EXIST: &str = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
+
+/// Nodes `a` and `b` in zones of the same names.
+fn nodes() -> Vec<Node> {
+    ["a", "b"]
+        .map(|zone| {
+            serde_json::from_value(json!({
+                "metadata": {"name": zone, "labels": {ZONE: zone}},
+                "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}
+            }))
+            .unwrap()
+        })
+        .to_vec()
+}
+
+fn pod(volumes: Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "p", "namespace": "default", "uid": "uid-p"},
+        "spec": {"containers": [{"name": "c"}], "volumes": volumes}
+    }))
+    .unwrap()
+}
+
+fn claims(names: &[&str]) -> Value {
+    Value::Array(
+        names
+            .iter()
+            .map(|c| json!({"name": format!("v-{c}"), "persistentVolumeClaim": {"claimName": c}}))
+            .collect(),
+    )
+}
+
+/// A claim: bound to `volume` (with the binder's annotation) or unbound, of `class`, requesting `size`.
+fn claim(name: &str, volume: &str, class: &str, size: &str) -> PersistentVolumeClaim {
+    let annotations = match volume {
+        "" => json!({}),
+        _ => json!({"pv.kubernetes.io/bind-completed": "yes"}),
+    };
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "annotations": annotations},
+        "spec": {"volumeName": (!volume.is_empty()).then_some(volume), "storageClassName": class,
+                 "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
+    }))
+    .unwrap()
+}
+
+/// An `Available` volume of `class` and `size`, allowing the nodes of `zones` (any node when empty).
+fn volume(name: &str, class: &str, size: &str, zones: &[&str]) -> PersistentVolume {
+    let affinity = (!zones.is_empty()).then(|| {
+        json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": ZONE, "operator": "In", "values": zones}
+        ]}]}})
+    });
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"storageClassName": class, "capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                 "nodeAffinity": affinity},
+        "status": {"phase": "Available"}
+    }))
+    .unwrap()
+}
+
+fn class(name: &str, provisioner: &str, mode: &str, zones: &[&str]) -> StorageClass {
+    let topologies = (!zones.is_empty()).then(|| json!([{"matchLabelExpressions": [{"key": ZONE, "values": zones}]}]));
+    serde_json::from_value(json!({
+        "metadata": {"name": name}, "provisioner": provisioner, "volumeBindingMode": mode,
+        "allowedTopologies": topologies
+    }))
+    .unwrap()
+}
+
+fn profile(only_binding: bool) -> Profile {
+    let mut profile = Profile::default_provider();
+    if only_binding {
+        profile.filters = vec![FilterEntry::Plugin(FilterPlugin::VolumeBinding)];
+    }
+    profile.ignored_features.insert(Feature::PersistentVolumeClaims);
+    profile
+}
+
+fn decide_with(profile: &Profile, pod: &Pod, storage: Storage) -> Decision {
+    let mut snapshot = Snapshot::build(nodes(), Vec::new()).unwrap();
+    snapshot.set_storage(storage);
+    Engine::new(profile, 1).unwrap().schedule(&snapshot, pod).unwrap()
+}
+
+fn decide(pod: &Pod, storage: Storage) -> Decision {
+    decide_with(&profile(false), pod, storage)
+}
+
+/// The VolumeBinding reasons of a node (`None` when it passed).
+fn reasons(decision: &Decision, node: &str) -> Option<Vec<String>> {
+    let rejection = decision.node(node)?.rejection.as_ref()?;
+    assert_eq!(
+        (&*rejection.plugin, rejection.code),
+        ("VolumeBinding", Code::UnschedulableAndUnresolvable)
+    );
+    Some(rejection.reasons.iter().map(|r| r.to_string()).collect())
+}
+
+fn just(reason: &str) -> Option<Vec<String>> {
+    Some(vec![reason.to_string()])
+}
+
+#[test]
+fn a_bound_claim_allows_only_the_nodes_of_its_volume_affinity() {
+    let storage = Storage::new(
+        [claim("data", "pv", "manual", "1Gi")],
+        [volume("pv", "manual", "1Gi", &["a"])],
+        [class(
+            "manual",
+            "kubernetes.io/no-provisioner",
+            "WaitForFirstConsumer",
+            &[],
+        )],
+    );
+    let decision = decide(&pod(claims(&["data"])), storage);
+    assert_eq!(decision.chosen(), Some("a"));
+    assert_eq!(reasons(&decision, "b"), just(NODE_CONFLICT));
+}
+
+#[test]
+fn a_bound_claim_whose_volume_is_gone_fails_every_node() {
+    // Alone: in the default profile VolumeZone's PreFilter finds the missing volume first.
+    let storage = Storage::new([claim("data", "gone", "", "1Gi")], [], []);
+    let decision = decide_with(&profile(true), &pod(claims(&["data"])), storage);
+    assert_eq!(reasons(&decision, "a"), just(PV_NOT_EXIST));
+    assert_eq!(
+        decision.message(),
+        Some(format!("0/2 nodes are available: 2 {PV_NOT_EXIST}.").as_str())
+    );
+}
+
+#[test]
+fn an_unbound_immediate_claim_is_rejected_at_pre_filter() {
+    let storage = Storage::new(
+        [claim("data", "", "standard", "1Gi")],
+        [],
+        [class("standard", "example.com/csi", "Immediate", &[])],
+    );
+    let decision = decide(&pod(claims(&["data"])), storage);
+    assert_eq!(
+        decision.message(),
+        Some("0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.")
+    );
+    // A claim naming a volume the binder has not finished with is not bound yet either.
+    let mut half_bound = claim("data", "pv", "standard", "1Gi");
+    half_bound.metadata.annotations = None;
+    let storage = Storage::new(
+        [half_bound],
+        [volume("pv", "standard", "1Gi", &[])],
+        [class("standard", "example.com/csi", "WaitForFirstConsumer", &[])],
+    );
+    assert_eq!(
+        decide(&pod(claims(&["data"])), storage).message(),
+        Some("0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.")
+    );
+}
+
+#[test]
+fn a_delayed_claim_binds_a_static_volume_allowing_the_node() {
+    let local = class("local", "kubernetes.io/no-provisioner", "WaitForFirstConsumer", &[]);
+    // 1Gi in zone a only; 5Gi anywhere but too small for 8Gi; another class's volume never matches.
+    let volumes = [
+        volume("small-a", "local", "1Gi", &["a"]),
+        volume("five", "local", "5Gi", &[]),
+        volume("other-class", "fast", "10Gi", &[]),
+    ];
+    let fits = Storage::new([claim("data", "", "local", "1Gi")], volumes.clone(), [local.clone()]);
+    let decision = decide(&pod(claims(&["data"])), fits);
+    assert_eq!(reasons(&decision, "a"), None);
+    assert_eq!(reasons(&decision, "b"), None, "the 5Gi volume fits on b");
+    let too_big = Storage::new([claim("data", "", "local", "8Gi")], volumes.clone(), [local.clone()]);
+    let decision = decide(&pod(claims(&["data"])), too_big);
+    assert_eq!(reasons(&decision, "a"), just(BIND_CONFLICT));
+    assert_eq!(
+        decision.message(),
+        Some(format!("0/2 nodes are available: 2 {BIND_CONFLICT}.").as_str())
+    );
+    // Two claims of the pod never take the same volume: on b only `five` is there for both.
+    let two = Storage::new(
+        [claim("one", "", "local", "1Gi"), claim("two", "", "local", "1Gi")],
+        volumes,
+        [local],
+    );
+    let decision = decide(&pod(claims(&["one", "two"])), two);
+    assert_eq!(decision.chosen(), Some("a"));
+    assert_eq!(reasons(&decision, "b"), just(BIND_CONFLICT));
+}
+
+#[test]
+fn a_volume_pre_bound_to_the_claim_is_the_only_candidate() {
+    let local = class("local", "kubernetes.io/no-provisioner", "WaitForFirstConsumer", &[]);
+    let mut reserved = volume("reserved", "local", "1Gi", &["a"]);
+    reserved.spec.as_mut().unwrap().claim_ref =
+        Some(serde_json::from_value(json!({"name": "data", "namespace": "default"})).unwrap());
+    // On b the reserved volume's affinity fails: the free volume that fits b is not taken instead.
+    let storage = Storage::new(
+        [claim("data", "", "local", "1Gi")],
+        [reserved, volume("free", "local", "1Gi", &[])],
+        [local],
+    );
+    let decision = decide(&pod(claims(&["data"])), storage);
+    assert_eq!(decision.chosen(), Some("a"));
+    assert_eq!(reasons(&decision, "b"), just(BIND_CONFLICT));
+}
+
+#[test]
+fn dynamic_provisioning_follows_the_class_allowed_topologies_and_selected_node() {
+    let zoned = class("zoned", "example.com/csi", "WaitForFirstConsumer", &["b"]);
+    let storage = Storage::new([claim("data", "", "zoned", "1Gi")], [], [zoned.clone()]);
+    let decision = decide(&pod(claims(&["data"])), storage);
+    assert_eq!(decision.chosen(), Some("b"));
+    assert_eq!(reasons(&decision, "a"), just(BIND_CONFLICT));
+    // Provisioning already started for node a: only a will do, whatever the class allows.
+    let mut selected = claim("data", "", "zoned", "1Gi");
+    selected
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("volume.kubernetes.io/selected-node".to_string(), "a".to_string());
+    let decision = decide(&pod(claims(&["data"])), Storage::new([selected], [], [zoned]));
+    assert_eq!(reasons(&decision, "b"), just(BIND_CONFLICT));
+    assert_eq!(
+        reasons(&decision, "a"),
+        just(BIND_CONFLICT),
+        "a is outside the allowed topologies"
+    );
+}
+
+#[test]
+fn provisioning_checks_capacity_only_for_drivers_that_publish_it() {
+    let class = class("fast", "example.com/csi", "WaitForFirstConsumer", &[]);
+    let capacity: CSIStorageCapacity = serde_json::from_value(json!({
+        "metadata": {"name": "cap-a", "namespace": "kube-system"},
+        "storageClassName": "fast", "capacity": "10Gi",
+        "nodeTopology": {"matchLabels": {ZONE: "a"}}
+    }))
+    .unwrap();
+    let driver = |publishes: bool| -> CSIDriver {
+        serde_json::from_value(json!({"metadata": {"name": "example.com/csi"},
+                                       "spec": {"storageCapacity": publishes}}))
+        .unwrap()
+    };
+    let storage = |size: &str, publishes: bool| {
+        Storage::new([claim("data", "", "fast", size)], [], [class.clone()]).with_csi(CsiObjects {
+            drivers: vec![driver(publishes)],
+            capacities: vec![capacity.clone()],
+            ..CsiObjects::default()
+        })
+    };
+    let decision = decide(&pod(claims(&["data"])), storage("5Gi", true));
+    assert_eq!(decision.chosen(), Some("a"));
+    assert_eq!(reasons(&decision, "b"), just(NOT_ENOUGH_SPACE));
+    let decision = decide(&pod(claims(&["data"])), storage("20Gi", true));
+    assert_eq!(reasons(&decision, "a"), just(NOT_ENOUGH_SPACE));
+    let decision = decide(&pod(claims(&["data"])), storage("20Gi", false));
+    assert_eq!(reasons(&decision, "b"), None, "the driver does not publish capacity");
+}
+
+#[test]
+fn reasons_come_in_upstreams_order() {
+    // A bound claim in zone a, a delayed claim provisioned only in zone a: b fails both checks.
+    let storage = Storage::new(
+        [claim("bound", "pv", "", "1Gi"), claim("later", "", "zoned", "1Gi")],
+        [volume("pv", "", "1Gi", &["a"])],
+        [class("zoned", "example.com/csi", "WaitForFirstConsumer", &["a"])],
+    );
+    let decision = decide(&pod(claims(&["bound", "later"])), storage);
+    assert_eq!(decision.chosen(), Some("a"));
+    assert_eq!(
+        reasons(&decision, "b"),
+        Some(vec![NODE_CONFLICT.to_string(), BIND_CONFLICT.to_string()])
+    );
+}
+
+#[test]
+fn ephemeral_volumes_need_their_claim_created_for_the_pod() {
+    let ephemeral = json!([{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]);
+    let decision = decide(&pod(ephemeral.clone()), Storage::default());
+    assert_eq!(
+        decision.message(),
+        Some(
+            "0/2 nodes are available: waiting for ephemeral volume controller to create the persistentvolumeclaim \
+             \"p-scratch\"."
+        )
+    );
+    let foreign = claim("p-scratch", "", "", "1Gi");
+    let decision = decide(&pod(ephemeral.clone()), Storage::new([foreign], [], []));
+    assert_eq!(
+        decision.message(),
+        Some("0/2 nodes are available: PVC default/p-scratch was not created for pod default/p (pod is not owner).")
+    );
+    let mut owned = claim("p-scratch", "pv", "", "1Gi");
+    owned.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "uid-p",
+                                       "controller": true}))
+        .unwrap(),
+    ]);
+    let storage = Storage::new([owned], [volume("pv", "", "1Gi", &["b"])], []);
+    assert_eq!(decide(&pod(ephemeral), storage).chosen(), Some("b"));
+}
+
+#[test]
+fn with_storage_objects_only_claims_to_bind_at_the_first_consumer_are_refused() {
+    let storage = || {
+        Storage::new(
+            [claim("bound", "pv", "", "1Gi"), claim("later", "", "local", "1Gi")],
+            [volume("pv", "", "1Gi", &["b"]), volume("free", "local", "1Gi", &[])],
+            [class(
+                "local",
+                "kubernetes.io/no-provisioner",
+                "WaitForFirstConsumer",
+                &[],
+            )],
+        )
+    };
+    // No ignoredFeatures: a pod whose claims are all bound is evaluated by every volume plugin.
+    let default = Profile::default_provider();
+    let decision = decide_with(&default, &pod(claims(&["bound"])), storage());
+    assert_eq!(decision.chosen(), Some("b"));
+    let decision = decide_with(&default, &pod(claims(&["bound", "later"])), storage());
+    assert_eq!(
+        decision.message(),
+        Some(
+            "0/2 nodes are available: pod has unbound PersistentVolumeClaims of a WaitForFirstConsumer StorageClass, \
+             whose binding (VolumeBinding's Reserve and PreBind) Ruleplane does not carry out."
+        )
+    );
+    // In-tree disks are counted and checked with the storage objects: no refusal.
+    let disk = json!([{"name": "d", "awsElasticBlockStore": {"volumeID": "vol-1"}}]);
+    assert!(decide_with(&default, &pod(disk), storage()).chosen().is_some());
+}
