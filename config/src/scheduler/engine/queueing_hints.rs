@@ -300,6 +300,10 @@ static AFFINITY_EVENTS: Registrations = &[
     ),
     (R::Node, A::ADD.or(A::UPDATE_NODE_LABEL), HintFn::AffinityNode),
 ];
+// gangscheduling/gangscheduling.go:68-82 registers a member pod added and its Workload added; the cache emits
+// neither (it tracks bound pods, not Workloads), so the scheduler worker activates the group's waiting members
+// itself on those changes (`SchedulingQueue::activate`). No cluster event moves them here.
+static GANG_SCHEDULING_EVENTS: Registrations = &[];
 // Ruleplane's NodeValue reads any part of the node: every node addition and change may matter.
 static NODE_VALUE_EVENTS: Registrations = &[(R::Node, A::ADD.or(A::UPDATE), HintFn::Always)];
 // Plugins the engine does not evaluate (they refuse pods that need unsupported features), VolumeRestrictions and
@@ -311,6 +315,7 @@ static EVERY_EVENT: Registrations = &[(R::WildCard, A::ALL, HintFn::Always)];
 fn registrations(plugin: Registered) -> Registrations {
     match plugin {
         Registered::SchedulingGates => SCHEDULING_GATES_EVENTS,
+        Registered::GangScheduling => GANG_SCHEDULING_EVENTS,
         Registered::Filter(FilterPlugin::NodeUnschedulable) => NODE_UNSCHEDULABLE_EVENTS,
         Registered::Filter(FilterPlugin::NodeName) => NODE_NAME_EVENTS,
         Registered::Filter(FilterPlugin::TaintToleration) => TAINT_TOLERATION_EVENTS,
@@ -328,6 +333,7 @@ fn registrations(plugin: Registered) -> Registrations {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Registered {
     SchedulingGates,
+    GangScheduling,
     Filter(FilterPlugin),
     NodeValue,
     Unknown,
@@ -467,6 +473,9 @@ impl QueueingHints {
     fn registered(&self, plugin: &str) -> Registered {
         if plugin == SCHEDULING_GATES {
             return Registered::SchedulingGates;
+        }
+        if plugin == crate::scheduler::gang::GANG_SCHEDULING {
+            return Registered::GangScheduling;
         }
         if self.node_values.contains(plugin) {
             return Registered::NodeValue;
