@@ -16,7 +16,7 @@
 // member is unreserved and forgotten at once). No reservation outlives a run, so two gangs never hold partial
 // reservations at the same time: no deadlock.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -118,14 +118,23 @@ fn missing_group_message(group: &GroupKey) -> String {
 }
 
 /// The group's live pods as the scheduler knows them (the workload manager's pod group infos): every pod that
-/// names a group, bound or not, of any scheduler. Reservations are not kept here: they live only inside a
-/// [`GangRun`] (and as pods being bound, which the caller counts).
-#[derive(Clone, Debug, Default)]
-pub struct PodGroups {
-    /// Group → pod key → bound.
-    members: BTreeMap<GroupKey, BTreeMap<String, bool>>,
-    /// Pod key → its group, to find it again on deletion.
-    group_of: BTreeMap<String, GroupKey>,
+/// names a group, bound or not, of any scheduler, keyed by the caller's pod key `K`. Reservations are not kept
+/// here: they live only inside a [`GangRun`] (and as pods being bound, which the caller counts).
+#[derive(Clone, Debug)]
+pub struct PodGroups<K> {
+    /// Group → pod → bound.
+    members: BTreeMap<GroupKey, BTreeMap<K, bool>>,
+    /// Pod → its group, to find it again on deletion.
+    group_of: BTreeMap<K, GroupKey>,
+}
+
+impl<K> Default for PodGroups<K> {
+    fn default() -> PodGroups<K> {
+        PodGroups {
+            members: BTreeMap::new(),
+            group_of: BTreeMap::new(),
+        }
+    }
 }
 
 /// A group's members by state.
@@ -137,32 +146,40 @@ pub struct GroupCounts {
     pub bound: usize,
 }
 
-impl PodGroups {
-    /// A pod seen added or changed (`key` is the caller's pod key). A pod that names no group is ignored; the
-    /// group of a pod never changes (`workloadRef` is immutable).
-    pub fn apply(&mut self, key: &str, pod: &Pod) {
-        let Some(group) = GroupKey::of(pod) else { return };
-        let bound = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty());
+impl<K: Clone + Ord> PodGroups<K> {
+    /// A pod of `group` seen added or changed; `bound` when it has a node. The group of a pod never changes
+    /// (`workloadRef` is immutable).
+    pub fn apply(&mut self, key: K, group: GroupKey, bound: bool) {
         self.members
             .entry(group.clone())
             .or_default()
-            .insert(key.to_string(), bound);
-        self.group_of.insert(key.to_string(), group);
+            .insert(key.clone(), bound);
+        self.group_of.insert(key, group);
     }
 
-    /// A pod deleted (or terminated).
-    pub fn delete(&mut self, key: &str) {
-        let Some(group) = self.group_of.remove(key) else { return };
+    /// A pod deleted (or terminated). Returns whether it was a member of a group.
+    pub fn delete(&mut self, key: &K) -> bool {
+        let Some(group) = self.group_of.remove(key) else {
+            return false;
+        };
         if let Some(members) = self.members.get_mut(&group) {
             members.remove(key);
             if members.is_empty() {
                 self.members.remove(&group);
             }
         }
+        true
+    }
+
+    /// Forgets every pod (before a resync).
+    pub fn clear(&mut self) {
+        self.members.clear();
+        self.group_of.clear();
+    }
+
+    /// Whether the pod is known as a member.
+    pub fn contains(&self, key: &K) -> bool {
+        self.group_of.contains_key(key)
     }
 
     pub fn counts(&self, group: &GroupKey) -> GroupCounts {
@@ -174,15 +191,24 @@ impl PodGroups {
             })
     }
 
-    /// The keys of the group's members not bound yet.
-    pub fn unbound(&self, group: &GroupKey) -> BTreeSet<String> {
-        self.members.get(group).map_or_else(BTreeSet::new, |members| {
+    /// The group's members not bound yet, in key order.
+    pub fn unbound(&self, group: &GroupKey) -> Vec<K> {
+        self.members.get(group).map_or_else(Vec::new, |members| {
             members
                 .iter()
                 .filter(|(_, bound)| !**bound)
                 .map(|(key, _)| key.clone())
                 .collect()
         })
+    }
+
+    /// The groups of a Workload (every replica).
+    pub fn groups_of_workload(&self, namespace: &str, workload: &str) -> Vec<GroupKey> {
+        self.members
+            .keys()
+            .filter(|g| g.namespace == namespace && g.workload == workload)
+            .cloned()
+            .collect()
     }
 }
 
@@ -389,15 +415,21 @@ mod tests {
     #[test]
     fn pod_groups_count_known_and_bound_members_and_forget_deleted_ones() {
         let mut groups = PodGroups::default();
-        groups.apply("a", &member("a", None, None));
-        groups.apply("b", &member("b", Some("n1"), None));
-        groups.apply("c", &member("c", None, Some("r1")));
+        let add = |groups: &mut PodGroups<&str>, key, pod: Pod| {
+            let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+            groups.apply(key, GroupKey::of(&pod).expect("a member"), bound);
+        };
+        add(&mut groups, "a", member("a", None, None));
+        add(&mut groups, "b", member("b", Some("n1"), None));
+        add(&mut groups, "c", member("c", None, Some("r1")));
         assert_eq!(groups.counts(&group()), GroupCounts { known: 2, bound: 1 });
-        assert_eq!(groups.unbound(&group()), BTreeSet::from(["a".to_string()]));
-        groups.apply("a", &member("a", Some("n2"), None));
+        assert_eq!(groups.unbound(&group()), vec!["a"]);
+        assert_eq!(groups.groups_of_workload("ns", "train").len(), 2);
+        add(&mut groups, "a", member("a", Some("n2"), None));
         assert_eq!(groups.counts(&group()), GroupCounts { known: 2, bound: 2 });
-        groups.delete("a");
-        groups.delete("b");
+        assert!(groups.delete(&"a"));
+        assert!(groups.delete(&"b"));
+        assert!(!groups.delete(&"x"));
         assert_eq!(groups.counts(&group()), GroupCounts::default());
     }
 
