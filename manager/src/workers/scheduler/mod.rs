@@ -193,8 +193,13 @@ pub async fn run(
     engine.set_score_breakdown(false);
     let hints = QueueingHints::new(policy.profile());
     let cache = shared_cache(&scheduling, &ctx);
-    // Any policy gang-schedules a pod that names a pod group, when the apiserver serves Workloads.
-    let gangs = gangs::Gangs::start(&ctx).await;
+    // Any policy gang-schedules a pod that names a pod group (unless it disables GangScheduling), when the
+    // apiserver serves Workloads.
+    let gangs = if policy.gang_scheduling() {
+        gangs::Gangs::start(&ctx).await
+    } else {
+        None
+    };
     // Subscribed before the caches sync, so nothing applied from here on is missed.
     let mut subscriptions = vec![cache.nodes.subscribe(), cache.pods.subscribe()];
     subscriptions.extend(gangs.as_ref().map(|g| g.workloads.subscribe()));
