@@ -428,6 +428,18 @@ for i in 1 2 3; do demo_pod "packed-$i" bin-packing-scheduler 200m; done
 for i in 1 2 3; do demo_pod "spread-$i" spread-scheduler 200m; done
 sleep 2
 kubectl get pods -l demo=scheduling -o custom-columns=POD:.metadata.name,SCHEDULER:.spec.schedulerName,NODE:.spec.nodeName | sed 's/^/   /'
+explain "" "Gangs (Workload API, alpha in v1.35; the local plane serves it): gang-scheduler places a pod group" \
+        "all or nothing. tests/scheduler/gang/gang-jobs.yaml has two gangs of three; too-big cannot fit whole:"
+kubectl delete workloads.scheduling.k8s.io training too-big --ignore-not-found >/dev/null 2>&1 || true
+kubectl apply -f "$root/tests/scheduler/gang/gang-jobs.yaml" >/dev/null
+for _ in $(seq 1 40); do
+  [ "$(kubectl get pods -l gang=training -o jsonpath='{.items[*].spec.nodeName}' | wc -w)" = 3 ] && break; sleep 0.25
+done
+sleep 1
+kubectl get pods -l gang -o custom-columns=POD:.metadata.name,NODE:.spec.nodeName | sed 's/^/   /'
+echo "   \$ kubectl get events --field-selector reason=GangRejected"
+kubectl get events --field-selector involvedObject.name=too-big-0,reason=GangRejected -o custom-columns=REASON:.reason,MESSAGE:.message \
+  | sed 's/^/   /'
 explain "" "The same engine runs offline: ruleplane simulate (what-if on nodes and pods from files, kubectl get -o yaml):"
 echo "   \$ ruleplane simulate --policy examples/my-scheduler.yaml --nodes nodes.yaml --pods pods.yaml --existing existing.yaml"
 "$target/debug/ruleplane" simulate --policy "$root/examples/my-scheduler.yaml" --nodes "$root/tests/scheduler/simulate/nodes.yaml" \
