@@ -67,6 +67,19 @@ async fn create_member(
         .expect("create pod");
 }
 
+/// Deletes every pod of the test's namespace at once, before its nodes go (schedulers stopped first), so no pod is
+/// left bound to a node that no longer exists while other tests read the cluster.
+async fn delete_pods(client: &Client, namespace: &str) {
+    let now = kube::api::DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .delete_collection(&now, &ListParams::default())
+        .await
+        .expect("delete pods");
+}
+
 async fn gang_nodes(client: &Client, id: &str, count: usize, cpu: &str) -> Vec<String> {
     let mut names = Vec::new();
     for i in 0..count {
@@ -203,12 +216,14 @@ async fn a_gang_that_fits_is_placed_whole_and_one_that_cannot_places_none_and_sa
 
     // kube-scheduler with the gates on places a fitting gang whole as well, on two fresh nodes (the first two keep
     // their pods until the pod garbage collector's quarantine ends, even deleted).
+    // No pod of the test may be bound to the nodes while they go: a pending one would take the room freed.
+    delete_pods(&client, &ns).await;
     delete_nodes(&client, &names).await;
     let id = format!("{id}t");
     let names = gang_nodes(&client, &id, 2, "2").await;
     let twin = format!("gangs-twin-{id}");
     let kube_dir = temp_dir("gangs-twin");
-    let _kube_scheduler = KubeScheduler::start_with_gates(
+    let kube_scheduler = KubeScheduler::start_with_gates(
         &kube_dir,
         vec![json!({"schedulerName": twin})],
         Some("GenericWorkload=true,GangScheduling=true"),
@@ -240,6 +255,9 @@ async fn a_gang_that_fits_is_placed_whole_and_one_that_cannot_places_none_and_sa
     })
     .await;
     assert_eq!(theirs, messages[failing]);
+    drop(kube_scheduler);
+    drop(manager);
+    delete_pods(&client, &ns).await;
     delete_nodes(&client, &names).await;
 }
 
@@ -284,6 +302,8 @@ async fn two_gangs_competing_for_the_same_nodes_never_deadlock() {
         "gang {loser} partly placed while {winner} is whole"
     );
     assert_eq!(bound_members(&client, &ns, winner).await.len(), 3);
+    drop(manager);
+    delete_pods(&client, &ns).await;
     delete_nodes(&client, &names).await;
 }
 
@@ -318,7 +338,7 @@ async fn after_kill_9_of_the_scheduling_replica_mid_gang_the_gang_is_placed_whol
         },
     )
     .await;
-    let (mut scheduling, _other) = if first_schedules {
+    let (mut scheduling, other) = if first_schedules {
         (first, second)
     } else {
         (second, first)
@@ -370,5 +390,7 @@ async fn after_kill_9_of_the_scheduling_replica_mid_gang_the_gang_is_placed_whol
     for (node, millis) in &used {
         assert!(*millis <= 8000, "{node} overcommitted: {millis}m of 8000m");
     }
+    drop(other);
+    delete_pods(&client, &ns).await;
     delete_nodes(&client, &names).await;
 }

@@ -151,7 +151,7 @@ async fn preemption_decisions_match_kube_scheduler() {
             .expect("create bound pod");
     }
     create_blocking_budget(&client, &namespace).await;
-    let _kube_scheduler = KubeScheduler::start(&dir, vec![json!({"schedulerName": scheduler})]);
+    let kube_scheduler = KubeScheduler::start(&dir, vec![json!({"schedulerName": scheduler})]);
 
     let mut engine = Engine::new(&Profile::default_provider(), 1).expect("engine");
     engine.enable_preemption();
@@ -279,6 +279,8 @@ async fn preemption_decisions_match_kube_scheduler() {
         }
     }
 
+    // Stopped first: a pending pod would otherwise be bound to a node being deleted, and stay bound to no node.
+    drop(kube_scheduler);
     delete_nodes(&client, &names).await;
     for name in ["high", "never", "low", "lower"] {
         let _ = classes.delete(&class(name), &DeleteParams::default()).await;

@@ -173,6 +173,10 @@ impl Loop {
         };
         let unbound = gangs.unbound(&group);
         if let Some(gangs) = self.gangs.as_mut() {
+            // Let through: a member held again later is told again.
+            for member in &unbound {
+                gangs.noted.remove(member);
+            }
             gangs.noted.remove(key);
         }
         let mut members = vec![key.clone()];
