@@ -1,4 +1,5 @@
-//! Gang scheduling (Workload dialect) on a real apiserver: a gang that fits is placed whole, one that cannot fit
+//! Gang scheduling (Workload dialect) on a real apiserver: members wait for their Workload, a gang that fits is
+//! placed whole, one that cannot fit
 //! places none and says why, two gangs competing for the same nodes never deadlock, kube-scheduler with the gates
 //! on places a fitting gang whole too, and kill -9 of the scheduling replica mid-gang leaves the gang whole.
 
@@ -156,12 +157,26 @@ async fn a_gang_that_fits_is_placed_whole_and_one_that_cannot_places_none_and_sa
     let ns = test_namespace(&client, "gangs").await;
     let id = format!("{}", std::process::id());
     let scheduler = format!("gangs-{id}");
-    // Two nodes of 2 cpu: four pods of 1 cpu.
+    // Two nodes of 2 cpu: four pods of 1 cpu (the late gang's ask for no cpu).
     let names = gang_nodes(&client, &id, 2, "2").await;
     let dir = temp_dir("gangs");
     write(&dir, "policy.yaml", &policy(&scheduler));
     let manager = ManagerProcess::start(&dir, &ns, "gangs-a", &[]);
     manager.wait_ready(Duration::from_secs(60)).await;
+
+    // Members before their Workload: held with kube-scheduler's PreEnqueue message, placed once it appears.
+    create_member(&client, &ns, "late-0", "late", &scheduler, "0", &id).await;
+    create_member(&client, &ns, "late-1", "late", &scheduler, "0", &id).await;
+    let waiting = event_note(&client, &ns, "late-0", "GangWaiting").await;
+    assert_eq!(
+        waiting,
+        "waiting for pods's workload \"late\" to appear in scheduling queue"
+    );
+    create_workload(&client, &ns, "late", 2).await;
+    eventually(Duration::from_secs(30), "the late gang placed whole", || async {
+        (bound_members(&client, &ns, "late").await.len() == 2).then_some(())
+    })
+    .await;
 
     // Short of members: held at PreEnqueue, told how many are there.
     create_workload(&client, &ns, "fits", 3).await;

@@ -202,6 +202,11 @@ impl<K: Clone + Ord> PodGroups<K> {
         })
     }
 
+    /// Every group with a live member.
+    pub fn groups(&self) -> Vec<GroupKey> {
+        self.members.keys().cloned().collect()
+    }
+
     /// The groups of a Workload (every replica).
     pub fn groups_of_workload(&self, namespace: &str, workload: &str) -> Vec<GroupKey> {
         self.members
@@ -425,6 +430,7 @@ mod tests {
         assert_eq!(groups.counts(&group()), GroupCounts { known: 2, bound: 1 });
         assert_eq!(groups.unbound(&group()), vec!["a"]);
         assert_eq!(groups.groups_of_workload("ns", "train").len(), 2);
+        assert_eq!(groups.groups().len(), 2);
         add(&mut groups, "a", member("a", Some("n2"), None));
         assert_eq!(groups.counts(&group()), GroupCounts { known: 2, bound: 2 });
         assert!(groups.delete(&"a"));

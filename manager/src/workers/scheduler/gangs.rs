@@ -125,14 +125,14 @@ impl Gangs {
         }
     }
 
-    /// The groups a Workload change concerns.
+    /// The groups a Workload change concerns (every group after a relist, whose changes are unknown).
     pub(super) fn on_workload(&self, change: &Change) -> Vec<GroupKey> {
         match change.object() {
             Some(object) => self.groups.groups_of_workload(
                 object.metadata.namespace.as_deref().unwrap_or_default(),
                 object.metadata.name.as_deref().unwrap_or_default(),
             ),
-            None => Vec::new(),
+            None => self.groups.groups(),
         }
     }
 
