@@ -1,7 +1,7 @@
 //! Gang scheduling (Workload dialect) on a real apiserver: members wait for their Workload, a gang that fits is
-//! placed whole, one that cannot fit
-//! places none and says why, two gangs competing for the same nodes never deadlock, kube-scheduler with the gates
-//! on places a fitting gang whole too, and kill -9 of the scheduling replica mid-gang leaves the gang whole.
+//! placed whole, one that cannot fit places none and says why, two gangs competing for the same nodes never
+//! deadlock, kube-scheduler with the gates on agrees, and kill -9 of the scheduling replica mid-gang leaves the gang
+//! whole.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
