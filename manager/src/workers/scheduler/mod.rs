@@ -42,6 +42,8 @@ const KIND: &str = "SchedulerPolicy";
 /// Bindings in flight per policy: the next pods are decided while these are sent (kube-scheduler binds
 /// asynchronously too).
 const DEFAULT_BINDINGS_IN_FLIGHT: usize = 32;
+/// How long a worker waits at start for the Workload watch to list before it schedules anyway.
+const WORKLOADS_SYNC: Duration = Duration::from_secs(10);
 /// Watch notifications taken in at once before the loop turns to its other work.
 const MAX_DRAINED: usize = 4096;
 
@@ -204,9 +206,15 @@ pub async fn run(
     let mut subscriptions = vec![cache.nodes.subscribe(), cache.pods.subscribe()];
     subscriptions.extend(gangs.as_ref().map(|g| g.workloads.subscribe()));
     let events = cache.listen().await;
+    // Not waited for forever: without permission to list Workloads (RBAC from before gangs) the watch never lists,
+    // and only gang members should wait for it (held at PreEnqueue until their Workload is seen), not every pod.
     let workloads_synced = async {
-        if let Some(gangs) = &gangs {
-            gangs.workloads.synced().await;
+        if let Some(gangs) = &gangs
+            && tokio::time::timeout(WORKLOADS_SYNC, gangs.workloads.synced())
+                .await
+                .is_err()
+        {
+            warn!(rule = %name, "the Workload watch has not listed yet (RBAC: workloads list/watch?); gang members wait for it");
         }
     };
     tokio::select! {
