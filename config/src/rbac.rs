@@ -156,6 +156,13 @@ fn scheduler_permissions(preempts: bool) -> Vec<Permission> {
         None,
     ));
     out.extend(permissions(&["get", "list", "watch"], "", "nodes", None));
+    // Gang scheduling reads pod groups' Workloads (when the apiserver serves the Workload API).
+    out.extend(permissions(
+        &["get", "list", "watch"],
+        "scheduling.k8s.io",
+        "workloads",
+        None,
+    ));
     out.extend(permissions(&["create"], "", "pods/binding", None));
     out.extend(permissions(&["patch"], "", "pods/status", None));
     // Namespace labels (pod-affinity namespace selectors) and the workloads default spreading reads.
@@ -560,6 +567,8 @@ mod scheduler_tests {
         let watch_budgets = ("policy".to_string(), "poddisruptionbudgets".to_string(), "watch");
         assert!(preempting.contains(&delete_pods), "{preempting:?}");
         assert!(preempting.contains(&watch_budgets), "{preempting:?}");
+        let watch_workloads = ("scheduling.k8s.io".to_string(), "workloads".to_string(), "watch");
+        assert!(preempting.contains(&watch_workloads), "{preempting:?}");
         // `none` has no DefaultPreemption: it never deletes a pod.
         let bare = granted(&policy.replace(
             "schedulerName: s }",

@@ -168,6 +168,8 @@ rules:
     verbs: [create, update, patch, delete, deletecollection]
   - level: None
 POLICY
+  # GenericWorkload + scheduling.k8s.io/v1alpha1: the Workload API (alpha in v1.35) for the gang tests; without
+  # the gate the apiserver drops pods' spec.workloadRef. It adds that API and field and changes nothing else.
   log "starting kube-apiserver on 127.0.0.1:$api_port"
   setsid "$bin/kube-apiserver" --etcd-servers "$ETCD_URL" \
     --secure-port "$api_port" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
@@ -180,6 +182,7 @@ POLICY
     --token-auth-file "$dir/tokens.csv" --profiling="${APISERVER_PROFILING:-false}" \
     --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" --audit-log-format json \
     --audit-log-mode batch --audit-log-batch-max-wait 1s --audit-log-maxsize 2048 \
+    --feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1alpha1=true \
     > "$dir/kube-apiserver.log" 2>&1 < /dev/null &
   echo $! > "$dir/kube-apiserver.pid"
   if [ -n "$owner" ]; then

@@ -452,6 +452,18 @@ kubectl get events --field-selector involvedObject.name=batch-job,reason=Preempt
 kubectl get pods -l demo=scheduling -o custom-columns=POD:.metadata.name,NODE:.spec.nodeName,PHASE:.status.phase \
   --field-selector spec.nodeName=demo-node-4 | sed 's/^/   /'
 explain "(batch-job is gone: KWOK removed it once deleted, as a kubelet would.)"
+explain "" "Gangs (Workload API, alpha in v1.35; the local plane serves it): gang-scheduler places a pod group" \
+        "all or nothing. tests/scheduler/gang/gang-jobs.yaml has two gangs of three; too-big cannot fit whole:"
+kubectl delete workloads.scheduling.k8s.io training too-big --ignore-not-found >/dev/null 2>&1 || true
+kubectl apply -f "$root/tests/scheduler/gang/gang-jobs.yaml" >/dev/null
+for _ in $(seq 1 40); do
+  [ "$(kubectl get pods -l gang=training -o jsonpath='{.items[*].spec.nodeName}' | wc -w)" = 3 ] && break; sleep 0.25
+done
+sleep 1
+kubectl get pods -l gang -o custom-columns=POD:.metadata.name,NODE:.spec.nodeName | sed 's/^/   /'
+echo "   \$ kubectl get events --field-selector reason=GangRejected"
+kubectl get events --field-selector involvedObject.name=too-big-0,reason=GangRejected -o custom-columns=REASON:.reason,MESSAGE:.message \
+  | sed 's/^/   /'
 explain "" "The same engine runs offline: ruleplane simulate (what-if on nodes and pods from files, kubectl get -o yaml):"
 echo "   \$ ruleplane simulate --policy examples/my-scheduler.yaml --nodes nodes.yaml --pods pods.yaml --existing existing.yaml"
 "$target/debug/ruleplane" simulate --policy "$root/examples/my-scheduler.yaml" --nodes "$root/tests/scheduler/simulate/nodes.yaml" \

@@ -151,7 +151,7 @@ async fn preemption_decisions_match_kube_scheduler() {
             .expect("create bound pod");
     }
     create_blocking_budget(&client, &namespace).await;
-    let _kube_scheduler = KubeScheduler::start(&dir, vec![json!({"schedulerName": scheduler})]);
+    let kube_scheduler = KubeScheduler::start(&dir, vec![json!({"schedulerName": scheduler})]);
 
     let mut engine = Engine::new(&Profile::default_provider(), 1).expect("engine");
     engine.enable_preemption();
@@ -321,7 +321,7 @@ async fn preemption_decisions_match_kube_scheduler() {
 
     // kube-scheduler stops first and the pending pods go: a preemptor bound to a node while it is deleted would
     // leave a pod on a node that no longer exists for the next test's snapshot.
-    drop(_kube_scheduler);
+    drop(kube_scheduler);
     for pending in ["urgent", "big", "follower"] {
         let _ = pods.delete(pending, &DeleteParams::default().grace_period(0)).await;
     }

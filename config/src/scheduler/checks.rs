@@ -7,7 +7,7 @@ use super::engine::args::{RequestedToCapacityRatioParam, ScoringStrategy, Scorin
 use super::engine::declarative::{NodeLabelArgs, ValueScorePoint};
 use super::engine::field::{FieldError, PathSegment};
 use super::engine::{Engine, FilterEntry, FilterPlugin, Profile, ProfileError, ScoreEntry, ScorePlugin, TieBreak};
-use super::plugins::{resolve_filter_name, resolve_score_name};
+use super::plugins::{check_disabled_name, resolve_filter_name, resolve_score_name};
 use super::resolved::SchedulerPolicy;
 use super::types::{AlgorithmProvider, FilterSpec, SchedulerPolicyRule, ScoreSpec};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics};
@@ -29,6 +29,15 @@ pub(crate) fn check_scheduler_policy(
             DiagnosticCode::Value,
             "`preemption` has no effect with `algorithmProvider: none`, which has no DefaultPreemption",
         );
+    }
+    for (index, name) in rule.spec.disabled_plugins.iter().enumerate() {
+        if let Err(error) = check_disabled_name(name) {
+            out.error(
+                doc.value_pos_of(&with(&path(&["spec", "disabledPlugins"]), &[PathStep::Index(index)])),
+                DiagnosticCode::UnknownPlugin,
+                error.to_string(),
+            );
+        }
     }
     let mut resolver = Resolver {
         doc,

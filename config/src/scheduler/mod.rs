@@ -4,6 +4,7 @@
 mod checks;
 pub mod convert;
 pub mod engine;
+pub mod gang;
 mod plugins;
 pub mod queue;
 mod resolved;

@@ -29,6 +29,12 @@ pub enum PluginNameError {
         /// The modern names that are supported.
         supported: String,
     },
+    /// A filter or score named in `disabledPlugins`.
+    #[error("`{name}` is a filter or score: leave it out of `filters`/`scores` to turn it off")]
+    NotDisableable {
+        /// The name written.
+        name: String,
+    },
     /// Not a plugin name at all.
     #[error("unknown {list} plugin `{name}`{hint}")]
     Unknown {
@@ -134,6 +140,24 @@ const UNSUPPORTED_LEGACY: &[&str] = &[
     "PrioritySort",
     "SchedulingGates",
 ];
+
+/// The plugins a policy may name in `disabledPlugins`: on by default, neither filters nor scores.
+pub(crate) const DISABLEABLE: &[&str] = &[super::gang::GANG_SCHEDULING];
+
+/// Checks a name of `disabledPlugins`.
+pub(crate) fn check_disabled_name(name: &str) -> Result<(), PluginNameError> {
+    if DISABLEABLE.contains(&name) {
+        return Ok(());
+    }
+    if resolve_filter_name(name).is_ok() || resolve_score_name(name).is_ok() {
+        return Err(PluginNameError::NotDisableable { name: name.to_string() });
+    }
+    Err(unknown(
+        "disableable",
+        name,
+        &format!("; disableable plugins: {}", DISABLEABLE.join(", ")),
+    ))
+}
 
 fn modern_filters() -> impl Iterator<Item = &'static str> {
     FilterPlugin::ALL
@@ -263,6 +287,16 @@ mod tests {
         assert_eq!(
             resolve_score_name("ImageLocality").unwrap(),
             (ScorePlugin::ImageLocality, None)
+        );
+    }
+
+    #[test]
+    fn only_plugins_that_are_neither_filters_nor_scores_are_disabled_by_name() {
+        assert_eq!(check_disabled_name("GangScheduling"), Ok(()));
+        let message = |e: PluginNameError| e.to_string();
+        assert!(message(check_disabled_name("NodeAffinity").unwrap_err()).contains("leave it out"));
+        assert!(
+            message(check_disabled_name("GangSchedulin").unwrap_err()).contains("disableable plugins: GangScheduling")
         );
     }
 

@@ -346,6 +346,46 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
         Some(key)
     }
 
+    /// Pops a named pod that waits in the queue (any place but in flight or binding), as [`Self::pop`] does: the
+    /// other members of a gang popped with the first one. `false` when the pod is not waiting.
+    pub fn take(&mut self, key: &K) -> bool {
+        if !self.pods.get(key).is_some_and(|p| {
+            matches!(
+                p.place,
+                Place::Active | Place::Backoff | Place::ErrorBackoff | Place::Unschedulable
+            )
+        }) {
+            return false;
+        }
+        self.unlink(key);
+        if let Some(queued) = self.pods.get_mut(key) {
+            queued.attempts += 1;
+            queued.place = Place::InFlight;
+        }
+        self.in_flight.insert(key.clone(), Vec::new());
+        true
+    }
+
+    /// `Activate`: pods waiting in the unschedulable pool or in backoff go to activeQ at once (PreEnqueue still
+    /// runs), as a plugin asks for pods a change it saw could help (GangScheduling: a member pod or the Workload
+    /// added). Returns the pods moved.
+    pub fn activate<'a>(&mut self, keys: impl IntoIterator<Item = &'a K>) -> Vec<K>
+    where
+        K: 'a,
+    {
+        let mut moved = Vec::new();
+        for key in keys {
+            let waiting = self
+                .pods
+                .get(key)
+                .is_some_and(|p| matches!(p.place, Place::Backoff | Place::ErrorBackoff | Place::Unschedulable));
+            if waiting && self.move_to_active(key, false) == Place::Active {
+                moved.push(key.clone());
+            }
+        }
+        moved
+    }
+
     /// The pod was assumed on a node (`Done`): out of flight, bound next.
     pub fn assumed(&mut self, key: &K) {
         self.in_flight.remove(key);

@@ -483,3 +483,42 @@ fn a_failed_preemption_activates_the_pod_at_once() {
     assert_eq!((moved.event.as_str(), moved.to), ("ForceActivate", Place::Active));
     assert_eq!(queue.pop(), Some("p"));
 }
+
+#[test]
+fn a_named_waiting_pod_is_taken_out_of_any_waiting_place() {
+    let hints = hints();
+    let mut queue = queue();
+    for key in ["a", "b", "c"] {
+        queue.add(key, plain(key), at(0.0), &hints);
+    }
+    assert_eq!(fail(&mut queue, "a", at(0.0)), Place::Unschedulable);
+    assert!(queue.take(&"a"), "taken from the unschedulable pool");
+    assert!(queue.take(&"c"), "taken from activeQ");
+    assert!(!queue.take(&"c"), "already in flight");
+    assert_eq!(queue.place(&"a"), Some(Place::InFlight));
+    assert_eq!(queue.attempts(&"a"), 2);
+    assert_eq!(queue.pop(), Some("b"));
+    assert_eq!(queue.pop(), None);
+    assert_eq!(queue.counts().in_flight, 3);
+}
+
+#[test]
+fn activation_moves_waiting_pods_to_active_at_once_but_keeps_gates() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("a", plain("a"), at(0.0), &hints);
+    queue.add(
+        "gated",
+        Arc::new(HintPod::new(pod(
+            "gated",
+            json!({"spec": {"schedulingGates": [{"name": "g"}]}}),
+        ))),
+        at(0.0),
+        &hints,
+    );
+    assert_eq!(fail(&mut queue, "a", at(0.0)), Place::Unschedulable);
+    assert_eq!(queue.activate([&"a", &"gated", &"missing"]), vec!["a"]);
+    assert_eq!(queue.place(&"a"), Some(Place::Active));
+    assert_eq!(queue.place(&"gated"), Some(Place::Unschedulable));
+    assert_eq!(queue.pop(), Some("a"));
+}

@@ -59,6 +59,17 @@ impl SchedulerPolicy {
         Ok(engine)
     }
 
+    /// Whether the policy gang-schedules pods that name a pod group (GangScheduling, unless `disabledPlugins`
+    /// lists it).
+    pub fn gang_scheduling(&self) -> bool {
+        !self
+            .rule
+            .spec
+            .disabled_plugins
+            .iter()
+            .any(|name| name == super::gang::GANG_SCHEDULING)
+    }
+
     /// Whether `preemption.victims: RuleplaneScheduled` limits victims to pods of the rule set's policies.
     pub fn limits_victims(&self) -> bool {
         self.rule
@@ -186,5 +197,29 @@ spec:
         assert_eq!((found.line, found.column), (8, 15), "{diagnostics}");
         assert_eq!(found.code, DiagnosticCode::Value);
         assert!(found.message.contains("algorithmProvider: none"), "{diagnostics}");
+    }
+
+    #[test]
+    fn gang_scheduling_is_on_unless_disabled_and_a_wrong_name_is_refused_where_written() {
+        let rules = crate::load_str("policies.yaml", POLICIES).expect("loads");
+        assert!(rules.scheduler_policies().all(|p| p.gang_scheduling()));
+        let text = "apiVersion: ruleplane.dev/v1alpha1
+kind: SchedulerPolicy
+metadata: { name: loose }
+spec:
+  schedulerName: loose
+  disabledPlugins: [GangScheduling]
+";
+        let rules = crate::load_str("loose.yaml", text).expect("loads");
+        assert!(!rules.scheduler_policies().next().expect("a policy").gang_scheduling());
+        let diagnostics = crate::load_str(
+            "loose.yaml",
+            &text.replace("[GangScheduling]", "[GangScheduling, NodeName]"),
+        )
+        .unwrap_err();
+        let found = diagnostics.iter().next().expect("one problem");
+        assert_eq!((found.line, found.column), (6, 37), "{diagnostics}");
+        assert_eq!(found.code, DiagnosticCode::UnknownPlugin);
+        assert!(found.message.contains("leave it out"), "{diagnostics}");
     }
 }

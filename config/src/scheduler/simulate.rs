@@ -12,8 +12,7 @@ use serde_json::Value;
 use super::engine::snapshot::pod_ref;
 use super::engine::{
     CsiObjects, Decision, NodeResult, Nominate, Outcome, PodRef, Preemption, ProfileError, Rejection, ScheduleError,
-    Snapshot,
-    SnapshotError, Storage,
+    Snapshot, SnapshotError, Storage,
 };
 use super::resolved::SchedulerPolicy;
 

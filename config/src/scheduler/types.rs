@@ -80,6 +80,11 @@ pub struct SchedulerPolicySpec {
     /// `algorithmProvider: none` has no DefaultPreemption.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption: Option<PreemptionSpec>,
+    /// kube-scheduler plugins that are neither filters nor scores, turned off for this policy (kube-scheduler's
+    /// `plugins.multiPoint.disabled`): `GangScheduling` (on by default: a pod naming a pod group with
+    /// `spec.workloadRef` is gang-scheduled). Filters and scores are turned off by leaving them out of their lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disabled_plugins: Vec<String>,
 }
 
 /// Ruleplane's preemption options.

@@ -24,6 +24,7 @@ fn every_example_loads() {
             "bin-packing",
             "cron-tab.stable.example.com",
             "crontab-to-cronjob",
+            "gang-scheduler",
             "my-scheduler",
             "network-plan",
             "service-certificate",

@@ -109,6 +109,12 @@ impl Drop for KubeScheduler {
 
 impl KubeScheduler {
     pub fn start(dir: &Path, profiles: Vec<Value>) -> KubeScheduler {
+        KubeScheduler::start_with_gates(dir, profiles, None)
+    }
+
+    /// Started with `--feature-gates=<gates>`, e.g. `GenericWorkload=true,GangScheduling=true` (GangScheduling
+    /// then joins the default profile; the plane serves the Workload API).
+    pub fn start_with_gates(dir: &Path, profiles: Vec<Value>, gates: Option<&str>) -> KubeScheduler {
         let plane = control_plane();
         let config = json!({
             "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -124,6 +130,7 @@ impl KubeScheduler {
             .arg(format!("--config={}", path.display()))
             .arg("--secure-port=0")
             .arg("--v=1")
+            .args(gates.map(|gates| format!("--feature-gates={gates}")))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -408,6 +408,10 @@ static VOLUME_ZONE_EVENTS: Registrations = &[
     (R::PersistentVolumeClaim, A::ADD.or(A::UPDATE), HintFn::ClaimOfPod),
     (R::PersistentVolume, A::ADD.or(A::UPDATE), HintFn::ZoneVolumeChanged),
 ];
+// gangscheduling/gangscheduling.go:68-82 registers a member pod added and its Workload added; the cache emits
+// neither (it tracks bound pods, not Workloads), so the scheduler worker activates the group's waiting members
+// itself on those changes (`SchedulingQueue::activate`). No cluster event moves them here.
+static GANG_SCHEDULING_EVENTS: Registrations = &[];
 // Ruleplane's NodeValue reads any part of the node: every node addition and change may matter.
 static NODE_VALUE_EVENTS: Registrations = &[(R::Node, A::ADD.or(A::UPDATE), HintFn::Always)];
 // Plugins the engine does not evaluate (they refuse pods that need unsupported features) and names it does not
@@ -419,6 +423,7 @@ fn registrations(plugin: Registered) -> Registrations {
     match plugin {
         Registered::SchedulingGates => SCHEDULING_GATES_EVENTS,
         Registered::DefaultPreemption => DEFAULT_PREEMPTION_EVENTS,
+        Registered::GangScheduling => GANG_SCHEDULING_EVENTS,
         Registered::Filter(FilterPlugin::NodeUnschedulable) => NODE_UNSCHEDULABLE_EVENTS,
         Registered::Filter(FilterPlugin::NodeName) => NODE_NAME_EVENTS,
         Registered::Filter(FilterPlugin::TaintToleration) => TAINT_TOLERATION_EVENTS,
@@ -441,6 +446,7 @@ fn registrations(plugin: Registered) -> Registrations {
 enum Registered {
     SchedulingGates,
     DefaultPreemption,
+    GangScheduling,
     Filter(FilterPlugin),
     NodeValue,
     Unknown,
@@ -585,6 +591,9 @@ impl QueueingHints {
         }
         if plugin == DEFAULT_PREEMPTION {
             return Registered::DefaultPreemption;
+        }
+        if plugin == crate::scheduler::gang::GANG_SCHEDULING {
+            return Registered::GangScheduling;
         }
         if self.node_values.contains(plugin) {
             return Registered::NodeValue;

@@ -254,6 +254,15 @@ impl ClusterCache {
         }
     }
 
+    /// Forgets the assumed pods of a rejected gang's run and returns the number of the last cluster event sent: the
+    /// room they give back is not news to the run's members (it was theirs), so their retry is not triggered by it.
+    pub async fn forget_run(&self, pods: &[&Pod]) -> u64 {
+        for pod in pods {
+            self.forget(pod).await;
+        }
+        self.state.lock().await.sequence
+    }
+
     /// Applies every change waiting in the subscriptions; rebuilds when told to resync or after a failure.
     fn sync(&self, state: &mut State) {
         while let Some(Some(change)) = state.node_changes.recv().now_or_never() {

@@ -6,6 +6,7 @@
 //! the pods of the policy, the cluster events the cache applies and the time, and runs what it pops.
 
 mod cache;
+mod gangs;
 mod nominations;
 mod preempt;
 mod storage;
@@ -43,6 +44,8 @@ const KIND: &str = "SchedulerPolicy";
 /// Bindings in flight per policy: the next pods are decided while these are sent (kube-scheduler binds
 /// asynchronously too).
 const DEFAULT_BINDINGS_IN_FLIGHT: usize = 32;
+/// How long a worker waits at start for the Workload watch to list before it schedules anyway.
+const WORKLOADS_SYNC: Duration = Duration::from_secs(10);
 /// Watch notifications taken in at once before the loop turns to its other work.
 const MAX_DRAINED: usize = 4096;
 
@@ -131,6 +134,8 @@ enum Done {
     Bound { key: PodKey, conflict: bool },
     /// The pod has scheduling gates: it waits for them to go.
     Gated(PodKey),
+    /// The end of a gang's run: what each member's cycle came to (never itself a `Run`).
+    Run(Vec<Done>),
 }
 
 /// One SchedulerPolicy's scheduling of pods.
@@ -197,12 +202,31 @@ pub async fn run(
     engine.set_score_breakdown(false);
     let hints = QueueingHints::new(policy.profile());
     let cache = shared_cache(&scheduling, &ctx);
+    // Any policy gang-schedules a pod that names a pod group (unless it disables GangScheduling), when the
+    // apiserver serves Workloads.
+    let gangs = if policy.gang_scheduling() {
+        gangs::Gangs::start(&ctx).await
+    } else {
+        None
+    };
     // Subscribed before the caches sync, so nothing applied from here on is missed.
-    let subscriptions = vec![cache.nodes.subscribe(), cache.pods.subscribe()];
+    let mut subscriptions = vec![cache.nodes.subscribe(), cache.pods.subscribe()];
+    subscriptions.extend(gangs.as_ref().map(|g| g.workloads.subscribe()));
     let events = cache.listen().await;
+    // Not waited for forever: without permission to list Workloads (RBAC from before gangs) the watch never lists,
+    // and only gang members should wait for it (held at PreEnqueue until their Workload is seen), not every pod.
+    let workloads_synced = async {
+        if let Some(gangs) = &gangs
+            && tokio::time::timeout(WORKLOADS_SYNC, gangs.workloads.synced())
+                .await
+                .is_err()
+        {
+            warn!(rule = %name, "the Workload watch has not listed yet (RBAC: workloads list/watch?); gang members wait for it");
+        }
+    };
     tokio::select! {
         _ = stop.cancelled() => return Ok(()),
-        _ = cache.synced() => {}
+        _ = async { tokio::join!(cache.synced(), workloads_synced) } => {}
     }
     let scheduler = Arc::new(PodScheduler {
         policy,
@@ -212,7 +236,7 @@ pub async fn run(
         hints,
     });
     ctx.health.set_rule(&name, KIND, WorkerState::Running);
-    Loop::new(scheduler).run(subscriptions, events, stop).await
+    Loop::new(scheduler, gangs).run(subscriptions, events, stop).await
 }
 
 /// Tie-breaking seed: differs per process, as kube-scheduler's random choice among the best does.
@@ -253,11 +277,14 @@ struct Loop {
     tasks: JoinSet<()>,
     done: (mpsc::UnboundedSender<Done>, mpsc::UnboundedReceiver<Done>),
     cycle_running: bool,
+    /// Gang scheduling's state, when the apiserver serves Workloads.
+    gangs: Option<gangs::Gangs>,
 }
 
 impl Loop {
-    fn new(scheduler: Arc<PodScheduler>) -> Loop {
+    fn new(scheduler: Arc<PodScheduler>, gangs: Option<gangs::Gangs>) -> Loop {
         Loop {
+            gangs,
             queue: SchedulingQueue::new(Timings::default()),
             scheduler,
             first_seen: HashMap::new(),
@@ -280,6 +307,7 @@ impl Loop {
         stop: CancellationToken,
     ) -> Result<(), WorkerError> {
         let mut changes: SelectAll<_> = subscriptions.into_iter().map(|s| Box::pin(s.into_stream())).collect();
+        self.on_gang_change(true, &Change::Resync);
         self.resync_pending();
         // Changes heard while the caches filled are taken in before the first pod is popped.
         while let Some(Some((kind, change))) = changes.next().now_or_never() {
@@ -341,10 +369,29 @@ impl Loop {
         if self.cycle_running || self.tasks.len() >= DEFAULT_BINDINGS_IN_FLIGHT {
             return;
         }
-        let Some(key) = self.queue.pop() else { return };
+        // A gang member held at PreEnqueue goes back to wait: the next pod is popped.
+        let (key, popped) = loop {
+            let Some(key) = self.queue.pop() else { return };
+            match self.gang_of(&key) {
+                gangs::Popped::Held => continue,
+                popped => break (key, popped),
+            }
+        };
         self.cycle_running = true;
         let scheduler = self.scheduler.clone();
         let done = self.done.0.clone();
+        if let gangs::Popped::Run(run, members) = popped {
+            let members = members
+                .into_iter()
+                .map(|member| {
+                    let queued = self.queue.pod(&member).map(|p| p.pod.clone());
+                    (member, queued)
+                })
+                .collect();
+            self.tasks
+                .spawn(async move { scheduler.run_gang(run, members, done).await });
+            return;
+        }
         let queued = self.queue.pod(&key).map(|p| p.pod.clone());
         self.tasks
             .spawn(async move { scheduler.attempt(key, queued, done).await });
@@ -353,6 +400,9 @@ impl Loop {
     /// A pod or node notification of the watches: pods of this policy join, change in or leave the queue.
     async fn on_change(&mut self, kind: &KindKey, change: &Change) {
         let is_pods = kind.kind == "Pod";
+        if is_pods || kind.kind == "Workload" {
+            self.on_gang_change(is_pods, change);
+        }
         match change {
             Change::Resync => self.resync_pending(),
             Change::Applied(object) if is_pods => {
@@ -461,7 +511,20 @@ impl Loop {
     }
 
     async fn on_done(&mut self, done: Done) {
+        // A gang's run ends in one message, so no pod is popped before every member is back in the queue.
+        if let Done::Run(all) = done {
+            for done in all {
+                self.on_member_done(done).await;
+            }
+            return;
+        }
+        self.on_member_done(done).await;
+    }
+
+    async fn on_member_done(&mut self, done: Done) {
         match done {
+            // A run's members are never runs themselves ([`Loop::on_done`] unpacks the one level).
+            Done::Run(_) => {}
             Done::Gone(key) => {
                 self.cycle_running = false;
                 self.settle(&key);
@@ -733,6 +796,20 @@ impl PodScheduler {
         }
     }
 
+    /// Fetch: the pod as the watch has it, `None` when it was bound meanwhile, deleted or is no longer ours.
+    /// `queued` (the queue's copy) is used when it is current: most pods are attempted in the version they were
+    /// queued in; else the pod is read in place from the cached object (the pod watch keeps objects parsed).
+    fn pending_pod(&self, key: &PodKey, queued: Option<Arc<Pod>>) -> Option<Arc<Pod>> {
+        let object = self.cache.pods.get(Some(&key.namespace), &key.name)?;
+        if !self.is_pending_ours(&object) {
+            return None;
+        }
+        match queued {
+            Some(pod) if pod.metadata.resource_version == object.metadata.resource_version => Some(pod),
+            _ => crate::watch_hub::typed::<Pod>(&object).ok().map(Arc::new),
+        }
+    }
+
     /// One pod's scheduling cycle and, when it is assumed, its binding; each step's end is sent to the loop.
     /// `queued` is the pod as the queue holds it, used as it is when the watch still has that version.
     async fn attempt(self: &Arc<Self>, key: PodKey, queued: Option<Arc<Pod>>, done: mpsc::UnboundedSender<Done>) {
@@ -740,21 +817,8 @@ impl PodScheduler {
             // Only fails once the loop has stopped, when nothing is scheduled any more.
             let _ = done.send(message);
         };
-        // Fetch: the pod as the watch has it; pods bound meanwhile, deleted or no longer ours are dropped.
-        let Some(object) = self.cache.pods.get(Some(&key.namespace), &key.name) else {
+        let Some(pod) = self.pending_pod(&key, queued) else {
             return send(Done::Gone(key));
-        };
-        if !self.is_pending_ours(&object) {
-            return send(Done::Gone(key));
-        }
-        // The queue's copy when it is current (most pods are attempted in the version they were queued in), else
-        // read in place from the cached object (the pod watch keeps objects parsed).
-        let pod: Arc<Pod> = match queued {
-            Some(pod) if pod.metadata.resource_version == object.metadata.resource_version => pod,
-            _ => match crate::watch_hub::typed::<Pod>(&object) {
-                Ok(pod) => Arc::new(pod),
-                Err(_) => return send(Done::Gone(key)),
-            },
         };
         // Decide (and assume) on the shared cache.
         let cycle = match self.cache.schedule(&self.engine, &self.hints, &pod).await {
@@ -830,9 +894,15 @@ impl PodScheduler {
             }
         };
         send(Done::Assumed(key.clone()));
+        send(self.bind_assumed(key, &pod, &node).await);
+    }
+
+    /// Apply and report for an assumed pod: the binding (a pod already bound elsewhere is a conflict, not an
+    /// error; a failed binding forgets the pod) and the `Scheduled` Event. Returns what to tell the loop.
+    async fn bind_assumed(&self, key: PodKey, pod: &Pod, node: &str) -> Done {
         // Apply: the binding.
         let started = Instant::now();
-        let result = self.bind(&pod, &node).await;
+        let result = self.bind(pod, node).await;
         let labels = PolicyOnlyLabels {
             policy: self.policy.metadata.name.clone(),
         };
@@ -846,13 +916,13 @@ impl PodScheduler {
             // Already bound (by another replica before a takeover, or another scheduler): not an error; the
             // watch accounts the pod where it really is.
             Err(kube::Error::Api(status)) if status.code == 409 => {
-                self.cache.forget(&pod).await;
-                return send(Done::Bound { key, conflict: true });
+                self.cache.forget(pod).await;
+                return Done::Bound { key, conflict: true };
             }
             Err(source) => {
-                self.cache.forget(&pod).await;
+                self.cache.forget(pod).await;
                 self.count("error");
-                return send(Done::Failed {
+                return Done::Failed {
                     key,
                     failure: Failure::Error,
                     prepared: None,
@@ -862,12 +932,12 @@ impl PodScheduler {
                         source,
                     }),
                     preempting: false,
-                });
+                };
             }
         }
         // Report.
         self.count("scheduled");
-        self.publish_scheduled(&pod, &node);
-        send(Done::Bound { key, conflict: false });
+        self.publish_scheduled(pod, node);
+        Done::Bound { key, conflict: false }
     }
 }

@@ -1,0 +1,511 @@
+//! Gang scheduling in kube-scheduler v1.35's Workload dialect (GangScheduling), and Ruleplane's gang-as-a-unit run.
+
+// Upstream: `framework/plugins/gangscheduling/gangscheduling.go` and `backend/workloadmanager/` under
+// `pkg/scheduler/` of k8s.io/kubernetes@v1.35.4 (behaviour, not code):
+//
+// - A pod joins a pod group with `spec.workloadRef {name, podGroup, podGroupReplicaKey}`; the group's policy is in
+//   the namespace's Workload (`scheduling.k8s.io/v1alpha1`), `basic: {}` or `gang: {minCount}`.
+// - PreEnqueue holds a member until its Workload exists, names the group, and at least `minCount` live pods of
+//   the group (any state, any scheduler) are known.
+// - Reserve marks a member assumed; Unreserve unmarks it; Permit allows once assumed ∪ bound members reach
+//   `minCount`, else the member waits (5 minutes).
+//
+// Ruleplane schedules a gang as a unit (`docs/scheduler.md`, "Gangs"): the worker pops every queued member of the
+// group and runs their cycles back to back; [`GangRun`] decides, member by member, whether the run goes on,
+// whether the gang is allowed (every reserved member is then bound), or whether it is rejected (every reserved
+// member is unreserved and forgotten at once). No reservation outlives a run, so two gangs never hold partial
+// reservations at the same time: no deadlock.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1alpha1::Workload;
+
+/// The plugin's name (`names.GangScheduling`): the name a policy disables it by, and the rejecting plugin of a
+/// gated or rejected member.
+pub const GANG_SCHEDULING: &str = "GangScheduling";
+
+/// One instance of a pod group (`podGroupKey`): the pods that are gang-scheduled together.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupKey {
+    pub namespace: String,
+    pub workload: String,
+    pub pod_group: String,
+    /// `podGroupReplicaKey`, empty when not set: each replica is its own gang.
+    pub replica_key: String,
+}
+
+impl GroupKey {
+    /// The group a pod names, if it names one.
+    pub fn of(pod: &Pod) -> Option<GroupKey> {
+        let reference = pod.spec.as_ref()?.workload_ref.as_ref()?;
+        Some(GroupKey {
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            workload: reference.name.clone(),
+            pod_group: reference.pod_group.clone(),
+            replica_key: reference.pod_group_replica_key.clone().unwrap_or_default(),
+        })
+    }
+}
+
+impl fmt::Display for GroupKey {
+    /// `<namespace>/<workload>/<podGroup>`, with `/<replicaKey>` when the pod names one.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.namespace, self.workload, self.pod_group)?;
+        if !self.replica_key.is_empty() {
+            write!(f, "/{}", self.replica_key)?;
+        }
+        Ok(())
+    }
+}
+
+/// A pod group's scheduling policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupPolicy {
+    /// `basic: {}`: every member is scheduled on its own.
+    Basic,
+    /// `gang: {minCount}`: all or nothing, at least `min_count` members.
+    Gang { min_count: usize },
+}
+
+/// The policy of `group` in `workload` (`podGroupPolicy`); `None` when the Workload has no such group.
+pub fn group_policy(workload: &Workload, group: &str) -> Option<GroupPolicy> {
+    let found = workload.spec.pod_groups.iter().find(|g| g.name == group)?;
+    Some(match &found.policy.gang {
+        Some(gang) => GroupPolicy::Gang {
+            min_count: usize::try_from(gang.min_count).unwrap_or(0),
+        },
+        None => GroupPolicy::Basic,
+    })
+}
+
+/// GangScheduling's PreEnqueue verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PreEnqueue {
+    /// Not a gang member, a `basic` group's member, or a gang whose quorum of pods exists: the pod is queued.
+    Pass,
+    /// Held (UnschedulableAndUnresolvable) with kube-scheduler's message, until a member pod or the Workload is
+    /// added.
+    Gated(String),
+}
+
+/// GangScheduling's PreEnqueue (`gangscheduling.go:120-156`): `known_members` counts the group's live pods known
+/// to the scheduler, whatever their state or scheduler (the workload manager's `AllPods`).
+pub fn pre_enqueue(group: &GroupKey, workload: Option<&Workload>, known_members: usize) -> PreEnqueue {
+    let Some(workload) = workload else {
+        // The typo ("pods's") is upstream's.
+        return PreEnqueue::Gated(format!(
+            "waiting for pods's workload {:?} to appear in scheduling queue",
+            group.workload
+        ));
+    };
+    match group_policy(workload, &group.pod_group) {
+        None => PreEnqueue::Gated(missing_group_message(group)),
+        Some(GroupPolicy::Basic) => PreEnqueue::Pass,
+        Some(GroupPolicy::Gang { min_count }) if known_members < min_count => {
+            PreEnqueue::Gated("waiting for minCount pods from a gang to appear in scheduling queue".to_string())
+        }
+        Some(GroupPolicy::Gang { .. }) => PreEnqueue::Pass,
+    }
+}
+
+fn missing_group_message(group: &GroupKey) -> String {
+    format!(
+        "pod group {:?} doesn't exist for a workload {:?}",
+        group.pod_group, group.workload
+    )
+}
+
+/// The group's live pods as the scheduler knows them (the workload manager's pod group infos): every pod that
+/// names a group, bound or not, of any scheduler, keyed by the caller's pod key `K`. Reservations are not kept
+/// here: they live only inside a [`GangRun`] (and as pods being bound, which the caller counts).
+#[derive(Clone, Debug)]
+pub struct PodGroups<K> {
+    /// Group → pod → bound.
+    members: BTreeMap<GroupKey, BTreeMap<K, bool>>,
+    /// Pod → its group, to find it again on deletion.
+    group_of: BTreeMap<K, GroupKey>,
+}
+
+impl<K> Default for PodGroups<K> {
+    fn default() -> PodGroups<K> {
+        PodGroups {
+            members: BTreeMap::new(),
+            group_of: BTreeMap::new(),
+        }
+    }
+}
+
+/// A group's members by state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupCounts {
+    /// Live pods of the group (`AllPods`).
+    pub known: usize,
+    /// Bound to a node (`AssignedPods`).
+    pub bound: usize,
+}
+
+impl<K: Clone + Ord> PodGroups<K> {
+    /// A pod of `group` seen added or changed; `bound` when it has a node. The group of a pod never changes
+    /// (`workloadRef` is immutable).
+    pub fn apply(&mut self, key: K, group: GroupKey, bound: bool) {
+        self.members
+            .entry(group.clone())
+            .or_default()
+            .insert(key.clone(), bound);
+        self.group_of.insert(key, group);
+    }
+
+    /// A pod deleted (or terminated). Returns whether it was a member of a group.
+    pub fn delete(&mut self, key: &K) -> bool {
+        let Some(group) = self.group_of.remove(key) else {
+            return false;
+        };
+        if let Some(members) = self.members.get_mut(&group) {
+            members.remove(key);
+            if members.is_empty() {
+                self.members.remove(&group);
+            }
+        }
+        true
+    }
+
+    /// Forgets every pod (before a resync).
+    pub fn clear(&mut self) {
+        self.members.clear();
+        self.group_of.clear();
+    }
+
+    /// Whether the pod is known as a member.
+    pub fn contains(&self, key: &K) -> bool {
+        self.group_of.contains_key(key)
+    }
+
+    pub fn counts(&self, group: &GroupKey) -> GroupCounts {
+        self.members
+            .get(group)
+            .map_or_else(GroupCounts::default, |members| GroupCounts {
+                known: members.len(),
+                bound: members.values().filter(|bound| **bound).count(),
+            })
+    }
+
+    /// The group's members not bound yet, in key order.
+    pub fn unbound(&self, group: &GroupKey) -> Vec<K> {
+        self.members.get(group).map_or_else(Vec::new, |members| {
+            members
+                .iter()
+                .filter(|(_, bound)| !**bound)
+                .map(|(key, _)| key.clone())
+                .collect()
+        })
+    }
+
+    /// Every group with a live member.
+    pub fn groups(&self) -> Vec<GroupKey> {
+        self.members.keys().cloned().collect()
+    }
+
+    /// The groups of a Workload (every replica).
+    pub fn groups_of_workload(&self, namespace: &str, workload: &str) -> Vec<GroupKey> {
+        self.members
+            .keys()
+            .filter(|g| g.namespace == namespace && g.workload == workload)
+            .cloned()
+            .collect()
+    }
+}
+
+/// What a run does after a member's cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step<K> {
+    /// Schedule the next member.
+    Next,
+    /// The quorum is met: these members (reserved so far in the run, in order) are allowed and bound; the
+    /// members still to try are scheduled one by one, each allowed at once if it fits.
+    Allowed(Vec<K>),
+    /// The quorum can no longer be met: every member reserved in the run is unreserved and forgotten at once,
+    /// and every member of the run fails.
+    Rejected(Rejected<K>),
+}
+
+/// Why a run was rejected and whom it touches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejected<K> {
+    /// The members reserved in the run: unreserve and forget them.
+    pub reserved: Vec<K>,
+    /// The member whose failure made the quorum impossible.
+    pub failing: K,
+    /// Members of the run not tried yet: they fail with the reserved ones.
+    pub untried: usize,
+}
+
+/// Ruleplane's gang-as-a-unit run of one group: the members popped together, scheduled back to back.
+#[derive(Clone, Debug)]
+pub struct GangRun<K> {
+    group: GroupKey,
+    min_count: usize,
+    /// Members placed before the run: bound, or assumed and being bound.
+    placed_before: usize,
+    /// Members of the run not tried yet.
+    untried: usize,
+    reserved: Vec<K>,
+    allowed: bool,
+}
+
+impl<K: Clone> GangRun<K> {
+    /// A run of `members` members of `group` (a gang of `min_count`), `placed_before` already bound or being
+    /// bound.
+    pub fn new(group: GroupKey, min_count: usize, placed_before: usize, members: usize) -> GangRun<K> {
+        GangRun {
+            group,
+            min_count,
+            placed_before,
+            untried: members,
+            reserved: Vec::new(),
+            allowed: false,
+        }
+    }
+
+    pub fn group(&self) -> &GroupKey {
+        &self.group
+    }
+
+    /// Whether the quorum was met in this run.
+    pub fn is_allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// Members reserved (this run) or placed before it: Permit's assumed ∪ assigned.
+    pub fn ready(&self) -> usize {
+        self.placed_before + self.reserved.len()
+    }
+
+    pub fn min_count(&self) -> usize {
+        self.min_count
+    }
+
+    /// A member was assumed on a node: Reserve, then Permit (`gangscheduling.go:201-250`: assumed ∪ assigned
+    /// members below `minCount` wait, at it every waiting member is allowed).
+    pub fn reserved(&mut self, member: K) -> Step<K> {
+        self.untried = self.untried.saturating_sub(1);
+        if self.allowed {
+            // After the quorum, each member passes Permit on its own (assumed ∪ assigned ≥ minCount).
+            return Step::Allowed(vec![member]);
+        }
+        self.reserved.push(member);
+        if self.ready() >= self.min_count {
+            self.allowed = true;
+            return Step::Allowed(std::mem::take(&mut self.reserved));
+        }
+        Step::Next
+    }
+
+    /// A member found no node (or failed otherwise). Before the quorum, the run goes on only while the members
+    /// left could still complete it; after it, the member fails alone (kube-scheduler lets the allowed ones bind).
+    pub fn failed(&mut self, member: K) -> Step<K> {
+        self.untried = self.untried.saturating_sub(1);
+        if self.allowed || self.ready() + self.untried >= self.min_count {
+            return Step::Next;
+        }
+        Step::Rejected(Rejected {
+            reserved: std::mem::take(&mut self.reserved),
+            failing: member,
+            untried: self.untried,
+        })
+    }
+
+    /// The run ran out of members short of the quorum (members outside the run counted at PreEnqueue left
+    /// meanwhile): every reservation goes, as for a rejection. `None` once allowed.
+    pub fn finish(&mut self) -> Option<Vec<K>> {
+        if self.allowed {
+            return None;
+        }
+        Some(std::mem::take(&mut self.reserved))
+    }
+
+    /// The Normal `GangWaiting` Event's text (Ruleplane's): how many members are ready of how many needed.
+    pub fn waiting_note(&self) -> String {
+        waiting_note(&self.group, self.ready(), self.min_count)
+    }
+}
+
+/// The Normal `GangWaiting` Event's text: `pod group <ns>/<workload>/<group> has <n> of <minCount> members ready`.
+pub fn waiting_note(group: &GroupKey, ready: usize, min_count: usize) -> String {
+    format!("pod group {group} has {ready} of {min_count} members ready")
+}
+
+/// The Warning `GangRejected` Event's text (Ruleplane's), naming the member that could not be placed.
+pub fn rejected_note(group: &GroupKey, failing: &str, ready: usize, min_count: usize) -> String {
+    format!(
+        "pod group {group} was rejected: member {failing} is unschedulable ({ready} of {min_count} members could be placed)"
+    )
+}
+
+/// The FailedScheduling text of a member rejected with its run: the form kube-scheduler gives a member rejected
+/// at Permit (`0/1 nodes are available: 1 <reason>.`, as for its timeout "rejected due to timeout after waiting
+/// 5m0s at plugin GangScheduling"), with the reason Ruleplane rejects it early.
+pub fn rejected_member_message(failing_member: &str) -> String {
+    format!(
+        "0/1 nodes are available: 1 rejected due to unschedulable gang member {failing_member} at plugin {GANG_SCHEDULING}."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn workload(groups: serde_json::Value) -> Workload {
+        serde_json::from_value(json!({
+            "apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
+            "metadata": {"name": "train", "namespace": "ns"},
+            "spec": {"podGroups": groups},
+        }))
+        .expect("workload")
+    }
+
+    fn gang(min_count: u32) -> Workload {
+        workload(json!([{"name": "workers", "policy": {"gang": {"minCount": min_count}}}]))
+    }
+
+    fn member(name: &str, node: Option<&str>, replica: Option<&str>) -> Pod {
+        let mut reference = json!({"name": "train", "podGroup": "workers"});
+        if let Some(replica) = replica {
+            reference["podGroupReplicaKey"] = json!(replica);
+        }
+        let mut spec = json!({"containers": [{"name": "c"}], "workloadRef": reference});
+        if let Some(node) = node {
+            spec["nodeName"] = json!(node);
+        }
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns"}, "spec": spec})).expect("pod")
+    }
+
+    fn group() -> GroupKey {
+        GroupKey::of(&member("a", None, None)).expect("a member")
+    }
+
+    #[test]
+    fn a_pod_names_its_group_with_the_replica_key() {
+        assert_eq!(group().to_string(), "ns/train/workers");
+        let replica = GroupKey::of(&member("a", None, Some("r1"))).expect("a member");
+        assert_eq!(replica.to_string(), "ns/train/workers/r1");
+        assert_ne!(replica, group());
+        let loose: Pod =
+            serde_json::from_value(json!({"metadata": {"name": "x"}, "spec": {"containers": []}})).expect("pod");
+        assert_eq!(GroupKey::of(&loose), None);
+    }
+
+    #[test]
+    fn pre_enqueue_holds_a_member_with_kube_schedulers_messages() {
+        assert_eq!(
+            pre_enqueue(&group(), None, 3),
+            PreEnqueue::Gated("waiting for pods's workload \"train\" to appear in scheduling queue".into())
+        );
+        let other = workload(json!([{"name": "ps", "policy": {"basic": {}}}]));
+        assert_eq!(
+            pre_enqueue(&group(), Some(&other), 3),
+            PreEnqueue::Gated("pod group \"workers\" doesn't exist for a workload \"train\"".into())
+        );
+        assert_eq!(
+            pre_enqueue(&group(), Some(&gang(3)), 2),
+            PreEnqueue::Gated("waiting for minCount pods from a gang to appear in scheduling queue".into())
+        );
+        assert_eq!(pre_enqueue(&group(), Some(&gang(3)), 3), PreEnqueue::Pass);
+        let basic = workload(json!([{"name": "workers", "policy": {"basic": {}}}]));
+        assert_eq!(pre_enqueue(&group(), Some(&basic), 0), PreEnqueue::Pass);
+    }
+
+    #[test]
+    fn pod_groups_count_known_and_bound_members_and_forget_deleted_ones() {
+        let mut groups = PodGroups::default();
+        let add = |groups: &mut PodGroups<&str>, key, pod: Pod| {
+            let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+            groups.apply(key, GroupKey::of(&pod).expect("a member"), bound);
+        };
+        add(&mut groups, "a", member("a", None, None));
+        add(&mut groups, "b", member("b", Some("n1"), None));
+        add(&mut groups, "c", member("c", None, Some("r1")));
+        assert_eq!(groups.counts(&group()), GroupCounts { known: 2, bound: 1 });
+        assert_eq!(groups.unbound(&group()), vec!["a"]);
+        assert_eq!(groups.groups_of_workload("ns", "train").len(), 2);
+        assert_eq!(groups.groups().len(), 2);
+        add(&mut groups, "a", member("a", Some("n2"), None));
+        assert_eq!(groups.counts(&group()), GroupCounts { known: 2, bound: 2 });
+        assert!(groups.delete(&"a"));
+        assert!(groups.delete(&"b"));
+        assert!(!groups.delete(&"x"));
+        assert_eq!(groups.counts(&group()), GroupCounts::default());
+    }
+
+    #[test]
+    fn a_run_that_reaches_min_count_allows_every_reserved_member_at_once() {
+        let mut run = GangRun::new(group(), 3, 0, 3);
+        assert_eq!(run.reserved("a"), Step::Next);
+        assert_eq!(
+            run.waiting_note(),
+            "pod group ns/train/workers has 1 of 3 members ready"
+        );
+        assert_eq!(run.reserved("b"), Step::Next);
+        assert_eq!(run.reserved("c"), Step::Allowed(vec!["a", "b", "c"]));
+        assert_eq!(run.finish(), None);
+    }
+
+    #[test]
+    fn members_bound_before_the_run_count_towards_the_quorum() {
+        let mut run = GangRun::new(group(), 3, 2, 1);
+        assert_eq!(run.reserved("c"), Step::Allowed(vec!["c"]));
+    }
+
+    #[test]
+    fn a_failure_that_leaves_the_quorum_reachable_lets_the_run_go_on() {
+        let mut run = GangRun::new(group(), 2, 0, 3);
+        assert_eq!(run.failed("a"), Step::Next);
+        assert_eq!(run.reserved("b"), Step::Next);
+        assert_eq!(run.reserved("c"), Step::Allowed(vec!["b", "c"]));
+    }
+
+    #[test]
+    fn a_failure_that_makes_the_quorum_unreachable_rejects_the_whole_run() {
+        let mut run = GangRun::new(group(), 3, 0, 4);
+        assert_eq!(run.reserved("a"), Step::Next);
+        assert_eq!(run.failed("b"), Step::Next);
+        assert_eq!(
+            run.failed("c"),
+            Step::Rejected(Rejected {
+                reserved: vec!["a"],
+                failing: "c",
+                untried: 1,
+            })
+        );
+    }
+
+    #[test]
+    fn after_the_quorum_each_member_is_allowed_or_fails_alone() {
+        let mut run = GangRun::new(group(), 1, 0, 3);
+        assert_eq!(run.reserved("a"), Step::Allowed(vec!["a"]));
+        assert_eq!(run.failed("b"), Step::Next);
+        assert_eq!(run.reserved("c"), Step::Allowed(vec!["c"]));
+    }
+
+    #[test]
+    fn a_run_short_of_members_gives_back_its_reservations() {
+        let mut run = GangRun::new(group(), 3, 0, 2);
+        assert_eq!(run.reserved("a"), Step::Next);
+        assert_eq!(run.reserved("b"), Step::Next);
+        assert_eq!(run.finish(), Some(vec!["a", "b"]));
+    }
+
+    #[test]
+    fn rejection_texts_name_the_group_and_the_failing_member() {
+        assert_eq!(
+            rejected_note(&group(), "ns/w-2", 1, 3),
+            "pod group ns/train/workers was rejected: member ns/w-2 is unschedulable (1 of 3 members could be placed)"
+        );
+        assert_eq!(
+            rejected_member_message("ns/w-2"),
+            "0/1 nodes are available: 1 rejected due to unschedulable gang member ns/w-2 at plugin GangScheduling."
+        );
+    }
+}

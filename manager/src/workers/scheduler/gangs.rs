@@ -1,0 +1,422 @@
+//! The scheduler worker's gangs (Workload dialect): the Workload watch and the pod groups' members, GangScheduling's
+//! PreEnqueue when a member is popped, and a group's members scheduled back to back as a unit, bound only once all
+//! are allowed (decided by `ruleplane_config::scheduler::gang`).
+
+// Why a unit: kube-scheduler v1.35 lets a gang's members hold their reservations at Permit for up to 5 minutes, so
+// two gangs competing for the same nodes can each hold part of them and time out together, again and again. Here
+// every reservation ends with its run (allowed and bound, or unreserved and forgotten at once), so two gangs never
+// hold partial reservations at the same time. The per-member verdicts and messages are kube-scheduler's.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, WorkloadReference};
+use k8s_openapi::api::scheduling::v1alpha1::Workload;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::events::EventType;
+use ruleplane_config::scheduler::engine::Outcome;
+use ruleplane_config::scheduler::gang::{
+    GANG_SCHEDULING, GangRun, GroupKey, GroupPolicy, PodGroups, PreEnqueue, Rejected, Step, group_policy, pre_enqueue,
+    rejected_member_message, rejected_note, waiting_note,
+};
+use ruleplane_config::scheduler::queue::{Failure, Place};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use super::{Done, Loop, PodKey, PodScheduler, SchedulingError, now};
+use crate::context::WorkerContext;
+use crate::watch_hub::{Change, SharedWatch};
+
+/// The Workload API's group/version, served only with the `GenericWorkload` feature gate.
+const WORKLOAD_API: &str = "scheduling.k8s.io/v1alpha1";
+
+/// What the loop knows of gangs: the Workloads and every live pod that names a pod group.
+pub(super) struct Gangs {
+    pub(super) workloads: Arc<SharedWatch>,
+    groups: PodGroups<PodKey>,
+    /// Held pods already told why (one `GangWaiting` Event per pod while it is held, not one per sibling added).
+    noted: HashSet<PodKey>,
+}
+
+/// What PreEnqueue and the queue make of a popped pod.
+pub(super) enum Popped {
+    /// Not a gang member (or a `basic` group's): scheduled on its own.
+    Alone,
+    /// Held by GangScheduling's PreEnqueue.
+    Held,
+    /// A gang's run: these members (the popped one first) are in flight.
+    Run(GangRun<PodKey>, Vec<PodKey>),
+}
+
+/// The group a pod object names, read without converting the whole pod.
+pub(super) fn group_of(object: &DynamicObject) -> Option<GroupKey> {
+    let reference = object.data.pointer("/spec/workloadRef")?;
+    let reference: WorkloadReference = serde_json::from_value(reference.clone()).ok()?;
+    Some(GroupKey {
+        namespace: object.metadata.namespace.clone().unwrap_or_default(),
+        workload: reference.name,
+        pod_group: reference.pod_group,
+        replica_key: reference.pod_group_replica_key.unwrap_or_default(),
+    })
+}
+
+fn is_bound(object: &DynamicObject) -> bool {
+    object
+        .data
+        .pointer("/spec/nodeName")
+        .and_then(|n| n.as_str())
+        .is_some_and(|n| !n.is_empty())
+}
+
+impl Gangs {
+    /// The Workload watch, when the apiserver serves the Workload API (without it, the apiserver drops every pod's
+    /// `workloadRef`, so no pod names a group). Asked once when the worker starts.
+    pub(super) async fn start(ctx: &WorkerContext) -> Option<Gangs> {
+        match ctx.discovery.served(WORKLOAD_API, "Workload").await {
+            Ok(Some(_)) => Some(Gangs {
+                workloads: ctx.hub.watch(&ApiResource::erase::<Workload>(&())),
+                groups: PodGroups::default(),
+                noted: HashSet::new(),
+            }),
+            Ok(None) => {
+                info!("the Workload API ({WORKLOAD_API}) is not served: no gang scheduling");
+                None
+            }
+            Err(error) => {
+                warn!(%error, "could not ask whether the Workload API is served: no gang scheduling");
+                None
+            }
+        }
+    }
+
+    fn workload(&self, group: &GroupKey) -> Option<Workload> {
+        self.workloads
+            .store
+            .get_typed::<Workload>(Some(&group.namespace), &group.workload)
+    }
+
+    /// Every member from the pod watch's cache.
+    pub(super) fn resync(&mut self, pods: &SharedWatch) {
+        self.groups.clear();
+        for object in pods.store.state() {
+            if let Some(group) = group_of(&object) {
+                self.groups.apply(PodKey::of(&object), group, is_bound(&object));
+            }
+        }
+    }
+
+    /// A pod change; returns the group of a member seen for the first time (its siblings may now be complete).
+    pub(super) fn on_pod(&mut self, change: &Change) -> Option<GroupKey> {
+        match change {
+            Change::Applied(object) => {
+                let group = group_of(object)?;
+                let key = PodKey::of(object);
+                let new = !self.groups.contains(&key);
+                self.groups.apply(key, group.clone(), is_bound(object));
+                new.then_some(group)
+            }
+            Change::Deleted(object) => {
+                let key = PodKey::of(object);
+                self.noted.remove(&key);
+                self.groups.delete(&key);
+                None
+            }
+            Change::Resync => None,
+        }
+    }
+
+    /// The groups a Workload change concerns (every group after a relist, whose changes are unknown).
+    pub(super) fn on_workload(&self, change: &Change) -> Vec<GroupKey> {
+        match change.object() {
+            Some(object) => self.groups.groups_of_workload(
+                object.metadata.namespace.as_deref().unwrap_or_default(),
+                object.metadata.name.as_deref().unwrap_or_default(),
+            ),
+            None => self.groups.groups(),
+        }
+    }
+
+    /// The group's members not bound yet.
+    fn unbound(&self, group: &GroupKey) -> Vec<PodKey> {
+        self.groups.unbound(group)
+    }
+}
+
+impl Loop {
+    /// GangScheduling's PreEnqueue for a popped pod and, for a gang member let through, the run of its group: the
+    /// other members waiting in the queue are taken with it.
+    pub(super) fn gang_of(&mut self, key: &PodKey) -> Popped {
+        let Some(gangs) = self.gangs.as_ref() else {
+            return Popped::Alone;
+        };
+        let Some(object) = self.scheduler.cache.pods.get(Some(&key.namespace), &key.name) else {
+            return Popped::Alone;
+        };
+        let Some(group) = group_of(&object) else {
+            return Popped::Alone;
+        };
+        let workload = gangs.workload(&group);
+        let counts = gangs.groups.counts(&group);
+        let min_count = match pre_enqueue(&group, workload.as_ref(), counts.known) {
+            PreEnqueue::Pass => match workload.as_ref().and_then(|w| group_policy(w, &group.pod_group)) {
+                Some(GroupPolicy::Gang { min_count }) => min_count,
+                _ => return Popped::Alone,
+            },
+            PreEnqueue::Gated(message) => {
+                let note = match workload.as_ref().and_then(|w| group_policy(w, &group.pod_group)) {
+                    Some(GroupPolicy::Gang { min_count }) => waiting_note(&group, counts.known, min_count),
+                    _ => message,
+                };
+                self.hold(key, &object, note);
+                return Popped::Held;
+            }
+        };
+        let unbound = gangs.unbound(&group);
+        if let Some(gangs) = self.gangs.as_mut() {
+            // Let through: a member held again later is told again.
+            for member in &unbound {
+                gangs.noted.remove(member);
+            }
+            gangs.noted.remove(key);
+        }
+        let mut members = vec![key.clone()];
+        let mut placed_before = counts.bound;
+        for member in unbound {
+            if &member == key {
+                continue;
+            }
+            if self.queue.place(&member) == Some(Place::Binding) {
+                placed_before += 1;
+            } else if self.queue.take(&member) {
+                members.push(member);
+            }
+        }
+        let run = GangRun::new(group, min_count, placed_before, members.len());
+        Popped::Run(run, members)
+    }
+
+    /// A member held at PreEnqueue waits in the unschedulable pool until the loop activates its group; it is told
+    /// why with a `GangWaiting` Event (kube-scheduler reports nothing for a pod held at PreEnqueue).
+    fn hold(&mut self, key: &PodKey, object: &DynamicObject, note: String) {
+        let failure = Failure::Unschedulable {
+            plugins: BTreeSet::from([Arc::from(GANG_SCHEDULING)]),
+            pending: BTreeSet::new(),
+        };
+        self.queue.failed(key, failure, None, 0, now(), &self.scheduler.hints);
+        let Some(gangs) = self.gangs.as_mut() else { return };
+        if !gangs.noted.insert(key.clone()) {
+            return;
+        }
+        if let Ok(pod) = crate::watch_hub::typed::<Pod>(object) {
+            self.scheduler
+                .publish(&pod, EventType::Normal, "GangWaiting", "Scheduling", note);
+        }
+    }
+
+    /// GangScheduling's events (a member pod added, its Workload added or changed): the group's members waiting in
+    /// the queue are activated once PreEnqueue lets them through (activating them before would only hold them
+    /// again: a gang of n members created one by one would be popped n²/2 times).
+    pub(super) fn activate_groups(&mut self, groups: Vec<GroupKey>) {
+        let Some(gangs) = self.gangs.as_ref() else { return };
+        let members: Vec<PodKey> = groups
+            .iter()
+            .filter(|group| {
+                let workload = gangs.workload(group);
+                pre_enqueue(group, workload.as_ref(), gangs.groups.counts(group).known) == PreEnqueue::Pass
+            })
+            .flat_map(|group| gangs.unbound(group))
+            .collect();
+        self.queue.activate(members.iter());
+    }
+
+    /// A pod or Workload notification, for the gangs' bookkeeping.
+    pub(super) fn on_gang_change(&mut self, is_pods: bool, change: &Change) {
+        let Some(gangs) = self.gangs.as_mut() else { return };
+        let groups = match change {
+            Change::Resync if is_pods => {
+                gangs.resync(&self.scheduler.cache.pods);
+                return;
+            }
+            _ if is_pods => gangs.on_pod(change).into_iter().collect(),
+            _ => gangs.on_workload(change),
+        };
+        self.activate_groups(groups);
+    }
+}
+
+/// One member's cycle in a run, as the run records it.
+enum Member {
+    /// Assumed on `node`.
+    Reserved { pod: Arc<Pod>, node: String },
+    /// Failed on its own: what to tell the loop.
+    Failed(Done),
+}
+
+impl PodScheduler {
+    /// A gang's run: every member's scheduling cycle back to back (each assumed into the cache), then either the
+    /// allowed members bound together or every reservation given back at once. Nothing is told to the loop before
+    /// the last cycle, so no other pod of the policy is decided in between.
+    pub(super) async fn run_gang(
+        &self,
+        mut run: GangRun<PodKey>,
+        members: Vec<(PodKey, Option<Arc<Pod>>)>,
+        done: mpsc::UnboundedSender<Done>,
+    ) {
+        let send = |message: Done| {
+            let _ = done.send(message);
+        };
+        let mut reserved: HashMap<PodKey, (Arc<Pod>, String)> = HashMap::new();
+        let mut allowed: Vec<PodKey> = Vec::new();
+        let mut told: Vec<Done> = Vec::new();
+        let mut rejection: Option<Rejected<PodKey>> = None;
+        let mut untried = Vec::new();
+        for (key, queued) in members {
+            if rejection.is_some() {
+                untried.push(key);
+                continue;
+            }
+            let step = match self.member_cycle(&key, queued).await {
+                Member::Reserved { pod, node } => {
+                    reserved.insert(key.clone(), (pod, node));
+                    run.reserved(key)
+                }
+                Member::Failed(failed) => {
+                    told.push(failed);
+                    run.failed(key)
+                }
+            };
+            match step {
+                Step::Next => {}
+                Step::Allowed(keys) => allowed.extend(keys),
+                Step::Rejected(rejected) => rejection = Some(rejected),
+            }
+        }
+        // A run short of its quorum (members counted at PreEnqueue left meanwhile) gives its reservations back.
+        let waiting = run.waiting_note();
+        let short = if rejection.is_none() { run.finish() } else { None };
+        let group = run.group().clone();
+        let mut given_back = Vec::new();
+        if let Some(rejected) = rejection {
+            let failing = format!("{}/{}", rejected.failing.namespace, rejected.failing.name);
+            let placed = run.ready() + rejected.reserved.len();
+            let note = rejected_note(&group, &failing, placed, run.min_count());
+            let message = rejected_member_message(&failing);
+            for key in rejected.reserved.iter().chain(&untried) {
+                given_back.extend(reserved.get(key).map(|(pod, _)| pod.clone()));
+                told.push(gang_failure(key.clone(), message.clone()));
+            }
+            for key in rejected.reserved.iter().chain(&untried).chain([&rejected.failing]) {
+                self.publish_gang(key, EventType::Warning, "GangRejected", note.clone());
+            }
+        } else if let Some(short) = short {
+            for key in short {
+                given_back.extend(reserved.get(&key).map(|(pod, _)| pod.clone()));
+                self.publish_gang(&key, EventType::Normal, "GangWaiting", waiting.clone());
+                told.push(gang_failure(key, format!("0/1 nodes are available: 1 {waiting}.")));
+            }
+        }
+        if !given_back.is_empty() {
+            let pods: Vec<&Pod> = given_back.iter().map(|pod| pod.as_ref()).collect();
+            let sequence = self.cache.forget_run(&pods).await;
+            for message in &mut told {
+                if let Done::Failed { seen, .. } = message {
+                    *seen = (*seen).max(sequence);
+                }
+            }
+        }
+        // The cycles are over: the loop hears of every member at once, then the allowed ones are bound together.
+        let mut all: Vec<Done> = allowed.iter().map(|key| Done::Assumed(key.clone())).collect();
+        all.extend(told);
+        send(Done::Run(all));
+        let bindings = allowed.into_iter().filter_map(|key| {
+            let (pod, node) = reserved.remove(&key)?;
+            Some(async move { self.bind_assumed(key, &pod, &node).await })
+        });
+        for result in futures::future::join_all(bindings).await {
+            send(result);
+        }
+    }
+
+    /// One member's scheduling cycle (assumed on the cache when it fits), as `attempt` runs it, without binding.
+    /// A member's preemption is not carried out: evicting pods for a gang that may still be rejected would
+    /// disrupt them for nothing; the FailedScheduling text stays kube-scheduler's.
+    async fn member_cycle(&self, key: &PodKey, queued: Option<Arc<Pod>>) -> Member {
+        let Some(pod) = self.pending_pod(key, queued) else {
+            return Member::Failed(Done::Gone(key.clone()));
+        };
+        let cycle = match self.cache.schedule(&self.engine, &self.hints, &pod).await {
+            Ok(cycle) => cycle,
+            Err(error) => {
+                self.count("error");
+                return Member::Failed(Done::Failed {
+                    key: key.clone(),
+                    failure: Failure::Error,
+                    prepared: None,
+                    seen: 0,
+                    error: Box::new(error.into()),
+                    preempting: false,
+                });
+            }
+        };
+        let message = cycle.decision.event_message().unwrap_or_default();
+        let (failure, error) = match cycle.decision.outcome {
+            Outcome::Scheduled { node } => {
+                return Member::Reserved {
+                    pod,
+                    node: node.to_string(),
+                };
+            }
+            Outcome::Unschedulable { plugins, .. } => {
+                self.count("unschedulable");
+                (
+                    Failure::Unschedulable {
+                        plugins,
+                        pending: BTreeSet::new(),
+                    },
+                    SchedulingError::Unschedulable {
+                        message,
+                        nominate: ruleplane_config::scheduler::engine::Nominate::Leave,
+                    },
+                )
+            }
+            Outcome::Gated { .. } => return Member::Failed(Done::Gated(key.clone())),
+            Outcome::Error { message } => {
+                self.count("error");
+                (Failure::Error, SchedulingError::Engine(message))
+            }
+        };
+        Member::Failed(Done::Failed {
+            key: key.clone(),
+            failure,
+            prepared: cycle.prepared,
+            seen: cycle.seen,
+            error: Box::new(error),
+            // A member's preemption is not carried out inside a gang run (docs/scheduler.md, Gangs).
+            preempting: false,
+        })
+    }
+
+    fn publish_gang(&self, key: &PodKey, type_: EventType, reason: &str, note: String) {
+        if let Some(pod) = self.cache.pods.store.get_typed::<Pod>(Some(&key.namespace), &key.name) {
+            self.publish(&pod, type_, reason, "Scheduling", note);
+        }
+    }
+}
+
+/// A member rejected with its run: rejected by GangScheduling, so only its group's activation moves it again.
+fn gang_failure(key: PodKey, message: String) -> Done {
+    Done::Failed {
+        key,
+        failure: Failure::Unschedulable {
+            plugins: BTreeSet::from([Arc::from(GANG_SCHEDULING)]),
+            pending: BTreeSet::new(),
+        },
+        prepared: None,
+        seen: 0,
+        error: Box::new(SchedulingError::Unschedulable {
+            message,
+            nominate: ruleplane_config::scheduler::engine::Nominate::Leave,
+        }),
+        preempting: false,
+    }
+}

@@ -1,0 +1,411 @@
+//! Gang scheduling (Workload dialect) on a real apiserver: members wait for their Workload, a gang that fits is
+//! placed whole, one that cannot fit places none and says why, two gangs competing for the same nodes never
+//! deadlock, kube-scheduler with the gates on agrees, and kill -9 of the scheduling replica mid-gang leaves the gang
+//! whole.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use serde_json::json;
+
+use crate::support::cluster_nodes::{KubeScheduler, create_node, delete_nodes, node, nodes_lock};
+use crate::support::manager::{ManagerProcess, temp_dir};
+use crate::support::{admin_client, eventually, test_namespace, write_rule_file as write};
+
+fn policy(scheduler: &str) -> String {
+    format!(
+        "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: {{ name: {scheduler} }}\n\
+         spec: {{ schedulerName: {scheduler} }}\n"
+    )
+}
+
+async fn create_workload(client: &Client, namespace: &str, name: &str, min_count: u32) {
+    let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        "scheduling.k8s.io",
+        "v1alpha1",
+        "Workload",
+    ));
+    let workload: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": min_count}}}]},
+    }))
+    .expect("workload");
+    Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource)
+        .create(&PostParams::default(), &workload)
+        .await
+        .expect("create workload");
+}
+
+/// A member of `workload`'s group `workers`, placed only on this test's nodes.
+async fn create_member(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    workload: &str,
+    scheduler: &str,
+    cpu: &str,
+    id: &str,
+) {
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"gang": workload}},
+        "spec": {
+            "schedulerName": scheduler,
+            "nodeSelector": {"gang-test": id},
+            "workloadRef": {"name": workload, "podGroup": "workers"},
+            "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
+        },
+    }))
+    .expect("pod");
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
+}
+
+/// Deletes every pod of the test's namespace at once, before its nodes go (schedulers stopped first), so no pod is
+/// left bound to a node that no longer exists while other tests read the cluster.
+async fn delete_pods(client: &Client, namespace: &str) {
+    let now = kube::api::DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .delete_collection(&now, &ListParams::default())
+        .await
+        .expect("delete pods");
+}
+
+async fn gang_nodes(client: &Client, id: &str, count: usize, cpu: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for i in 0..count {
+        names.push(
+            create_node(
+                client,
+                node(
+                    &format!("gang-{id}-{i}"),
+                    cpu,
+                    "64Gi",
+                    json!({"gang-test": id}),
+                    json!([]),
+                ),
+            )
+            .await,
+        );
+    }
+    names
+}
+
+/// Pod name → node (bound pods only) of one gang.
+async fn bound_members(client: &Client, namespace: &str, workload: &str) -> BTreeMap<String, String> {
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&format!("gang={workload}")))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    pods.into_iter()
+        .filter_map(|p| {
+            let node = p.spec?.node_name?;
+            Some((p.metadata.name?, node))
+        })
+        .collect()
+}
+
+/// The PodScheduled=False message of a pod, once set.
+async fn unschedulable_message(client: &Client, namespace: &str, name: &str) -> String {
+    eventually(
+        Duration::from_secs(30),
+        &format!("pod {name} marked unschedulable"),
+        || pod_scheduled_message(client, namespace, name),
+    )
+    .await
+}
+
+async fn pod_scheduled_message(client: &Client, namespace: &str, name: &str) -> Option<String> {
+    let pod = Api::<Pod>::namespaced(client.clone(), namespace).get(name).await.ok()?;
+    pod.status?
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")?
+        .message
+}
+
+async fn event_note(client: &Client, namespace: &str, pod: &str, reason: &str) -> String {
+    eventually(Duration::from_secs(30), &format!("{reason} event of {pod}"), || async {
+        let events = Api::<Event>::namespaced(client.clone(), namespace)
+            .list(&ListParams::default().fields(&format!("regarding.name={pod}")))
+            .await
+            .ok()?;
+        events
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some(reason))?
+            .note
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_that_fits_is_placed_whole_and_one_that_cannot_places_none_and_says_why() {
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "gangs").await;
+    let id = format!("{}", std::process::id());
+    let scheduler = format!("gangs-{id}");
+    // Two nodes of 2 cpu: four pods of 1 cpu (the late gang's ask for no cpu).
+    let names = gang_nodes(&client, &id, 2, "2").await;
+    let dir = temp_dir("gangs");
+    write(&dir, "policy.yaml", &policy(&scheduler));
+    let manager = ManagerProcess::start(&dir, &ns, "gangs-a", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+
+    // Members before their Workload: held with kube-scheduler's PreEnqueue message, placed once it appears.
+    create_member(&client, &ns, "late-0", "late", &scheduler, "0", &id).await;
+    create_member(&client, &ns, "late-1", "late", &scheduler, "0", &id).await;
+    let waiting = event_note(&client, &ns, "late-0", "GangWaiting").await;
+    assert_eq!(
+        waiting,
+        "waiting for pods's workload \"late\" to appear in scheduling queue"
+    );
+    create_workload(&client, &ns, "late", 2).await;
+    eventually(Duration::from_secs(30), "the late gang placed whole", || async {
+        (bound_members(&client, &ns, "late").await.len() == 2).then_some(())
+    })
+    .await;
+
+    // Short of members: held at PreEnqueue, told how many are there.
+    create_workload(&client, &ns, "fits", 3).await;
+    create_member(&client, &ns, "fits-0", "fits", &scheduler, "1", &id).await;
+    create_member(&client, &ns, "fits-1", "fits", &scheduler, "1", &id).await;
+    let waiting = event_note(&client, &ns, "fits-1", "GangWaiting").await;
+    assert_eq!(waiting, format!("pod group {ns}/fits/workers has 2 of 3 members ready"));
+    assert!(bound_members(&client, &ns, "fits").await.is_empty());
+    // The third member completes the gang: all three are placed.
+    create_member(&client, &ns, "fits-2", "fits", &scheduler, "1", &id).await;
+    eventually(Duration::from_secs(30), "the gang placed whole", || async {
+        (bound_members(&client, &ns, "fits").await.len() == 3).then_some(())
+    })
+    .await;
+
+    // One cpu is left: a gang of three cannot fit, and none of it is placed.
+    create_workload(&client, &ns, "big", 3).await;
+    for i in 0..3 {
+        create_member(&client, &ns, &format!("big-{i}"), "big", &scheduler, "1", &id).await;
+    }
+    let mut messages = Vec::new();
+    for i in 0..3 {
+        messages.push(unschedulable_message(&client, &ns, &format!("big-{i}")).await);
+    }
+    assert!(
+        bound_members(&client, &ns, "big").await.is_empty(),
+        "none of the big gang is bound"
+    );
+    // The member that found no node says why as kube-scheduler would; its siblings name it.
+    let failing = messages
+        .iter()
+        .position(|m| m.contains("Insufficient cpu"))
+        .unwrap_or_else(|| panic!("a member says why: {messages:?}"));
+    let failing_name = format!("{ns}/big-{failing}");
+    for (i, message) in messages.iter().enumerate() {
+        if i != failing {
+            assert_eq!(
+                message,
+                &format!(
+                    "0/1 nodes are available: 1 rejected due to unschedulable gang member {failing_name} at plugin GangScheduling."
+                )
+            );
+        }
+    }
+    let rejected = event_note(&client, &ns, "big-0", "GangRejected").await;
+    assert!(
+        rejected.starts_with(&format!(
+            "pod group {ns}/big/workers was rejected: member {failing_name} is unschedulable"
+        )),
+        "{rejected}"
+    );
+
+    // kube-scheduler with the gates on places a fitting gang whole as well, on two fresh nodes (the first two keep
+    // their pods until the pod garbage collector's quarantine ends, even deleted).
+    // No pod of the test may be bound to the nodes while they go: a pending one would take the room freed.
+    delete_pods(&client, &ns).await;
+    delete_nodes(&client, &names).await;
+    let id = format!("{id}t");
+    let names = gang_nodes(&client, &id, 2, "2").await;
+    let twin = format!("gangs-twin-{id}");
+    let kube_dir = temp_dir("gangs-twin");
+    let kube_scheduler = KubeScheduler::start_with_gates(
+        &kube_dir,
+        vec![json!({"schedulerName": twin})],
+        Some("GenericWorkload=true,GangScheduling=true"),
+    );
+    create_workload(&client, &ns, "twin", 3).await;
+    for i in 0..3 {
+        create_member(&client, &ns, &format!("twin-{i}"), "twin", &twin, "1", &id).await;
+    }
+    eventually(
+        Duration::from_secs(60),
+        "kube-scheduler places the gang whole",
+        || async { (bound_members(&client, &ns, "twin").await.len() == 3).then_some(()) },
+    )
+    .await;
+    // The same gang that cannot fit, for kube-scheduler: its failing member says exactly what Ruleplane's said (its
+    // siblings wait at Permit for 5 minutes there, where Ruleplane rejects them at once).
+    create_workload(&client, &ns, "twin-big", 3).await;
+    for i in 0..3 {
+        create_member(&client, &ns, &format!("twin-big-{i}"), "twin-big", &twin, "1", &id).await;
+    }
+    let theirs = eventually(Duration::from_secs(60), "kube-scheduler's failing member", || async {
+        for i in 0..3 {
+            let message = pod_scheduled_message(&client, &ns, &format!("twin-big-{i}")).await;
+            if let Some(message) = message.filter(|m| m.contains("Insufficient cpu")) {
+                return Some(message);
+            }
+        }
+        None
+    })
+    .await;
+    assert_eq!(theirs, messages[failing]);
+    drop(kube_scheduler);
+    drop(manager);
+    delete_pods(&client, &ns).await;
+    delete_nodes(&client, &names).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gangs_competing_for_the_same_nodes_never_deadlock() {
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "gangs-race").await;
+    let id = format!("r{}", std::process::id());
+    let scheduler = format!("gangs-{id}");
+    // Four slots; two gangs of three each.
+    let names = gang_nodes(&client, &id, 2, "2").await;
+    let dir = temp_dir("gangs-race");
+    write(&dir, "policy.yaml", &policy(&scheduler));
+    let manager = ManagerProcess::start(&dir, &ns, "gangs-b", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+    create_workload(&client, &ns, "a", 3).await;
+    create_workload(&client, &ns, "b", 3).await;
+    // Interleaved, so both gangs complete at about the same time.
+    for i in 0..3 {
+        create_member(&client, &ns, &format!("a-{i}"), "a", &scheduler, "1", &id).await;
+        create_member(&client, &ns, &format!("b-{i}"), "b", &scheduler, "1", &id).await;
+    }
+    let (winner, loser) = eventually(Duration::from_secs(30), "one gang placed whole", || async {
+        let (a, b) = (
+            bound_members(&client, &ns, "a").await.len(),
+            bound_members(&client, &ns, "b").await.len(),
+        );
+        match (a, b) {
+            (3, _) => Some(("a", "b")),
+            (_, 3) => Some(("b", "a")),
+            _ => None,
+        }
+    })
+    .await;
+    // The other is rejected whole: every member says so, none is bound.
+    for i in 0..3 {
+        unschedulable_message(&client, &ns, &format!("{loser}-{i}")).await;
+    }
+    assert!(
+        bound_members(&client, &ns, loser).await.is_empty(),
+        "gang {loser} partly placed while {winner} is whole"
+    );
+    assert_eq!(bound_members(&client, &ns, winner).await.len(), 3);
+    drop(manager);
+    delete_pods(&client, &ns).await;
+    delete_nodes(&client, &names).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_of_the_scheduling_replica_mid_gang_the_gang_is_placed_whole() {
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "gangs-takeover").await;
+    let id = format!("k{}", std::process::id());
+    let scheduler = format!("gangs-{id}");
+    let names = gang_nodes(&client, &id, 4, "8").await;
+    let dir = temp_dir("gangs-takeover");
+    write(&dir, "policy.yaml", &policy(&scheduler));
+    let lease = [
+        "--lease-duration",
+        "4s",
+        "--renew-deadline",
+        "3s",
+        "--retry-period",
+        "1s",
+    ];
+    let first = ManagerProcess::start(&dir, &ns, "gangs-first", &lease);
+    first.wait_ready(Duration::from_secs(60)).await;
+    let second = ManagerProcess::start(&dir, &ns, "gangs-second", &lease);
+    second.wait_ready(Duration::from_secs(60)).await;
+    let first_schedules = eventually(
+        Duration::from_secs(30),
+        "one replica holds the schedulers unit",
+        || async {
+            let (one, two) = (first.holds("schedulers").await?, second.holds("schedulers").await?);
+            (one != two).then_some(one)
+        },
+    )
+    .await;
+    let (mut scheduling, other) = if first_schedules {
+        (first, second)
+    } else {
+        (second, first)
+    };
+
+    // A gang of 300 members of 100m (30 of the 32 cpu): bound together once all are allowed.
+    let members = 300;
+    create_workload(&client, &ns, "job", members).await;
+    let creating = {
+        let (client, ns, scheduler, id) = (client.clone(), ns.clone(), scheduler.clone(), id.clone());
+        tokio::spawn(async move {
+            use futures::StreamExt;
+            futures::stream::iter(0..members)
+                .for_each_concurrent(16, |i| {
+                    let (client, ns, scheduler, id) = (client.clone(), ns.clone(), scheduler.clone(), id.clone());
+                    async move {
+                        create_member(&client, &ns, &format!("job-{i}"), "job", &scheduler, "100m", &id).await
+                    }
+                })
+                .await;
+        })
+    };
+    creating.await.expect("members created");
+    // Killed as soon as the first member is bound: the other bindings are in flight or not sent yet.
+    let api = Api::<Pod>::namespaced(client.clone(), &ns);
+    let first_bound = ListParams::default().fields("spec.nodeName!=").limit(1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while api.list(&first_bound).await.map(|l| l.items.is_empty()).unwrap_or(true) {
+        assert!(std::time::Instant::now() < deadline, "no member bound within 60 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    scheduling.kill9();
+    let at_kill = bound_members(&client, &ns, "job").await.len();
+    // The new holder counts the bound members towards the quorum and places the rest.
+    let bound = eventually(
+        Duration::from_secs(60),
+        "the whole gang bound after the takeover",
+        || async {
+            let bound = bound_members(&client, &ns, "job").await;
+            (bound.len() == members as usize).then_some(bound)
+        },
+    )
+    .await;
+    println!("{at_kill} of {members} members bound when the scheduling replica was killed");
+    let mut used: BTreeMap<String, i64> = BTreeMap::new();
+    for node in bound.values() {
+        *used.entry(node.clone()).or_default() += 100;
+    }
+    for (node, millis) in &used {
+        assert!(*millis <= 8000, "{node} overcommitted: {millis}m of 8000m");
+    }
+    drop(other);
+    delete_pods(&client, &ns).await;
+    delete_nodes(&client, &names).await;
+}
