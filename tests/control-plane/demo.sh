@@ -464,6 +464,32 @@ kubectl get pods -l gang -o custom-columns=POD:.metadata.name,NODE:.spec.nodeNam
 echo "   \$ kubectl get events --field-selector reason=GangRejected"
 kubectl get events --field-selector involvedObject.name=too-big-0,reason=GangRejected -o custom-columns=REASON:.reason,MESSAGE:.message \
   | sed 's/^/   /'
+explain "" "Volumes: a claim bound to a PersistentVolume whose node affinity names demo-node-2 (the plane's PV binder" \
+        "binds it); spread-scheduler (kube-scheduler's default profile) places its pod where the volume is:"
+kubectl delete pod db --ignore-not-found --grace-period=0 --force >/dev/null 2>&1 || true
+cat <<YAML | kubectl apply -f - >/dev/null
+apiVersion: v1
+kind: PersistentVolume
+metadata: { name: demo-pv }
+spec:
+  capacity: { storage: 1Gi }
+  accessModes: [ ReadWriteOnce ]
+  storageClassName: ""
+  csi: { driver: disk.example.com, volumeHandle: demo-1 }
+  claimRef: { namespace: default, name: demo-data }
+  nodeAffinity:
+    required: { nodeSelectorTerms: [ { matchExpressions: [ { key: kubernetes.io/hostname, operator: In, values: [ demo-node-2 ] } ] } ] }
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: { name: demo-data, namespace: default }
+spec: { storageClassName: "", volumeName: demo-pv, accessModes: [ ReadWriteOnce ], resources: { requests: { storage: 1Gi } } }
+YAML
+for _ in $(seq 1 80); do [ "$(kubectl get pvc demo-data -o jsonpath='{.status.phase}')" = Bound ] && break; sleep 0.25; done
+demo_pod db spread-scheduler 100m "  volumes: [ { name: data, persistentVolumeClaim: { claimName: demo-data } } ]"
+for _ in $(seq 1 40); do [ -n "$(kubectl get pod db -o jsonpath='{.spec.nodeName}')" ] && break; sleep 0.25; done
+kubectl get pvc demo-data -o custom-columns=CLAIM:.metadata.name,STATUS:.status.phase,VOLUME:.spec.volumeName | sed 's/^/   /'
+kubectl get pod db -o custom-columns=POD:.metadata.name,NODE:.spec.nodeName,PHASE:.status.phase | sed 's/^/   /'
 explain "" "The same engine runs offline: ruleplane simulate (what-if on nodes and pods from files, kubectl get -o yaml):"
 echo "   \$ ruleplane simulate --policy examples/my-scheduler.yaml --nodes nodes.yaml --pods pods.yaml --existing existing.yaml"
 "$target/debug/ruleplane" simulate --policy "$root/examples/my-scheduler.yaml" --nodes "$root/tests/scheduler/simulate/nodes.yaml" \
@@ -501,7 +527,7 @@ for port in "$health_port" "$health_port2"; do
   curl -fs "http://127.0.0.1:$port/readyz?verbose" | grep units-known | sed 's/^/   /'
 done
 echo "   \$ kubectl get cronjobs,configmaps -l app.kubernetes.io/managed-by=ruleplane -L ruleplane.dev/shard | head -5"
-kubectl get cronjobs,configmaps -l app.kubernetes.io/managed-by=ruleplane -L ruleplane.dev/shard | head -5 | sed 's/^/   /'
+kubectl get cronjobs,configmaps -l app.kubernetes.io/managed-by=ruleplane -L ruleplane.dev/shard | awk 'NR <= 5' | sed 's/^/   /'
 explain "" "Each replica runs 17 of the 34 units (the 18th Lease each holds is its member Lease): Reconciler parents are" \
   "hashed into 32 shards, and each child carries" \
   "its parent's shard so a replica's watches receive only its own children. The ResourceDefinitions and the" \
