@@ -292,7 +292,7 @@ impl ClusterCache {
         }
         self.sync_storage(state);
         if let Some(nominated) = state.nominations.take_changed() {
-            state.snapshot.set_nominated_pods(nominated);
+            state.snapshot.set_nominated(nominated);
         }
     }
 
