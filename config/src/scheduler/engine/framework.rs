@@ -230,7 +230,7 @@ impl Engine {
         let mut needed = needed_features(&pod_info, snapshot);
         let compiled = &self.compiled;
         needed.retain(|feature| !compiled.ignored_features.contains(feature));
-        if let Some((plugin, verdict)) = unsupported_verdict(&needed, snapshot) {
+        if let Some((plugin, verdict)) = unsupported_verdict(&needed) {
             return Ok(pre_filter_failure(snapshot, verdict.by(&Arc::from(plugin)), Vec::new()));
         }
         let nominator = Nominator::new(snapshot, self.nominator_schedulers.as_deref());
