@@ -99,6 +99,14 @@ impl Engine {
                 plugin: "DefaultPreemption".to_string(),
                 errors,
             })?;
+        profile
+            .args
+            .volume_binding
+            .validate()
+            .map_err(|errors| ProfileError::InvalidArgs {
+                plugin: "VolumeBinding".to_string(),
+                errors,
+            })?;
         let mut filters: Vec<BuiltFilter> = Vec::new();
         for entry in &profile.filters {
             let built = build_filter(entry, &profile.args)?;

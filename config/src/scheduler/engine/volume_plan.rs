@@ -17,8 +17,6 @@ use super::plugins::volume_binding::{
 };
 use super::storage::{Storage, claim_class};
 
-/// kube-scheduler's default `bindTimeoutSeconds` (`apis/config/v1/defaults.go`).
-pub const DEFAULT_BIND_TIMEOUT_SECONDS: u64 = 600;
 /// The annotation `GetBindVolumeToClaim` sets on a volume it binds that was not pre-bound to the claim.
 pub const BOUND_BY_CONTROLLER_ANNOTATION: &str = "pv.kubernetes.io/bound-by-controller";
 

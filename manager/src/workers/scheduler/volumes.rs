@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use ruleplane_config::scheduler::engine::volume_plan::{DEFAULT_BIND_TIMEOUT_SECONDS, VolumePlan};
+use ruleplane_config::scheduler::engine::volume_plan::VolumePlan;
 use serde_json::json;
 use tracing::debug;
 
@@ -45,16 +45,18 @@ impl PodScheduler {
         let plan = reserved.map_err(|error| format!("running Reserve plugin \"VolumeBinding\": {error}"))?;
         self.nominate_for_expectation(pod, node).await;
         let written = self.write_bindings(plan).await.map_err(pre_bind_error)?;
-        let deadline = Instant::now() + Duration::from_secs(DEFAULT_BIND_TIMEOUT_SECONDS);
+        let timeout = self.policy.profile().args.volume_binding.bind_timeout_seconds();
+        let deadline = Instant::now() + Duration::from_secs(u64::try_from(timeout).unwrap_or(0));
         loop {
-            tokio::time::sleep(POLL).await;
+            // As `PollUntilContextTimeout` without an immediate check: the deadline wins over a tick at the same time.
+            tokio::time::sleep(POLL.min(deadline.saturating_duration_since(Instant::now()))).await;
+            if Instant::now() >= deadline {
+                return Err(pre_bind_error("binding volumes: context deadline exceeded"));
+            }
             match self.cache.check_volumes(&written, pod, node) {
                 Ok(true) => break,
                 Ok(false) => {}
                 Err(error) => return Err(pre_bind_error(format!("binding volumes: {error}"))),
-            }
-            if Instant::now() >= deadline {
-                return Err(pre_bind_error("binding volumes: context deadline exceeded"));
             }
         }
         self.cache.volumes_bound(pod).await;
