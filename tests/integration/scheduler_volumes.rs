@@ -322,7 +322,11 @@ async fn wait_for_first_consumer_claims_are_bound_before_the_pod() {
         .await
         .expect("create volume");
     let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
-    for object in [claim("static", None, &local), claim("provisioned", None, &dynamic)] {
+    for object in [
+        claim("static", None, &local),
+        claim("provisioned", None, &dynamic),
+        claim("abandoned", None, &dynamic),
+    ] {
         claims
             .create(&PostParams::default(), &object)
             .await
@@ -338,11 +342,26 @@ async fn wait_for_first_consumer_claims_are_bound_before_the_pod() {
              spec: {{ schedulerName: {ruleplane}, algorithmProvider: DefaultProvider }}\n"
         ),
     );
+    // A second policy waits 2 s for its claims: nobody provisions `abandoned`.
+    let impatient = format!("rp-prebind-short-{run}");
+    write(
+        &dir,
+        "impatient.yaml",
+        &format!(
+            "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: {{ name: {impatient} }}\n\
+             spec: {{ schedulerName: {impatient}, algorithmProvider: DefaultProvider,\n\
+             pluginArgs: {{ VolumeBinding: {{ bindTimeoutSeconds: 2 }} }} }}\n"
+        ),
+    );
     let _manager = ManagerProcess::start(&dir, &ns, "sched-prebind", &[]);
     let pods = Api::<Pod>::namespaced(client.clone(), &ns);
     let in_a = json!({"nodeSelector": {ZONE: format!("pb-{run}-a")}});
-    for (name, claim, extra) in [("static", "static", json!({})), ("provisioned", "provisioned", in_a)] {
-        pods.create(&PostParams::default(), &pod(name, &ruleplane, claim, extra))
+    for (name, scheduler, extra) in [
+        ("static", &ruleplane, json!({})),
+        ("provisioned", &ruleplane, in_a.clone()),
+        ("abandoned", &impatient, in_a),
+    ] {
+        pods.create(&PostParams::default(), &pod(name, scheduler, name, extra))
             .await
             .expect("create pod");
     }
@@ -415,6 +434,16 @@ async fn wait_for_first_consumer_claims_are_bound_before_the_pod() {
     })
     .await;
     assert_eq!(placed, a);
+
+    // Not provisioned within 2 s: kube-scheduler's binding-cycle error, the nomination cleared, the pod unbound
+    // (and retried after its backoff).
+    let Verdict::Unschedulable(message) = verdict(&pods, "abandoned").await else {
+        panic!("abandoned was bound without its claim")
+    };
+    assert_eq!(
+        message,
+        "running PreBind plugin \"VolumeBinding\": binding volumes: context deadline exceeded"
+    );
 
     let now = DeleteParams {
         grace_period_seconds: Some(0),
