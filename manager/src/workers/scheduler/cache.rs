@@ -309,7 +309,20 @@ impl ClusterCache {
             .pods
             .get(pod.metadata.namespace.as_deref(), &pod.name_any())
             .is_some();
-        let storage = self.context.storage.storage();
+        let key = |c: &k8s_openapi::api::core::v1::PersistentVolumeClaim| {
+            (
+                c.metadata.namespace.clone().unwrap_or_else(|| "default".to_string()),
+                c.name_any(),
+            )
+        };
+        let claims: Vec<(String, String)> = written
+            .bindings
+            .iter()
+            .map(|b| key(&b.claim))
+            .chain(written.provisions.iter().map(key))
+            .collect();
+        let volumes: Vec<String> = written.bindings.iter().map(|b| b.volume.name_any()).collect();
+        let storage = self.context.storage.claims_and_volumes(&claims, &volumes);
         volume_plan::check(written, &storage, node, &labels, exists)
     }
 
