@@ -94,6 +94,13 @@ struct State {
 /// VolumeBinding's Reserve (`AssumePodVolumes`) for a pod just assumed on `node`, on the view the decision read;
 /// only plans with work are kept (PreBindPreFlight skips the others).
 fn reserve_volumes(state: &mut State, pod: &Pod, node: &str) {
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default();
+    if !volumes
+        .iter()
+        .any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
+    {
+        return;
+    }
     let Some(storage) = state.snapshot.storage() else {
         return;
     };
