@@ -331,6 +331,28 @@ mod tests {
     }
 
     #[test]
+    fn assumed_versions_hide_the_taken_volume_until_the_watch_is_newer() {
+        let mut view = storage();
+        let first = plan(&pod(&["small"]), "ns", &view, "a", &host("a")).unwrap();
+        view.assume_volume(first.bindings[0].volume.clone());
+        // The next pod's claim of the same size gets the other volume of node a, not the assumed one.
+        let mut other = claim("other", "local", "1Gi");
+        other.metadata.uid = Some("uid-other".into());
+        view.assume_claim(other);
+        let next = plan(&pod(&["other"]), "ns", &view, "a", &host("a")).unwrap();
+        assert_eq!(name(&next.bindings[0].volume.metadata), "a-10");
+        // A watched version newer than the assumed one wins; an older one does not replace it.
+        let mut newer = volume("a-5", "5Gi", "a");
+        newer.metadata.resource_version = Some("9".into());
+        let mut watched = Storage::new([], [newer.clone()], []);
+        watched.assume_volume(first.bindings[0].volume.clone());
+        assert_eq!(watched.volume("a-5").unwrap(), &newer);
+        let mut stale = Storage::new([], [volume("a-5", "5Gi", "a")], []);
+        stale.assume_volume(first.bindings[0].volume.clone());
+        assert_eq!(stale.volume("a-5").unwrap(), &first.bindings[0].volume);
+    }
+
+    #[test]
     fn bound_claims_leave_nothing_to_do() {
         let mut bound = claim("small", "local", "1Gi");
         bound.spec.as_mut().unwrap().volume_name = Some("a-5".into());
