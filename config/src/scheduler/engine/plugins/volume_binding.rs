@@ -2,9 +2,9 @@
 //! static volumes or provisioned on the node.
 
 // kube-scheduler v1.35's `volumebinding` (`volume_binding.go` PreFilter/Filter, `binder.go` `FindPodVolumes`,
-// component-helpers' `FindMatchingVolume`). The Filter only decides: Reserve and PreBind (assuming and writing the
-// bindings) are the worker's. Reads the storage objects, so it skips pods when the snapshot holds none. Its Score
-// is inert in v1.35's defaults (`StorageCapacityScoring` is alpha and off).
+// component-helpers' `FindMatchingVolume`). The Filter only decides: Reserve's plan is `engine/volume_plan.rs`, and
+// assuming and writing the bindings (PreBind) are the worker's. Reads the storage objects, so it skips pods when
+// the snapshot holds none. Its Score is inert in v1.35's defaults (`StorageCapacityScoring` is alpha and off).
 //
 // Not ported: the CSI translation of a migrated in-tree PersistentVolume's node affinity before the bound-claim
 // check (`tryTranslatePVToCSI`), which adds the CSI driver's topology key to GCE PD, EBS, Azure Disk and Cinder
