@@ -464,30 +464,35 @@ kubectl get pods -l gang -o custom-columns=POD:.metadata.name,NODE:.spec.nodeNam
 echo "   \$ kubectl get events --field-selector reason=GangRejected"
 kubectl get events --field-selector involvedObject.name=too-big-0,reason=GangRejected -o custom-columns=REASON:.reason,MESSAGE:.message \
   | sed 's/^/   /'
-explain "" "Volumes: a claim bound to a PersistentVolume whose node affinity names demo-node-2 (the plane's PV binder" \
-        "binds it); spread-scheduler (kube-scheduler's default profile) places its pod where the volume is:"
+explain "" "Volumes: a claim of a WaitForFirstConsumer StorageClass and a local PersistentVolume on demo-node-2;" \
+        "spread-scheduler (kube-scheduler's default profile) picks the volume's node, binds the volume to the claim" \
+        "(VolumeBinding's PreBind), waits for the claim to be bound, then binds the pod:"
 kubectl delete pod db --ignore-not-found --grace-period=0 --force >/dev/null 2>&1 || true
 cat <<YAML | kubectl apply -f - >/dev/null
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: { name: demo-local }
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
 apiVersion: v1
 kind: PersistentVolume
 metadata: { name: demo-pv }
 spec:
   capacity: { storage: 1Gi }
   accessModes: [ ReadWriteOnce ]
-  storageClassName: ""
-  csi: { driver: disk.example.com, volumeHandle: demo-1 }
-  claimRef: { namespace: default, name: demo-data }
+  storageClassName: demo-local
+  local: { path: /mnt/disks/demo }
   nodeAffinity:
     required: { nodeSelectorTerms: [ { matchExpressions: [ { key: kubernetes.io/hostname, operator: In, values: [ demo-node-2 ] } ] } ] }
 ---
 apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: { name: demo-data, namespace: default }
-spec: { storageClassName: "", volumeName: demo-pv, accessModes: [ ReadWriteOnce ], resources: { requests: { storage: 1Gi } } }
+spec: { storageClassName: demo-local, accessModes: [ ReadWriteOnce ], resources: { requests: { storage: 1Gi } } }
 YAML
-for _ in $(seq 1 80); do [ "$(kubectl get pvc demo-data -o jsonpath='{.status.phase}')" = Bound ] && break; sleep 0.25; done
 demo_pod db spread-scheduler 100m "  volumes: [ { name: data, persistentVolumeClaim: { claimName: demo-data } } ]"
-for _ in $(seq 1 40); do [ -n "$(kubectl get pod db -o jsonpath='{.spec.nodeName}')" ] && break; sleep 0.25; done
+for _ in $(seq 1 80); do [ -n "$(kubectl get pod db -o jsonpath='{.spec.nodeName}')" ] && break; sleep 0.25; done
 kubectl get pvc demo-data -o custom-columns=CLAIM:.metadata.name,STATUS:.status.phase,VOLUME:.spec.volumeName | sed 's/^/   /'
 kubectl get pod db -o custom-columns=POD:.metadata.name,NODE:.spec.nodeName,PHASE:.status.phase | sed 's/^/   /'
 explain "" "The same engine runs offline: ruleplane simulate (what-if on nodes and pods from files, kubectl get -o yaml):"
