@@ -41,6 +41,9 @@ pub(super) struct Gangs {
     groups: PodGroups<PodKey>,
     /// Held pods already told why (one `GangWaiting` Event per pod while it is held, not one per sibling added).
     noted: HashSet<PodKey>,
+    /// PodGroup members held by Coscheduling's PreFilter and the message they were told (told again only when it
+    /// changes, e.g. `PodGroup not found` then a short count).
+    told: HashMap<PodKey, String>,
 }
 
 /// What PreEnqueue and the queue make of a popped pod.
@@ -122,6 +125,7 @@ impl Gangs {
             pod_groups,
             groups: PodGroups::default(),
             noted: HashSet::new(),
+            told: HashMap::new(),
         })
     }
 
@@ -189,6 +193,7 @@ impl Gangs {
             Change::Deleted(object) => {
                 let key = PodKey::of(object);
                 self.noted.remove(&key);
+                self.told.remove(&key);
                 self.groups.delete(&key);
                 None
             }
@@ -283,8 +288,10 @@ impl Loop {
             // Let through: a member held again later is told again.
             for member in &unbound {
                 gangs.noted.remove(member);
+                gangs.told.remove(member);
             }
             gangs.noted.remove(key);
+            gangs.told.remove(key);
         }
         let mut members = vec![key.clone()];
         let mut placed_before = bound;
@@ -322,7 +329,7 @@ impl Loop {
 
     /// A PodGroup member held by Coscheduling's PreFilter waits like a Workload member, but is told as
     /// kube-scheduler tells a PreFilter rejection: a FailedScheduling Event and the PodScheduled condition, with
-    /// Coscheduling's message (once while it is held).
+    /// Coscheduling's message (again only when the message changes while it is held).
     fn hold_pod_group(&mut self, key: &PodKey, message: String) {
         let failure = Failure::Unschedulable {
             plugins: BTreeSet::from([Arc::from(cosched::COSCHEDULING)]),
@@ -330,9 +337,10 @@ impl Loop {
         };
         self.queue.failed(key, failure, None, 0, now(), &self.scheduler.hints);
         let Some(gangs) = self.gangs.as_mut() else { return };
-        if !gangs.noted.insert(key.clone()) {
+        if gangs.told.get(key) == Some(&message) {
             return;
         }
+        gangs.told.insert(key.clone(), message.clone());
         let scheduler = self.scheduler.clone();
         let key = key.clone();
         let error = SchedulingError::Unschedulable {
