@@ -194,6 +194,10 @@ fn scheduler_permissions(preempts: bool) -> Vec<Permission> {
     ] {
         out.extend(permissions(&["get", "list", "watch"], group, resource, None));
     }
+    // VolumeBinding's PreBind binds static volumes (`claimRef`) and marks claims to provision (the selected node).
+    for resource in ["persistentvolumeclaims", "persistentvolumes"] {
+        out.extend(permissions(&["update"], "", resource, None));
+    }
     out
 }
 
@@ -603,6 +607,11 @@ mod scheduler_tests {
                 let wanted = (group.to_string(), resource.to_string(), verb);
                 assert!(granted.contains(&wanted), "{wanted:?} in {granted:?}");
             }
+        }
+        // PreBind's writes.
+        for resource in ["persistentvolumeclaims", "persistentvolumes"] {
+            let wanted = (String::new(), resource.to_string(), "update");
+            assert!(granted.contains(&wanted), "{wanted:?} in {granted:?}");
         }
     }
 }

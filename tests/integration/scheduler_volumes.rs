@@ -267,3 +267,208 @@ async fn volume_plugins_place_and_refuse_pods_as_kube_scheduler() {
     }
     let _ = classes.delete(&immediate, &DeleteParams::default()).await;
 }
+
+/// VolumeBinding's Reserve and PreBind for WaitForFirstConsumer claims: a claim matching a static local volume puts
+/// its pod on the volume's node and the binder binds the pair; a claim to provision gets the selected node (the
+/// pod nominated there meanwhile) and the pod is bound once the test, playing the provisioner, binds the claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_first_consumer_claims_are_bound_before_the_pod() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "scheduler-prebind").await;
+    let run = std::process::id();
+    let _nodes = nodes_lock().await;
+    let [a, b] = ["a", "b"].map(|n| format!("pb-{run}-{n}"));
+    let mut names = Vec::new();
+    for (name, z) in [(&a, "a"), (&b, "b")] {
+        names.push(
+            create_node(
+                &client,
+                node(name, "4", "8Gi", json!({ZONE: format!("pb-{run}-{z}")}), json!([])),
+            )
+            .await,
+        );
+    }
+    let (local, dynamic) = (format!("pb-{run}-local"), format!("pb-{run}-dynamic"));
+    let classes = Api::<StorageClass>::all(client.clone());
+    for (name, provisioner) in [
+        (&local, "kubernetes.io/no-provisioner"),
+        (&dynamic, "example.com/test-provisioner"),
+    ] {
+        let class: StorageClass = serde_json::from_value(json!({
+            "metadata": {"name": name}, "provisioner": provisioner, "volumeBindingMode": "WaitForFirstConsumer"
+        }))
+        .expect("class");
+        classes
+            .create(&PostParams::default(), &class)
+            .await
+            .expect("create class");
+    }
+    // A local volume on node b only, free (no claimRef): the Filter matches it, Reserve assumes it for the claim.
+    let volumes = Api::<PersistentVolume>::all(client.clone());
+    let on_b = format!("pb-{run}-on-b");
+    let static_volume: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": on_b},
+        "spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": local,
+            "persistentVolumeReclaimPolicy": "Retain", "local": {"path": "/data"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [b]}
+            ]}]}}
+        }
+    }))
+    .expect("volume");
+    volumes
+        .create(&PostParams::default(), &static_volume)
+        .await
+        .expect("create volume");
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+    for object in [
+        claim("static", None, &local),
+        claim("provisioned", None, &dynamic),
+        claim("abandoned", None, &dynamic),
+    ] {
+        claims
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("create claim");
+    }
+    let ruleplane = format!("rp-prebind-{run}");
+    let dir = temp_dir("scheduler-prebind");
+    write(
+        &dir,
+        "policy.yaml",
+        &format!(
+            "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: {{ name: {ruleplane} }}\n\
+             spec: {{ schedulerName: {ruleplane}, algorithmProvider: DefaultProvider }}\n"
+        ),
+    );
+    // A second policy waits 2 s for its claims: nobody provisions `abandoned`.
+    let impatient = format!("rp-prebind-short-{run}");
+    write(
+        &dir,
+        "impatient.yaml",
+        &format!(
+            "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: {{ name: {impatient} }}\n\
+             spec: {{ schedulerName: {impatient}, algorithmProvider: DefaultProvider,\n\
+             pluginArgs: {{ VolumeBinding: {{ bindTimeoutSeconds: 2 }} }} }}\n"
+        ),
+    );
+    let _manager = ManagerProcess::start(&dir, &ns, "sched-prebind", &[]);
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    let in_a = json!({"nodeSelector": {ZONE: format!("pb-{run}-a")}});
+    for (name, scheduler, extra) in [
+        ("static", &ruleplane, json!({})),
+        ("provisioned", &ruleplane, in_a.clone()),
+        ("abandoned", &impatient, in_a),
+    ] {
+        pods.create(&PostParams::default(), &pod(name, scheduler, name, extra))
+            .await
+            .expect("create pod");
+    }
+
+    // Static: the pod lands on b, the volume names the claim and the binder completes the pair.
+    let placed = eventually(Duration::from_secs(30), "static placed", || async {
+        pods.get("static").await.ok()?.spec?.node_name
+    })
+    .await;
+    assert_eq!(placed, b, "the only node the free volume allows");
+    fully_bound(&claims, "static").await;
+    let bound = claims.get("static").await.expect("claim");
+    assert_eq!(bound.spec.and_then(|s| s.volume_name).as_deref(), Some(on_b.as_str()));
+    let volume = volumes.get(&on_b).await.expect("volume");
+    let reference = volume.spec.and_then(|s| s.claim_ref).expect("claimRef");
+    assert_eq!(
+        (reference.namespace.as_deref(), reference.name.as_deref()),
+        (Some(ns.as_str()), Some("static"))
+    );
+
+    // Dynamic: the claim is marked for node a, the pod is nominated there and waits.
+    let selected = eventually(Duration::from_secs(30), "the selected-node annotation", || async {
+        claims
+            .get("provisioned")
+            .await
+            .ok()?
+            .metadata
+            .annotations?
+            .get("volume.kubernetes.io/selected-node")
+            .cloned()
+    })
+    .await;
+    assert_eq!(selected, a);
+    let waiting = eventually(Duration::from_secs(10), "the nomination", || async {
+        let pod = pods.get("provisioned").await.ok()?;
+        let node = pod.spec.and_then(|s| s.node_name);
+        pod.status?.nominated_node_name.map(|n| (n, node))
+    })
+    .await;
+    assert_eq!(waiting, (a.clone(), None), "nominated, not bound before its claim");
+    // The test provisions: a volume pre-bound to the claim, and the claim bound to it.
+    let claim_now = claims.get("provisioned").await.expect("claim");
+    let provisioned = format!("pb-{run}-provisioned");
+    let new_volume: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": provisioned},
+        "spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": dynamic,
+            "persistentVolumeReclaimPolicy": "Retain", "csi": {"driver": DRIVER, "volumeHandle": provisioned},
+            "claimRef": {"namespace": ns, "name": "provisioned", "uid": claim_now.metadata.uid}
+        }
+    }))
+    .expect("volume");
+    volumes
+        .create(&PostParams::default(), &new_volume)
+        .await
+        .expect("create provisioned volume");
+    let mut bound_claim = claim_now;
+    bound_claim.spec.as_mut().expect("spec").volume_name = Some(provisioned.clone());
+    bound_claim
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("pv.kubernetes.io/bind-completed".into(), "yes".into());
+    claims
+        .replace("provisioned", &PostParams::default(), &bound_claim)
+        .await
+        .expect("bind the claim");
+    let placed = eventually(Duration::from_secs(30), "provisioned placed", || async {
+        pods.get("provisioned").await.ok()?.spec?.node_name
+    })
+    .await;
+    assert_eq!(placed, a);
+
+    // Not provisioned within 2 s: kube-scheduler's binding-cycle error, the nomination cleared, the pod unbound
+    // (and retried after its backoff).
+    let Verdict::Unschedulable(message) = verdict(&pods, "abandoned").await else {
+        panic!("abandoned was bound without its claim")
+    };
+    assert_eq!(
+        message,
+        "running PreBind plugin \"VolumeBinding\": binding volumes: context deadline exceeded"
+    );
+
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    pods.delete_collection(&now, &ListParams::default())
+        .await
+        .expect("delete the test's pods");
+    eventually(Duration::from_secs(30), "the test's pods gone", || async {
+        pods.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    delete_nodes(&client, &names).await;
+    let _ = claims
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
+    for name in [&on_b, &provisioned] {
+        let _ = volumes.delete(name, &DeleteParams::default()).await;
+    }
+    for name in [&local, &dynamic] {
+        let _ = classes.delete(name, &DeleteParams::default()).await;
+    }
+}

@@ -32,10 +32,9 @@ pub struct ConvertedProfile {
     pub notes: Vec<String>,
 }
 
-/// kube-scheduler's default plugins that the engine does not evaluate in full (VolumeBinding's Filter is, its
-/// binding at PreBind is not); they are no-ops for pods without claims to bind or resource claims, and the engine
-/// refuses pods that need them (unless `ignoredFeatures` says otherwise).
-const DEFAULT_NOT_EVALUATED: &[&str] = &["VolumeBinding", "DynamicResources"];
+/// kube-scheduler's default plugins that the engine does not evaluate; they are no-ops for pods without resource
+/// claims, and the engine refuses pods that need them (unless `ignoredFeatures` says otherwise).
+const DEFAULT_NOT_EVALUATED: &[&str] = &["DynamicResources"];
 
 /// Extension points whose plugins have nothing to convert to (Ruleplane's scheduler has its own queue, no
 /// preemption, binds directly).
@@ -219,8 +218,7 @@ fn convert_profile(
         .collect();
     if !default_dropped.is_empty() {
         notes.push(format!(
-            "default plugins {} are not evaluated in full: pods with unbound WaitForFirstConsumer \
-             PersistentVolumeClaims (VolumeBinding binds none) or resource claims are refused with a reason naming \
+            "default plugins {} are not evaluated: pods with resource claims are refused with a reason naming \
              the plugin (see ignoredFeatures)",
             default_dropped.join(", ")
         ));
@@ -256,6 +254,17 @@ fn convert_profile(
                          v1.35's asynchronous mode"
                             .into(),
                     );
+                }
+                // Only the timeout: `shape` is for the alpha StorageCapacityScoring, off in v1.35.
+                "VolumeBinding" => {
+                    if let Some(seconds) = args.get("bindTimeoutSeconds") {
+                        plugin_args.insert(name.to_string(), json!({"bindTimeoutSeconds": seconds}));
+                    }
+                    if args.get("shape").is_some() {
+                        notes.push(
+                            "pluginConfig VolumeBinding's shape is not converted (StorageCapacityScoring)".into(),
+                        );
+                    }
                 }
                 other => notes.push(format!("pluginConfig {other} is not converted (no args in Ruleplane)")),
             }
@@ -331,7 +340,7 @@ mod tests {
             converted[0].rule["spec"],
             json!({"schedulerName": "spread", "algorithmProvider": "DefaultProvider"})
         );
-        assert!(converted[0].notes[0].contains("VolumeBinding"));
+        assert!(converted[0].notes[0].contains("DynamicResources"));
     }
 
     #[test]
@@ -350,6 +359,7 @@ mod tests {
                     {"name": "NodeResourcesFit", "args": {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "NodeResourcesFitArgs",
                         "scoringStrategy": {"type": "MostAllocated"}}},
                     {"name": "DefaultPreemption", "args": {"minCandidateNodesPercentage": 20}},
+                    {"name": "VolumeBinding", "args": {"bindTimeoutSeconds": 30}},
                 ],
             }],
         }));
@@ -383,6 +393,7 @@ mod tests {
             spec["pluginArgs"]["DefaultPreemption"],
             json!({"minCandidateNodesPercentage": 20})
         );
+        assert_eq!(spec["pluginArgs"]["VolumeBinding"], json!({"bindTimeoutSeconds": 30}));
         // The converted document loads.
         let text = serde_json::to_string(&converted[0].rule).unwrap();
         let rules = crate::load_str("converted.yaml", &text).expect("the converted policy loads");

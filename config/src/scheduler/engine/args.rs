@@ -506,3 +506,36 @@ impl DefaultPreemptionArgs {
         usize::try_from(wanted.min(n)).unwrap_or(0)
     }
 }
+
+/// kube-scheduler's default `bindTimeoutSeconds` (`apis/config/v1/defaults.go`).
+pub const DEFAULT_BIND_TIMEOUT_SECONDS: i64 = 600;
+
+/// `VolumeBindingArgs`: how long PreBind waits for a pod's claims to be bound. (`shape`, for the alpha
+/// `StorageCapacityScoring`, is not accepted.)
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VolumeBindingArgs {
+    /// Seconds PreBind waits for the claims to be bound before the pod is retried (default 600; 0 fails at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind_timeout_seconds: Option<i64>,
+}
+
+impl VolumeBindingArgs {
+    /// The timeout after defaulting.
+    pub fn bind_timeout_seconds(&self) -> i64 {
+        self.bind_timeout_seconds.unwrap_or(DEFAULT_BIND_TIMEOUT_SECONDS)
+    }
+
+    /// `ValidateVolumeBindingArgs`.
+    pub fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let seconds = self.bind_timeout_seconds();
+        if seconds < 0 {
+            return Err(vec![FieldError::invalid(
+                FieldPath::root().key("bindTimeoutSeconds"),
+                seconds,
+                "invalid BindTimeoutSeconds, should not be a negative value",
+            )]);
+        }
+        Ok(())
+    }
+}

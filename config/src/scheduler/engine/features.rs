@@ -6,15 +6,13 @@ use serde::{Deserialize, Serialize};
 use super::pod_info::PodInfo;
 use super::snapshot::Snapshot;
 use super::status::{Code, Reason, Verdict};
-use super::storage::{Storage, claim_class, ephemeral_claim_name};
 
 /// A pod feature that needs a kube-scheduler plugin Ruleplane does not implement (or data it lacks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Feature {
-    /// `persistentVolumeClaim` or generic `ephemeral` volumes when the snapshot holds no storage objects; with them,
-    /// only unbound claims of a `WaitForFirstConsumer` class (their binding, VolumeBinding's Reserve and PreBind,
-    /// is not carried out).
+    /// `persistentVolumeClaim` or generic `ephemeral` volumes when the snapshot holds no storage objects (with them,
+    /// every volume plugin is evaluated and the worker carries out VolumeBinding's Reserve and PreBind).
     PersistentVolumeClaims,
     /// Inline CSI volumes, when the snapshot holds no storage objects (NodeVolumeLimits).
     InlineCsiVolumes,
@@ -81,24 +79,16 @@ impl Feature {
     }
 }
 
-/// The reason when the snapshot holds the storage objects: only claims still to be bound at the first consumer are
-/// refused.
-pub const UNBOUND_DELAYED_CLAIMS_REASON: &str = "pod has unbound PersistentVolumeClaims of a WaitForFirstConsumer \
-     StorageClass, whose binding (VolumeBinding's Reserve and PreBind) Ruleplane does not carry out";
-
 /// The features the pod needs that the engine cannot evaluate, in `Feature::ALL` order.
 pub fn needed_features(pod: &PodInfo, snapshot: &Snapshot) -> Vec<Feature> {
     let mut needed = Vec::new();
     let spec = pod.pod.spec.as_ref();
     let volumes = spec.and_then(|s| s.volumes.as_deref()).unwrap_or_default();
-    if let Some(storage) = snapshot.storage() {
-        // Every volume plugin is evaluated; a claim still to be bound for the chosen node is not carried out.
-        if has_unbound_delayed_claim(pod, storage) {
-            needed.push(Feature::PersistentVolumeClaims);
-        }
-    } else if volumes
-        .iter()
-        .any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
+    // With storage objects every volume plugin is evaluated (the worker binds the claims at PreBind).
+    if snapshot.storage().is_none()
+        && volumes
+            .iter()
+            .any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
     {
         needed.push(Feature::PersistentVolumeClaims);
     }
@@ -130,37 +120,6 @@ pub fn needed_features(pod: &PodInfo, snapshot: &Snapshot) -> Vec<Feature> {
     needed
 }
 
-/// Whether a claim of the pod (generic ephemeral volumes' included) exists unbound, without a volume name, in a
-/// class that binds at the first consumer: VolumeBinding's Filter evaluates it, but binding it is PreBind's work.
-fn has_unbound_delayed_claim(pod: &PodInfo, storage: &Storage) -> bool {
-    let volumes = pod
-        .pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.volumes.as_deref())
-        .unwrap_or_default();
-    volumes.iter().any(|volume| {
-        let name = match (&volume.persistent_volume_claim, &volume.ephemeral) {
-            (Some(source), _) => source.claim_name.clone(),
-            (None, Some(_)) => ephemeral_claim_name(&pod.pod, volume),
-            _ => return false,
-        };
-        let Ok(claim) = storage.claim(&pod.namespace, &name) else {
-            return false;
-        };
-        let unbound = claim
-            .spec
-            .as_ref()
-            .and_then(|s| s.volume_name.as_deref())
-            .unwrap_or_default()
-            .is_empty();
-        unbound
-            && storage
-                .class(claim_class(claim))
-                .is_ok_and(|class| class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"))
-    })
-}
-
 /// Whether evaluating pod affinity for this pod reads namespace labels: its own terms' namespace selectors, or
 /// existing pods' terms' selectors matched against this pod's namespace.
 fn needs_namespace_labels(pod: &PodInfo, snapshot: &Snapshot) -> bool {
@@ -168,17 +127,13 @@ fn needs_namespace_labels(pod: &PodInfo, snapshot: &Snapshot) -> bool {
 }
 
 /// The verdict for features that are needed and not ignored, if any: one reason per feature.
-pub fn unsupported_verdict(needed: &[Feature], snapshot: &Snapshot) -> Option<(&'static str, Verdict)> {
+pub fn unsupported_verdict(needed: &[Feature]) -> Option<(&'static str, Verdict)> {
     let first = needed.first()?;
-    let reason = |feature: &Feature| match feature {
-        Feature::PersistentVolumeClaims if snapshot.storage().is_some() => UNBOUND_DELAYED_CLAIMS_REASON,
-        other => other.reason(),
-    };
     Some((
         first.plugin(),
         Verdict {
             code: Code::UnschedulableAndUnresolvable,
-            reasons: needed.iter().map(|f| Reason::Borrowed(reason(f))).collect(),
+            reasons: needed.iter().map(|f| Reason::Borrowed(f.reason())).collect(),
         },
     ))
 }

@@ -99,6 +99,14 @@ impl Engine {
                 plugin: "DefaultPreemption".to_string(),
                 errors,
             })?;
+        profile
+            .args
+            .volume_binding
+            .validate()
+            .map_err(|errors| ProfileError::InvalidArgs {
+                plugin: "VolumeBinding".to_string(),
+                errors,
+            })?;
         let mut filters: Vec<BuiltFilter> = Vec::new();
         for entry in &profile.filters {
             let built = build_filter(entry, &profile.args)?;
@@ -230,7 +238,7 @@ impl Engine {
         let mut needed = needed_features(&pod_info, snapshot);
         let compiled = &self.compiled;
         needed.retain(|feature| !compiled.ignored_features.contains(feature));
-        if let Some((plugin, verdict)) = unsupported_verdict(&needed, snapshot) {
+        if let Some((plugin, verdict)) = unsupported_verdict(&needed) {
             return Ok(pre_filter_failure(snapshot, verdict.by(&Arc::from(plugin)), Vec::new()));
         }
         let nominator = Nominator::new(snapshot, self.nominator_schedulers.as_deref());

@@ -25,6 +25,7 @@ pub mod status;
 pub mod storage;
 mod validation;
 mod volume_hints;
+pub mod volume_plan;
 
 #[cfg(test)]
 mod tests;

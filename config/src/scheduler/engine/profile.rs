@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::args::{
     DefaultPreemptionArgs, InterPodAffinityArgs, NodeAffinityArgs, NodeResourcesBalancedAllocationArgs,
-    NodeResourcesFitArgs, PodTopologySpreadArgs, ResourceSpec, ScoringStrategy, ScoringStrategyType,
+    NodeResourcesFitArgs, PodTopologySpreadArgs, ResourceSpec, ScoringStrategy, ScoringStrategyType, VolumeBindingArgs,
 };
 use super::declarative::{NodeLabelArgs, NodeValueArgs};
 use super::features::Feature;
@@ -188,6 +188,9 @@ pub struct PluginArgs {
     /// DefaultPreemption (how many nodes a preemption dry run examines).
     #[serde(rename = "DefaultPreemption", default, skip_serializing_if = "is_default")]
     pub default_preemption: DefaultPreemptionArgs,
+    /// VolumeBinding (how long PreBind waits for the claims).
+    #[serde(rename = "VolumeBinding", default, skip_serializing_if = "is_default")]
+    pub volume_binding: VolumeBindingArgs,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -396,6 +399,7 @@ impl Serialize for Profile {
                 pod_topology_spread: args.pod_topology_spread.clone(),
                 inter_pod_affinity: args.inter_pod_affinity.clone(),
                 default_preemption: args.default_preemption.clone(),
+                volume_binding: args.volume_binding.clone(),
             },
             percentage_of_nodes_to_score: self.percentage_of_nodes_to_score,
             ignored_features: &self.ignored_features,

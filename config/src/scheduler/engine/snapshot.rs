@@ -576,18 +576,20 @@ impl Snapshot {
     /// ones of priority at least the pod's (kube-scheduler's `RunFilterPluginsWithNominatedPods`); preemption clears
     /// the lower-priority ones on the node it chooses.
     pub fn set_nominated_pods(&mut self, pods: impl IntoIterator<Item = Pod>) {
+        self.set_nominated(
+            pods.into_iter()
+                .filter(|pod| nominated_node(pod).is_some())
+                .filter_map(|pod| PodInfo::new(pod).ok().map(Arc::new)),
+        );
+    }
+
+    /// [`Self::set_nominated_pods`] with the pods parsed already: the scheduler worker keeps its nominated pods
+    /// parsed, so one nomination changing does not parse every other nominated pod again.
+    pub fn set_nominated(&mut self, pods: impl IntoIterator<Item = Arc<PodInfo>>) {
         let mut nominated: BTreeMap<String, Vec<Arc<PodInfo>>> = BTreeMap::new();
-        for pod in pods {
-            let bound = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .is_some_and(|n| !n.is_empty());
-            let node = pod.status.as_ref().and_then(|s| s.nominated_node_name.clone());
-            if let Some(node) = node.filter(|n| !n.is_empty() && !bound)
-                && let Ok(info) = PodInfo::new(pod)
-            {
-                nominated.entry(node).or_default().push(Arc::new(info));
+        for info in pods {
+            if let Some(node) = nominated_node(&info.pod) {
+                nominated.entry(node.to_string()).or_default().push(info);
             }
         }
         self.nominated = Arc::new(nominated);
@@ -712,4 +714,17 @@ pub fn pod_ref(pod: &Pod) -> String {
         pod.metadata.namespace.as_deref().unwrap_or("default"),
         pod.metadata.name.as_deref().unwrap_or_default()
     )
+}
+
+/// The node a pending pod is nominated to (`status.nominatedNodeName`, not empty, and no `spec.nodeName`).
+fn nominated_node(pod: &Pod) -> Option<&str> {
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    pod.status
+        .as_ref()
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .filter(|n| !n.is_empty() && !bound)
 }

@@ -44,6 +44,20 @@ fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) ->
     meta.name.clone().unwrap_or_default()
 }
 
+/// `seen` is a newer version than `assumed` (resource versions compared as numbers, as the apiserver's versioner).
+fn newer(
+    seen: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    assumed: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> bool {
+    let version = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        m.resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    version(seen) > version(assumed)
+}
+
 /// A lookup that found nothing: the lister's NotFound text.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{resource} \"{name}\" not found")]
@@ -129,6 +143,36 @@ impl Storage {
             resource: "persistentvolume",
             name: name.to_string(),
         })
+    }
+
+    /// Reserve's assumed version of a volume (VolumeBinding's assume cache): it replaces the watched one unless the
+    /// watch already holds a newer version (the write landed, or someone else changed the volume).
+    pub fn assume_volume(&mut self, volume: PersistentVolume) {
+        let name = name_of(&volume.metadata);
+        if self
+            .volumes
+            .get(&name)
+            .is_none_or(|seen| !newer(&seen.metadata, &volume.metadata))
+        {
+            self.volumes.insert(name, volume);
+        }
+    }
+
+    /// Reserve's assumed version of a claim, as [`Storage::assume_volume`].
+    pub fn assume_claim(&mut self, claim: PersistentVolumeClaim) {
+        let namespace = claim
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_string());
+        let key = (namespace, name_of(&claim.metadata));
+        if self
+            .claims
+            .get(&key)
+            .is_none_or(|seen| !newer(&seen.metadata, &claim.metadata))
+        {
+            self.claims.insert(key, claim);
+        }
     }
 
     /// A StorageClass.

@@ -15,10 +15,12 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
 use kube::api::DynamicObject;
 use ruleplane_config::scheduler::engine::queueing_hints::{
     ActionType, ClusterEvent, HintPod, QueueingHints, node_update_actions, pod_update_actions,
 };
+use ruleplane_config::scheduler::engine::volume_plan::{self, VolumePlan};
 use ruleplane_config::scheduler::engine::{Decision, Engine, ScheduleError, Snapshot, Workloads};
 use tokio::sync::{Mutex, mpsc};
 use tracing::{debug, warn};
@@ -76,6 +78,9 @@ struct State {
     storage_changes: StorageChanges,
     /// Pods a policy placed whose binding the watch has not shown yet: snapshot key → node.
     assumed: HashMap<String, String>,
+    /// VolumeBinding's Reserve for assumed pods with volume work (snapshot key → plan, or Reserve's error); the
+    /// plans' objects are the assume cache the snapshot's storage view overlays.
+    volumes: HashMap<String, Result<VolumePlan, String>>,
     /// The nominator: pending pods with a `status.nominatedNodeName` and the nominations decided here.
     nominations: Nominations,
     /// Set when an incremental update could not be applied: the next decision rebuilds from the watch caches.
@@ -84,6 +89,31 @@ struct State {
     sequence: u64,
     /// The policies' queues listening for cluster events.
     listeners: Vec<mpsc::UnboundedSender<(u64, Arc<ClusterEvent>)>>,
+}
+
+/// VolumeBinding's Reserve (`AssumePodVolumes`) for a pod just assumed on `node`, on the view the decision read;
+/// only plans with work are kept (PreBindPreFlight skips the others).
+fn reserve_volumes(state: &mut State, pod: &Pod, node: &str) {
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default();
+    if !volumes
+        .iter()
+        .any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
+    {
+        return;
+    }
+    let Some(storage) = state.snapshot.storage() else {
+        return;
+    };
+    let Some(labels) = state.snapshot.get(node).map(|n| n.labels().clone()) else {
+        return;
+    };
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let plan = volume_plan::plan(pod, namespace, storage, node, &labels);
+    if plan.as_ref().is_ok_and(VolumePlan::is_empty) {
+        return;
+    }
+    state.volumes.insert(pod_key(pod), plan);
+    state.storage_changes.dirty = true;
 }
 
 /// Cluster events as the cache applied them, each with its number.
@@ -152,6 +182,7 @@ impl ClusterCache {
             context_dirty: true,
             storage_changes: context.storage.subscribe(),
             assumed: HashMap::new(),
+            volumes: HashMap::new(),
             nominations: Nominations::default(),
             stale: true,
             sequence: 0,
@@ -216,6 +247,7 @@ impl ClusterCache {
             match state.snapshot.assume(pod, node) {
                 Ok(()) => {
                     state.assumed.insert(pod_key(pod), node.to_string());
+                    reserve_volumes(&mut state, pod, node);
                 }
                 Err(error) => {
                     // The pod is somehow accounted already (a watch event raced the decision): rebuild.
@@ -241,6 +273,10 @@ impl ClusterCache {
     pub async fn forget(&self, pod: &Pod) {
         let mut state = self.state.lock().await;
         let key = pod_key(pod);
+        // Unreserve: the assumed volume versions go with the pod.
+        if state.volumes.remove(&key).is_some() {
+            state.storage_changes.dirty = true;
+        }
         if state.assumed.remove(&key).is_none() {
             return;
         }
@@ -252,6 +288,49 @@ impl ClusterCache {
         if let Some(assumed) = assumed {
             state.emit(ClusterEvent::pod(ActionType::DELETE, Some(assumed), None));
         }
+    }
+
+    /// VolumeBinding's Reserve for an assumed pod: its plan (none when it has no volume work), or Reserve's error.
+    pub async fn reserved_volumes(&self, pod: &Pod) -> Option<Result<VolumePlan, String>> {
+        self.state.lock().await.volumes.get(&pod_key(pod)).cloned()
+    }
+
+    /// The pod's volumes are bound (the watch shows it): its assumed versions are dropped, as the assume cache
+    /// drops them once the informer is newer.
+    pub async fn volumes_bound(&self, pod: &Pod) {
+        let mut state = self.state.lock().await;
+        if state.volumes.remove(&pod_key(pod)).is_some() {
+            state.storage_changes.dirty = true;
+        }
+    }
+
+    /// `checkBindings` on the watches' objects (not the assumed versions) for the pod bound to `node`.
+    pub fn check_volumes(&self, written: &VolumePlan, pod: &Pod, node: &str) -> Result<bool, String> {
+        let labels = self
+            .nodes
+            .store
+            .get_typed::<Node>(None, node)
+            .and_then(|n| n.metadata.labels.clone())
+            .unwrap_or_default();
+        let exists = self
+            .pods
+            .get(pod.metadata.namespace.as_deref(), &pod.name_any())
+            .is_some();
+        let key = |c: &k8s_openapi::api::core::v1::PersistentVolumeClaim| {
+            (
+                c.metadata.namespace.clone().unwrap_or_else(|| "default".to_string()),
+                c.name_any(),
+            )
+        };
+        let claims: Vec<(String, String)> = written
+            .bindings
+            .iter()
+            .map(|b| key(&b.claim))
+            .chain(written.provisions.iter().map(key))
+            .collect();
+        let volumes: Vec<String> = written.bindings.iter().map(|b| b.volume.name_any()).collect();
+        let storage = self.context.storage.claims_and_volumes(&claims, &volumes);
+        volume_plan::check(written, &storage, node, &labels, exists)
     }
 
     /// Forgets the assumed pods of a rejected gang's run and returns the number of the last cluster event sent: the
@@ -292,7 +371,7 @@ impl ClusterCache {
         }
         self.sync_storage(state);
         if let Some(nominated) = state.nominations.take_changed() {
-            state.snapshot.set_nominated_pods(nominated);
+            state.snapshot.set_nominated(nominated);
         }
     }
 
@@ -307,7 +386,15 @@ impl ClusterCache {
             state.emit(ClusterEvent::wildcard("CacheRebuilt"));
         }
         if state.storage_changes.dirty {
-            let storage = crate::runner::whole_cache_step(usize::MAX, || self.context.storage.storage());
+            let mut storage = crate::runner::whole_cache_step(usize::MAX, || self.context.storage.storage());
+            for plan in state.volumes.values().flatten() {
+                for binding in &plan.bindings {
+                    storage.assume_volume(binding.volume.clone());
+                }
+                for claim in &plan.provisions {
+                    storage.assume_claim(claim.clone());
+                }
+            }
             state.snapshot.set_storage(storage);
             state.storage_changes.dirty = false;
         }

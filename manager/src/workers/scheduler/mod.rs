@@ -10,6 +10,7 @@ mod gangs;
 mod nominations;
 mod preempt;
 mod storage;
+mod volumes;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -81,6 +82,9 @@ pub enum SchedulingError {
     /// A background preemption failed (kube-scheduler logs it and retries the preemptor at once).
     #[error("preemption failed: {0}")]
     Preemption(String),
+    /// VolumeBinding's PreBind failed (kube-scheduler's text); the pod was unreserved, forgotten and is retried.
+    #[error("{0}")]
+    PreBind(String),
     /// The binding failed; the pod was forgotten and is retried.
     #[error("binding to {node} failed: {source}")]
     Binding { node: String, source: kube::Error },
@@ -94,6 +98,7 @@ impl SchedulingError {
             SchedulingError::Invalid(_) => "invalid",
             SchedulingError::Engine(_) => "engine",
             SchedulingError::Binding { .. } => "binding",
+            SchedulingError::PreBind(_) => "prebind",
         }
     }
 
@@ -561,7 +566,7 @@ impl Loop {
                     self.queue.preempting(&key);
                 }
                 // A binding's failure comes after its cycle ended; a cycle's own failure ends it.
-                if !matches!(*error, SchedulingError::Binding { .. }) {
+                if !matches!(*error, SchedulingError::Binding { .. } | SchedulingError::PreBind(_)) {
                     self.cycle_running = false;
                 }
                 // A rejection naming plugins; one naming none (no nodes at all) backs off as an error does.
@@ -769,9 +774,15 @@ impl PodScheduler {
             "Scheduling",
             message.clone(),
         );
-        if let SchedulingError::Unschedulable { message, nominate } = error {
+        // A failed PreBind is a binding-cycle error: kube-scheduler clears the nomination its expectation set.
+        let condition = match error {
+            SchedulingError::Unschedulable { message, nominate } => Some(("Unschedulable", message, nominate)),
+            SchedulingError::PreBind(message) => Some(("SchedulerError", message, &Nominate::Clear)),
+            _ => None,
+        };
+        if let Some((reason, message, nominate)) = condition {
             let mut patch = json!({"status": {"conditions": [{
-                "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
                 "lastTransitionTime": crate::workers::now(),
             }]}});
             // kube-scheduler writes the nomination with the condition, in one status patch.
@@ -894,7 +905,19 @@ impl PodScheduler {
     /// Apply and report for an assumed pod: the binding (a pod already bound elsewhere is a conflict, not an
     /// error; a failed binding forgets the pod) and the `Scheduled` Event. Returns what to tell the loop.
     async fn bind_assumed(&self, key: PodKey, pod: &Pod, node: &str) -> Done {
-        // Apply: the binding.
+        // Apply: VolumeBinding's PreBind, then the binding.
+        if let Err(message) = self.pre_bind_volumes(pod, node).await {
+            self.cache.forget(pod).await;
+            self.count("error");
+            return Done::Failed {
+                key,
+                failure: Failure::Error,
+                prepared: None,
+                seen: 0,
+                error: Box::new(SchedulingError::PreBind(message)),
+                preempting: false,
+            };
+        }
         let started = Instant::now();
         let result = self.bind(pod, node).await;
         let labels = PolicyOnlyLabels {

@@ -7,19 +7,27 @@
 // pod bound or deleted.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::DynamicObject;
 use ruleplane_config::scheduler::engine::Nominate;
+use ruleplane_config::scheduler::engine::pod_info::PodInfo;
+
+/// A nominated pod parsed once, when the watch or a decision shows it (a pod with an invalid quantity is left
+/// out: no decision can count it), so a change of one nomination costs one parse.
+fn parsed(pod: Pod) -> Option<Arc<PodInfo>> {
+    PodInfo::new(pod).ok().map(Arc::new)
+}
 
 /// Nominations for the snapshot, by the engine's pod key.
 #[derive(Default)]
 pub(super) struct Nominations {
     /// Pending pods with a nomination, of every scheduler (the decision counts only the manager's policies' pods,
     /// as kube-scheduler's nominator holds its own profiles' only).
-    observed: HashMap<String, Pod>,
+    observed: HashMap<String, Arc<PodInfo>>,
     /// Nominations decided here and not echoed yet: the pod as nominated, or `None` for a nomination cleared.
-    made: HashMap<String, Option<Pod>>,
+    made: HashMap<String, Option<Arc<PodInfo>>>,
     /// Set when the nominations changed since they were last given to the snapshot.
     dirty: bool,
 }
@@ -37,14 +45,14 @@ impl Nominations {
         if let Some(made) = self.made.get(&key) {
             let made_node = made
                 .as_ref()
-                .and_then(|p| p.status.as_ref())
+                .and_then(|p| p.pod.status.as_ref())
                 .and_then(|s| s.nominated_node_name.as_deref());
             if bound || made_node == node {
                 self.made.remove(&key);
                 self.dirty = true;
             }
         }
-        match node.and_then(|_| parse()) {
+        match node.and_then(|_| parse()).and_then(parsed) {
             Some(pod) => {
                 self.observed.insert(key, pod);
                 self.dirty = true;
@@ -66,7 +74,10 @@ impl Nominations {
 
     /// Every nominated pod from a relist; made nominations stay until echoed.
     pub(super) fn replace_observed(&mut self, observed: HashMap<String, Pod>) {
-        self.observed = observed;
+        self.observed = observed
+            .into_iter()
+            .filter_map(|(key, pod)| Some((key, parsed(pod)?)))
+            .collect();
         self.dirty = true;
     }
 
@@ -77,7 +88,8 @@ impl Nominations {
             Nominate::Set(node) => {
                 let mut pod = pod.clone();
                 pod.status.get_or_insert_default().nominated_node_name = Some(node.to_string());
-                self.made.insert(key, Some(pod));
+                // Not parseable, it could never count: recorded as no nomination.
+                self.made.insert(key, parsed(pod));
                 self.dirty = true;
             }
             Nominate::Clear => {
@@ -91,7 +103,7 @@ impl Nominations {
     }
 
     /// The nominated pods, when they changed since last taken.
-    pub(super) fn take_changed(&mut self) -> Option<Vec<Pod>> {
+    pub(super) fn take_changed(&mut self) -> Option<Vec<Arc<PodInfo>>> {
         if !std::mem::take(&mut self.dirty) {
             return None;
         }
@@ -147,7 +159,7 @@ mod tests {
     fn nodes(nominations: &mut Nominations) -> Option<Vec<String>> {
         nominations.take_changed().map(|pods| {
             pods.iter()
-                .filter_map(|p| p.status.as_ref()?.nominated_node_name.clone())
+                .filter_map(|p| p.pod.status.as_ref()?.nominated_node_name.clone())
                 .collect()
         })
     }

@@ -77,6 +77,26 @@ impl StorageWatches {
         })
     }
 
+    /// A store of only these claims (namespace, name) and the volumes named here or by the claims, from the
+    /// watches' caches: what PreBind's check reads, without copying every other object each second.
+    pub fn claims_and_volumes(&self, claims: &[(String, String)], volumes: &[String]) -> Storage {
+        let [claim_watch, volume_watch, ..] = &self.watches;
+        let claims: Vec<PersistentVolumeClaim> = claims
+            .iter()
+            .filter_map(|(namespace, name)| claim_watch.store.get_typed(Some(namespace), name))
+            .collect();
+        let bound = claims
+            .iter()
+            .filter_map(|c| c.spec.as_ref()?.volume_name.clone())
+            .filter(|name| !name.is_empty());
+        let names: std::collections::BTreeSet<String> = volumes.iter().cloned().chain(bound).collect();
+        let volumes: Vec<PersistentVolume> = names
+            .iter()
+            .filter_map(|name| volume_watch.store.get_typed(None, name))
+            .collect();
+        Storage::new(claims, volumes, [])
+    }
+
     /// Subscriptions to every watch, from now on.
     pub fn subscribe(&self) -> StorageChanges {
         StorageChanges {

@@ -2,9 +2,9 @@
 //! static volumes or provisioned on the node.
 
 // kube-scheduler v1.35's `volumebinding` (`volume_binding.go` PreFilter/Filter, `binder.go` `FindPodVolumes`,
-// component-helpers' `FindMatchingVolume`). The Filter only decides: Reserve and PreBind (assuming and writing the
-// bindings) are the worker's. Reads the storage objects, so it skips pods when the snapshot holds none. Its Score
-// is inert in v1.35's defaults (`StorageCapacityScoring` is alpha and off).
+// component-helpers' `FindMatchingVolume`). The Filter only decides: Reserve's plan is `engine/volume_plan.rs`, and
+// assuming and writing the bindings (PreBind) are the worker's. Reads the storage objects, so it skips pods when
+// the snapshot holds none. Its Score is inert in v1.35's defaults (`StorageCapacityScoring` is alpha and off).
 //
 // Not ported: the CSI translation of a migrated in-tree PersistentVolume's node affinity before the bound-claim
 // check (`tryTranslatePVToCSI`), which adds the CSI driver's topology key to GCE PD, EBS, Azure Disk and Cinder
@@ -58,11 +58,11 @@ struct Check<'a> {
     volumes_by_class: HashMap<&'a str, Vec<&'a PersistentVolume>>,
 }
 
-fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+pub(crate) fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
     meta.annotations.as_ref()?.get(key).map(String::as_str)
 }
 
-fn volume_name(claim: &PersistentVolumeClaim) -> &str {
+pub(crate) fn volume_name(claim: &PersistentVolumeClaim) -> &str {
     claim
         .spec
         .as_ref()
@@ -77,7 +77,7 @@ pub fn is_fully_bound(claim: &PersistentVolumeClaim) -> bool {
 
 /// `IsDelayBindingMode`: the claim's class exists and binds at the first consumer; a class without a binding mode
 /// is an error.
-fn is_delay_binding(storage: &Storage, claim: &PersistentVolumeClaim) -> Result<bool, String> {
+pub(crate) fn is_delay_binding(storage: &Storage, claim: &PersistentVolumeClaim) -> Result<bool, String> {
     let class_name = claim_class(claim);
     if class_name.is_empty() {
         return Ok(false);
@@ -93,7 +93,11 @@ fn is_delay_binding(storage: &Storage, claim: &PersistentVolumeClaim) -> Result<
 
 /// The pod's claims in volume order (none when it has no claim), or the PreFilter rejection of the first that
 /// cannot be used (`podHasPVCs`).
-fn pod_claims<'a>(pod: &Pod, namespace: &str, storage: &'a Storage) -> Result<Vec<&'a PersistentVolumeClaim>, String> {
+pub(crate) fn pod_claims<'a>(
+    pod: &Pod,
+    namespace: &str,
+    storage: &'a Storage,
+) -> Result<Vec<&'a PersistentVolumeClaim>, String> {
     let mut claims = Vec::new();
     for volume in pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default() {
         let (name, ephemeral) = match (&volume.persistent_volume_claim, &volume.ephemeral) {
@@ -173,7 +177,7 @@ impl PreFilterPlugin for VolumeBinding {
 }
 
 /// `GetPersistentVolumeClass`: the beta annotation first, then `spec.storageClassName`.
-fn volume_class(volume: &PersistentVolume) -> &str {
+pub(crate) fn volume_class(volume: &PersistentVolume) -> &str {
     annotation(&volume.metadata, BETA_STORAGE_CLASS_ANNOTATION)
         .or_else(|| volume.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()))
         .unwrap_or_default()
@@ -198,12 +202,12 @@ fn capacity(volume: &PersistentVolume) -> i128 {
         .map_or(0, |a| a.nano())
 }
 
-fn compare_requests(a: &PersistentVolumeClaim, b: &PersistentVolumeClaim) -> Ordering {
+pub(crate) fn compare_requests(a: &PersistentVolumeClaim, b: &PersistentVolumeClaim) -> Ordering {
     requested(a).cmp(&requested(b))
 }
 
 /// The node as `CheckNodeAffinity` sees it: its labels only (a `matchFields` term never matches).
-fn labels_only(labels: &Labels) -> Node {
+pub(crate) fn labels_only(labels: &Labels) -> Node {
     Node {
         metadata: ObjectMeta {
             labels: Some(labels.clone()),
@@ -214,7 +218,7 @@ fn labels_only(labels: &Labels) -> Node {
 }
 
 /// `CheckNodeAffinity`: the volume's required node affinity matches the node's labels (no affinity: any node).
-fn affinity_matches(volume: &PersistentVolume, node: &Node) -> bool {
+pub(crate) fn affinity_matches(volume: &PersistentVolume, node: &Node) -> bool {
     let required = volume
         .spec
         .as_ref()
@@ -224,7 +228,7 @@ fn affinity_matches(volume: &PersistentVolume, node: &Node) -> bool {
 }
 
 /// `IsVolumeBoundToClaim`: the volume's `claimRef` names the claim (and its UID, when set).
-fn is_bound_to(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> bool {
+pub(crate) fn is_bound_to(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> bool {
     let Some(reference) = volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else {
         return false;
     };
@@ -240,7 +244,7 @@ fn is_bound_to(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> bool
 /// `FindMatchingVolume` for one node: a volume pre-bound to the claim wins if it allows the node (else nothing);
 /// otherwise the smallest `Available` volume of the claim's class, selector, size, mode, attributes class, access
 /// modes and node affinity. Errors are the selector's.
-fn find_matching_volume<'a>(
+pub(crate) fn find_matching_volume<'a>(
     claim: &PersistentVolumeClaim,
     volumes: &[&'a PersistentVolume],
     node: &Node,

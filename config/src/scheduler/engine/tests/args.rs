@@ -234,3 +234,18 @@ fn args_have_json_schemas() {
     let schema = serde_json::to_value(schemars::schema_for!(NodeLabelArgs)).unwrap();
     assert_eq!(schema["required"], serde_json::json!(["jsonPath"]));
 }
+
+#[test]
+fn volume_binding_args_default_to_ten_minutes_and_refuse_negative_timeouts() {
+    use crate::scheduler::engine::args::VolumeBindingArgs;
+    let args: VolumeBindingArgs = parse("{}");
+    assert_eq!(args.bind_timeout_seconds(), 600);
+    assert!(args.validate().is_ok());
+    let args: VolumeBindingArgs = parse("bindTimeoutSeconds: 5");
+    assert_eq!(args.bind_timeout_seconds(), 5);
+    let args: VolumeBindingArgs = parse("bindTimeoutSeconds: -1");
+    assert_eq!(
+        messages(args.validate()),
+        ["bindTimeoutSeconds: Invalid value: -1: invalid BindTimeoutSeconds, should not be a negative value"]
+    );
+}
