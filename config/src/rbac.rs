@@ -163,6 +163,13 @@ fn scheduler_permissions(preempts: bool) -> Vec<Permission> {
         "workloads",
         None,
     ));
+    // ... and, in the Coscheduling dialect, scheduler-plugins' PodGroups (when the apiserver serves their CRD).
+    out.extend(permissions(
+        &["get", "list", "watch"],
+        "scheduling.x-k8s.io",
+        "podgroups",
+        None,
+    ));
     out.extend(permissions(&["create"], "", "pods/binding", None));
     out.extend(permissions(&["patch"], "", "pods/status", None));
     // Namespace labels (pod-affinity namespace selectors) and the workloads default spreading reads.

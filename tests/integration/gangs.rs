@@ -1,7 +1,7 @@
 //! Gang scheduling (Workload dialect) on a real apiserver: members wait for their Workload, a gang that fits is
 //! placed whole, one that cannot fit places none and says why, two gangs competing for the same nodes never
 //! deadlock, kube-scheduler with the gates on agrees, and kill -9 of the scheduling replica mid-gang leaves the gang
-//! whole.
+//! whole; the Coscheduling dialect (a PodGroup and its label) goes through the same run.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -406,6 +406,148 @@ async fn after_kill_9_of_the_scheduling_replica_mid_gang_the_gang_is_placed_whol
         assert!(*millis <= 8000, "{node} overcommitted: {millis}m of 8000m");
     }
     drop(other);
+    delete_pods(&client, &ns).await;
+    delete_nodes(&client, &names).await;
+}
+
+/// Installs scheduler-plugins' PodGroup CRD (the small manifest under `tests/crds/`) and waits until it is served.
+fn install_pod_group_crd() {
+    let manifest = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/crds/scheduling.x-k8s.io_podgroups.yaml"
+    );
+    crate::support::kubectl(&["apply", "-f", manifest]);
+    crate::support::kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/podgroups.scheduling.x-k8s.io",
+    ]);
+}
+
+async fn create_pod_group(client: &Client, namespace: &str, name: &str, min_member: u32) {
+    let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        "scheduling.x-k8s.io",
+        "v1alpha1",
+        "PodGroup",
+    ));
+    let group: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": min_member, "scheduleTimeoutSeconds": 10},
+    }))
+    .expect("pod group");
+    Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource)
+        .create(&PostParams::default(), &group)
+        .await
+        .expect("create pod group");
+}
+
+/// A member of PodGroup `group` (by label), placed only on this test's nodes.
+async fn create_labelled_member(client: &Client, namespace: &str, name: &str, group: &str, scheduler: &str, id: &str) {
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {"gang": group, "scheduling.x-k8s.io/pod-group": group}},
+        "spec": {
+            "schedulerName": scheduler,
+            "nodeSelector": {"gang-test": id},
+            "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "1", "memory": "64Mi"}}}],
+        },
+    }))
+    .expect("pod");
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_is_placed_whole_and_a_short_one_is_held_with_coschedulings_message() {
+    install_pod_group_crd();
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "cosched").await;
+    let id = format!("{}c", std::process::id());
+    let scheduler = format!("cosched-{id}");
+    // Two nodes of 2 cpu, members of 1 cpu each.
+    let names = gang_nodes(&client, &id, 2, "2").await;
+    let dir = temp_dir("cosched");
+    write(&dir, "policy.yaml", &policy(&scheduler));
+    let manager = ManagerProcess::start(&dir, &ns, "cosched-a", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+
+    // Short of members: held by Coscheduling's PreFilter, with its message (the node count is the cluster's).
+    create_pod_group(&client, &ns, "fits", 3).await;
+    create_labelled_member(&client, &ns, "fits-0", "fits", &scheduler, &id).await;
+    create_labelled_member(&client, &ns, "fits-1", "fits", &scheduler, &id).await;
+    let held = unschedulable_message(&client, &ns, "fits-1").await;
+    assert!(
+        held.starts_with("0/")
+            && held.ends_with(
+                " nodes are available: pre-filter pod fits-1 cannot find enough sibling pods, current pods number: 2, \
+                 minMember of group: 3."
+            ),
+        "{held}"
+    );
+    assert!(bound_members(&client, &ns, "fits").await.is_empty());
+    // The third member completes the group: all three are placed.
+    create_labelled_member(&client, &ns, "fits-2", "fits", &scheduler, &id).await;
+    eventually(Duration::from_secs(30), "the pod group placed whole", || async {
+        (bound_members(&client, &ns, "fits").await.len() == 3).then_some(())
+    })
+    .await;
+
+    // A label naming no PodGroup: upstream's Permit rejection.
+    create_labelled_member(&client, &ns, "orphan-0", "orphan", &scheduler, &id).await;
+    assert_eq!(
+        unschedulable_message(&client, &ns, "orphan-0").await,
+        "0/1 nodes are available: 1 PodGroup not found."
+    );
+
+    // One cpu is left: a group of three cannot fit, none of it is placed, and the siblings name the failing member.
+    create_pod_group(&client, &ns, "big", 3).await;
+    for i in 0..3 {
+        create_labelled_member(&client, &ns, &format!("big-{i}"), "big", &scheduler, &id).await;
+    }
+    // Members popped before the last sibling was added were held by PreFilter first: wait for the run's verdict.
+    let mut messages = Vec::new();
+    for i in 0..3 {
+        let name = format!("big-{i}");
+        let run = eventually(
+            Duration::from_secs(30),
+            &format!("{name} rejected with its group"),
+            || async {
+                pod_scheduled_message(&client, &ns, &name)
+                    .await
+                    .filter(|m| !m.contains("pre-filter"))
+            },
+        )
+        .await;
+        messages.push(run);
+    }
+    assert!(bound_members(&client, &ns, "big").await.is_empty());
+    let failing = messages
+        .iter()
+        .position(|m| m.contains("Insufficient cpu"))
+        .unwrap_or_else(|| panic!("a member says why: {messages:?}"));
+    for (i, message) in messages.iter().enumerate() {
+        if i != failing {
+            assert_eq!(
+                message,
+                &format!(
+                    "0/1 nodes are available: 1 rejected due to unschedulable gang member {ns}/big-{failing} at plugin Coscheduling."
+                )
+            );
+        }
+    }
+    let rejected = event_note(&client, &ns, "big-0", "GangRejected").await;
+    assert!(
+        rejected.starts_with(&format!("pod group {ns}/big was rejected")),
+        "{rejected}"
+    );
+
+    drop(manager);
     delete_pods(&client, &ns).await;
     delete_nodes(&client, &names).await;
 }

@@ -26,32 +26,62 @@ use k8s_openapi::api::scheduling::v1alpha1::Workload;
 /// gated or rejected member.
 pub const GANG_SCHEDULING: &str = "GangScheduling";
 
+/// How a pod names its group: the two dialects share one gang mechanism.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dialect {
+    /// kube-scheduler v1.35's Workload API (`spec.workloadRef`), plugin GangScheduling.
+    Workload,
+    /// scheduler-plugins' Coscheduling (label `scheduling.x-k8s.io/pod-group`, a `PodGroup`), plugin Coscheduling
+    /// (`super::cosched`).
+    PodGroup,
+}
+
 /// One instance of a pod group (`podGroupKey`): the pods that are gang-scheduled together.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GroupKey {
+    pub dialect: Dialect,
     pub namespace: String,
+    /// The Workload's name, or the PodGroup's name in the Coscheduling dialect.
     pub workload: String,
+    /// The Workload's pod group; empty in the Coscheduling dialect.
     pub pod_group: String,
     /// `podGroupReplicaKey`, empty when not set: each replica is its own gang.
     pub replica_key: String,
 }
 
 impl GroupKey {
-    /// The group a pod names, if it names one.
+    /// The group a pod names, if it names one. A pod naming both a Workload and a PodGroup belongs to the
+    /// Workload's group (the in-tree API wins; its label is then ignored: `docs/scheduler.md`, Coscheduling).
     pub fn of(pod: &Pod) -> Option<GroupKey> {
-        let reference = pod.spec.as_ref()?.workload_ref.as_ref()?;
-        Some(GroupKey {
-            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
-            workload: reference.name.clone(),
-            pod_group: reference.pod_group.clone(),
-            replica_key: reference.pod_group_replica_key.clone().unwrap_or_default(),
-        })
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        match pod.spec.as_ref().and_then(|spec| spec.workload_ref.as_ref()) {
+            Some(reference) => Some(GroupKey {
+                dialect: Dialect::Workload,
+                namespace,
+                workload: reference.name.clone(),
+                pod_group: reference.pod_group.clone(),
+                replica_key: reference.pod_group_replica_key.clone().unwrap_or_default(),
+            }),
+            None => super::cosched::group_of(&namespace, pod.metadata.labels.as_ref()),
+        }
+    }
+
+    /// The plugin that gang-schedules the group: the name a policy disables it by and the rejecting plugin.
+    pub fn plugin(&self) -> &'static str {
+        match self.dialect {
+            Dialect::Workload => GANG_SCHEDULING,
+            Dialect::PodGroup => super::cosched::COSCHEDULING,
+        }
     }
 }
 
 impl fmt::Display for GroupKey {
-    /// `<namespace>/<workload>/<podGroup>`, with `/<replicaKey>` when the pod names one.
+    /// `<namespace>/<workload>/<podGroup>`, with `/<replicaKey>` when the pod names one; a PodGroup is
+    /// `<namespace>/<name>` (scheduler-plugins' full name).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.dialect == Dialect::PodGroup {
+            return write!(f, "{}/{}", self.namespace, self.workload);
+        }
         write!(f, "{}/{}/{}", self.namespace, self.workload, self.pod_group)?;
         if !self.replica_key.is_empty() {
             write!(f, "/{}", self.replica_key)?;
@@ -207,11 +237,11 @@ impl<K: Clone + Ord> PodGroups<K> {
         self.members.keys().cloned().collect()
     }
 
-    /// The groups of a Workload (every replica).
-    pub fn groups_of_workload(&self, namespace: &str, workload: &str) -> Vec<GroupKey> {
+    /// The groups of a Workload (every replica), or of a PodGroup.
+    pub fn groups_of_workload(&self, dialect: Dialect, namespace: &str, workload: &str) -> Vec<GroupKey> {
         self.members
             .keys()
-            .filter(|g| g.namespace == namespace && g.workload == workload)
+            .filter(|g| g.dialect == dialect && g.namespace == namespace && g.workload == workload)
             .cloned()
             .collect()
     }
@@ -345,11 +375,10 @@ pub fn rejected_note(group: &GroupKey, failing: &str, ready: usize, min_count: u
 
 /// The FailedScheduling text of a member rejected with its run: the form kube-scheduler gives a member rejected
 /// at Permit (`0/1 nodes are available: 1 <reason>.`, as for its timeout "rejected due to timeout after waiting
-/// 5m0s at plugin GangScheduling"), with the reason Ruleplane rejects it early.
-pub fn rejected_member_message(failing_member: &str) -> String {
-    format!(
-        "0/1 nodes are available: 1 rejected due to unschedulable gang member {failing_member} at plugin {GANG_SCHEDULING}."
-    )
+/// 5m0s at plugin GangScheduling"), with the reason Ruleplane rejects it early; `plugin` is the group's
+/// ([`GroupKey::plugin`]).
+pub fn rejected_member_message(failing_member: &str, plugin: &str) -> String {
+    format!("0/1 nodes are available: 1 rejected due to unschedulable gang member {failing_member} at plugin {plugin}.")
 }
 
 #[cfg(test)]
@@ -429,7 +458,8 @@ mod tests {
         add(&mut groups, "c", member("c", None, Some("r1")));
         assert_eq!(groups.counts(&group()), GroupCounts { known: 2, bound: 1 });
         assert_eq!(groups.unbound(&group()), vec!["a"]);
-        assert_eq!(groups.groups_of_workload("ns", "train").len(), 2);
+        assert_eq!(groups.groups_of_workload(Dialect::Workload, "ns", "train").len(), 2);
+        assert!(groups.groups_of_workload(Dialect::PodGroup, "ns", "train").is_empty());
         assert_eq!(groups.groups().len(), 2);
         add(&mut groups, "a", member("a", Some("n2"), None));
         assert_eq!(groups.counts(&group()), GroupCounts { known: 2, bound: 2 });
@@ -504,7 +534,7 @@ mod tests {
             "pod group ns/train/workers was rejected: member ns/w-2 is unschedulable (1 of 3 members could be placed)"
         );
         assert_eq!(
-            rejected_member_message("ns/w-2"),
+            rejected_member_message("ns/w-2", group().plugin()),
             "0/1 nodes are available: 1 rejected due to unschedulable gang member ns/w-2 at plugin GangScheduling."
         );
     }

@@ -3,6 +3,7 @@
 
 mod checks;
 pub mod convert;
+pub mod cosched;
 pub mod engine;
 pub mod gang;
 mod plugins;

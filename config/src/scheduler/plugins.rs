@@ -142,7 +142,7 @@ const UNSUPPORTED_LEGACY: &[&str] = &[
 ];
 
 /// The plugins a policy may name in `disabledPlugins`: on by default, neither filters nor scores.
-pub(crate) const DISABLEABLE: &[&str] = &[super::gang::GANG_SCHEDULING];
+pub(crate) const DISABLEABLE: &[&str] = &[super::gang::GANG_SCHEDULING, super::cosched::COSCHEDULING];
 
 /// Checks a name of `disabledPlugins`.
 pub(crate) fn check_disabled_name(name: &str) -> Result<(), PluginNameError> {
@@ -293,6 +293,7 @@ mod tests {
     #[test]
     fn only_plugins_that_are_neither_filters_nor_scores_are_disabled_by_name() {
         assert_eq!(check_disabled_name("GangScheduling"), Ok(()));
+        assert_eq!(check_disabled_name("Coscheduling"), Ok(()));
         let message = |e: PluginNameError| e.to_string();
         assert!(message(check_disabled_name("NodeAffinity").unwrap_err()).contains("leave it out"));
         assert!(

@@ -70,6 +70,17 @@ impl SchedulerPolicy {
             .any(|name| name == super::gang::GANG_SCHEDULING)
     }
 
+    /// Whether the policy gang-schedules pods naming a PodGroup (scheduler-plugins' Coscheduling dialect),
+    /// unless it disables `Coscheduling`.
+    pub fn coscheduling(&self) -> bool {
+        !self
+            .rule
+            .spec
+            .disabled_plugins
+            .iter()
+            .any(|name| name == super::cosched::COSCHEDULING)
+    }
+
     /// Whether `preemption.victims: RuleplaneScheduled` limits victims to pods of the rule set's policies.
     pub fn limits_victims(&self) -> bool {
         self.rule
@@ -202,7 +213,11 @@ spec:
     #[test]
     fn gang_scheduling_is_on_unless_disabled_and_a_wrong_name_is_refused_where_written() {
         let rules = crate::load_str("policies.yaml", POLICIES).expect("loads");
-        assert!(rules.scheduler_policies().all(|p| p.gang_scheduling()));
+        assert!(
+            rules
+                .scheduler_policies()
+                .all(|p| p.gang_scheduling() && p.coscheduling())
+        );
         let text = "apiVersion: ruleplane.dev/v1alpha1
 kind: SchedulerPolicy
 metadata: { name: loose }
@@ -211,7 +226,11 @@ spec:
   disabledPlugins: [GangScheduling]
 ";
         let rules = crate::load_str("loose.yaml", text).expect("loads");
-        assert!(!rules.scheduler_policies().next().expect("a policy").gang_scheduling());
+        let loose = rules.scheduler_policies().next().expect("a policy");
+        assert!(!loose.gang_scheduling() && loose.coscheduling());
+        let rules = crate::load_str("loose.yaml", &text.replace("[GangScheduling]", "[Coscheduling]")).expect("loads");
+        let loose = rules.scheduler_policies().next().expect("a policy");
+        assert!(loose.gang_scheduling() && !loose.coscheduling());
         let diagnostics = crate::load_str(
             "loose.yaml",
             &text.replace("[GangScheduling]", "[GangScheduling, NodeName]"),

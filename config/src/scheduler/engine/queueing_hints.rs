@@ -592,7 +592,8 @@ impl QueueingHints {
         if plugin == DEFAULT_PREEMPTION {
             return Registered::DefaultPreemption;
         }
-        if plugin == crate::scheduler::gang::GANG_SCHEDULING {
+        // Both gang dialects move their members by activating the group, not by cluster events.
+        if plugin == crate::scheduler::gang::GANG_SCHEDULING || plugin == crate::scheduler::cosched::COSCHEDULING {
             return Registered::GangScheduling;
         }
         if self.node_values.contains(plugin) {

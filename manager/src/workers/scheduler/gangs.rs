@@ -1,6 +1,7 @@
-//! The scheduler worker's gangs (Workload dialect): the Workload watch and the pod groups' members, GangScheduling's
-//! PreEnqueue when a member is popped, and a group's members scheduled back to back as a unit, bound only once all
-//! are allowed (decided by `ruleplane_config::scheduler::gang`).
+//! The scheduler worker's gangs (Workload and Coscheduling dialects): the Workload and PodGroup watches and the pod
+//! groups' members, GangScheduling's PreEnqueue or Coscheduling's PreFilter when a member is popped, and a group's
+//! members scheduled back to back as a unit, bound only once all are allowed (decided by
+//! `ruleplane_config::scheduler::{gang, cosched}`).
 
 // Why a unit: kube-scheduler v1.35 lets a gang's members hold their reservations at Permit for up to 5 minutes, so
 // two gangs competing for the same nodes can each hold part of them and time out together, again and again. Here
@@ -14,10 +15,11 @@ use k8s_openapi::api::core::v1::{Pod, WorkloadReference};
 use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
+use ruleplane_config::scheduler::cosched::{self, Gate, POD_GROUP_API, PodGroupSpec};
 use ruleplane_config::scheduler::engine::Outcome;
 use ruleplane_config::scheduler::gang::{
-    GANG_SCHEDULING, GangRun, GroupKey, GroupPolicy, PodGroups, PreEnqueue, Rejected, Step, group_policy, pre_enqueue,
-    rejected_member_message, rejected_note, waiting_note,
+    Dialect, GANG_SCHEDULING, GangRun, GroupKey, GroupPolicy, PodGroups, PreEnqueue, Rejected, Step, group_policy,
+    pre_enqueue, rejected_member_message, rejected_note, waiting_note,
 };
 use ruleplane_config::scheduler::queue::{Failure, Place};
 use tokio::sync::mpsc;
@@ -30,12 +32,18 @@ use crate::watch_hub::{Change, SharedWatch};
 /// The Workload API's group/version, served only with the `GenericWorkload` feature gate.
 const WORKLOAD_API: &str = "scheduling.k8s.io/v1alpha1";
 
-/// What the loop knows of gangs: the Workloads and every live pod that names a pod group.
+/// What the loop knows of gangs: the Workloads, the PodGroups and every live pod that names a pod group.
 pub(super) struct Gangs {
-    pub(super) workloads: Arc<SharedWatch>,
+    /// Watched when the apiserver serves Workloads and the policy keeps GangScheduling.
+    pub(super) workloads: Option<Arc<SharedWatch>>,
+    /// Watched when the apiserver serves PodGroups (scheduler-plugins' CRD) and the policy keeps Coscheduling.
+    pub(super) pod_groups: Option<Arc<SharedWatch>>,
     groups: PodGroups<PodKey>,
     /// Held pods already told why (one `GangWaiting` Event per pod while it is held, not one per sibling added).
     noted: HashSet<PodKey>,
+    /// PodGroup members held by Coscheduling's PreFilter and the message they were told (told again only when it
+    /// changes, e.g. `PodGroup not found` then a short count).
+    told: HashMap<PodKey, String>,
 }
 
 /// What PreEnqueue and the queue make of a popped pod.
@@ -48,11 +56,16 @@ pub(super) enum Popped {
     Run(GangRun<PodKey>, Vec<PodKey>),
 }
 
-/// The group a pod object names, read without converting the whole pod.
+/// The group a pod object names, read without converting the whole pod: its Workload's, else its PodGroup's
+/// (the Workload wins, as `GroupKey::of`).
 pub(super) fn group_of(object: &DynamicObject) -> Option<GroupKey> {
-    let reference = object.data.pointer("/spec/workloadRef")?;
+    let Some(reference) = object.data.pointer("/spec/workloadRef") else {
+        let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
+        return cosched::group_of(namespace, object.metadata.labels.as_ref());
+    };
     let reference: WorkloadReference = serde_json::from_value(reference.clone()).ok()?;
     Some(GroupKey {
+        dialect: Dialect::Workload,
         namespace: object.metadata.namespace.clone().unwrap_or_default(),
         workload: reference.name,
         pod_group: reference.pod_group,
@@ -68,38 +81,100 @@ fn is_bound(object: &DynamicObject) -> bool {
         .is_some_and(|n| !n.is_empty())
 }
 
+/// Watches `kind` of `api_version` when the apiserver serves it. Asked once when the worker starts.
+async fn watch_if_served(
+    ctx: &WorkerContext,
+    api_version: &str,
+    kind: &str,
+    dialect: &str,
+) -> Option<Arc<SharedWatch>> {
+    match ctx.discovery.served(api_version, kind).await {
+        Ok(Some((resource, _))) => Some(ctx.hub.watch(&resource)),
+        Ok(None) => {
+            info!("{kind} ({api_version}) is not served: no gang scheduling in the {dialect} dialect");
+            None
+        }
+        Err(error) => {
+            warn!(%error, "could not ask whether {kind} ({api_version}) is served: no gang scheduling in the {dialect} dialect");
+            None
+        }
+    }
+}
+
 impl Gangs {
     /// The Workload watch, when the apiserver serves the Workload API (without it, the apiserver drops every pod's
-    /// `workloadRef`, so no pod names a group). Asked once when the worker starts.
-    pub(super) async fn start(ctx: &WorkerContext) -> Option<Gangs> {
-        match ctx.discovery.served(WORKLOAD_API, "Workload").await {
-            Ok(Some(_)) => Some(Gangs {
-                workloads: ctx.hub.watch(&ApiResource::erase::<Workload>(&())),
-                groups: PodGroups::default(),
-                noted: HashSet::new(),
-            }),
-            Ok(None) => {
-                info!("the Workload API ({WORKLOAD_API}) is not served: no gang scheduling");
-                None
-            }
-            Err(error) => {
-                warn!(%error, "could not ask whether the Workload API is served: no gang scheduling");
-                None
-            }
+    /// `workloadRef`, so no pod names a Workload), and the PodGroup watch, when it serves scheduler-plugins'
+    /// PodGroup CRD (Ruleplane does not install it). `None` when neither dialect is on.
+    pub(super) async fn start(ctx: &WorkerContext, workload: bool, coscheduling: bool) -> Option<Gangs> {
+        let workloads = if workload {
+            let resource = ApiResource::erase::<Workload>(&());
+            watch_if_served(ctx, WORKLOAD_API, &resource.kind, "Workload").await
+        } else {
+            None
+        };
+        let pod_groups = if coscheduling {
+            watch_if_served(ctx, POD_GROUP_API, "PodGroup", "Coscheduling").await
+        } else {
+            None
+        };
+        if workloads.is_none() && pod_groups.is_none() {
+            return None;
         }
+        Some(Gangs {
+            workloads,
+            pod_groups,
+            groups: PodGroups::default(),
+            noted: HashSet::new(),
+            told: HashMap::new(),
+        })
+    }
+
+    /// The watches to subscribe to and wait for.
+    pub(super) fn watches(&self) -> impl Iterator<Item = &Arc<SharedWatch>> {
+        self.workloads.iter().chain(&self.pod_groups)
     }
 
     fn workload(&self, group: &GroupKey) -> Option<Workload> {
         self.workloads
+            .as_ref()?
             .store
             .get_typed::<Workload>(Some(&group.namespace), &group.workload)
+    }
+
+    fn pod_group(&self, group: &GroupKey) -> Option<PodGroupSpec> {
+        let object = self
+            .pod_groups
+            .as_ref()?
+            .store
+            .get(Some(&group.namespace), &group.workload)?;
+        Some(PodGroupSpec::of(&object.data))
+    }
+
+    /// Whether the group's dialect is watched (a member of a dialect that is off is scheduled on its own).
+    fn serves(&self, group: &GroupKey) -> bool {
+        match group.dialect {
+            Dialect::Workload => self.workloads.is_some(),
+            Dialect::PodGroup => self.pod_groups.is_some(),
+        }
+    }
+
+    /// Whether the group passes its dialect's gate now (PreEnqueue, or Coscheduling's PreFilter).
+    fn passes(&self, group: &GroupKey) -> bool {
+        let known = self.groups.counts(group).known;
+        match group.dialect {
+            Dialect::Workload => pre_enqueue(group, self.workload(group).as_ref(), known) == PreEnqueue::Pass,
+            Dialect::PodGroup => matches!(
+                cosched::pre_filter("", self.pod_group(group).as_ref(), known, 0),
+                Gate::Pass { .. }
+            ),
+        }
     }
 
     /// Every member from the pod watch's cache.
     pub(super) fn resync(&mut self, pods: &SharedWatch) {
         self.groups.clear();
         for object in pods.store.state() {
-            if let Some(group) = group_of(&object) {
+            if let Some(group) = group_of(&object).filter(|g| self.serves(g)) {
                 self.groups.apply(PodKey::of(&object), group, is_bound(&object));
             }
         }
@@ -109,7 +184,7 @@ impl Gangs {
     pub(super) fn on_pod(&mut self, change: &Change) -> Option<GroupKey> {
         match change {
             Change::Applied(object) => {
-                let group = group_of(object)?;
+                let group = group_of(object).filter(|g| self.serves(g))?;
                 let key = PodKey::of(object);
                 let new = !self.groups.contains(&key);
                 self.groups.apply(key, group.clone(), is_bound(object));
@@ -118,6 +193,7 @@ impl Gangs {
             Change::Deleted(object) => {
                 let key = PodKey::of(object);
                 self.noted.remove(&key);
+                self.told.remove(&key);
                 self.groups.delete(&key);
                 None
             }
@@ -125,10 +201,11 @@ impl Gangs {
         }
     }
 
-    /// The groups a Workload change concerns (every group after a relist, whose changes are unknown).
-    pub(super) fn on_workload(&self, change: &Change) -> Vec<GroupKey> {
+    /// The groups a Workload or PodGroup change concerns (every group after a relist, whose changes are unknown).
+    pub(super) fn on_workload(&self, dialect: Dialect, change: &Change) -> Vec<GroupKey> {
         match change.object() {
             Some(object) => self.groups.groups_of_workload(
+                dialect,
                 object.metadata.namespace.as_deref().unwrap_or_default(),
                 object.metadata.name.as_deref().unwrap_or_default(),
             ),
@@ -152,9 +229,12 @@ impl Loop {
         let Some(object) = self.scheduler.cache.pods.get(Some(&key.namespace), &key.name) else {
             return Popped::Alone;
         };
-        let Some(group) = group_of(&object) else {
+        let Some(group) = group_of(&object).filter(|g| gangs.serves(g)) else {
             return Popped::Alone;
         };
+        if group.dialect == Dialect::PodGroup {
+            return self.pod_group_of(key, group);
+        }
         let workload = gangs.workload(&group);
         let counts = gangs.groups.counts(&group);
         let min_count = match pre_enqueue(&group, workload.as_ref(), counts.known) {
@@ -171,16 +251,50 @@ impl Loop {
                 return Popped::Held;
             }
         };
-        let unbound = gangs.unbound(&group);
+        let (run, members) = self.start_run(key, group, min_count, counts.bound);
+        Popped::Run(run, members)
+    }
+
+    /// Coscheduling's PreFilter for a popped member of a PodGroup and, when it passes, its group's run (the same
+    /// run as the Workload dialect's).
+    fn pod_group_of(&mut self, key: &PodKey, group: GroupKey) -> Popped {
+        let Some(gangs) = self.gangs.as_ref() else {
+            return Popped::Alone;
+        };
+        let counts = gangs.groups.counts(&group);
+        let nodes = self.scheduler.cache.nodes.store.state().len();
+        match cosched::pre_filter(&key.name, gangs.pod_group(&group).as_ref(), counts.known, nodes) {
+            Gate::Pass { min_member } => {
+                let (run, members) = self.start_run(key, group, min_member, counts.bound);
+                Popped::Run(run, members)
+            }
+            Gate::Held(message) => {
+                self.hold_pod_group(key, message);
+                Popped::Held
+            }
+        }
+    }
+
+    /// The run of a member let through its group's gate: the other members waiting in the queue are taken with it.
+    fn start_run(
+        &mut self,
+        key: &PodKey,
+        group: GroupKey,
+        min_count: usize,
+        bound: usize,
+    ) -> (GangRun<PodKey>, Vec<PodKey>) {
+        let unbound = self.gangs.as_ref().map(|g| g.unbound(&group)).unwrap_or_default();
         if let Some(gangs) = self.gangs.as_mut() {
             // Let through: a member held again later is told again.
             for member in &unbound {
                 gangs.noted.remove(member);
+                gangs.told.remove(member);
             }
             gangs.noted.remove(key);
+            gangs.told.remove(key);
         }
         let mut members = vec![key.clone()];
-        let mut placed_before = counts.bound;
+        let mut placed_before = bound;
         for member in unbound {
             if &member == key {
                 continue;
@@ -192,7 +306,7 @@ impl Loop {
             }
         }
         let run = GangRun::new(group, min_count, placed_before, members.len());
-        Popped::Run(run, members)
+        (run, members)
     }
 
     /// A member held at PreEnqueue waits in the unschedulable pool until the loop activates its group; it is told
@@ -213,6 +327,30 @@ impl Loop {
         }
     }
 
+    /// A PodGroup member held by Coscheduling's PreFilter waits like a Workload member, but is told as
+    /// kube-scheduler tells a PreFilter rejection: a FailedScheduling Event and the PodScheduled condition, with
+    /// Coscheduling's message (again only when the message changes while it is held).
+    fn hold_pod_group(&mut self, key: &PodKey, message: String) {
+        let failure = Failure::Unschedulable {
+            plugins: BTreeSet::from([Arc::from(cosched::COSCHEDULING)]),
+            pending: BTreeSet::new(),
+        };
+        self.queue.failed(key, failure, None, 0, now(), &self.scheduler.hints);
+        let Some(gangs) = self.gangs.as_mut() else { return };
+        if gangs.told.get(key) == Some(&message) {
+            return;
+        }
+        gangs.told.insert(key.clone(), message.clone());
+        let scheduler = self.scheduler.clone();
+        let key = key.clone();
+        let error = SchedulingError::Unschedulable {
+            message,
+            nominate: ruleplane_config::scheduler::engine::Nominate::Leave,
+        };
+        self.tasks
+            .spawn(async move { scheduler.report_error(&key, &error).await });
+    }
+
     /// GangScheduling's events (a member pod added, its Workload added or changed): the group's members waiting in
     /// the queue are activated once PreEnqueue lets them through (activating them before would only hold them
     /// again: a gang of n members created one by one would be popped n²/2 times).
@@ -220,17 +358,15 @@ impl Loop {
         let Some(gangs) = self.gangs.as_ref() else { return };
         let members: Vec<PodKey> = groups
             .iter()
-            .filter(|group| {
-                let workload = gangs.workload(group);
-                pre_enqueue(group, workload.as_ref(), gangs.groups.counts(group).known) == PreEnqueue::Pass
-            })
+            .filter(|group| gangs.passes(group))
             .flat_map(|group| gangs.unbound(group))
             .collect();
         self.queue.activate(members.iter());
     }
 
-    /// A pod or Workload notification, for the gangs' bookkeeping.
-    pub(super) fn on_gang_change(&mut self, is_pods: bool, change: &Change) {
+    /// A pod, Workload or PodGroup notification (`kind`), for the gangs' bookkeeping.
+    pub(super) fn on_gang_change(&mut self, kind: &str, change: &Change) {
+        let is_pods = kind == "Pod";
         let Some(gangs) = self.gangs.as_mut() else { return };
         let groups = match change {
             Change::Resync if is_pods => {
@@ -238,7 +374,8 @@ impl Loop {
                 return;
             }
             _ if is_pods => gangs.on_pod(change).into_iter().collect(),
-            _ => gangs.on_workload(change),
+            _ if kind == "PodGroup" => gangs.on_workload(Dialect::PodGroup, change),
+            _ => gangs.on_workload(Dialect::Workload, change),
         };
         self.activate_groups(groups);
     }
@@ -300,10 +437,10 @@ impl PodScheduler {
             let failing = format!("{}/{}", rejected.failing.namespace, rejected.failing.name);
             let placed = run.ready() + rejected.reserved.len();
             let note = rejected_note(&group, &failing, placed, run.min_count());
-            let message = rejected_member_message(&failing);
+            let message = rejected_member_message(&failing, group.plugin());
             for key in rejected.reserved.iter().chain(&untried) {
                 given_back.extend(reserved.get(key).map(|(pod, _)| pod.clone()));
-                told.push(gang_failure(key.clone(), message.clone()));
+                told.push(gang_failure(key.clone(), group.plugin(), message.clone()));
             }
             for key in rejected.reserved.iter().chain(&untried).chain([&rejected.failing]) {
                 self.publish_gang(key, EventType::Warning, "GangRejected", note.clone());
@@ -312,7 +449,11 @@ impl PodScheduler {
             for key in short {
                 given_back.extend(reserved.get(&key).map(|(pod, _)| pod.clone()));
                 self.publish_gang(&key, EventType::Normal, "GangWaiting", waiting.clone());
-                told.push(gang_failure(key, format!("0/1 nodes are available: 1 {waiting}.")));
+                told.push(gang_failure(
+                    key,
+                    group.plugin(),
+                    format!("0/1 nodes are available: 1 {waiting}."),
+                ));
             }
         }
         if !given_back.is_empty() {
@@ -403,12 +544,12 @@ impl PodScheduler {
     }
 }
 
-/// A member rejected with its run: rejected by GangScheduling, so only its group's activation moves it again.
-fn gang_failure(key: PodKey, message: String) -> Done {
+/// A member rejected with its run: rejected by its group's plugin, so only its group's activation moves it again.
+fn gang_failure(key: PodKey, plugin: &str, message: String) -> Done {
     Done::Failed {
         key,
         failure: Failure::Unschedulable {
-            plugins: BTreeSet::from([Arc::from(GANG_SCHEDULING)]),
+            plugins: BTreeSet::from([Arc::from(plugin)]),
             pending: BTreeSet::new(),
         },
         prepared: None,

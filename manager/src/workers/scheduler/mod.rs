@@ -207,26 +207,20 @@ pub async fn run(
     engine.set_score_breakdown(false);
     let hints = QueueingHints::new(policy.profile());
     let cache = shared_cache(&scheduling, &ctx);
-    // Any policy gang-schedules a pod that names a pod group (unless it disables GangScheduling), when the
-    // apiserver serves Workloads.
-    let gangs = if policy.gang_scheduling() {
-        gangs::Gangs::start(&ctx).await
-    } else {
-        None
-    };
+    // Any policy gang-schedules a pod that names a pod group (unless it disables GangScheduling / Coscheduling),
+    // when the apiserver serves Workloads / PodGroups.
+    let gangs = gangs::Gangs::start(&ctx, policy.gang_scheduling(), policy.coscheduling()).await;
     // Subscribed before the caches sync, so nothing applied from here on is missed.
     let mut subscriptions = vec![cache.nodes.subscribe(), cache.pods.subscribe()];
-    subscriptions.extend(gangs.as_ref().map(|g| g.workloads.subscribe()));
+    subscriptions.extend(gangs.iter().flat_map(|g| g.watches()).map(|w| w.subscribe()));
     let events = cache.listen().await;
     // Not waited for forever: without permission to list Workloads (RBAC from before gangs) the watch never lists,
     // and only gang members should wait for it (held at PreEnqueue until their Workload is seen), not every pod.
     let workloads_synced = async {
-        if let Some(gangs) = &gangs
-            && tokio::time::timeout(WORKLOADS_SYNC, gangs.workloads.synced())
-                .await
-                .is_err()
-        {
-            warn!(rule = %name, "the Workload watch has not listed yet (RBAC: workloads list/watch?); gang members wait for it");
+        for watch in gangs.iter().flat_map(|g| g.watches()) {
+            if tokio::time::timeout(WORKLOADS_SYNC, watch.synced()).await.is_err() {
+                warn!(rule = %name, "the Workload / PodGroup watch has not listed yet (RBAC: list/watch?); gang members wait for it");
+            }
         }
     };
     tokio::select! {
@@ -312,7 +306,7 @@ impl Loop {
         stop: CancellationToken,
     ) -> Result<(), WorkerError> {
         let mut changes: SelectAll<_> = subscriptions.into_iter().map(|s| Box::pin(s.into_stream())).collect();
-        self.on_gang_change(true, &Change::Resync);
+        self.on_gang_change("Pod", &Change::Resync);
         self.resync_pending();
         // Changes heard while the caches filled are taken in before the first pod is popped.
         while let Some(Some((kind, change))) = changes.next().now_or_never() {
@@ -405,8 +399,8 @@ impl Loop {
     /// A pod or node notification of the watches: pods of this policy join, change in or leave the queue.
     async fn on_change(&mut self, kind: &KindKey, change: &Change) {
         let is_pods = kind.kind == "Pod";
-        if is_pods || kind.kind == "Workload" {
-            self.on_gang_change(is_pods, change);
+        if is_pods || kind.kind == "Workload" || kind.kind == "PodGroup" {
+            self.on_gang_change(&kind.kind, change);
         }
         match change {
             Change::Resync => self.resync_pending(),
