@@ -5,11 +5,12 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::scheduling::v1::PriorityClass;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use crate::support::cluster_nodes::{create_node, delete_nodes, node, nodes_lock};
+use crate::support::cluster_nodes::{
+    create_node, create_priority_classes, delete_nodes, delete_priority_classes, node, nodes_lock,
+};
 use crate::support::manager::{ManagerProcess, temp_dir};
 use crate::support::{admin_client, eventually, test_namespace, write_rule_file as write};
 
@@ -44,16 +45,12 @@ async fn on_a_kwok_node_bound_pods_run_and_a_preemption_victim_with_a_grace_peri
     let ns = test_namespace(&client, "kwok").await;
     let run = std::process::id();
     let scheduler = format!("kwok-{run}");
-    let classes = Api::<PriorityClass>::all(client.clone());
     let class = |name: &str| format!("kwok-{name}-{run}");
-    for (name, value) in [("high", 1000), ("low", 10)] {
-        let object: PriorityClass =
-            serde_json::from_value(json!({"metadata": {"name": class(name)}, "value": value})).expect("class");
-        classes
-            .create(&PostParams::default(), &object)
-            .await
-            .expect("create class");
-    }
+    let classes: Vec<(String, i32, &str)> = [("high", 1000), ("low", 10)]
+        .into_iter()
+        .map(|(name, value)| (class(name), value, "PreemptLowerPriority"))
+        .collect();
+    create_priority_classes(&client, &classes).await;
     let _nodes = nodes_lock().await;
     let name = format!("kwok-{run}");
     let names = vec![
@@ -127,7 +124,5 @@ async fn on_a_kwok_node_bound_pods_run_and_a_preemption_victim_with_a_grace_peri
     );
 
     delete_nodes(&client, &names).await;
-    for name in ["high", "low"] {
-        let _ = classes.delete(&class(name), &DeleteParams::default()).await;
-    }
+    delete_priority_classes(&client, classes.into_iter().map(|(name, _, _)| name)).await;
 }

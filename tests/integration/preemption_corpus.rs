@@ -16,13 +16,14 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use ruleplane_config::scheduler::engine::{Engine, Profile, Snapshot, SplitMix64};
 use serde_json::json;
 
-use crate::support::cluster_nodes::{KubeScheduler, create_node, delete_nodes, node, nodes_lock};
+use crate::support::cluster_nodes::{
+    KubeScheduler, create_node, create_priority_classes, delete_nodes, delete_priority_classes, node, nodes_lock,
+};
 use crate::support::{admin_client, test_namespace};
 
 const NODES: usize = 5;
@@ -137,24 +138,18 @@ async fn preemption_decisions_match_kube_scheduler_on_a_random_corpus() {
     let run = format!("{}-{seed}", std::process::id());
     let scheduler = format!("corpus-{run}");
     let dir = crate::support::manager::temp_dir(&format!("preemption-corpus-{run}"));
-    let classes = Api::<PriorityClass>::all(client.clone());
     let class = |name: &str| format!("pc-{name}-{run}");
-    for (name, value, policy) in [
+    let classes: Vec<(String, i32, &str)> = [
         ("negative", -10, "PreemptLowerPriority"),
         ("low", 10, "PreemptLowerPriority"),
         ("mid", 100, "PreemptLowerPriority"),
         ("high", 1000, "PreemptLowerPriority"),
         ("never", 1000, "Never"),
-    ] {
-        let object: PriorityClass = serde_json::from_value(json!({
-            "metadata": {"name": class(name)}, "value": value, "preemptionPolicy": policy
-        }))
-        .expect("class");
-        classes
-            .create(&PostParams::default(), &object)
-            .await
-            .expect("create class");
-    }
+    ]
+    .into_iter()
+    .map(|(name, value, policy)| (class(name), value, policy))
+    .collect();
+    create_priority_classes(&client, &classes).await;
 
     let _nodes = nodes_lock().await;
     let mut node_names = Vec::new();
@@ -313,9 +308,7 @@ async fn preemption_decisions_match_kube_scheduler_on_a_random_corpus() {
     );
     drop(_kube_scheduler);
     delete_nodes(&client, &node_names).await;
-    for name in ["negative", "low", "mid", "high", "never"] {
-        let _ = classes.delete(&class(name), &DeleteParams::default()).await;
-    }
+    delete_priority_classes(&client, classes.into_iter().map(|(name, _, _)| name)).await;
     assert!(preempted > 0, "the corpus preempts");
     assert!(differences.is_empty(), "{}", differences.join("\n"));
 }

@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use ruleplane_config::scheduler::engine::{Decision, Engine, Profile, Snapshot};
 use serde_json::{Value, json};
 
 use crate::support::cluster_nodes::{
-    KubeScheduler, create_blocking_budget, create_node, delete_nodes, node, nodes_lock,
+    KubeScheduler, create_blocking_budget, create_node, create_priority_classes, delete_nodes, delete_priority_classes,
+    node, nodes_lock,
 };
 use crate::support::{admin_client, eventually_seen, test_namespace};
 
@@ -84,23 +84,17 @@ async fn preemption_decisions_match_kube_scheduler() {
     let run = std::process::id().to_string();
     let scheduler = format!("preempt-{run}");
     let dir = crate::support::manager::temp_dir(&format!("preemption-{run}"));
-    let classes = Api::<PriorityClass>::all(client.clone());
     let class = |name: &str| format!("{name}-{run}");
-    for (name, value, policy) in [
+    let classes: Vec<(String, i32, &str)> = [
         ("high", 1000, "PreemptLowerPriority"),
         ("never", 1000, "Never"),
         ("low", 10, "PreemptLowerPriority"),
         ("lower", 5, "PreemptLowerPriority"),
-    ] {
-        let object: PriorityClass = serde_json::from_value(json!({
-            "metadata": {"name": class(name)}, "value": value, "preemptionPolicy": policy
-        }))
-        .expect("class");
-        classes
-            .create(&PostParams::default(), &object)
-            .await
-            .expect("create class");
-    }
+    ]
+    .into_iter()
+    .map(|(name, value, policy)| (class(name), value, policy))
+    .collect();
+    create_priority_classes(&client, &classes).await;
 
     let _nodes = nodes_lock().await;
     let [a, b, c, d, e] = ["a", "b", "c", "d", "e"].map(|n| format!("pre-{run}-{n}"));
@@ -326,8 +320,6 @@ async fn preemption_decisions_match_kube_scheduler() {
         let _ = pods.delete(pending, &DeleteParams::default().grace_period(0)).await;
     }
     delete_nodes(&client, &names).await;
-    for name in ["high", "never", "low", "lower"] {
-        let _ = classes.delete(&class(name), &DeleteParams::default()).await;
-    }
+    delete_priority_classes(&client, classes.into_iter().map(|(name, _, _)| name)).await;
     assert!(differences.is_empty(), "{}", differences.join("\n"));
 }

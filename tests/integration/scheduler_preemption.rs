@@ -12,7 +12,10 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::support::cluster_nodes::{create_blocking_budget, create_node, delete_nodes, node, nodes_lock};
+use crate::support::cluster_nodes::{
+    create_blocking_budget, create_node, create_priority_classes, delete_nodes, delete_priority_classes, node,
+    nodes_lock,
+};
 use crate::support::manager::{ManagerProcess, temp_dir};
 use crate::support::{admin_client, eventually, test_namespace, write_rule_file as write};
 
@@ -58,16 +61,12 @@ async fn a_higher_priority_pod_preempts_the_victims_kube_scheduler_chooses_and_s
     let ns = test_namespace(&client, "scheduler-preemption").await;
     let run = std::process::id();
     let scheduler = format!("preempting-{run}");
-    let classes = Api::<PriorityClass>::all(client.clone());
     let class = |name: &str| format!("sp-{name}-{run}");
-    for (name, value) in [("high", 1000), ("mid", 20), ("low", 10), ("lower", 5)] {
-        let object: PriorityClass =
-            serde_json::from_value(json!({"metadata": {"name": class(name)}, "value": value})).expect("class");
-        classes
-            .create(&PostParams::default(), &object)
-            .await
-            .expect("create class");
-    }
+    let classes: Vec<(String, i32, &str)> = [("high", 1000), ("mid", 20), ("low", 10), ("lower", 5)]
+        .into_iter()
+        .map(|(name, value)| (class(name), value, "PreemptLowerPriority"))
+        .collect();
+    create_priority_classes(&client, &classes).await;
     let _nodes = nodes_lock().await;
     let [x, y, z] = ["x", "y", "z"].map(|n| format!("sp-{run}-{n}"));
     let mut names = Vec::new();
@@ -201,9 +200,7 @@ async fn a_higher_priority_pod_preempts_the_victims_kube_scheduler_chooses_and_s
     );
 
     delete_nodes(&client, &names).await;
-    for name in ["high", "mid", "low", "lower"] {
-        let _ = classes.delete(&class(name), &DeleteParams::default()).await;
-    }
+    delete_priority_classes(&client, classes.into_iter().map(|(name, _, _)| name)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

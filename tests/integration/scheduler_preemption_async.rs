@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::support::cluster_nodes::{create_node, delete_nodes, node, nodes_lock};
+use crate::support::cluster_nodes::{
+    create_node, create_priority_classes, delete_nodes, delete_priority_classes, node, nodes_lock,
+};
 use crate::support::manager::{ManagerProcess, temp_dir};
 use crate::support::{admin_client, test_namespace, write_rule_file as write};
 
@@ -43,16 +44,12 @@ async fn other_pods_are_scheduled_while_a_preemptions_victims_are_being_deleted(
     let ns = test_namespace(&client, "preemption-async").await;
     let run = std::process::id();
     let scheduler = format!("async-{run}");
-    let classes = Api::<PriorityClass>::all(client.clone());
     let class = |name: &str| format!("async-{name}-{run}");
-    for (name, value) in [("high", 1000), ("low", 10)] {
-        let object: PriorityClass =
-            serde_json::from_value(json!({"metadata": {"name": class(name)}, "value": value})).expect("class");
-        classes
-            .create(&PostParams::default(), &object)
-            .await
-            .expect("create class");
-    }
+    let classes: Vec<(String, i32, &str)> = [("high", 1000), ("low", 10)]
+        .into_iter()
+        .map(|(name, value)| (class(name), value, "PreemptLowerPriority"))
+        .collect();
+    create_priority_classes(&client, &classes).await;
     // A TLS endpoint that accepts connections and never answers: the webhook call hangs until its timeout.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listener");
     let port = listener.local_addr().expect("address").port();
@@ -194,8 +191,6 @@ async fn other_pods_are_scheduled_while_a_preemptions_victims_are_being_deleted(
     drop(manager);
     silent.abort();
     delete_nodes(&client, &names).await;
-    for name in ["high", "low"] {
-        let _ = classes.delete(&class(name), &DeleteParams::default()).await;
-    }
+    delete_priority_classes(&client, classes.into_iter().map(|(name, _, _)| name)).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::scheduling::v1::PriorityClass;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::support::cluster_nodes::{create_node, delete_nodes, node, nodes_lock};
+use crate::support::cluster_nodes::{
+    create_node, create_priority_classes, delete_nodes, delete_priority_classes, node, nodes_lock,
+};
 use crate::support::manager::{ManagerProcess, temp_dir};
 use crate::support::{admin_client, test_namespace, write_rule_file as write};
 
@@ -49,16 +50,12 @@ async fn a_preemption_storm_binds_every_preemptor_spares_protected_pods_and_over
     let ns = test_namespace(&client, "preemption-storm").await;
     let run = std::process::id();
     let scheduler = format!("storm-{run}");
-    let classes = Api::<PriorityClass>::all(client.clone());
     let class = |name: &str| format!("storm-{name}-{run}");
-    for (name, value) in [("high", 1000), ("low", 10)] {
-        let object: PriorityClass =
-            serde_json::from_value(json!({"metadata": {"name": class(name)}, "value": value})).expect("class");
-        classes
-            .create(&PostParams::default(), &object)
-            .await
-            .expect("create class");
-    }
+    let classes: Vec<(String, i32, &str)> = [("high", 1000), ("low", 10)]
+        .into_iter()
+        .map(|(name, value)| (class(name), value, "PreemptLowerPriority"))
+        .collect();
+    create_priority_classes(&client, &classes).await;
     let _nodes = nodes_lock().await;
     let mut names = Vec::new();
     for i in 0..NODES {
@@ -248,8 +245,6 @@ async fn a_preemption_storm_binds_every_preemptor_spares_protected_pods_and_over
 
     drop(manager);
     delete_nodes(&client, &names).await;
-    for name in ["high", "low"] {
-        let _ = classes.delete(&class(name), &DeleteParams::default()).await;
-    }
+    delete_priority_classes(&client, classes.into_iter().map(|(name, _, _)| name)).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -6,6 +6,7 @@ use std::process::{Child, Command, Stdio};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -49,6 +50,26 @@ pub async fn create_node(client: &Client, node: Value) -> String {
 }
 
 /// Deletes nodes (best effort: the test's assertions matter more than its cleanup).
+/// Creates cluster-wide PriorityClasses for one test: (name, value, preemptionPolicy).
+pub async fn create_priority_classes(client: &Client, classes: &[(String, i32, &str)]) {
+    let api = Api::<PriorityClass>::all(client.clone());
+    for (name, value, policy) in classes {
+        let object: PriorityClass = serde_json::from_value(json!({
+            "metadata": {"name": name}, "value": value, "preemptionPolicy": policy
+        }))
+        .expect("class");
+        api.create(&PostParams::default(), &object).await.expect("create class");
+    }
+}
+
+/// Deletes PriorityClasses (best effort, as [`delete_nodes`]).
+pub async fn delete_priority_classes(client: &Client, names: impl IntoIterator<Item = String>) {
+    let api = Api::<PriorityClass>::all(client.clone());
+    for name in names {
+        let _ = api.delete(&name, &DeleteParams::default()).await;
+    }
+}
+
 /// Deletes the nodes and the pods bound to them (at once: no kubelet confirms, no pod GC runs here), so no
 /// later test sees a pod on a node that no longer exists.
 /// A PodDisruptionBudget `db` over `app=db` pods in `namespace` that allows no disruption. No disruption
