@@ -22,7 +22,7 @@ pub fn labels_of(labels: &Option<Labels>) -> &Labels {
 }
 
 /// Selector operators (`selection.Operator`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Operator {
     /// Value among the listed ones.
     In,
@@ -41,7 +41,7 @@ pub enum Operator {
 }
 
 /// One requirement of a label selector.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Requirement {
     key: String,
     operator: Operator,
@@ -151,7 +151,7 @@ impl Requirement {
 }
 
 /// A label selector: nothing (a nil `LabelSelector`), or requirements that must all hold (none = everything).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Selector {
     /// Matches no label set.
     Nothing,
@@ -501,6 +501,11 @@ impl RequiredNodeAffinity {
             node_selector,
             affinity,
         }
+    }
+
+    /// Whether the pod requires nothing of a node (every node matches).
+    pub fn requires_nothing(&self) -> bool {
+        self.node_selector.is_none() && self.affinity.is_none()
     }
 
     /// Whether the node satisfies both.

@@ -13,6 +13,7 @@ mod framework;
 pub mod labels;
 mod nominated;
 mod plugins;
+mod pod_index;
 pub mod pod_info;
 pub mod preemption;
 pub mod profile;

@@ -21,7 +21,7 @@ pub struct HostPort {
 }
 
 /// A parsed pod (anti-)affinity term (`fwk.AffinityTerm`).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct AffinityTerm {
     /// Namespaces the term applies to (the pod's own when neither namespaces nor a selector is given).
     pub namespaces: BTreeSet<String>,

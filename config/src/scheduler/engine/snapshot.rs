@@ -13,6 +13,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde_json::Value;
 
 use super::labels::{Labels, labels_of};
+use super::pod_index::{DomainCounts, DomainQuery, ExistingTerms, PodIndex};
 use super::pod_info::{HostPort, PodInfo};
 use super::resources::{InvalidQuantity, Resource, parse_list};
 use super::storage::Storage;
@@ -321,6 +322,8 @@ pub struct Snapshot {
     /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, when known (volume plugins skip what needs
     /// them otherwise).
     storage: Option<Arc<Storage>>,
+    /// Placed pods counted per topology domain, kept current by every change below.
+    index: PodIndex,
 }
 
 impl Snapshot {
@@ -363,6 +366,10 @@ impl Snapshot {
         }
         match self.by_name.get(&info.name).copied() {
             Some(index) => {
+                let relabelled = self.nodes[index].labels() != info.labels();
+                if relabelled {
+                    self.index.node_changed(&self.nodes[index], -1);
+                }
                 let old = &mut self.nodes[index];
                 let old_images = std::mem::take(&mut old.images);
                 info.pods = std::mem::take(&mut old.pods);
@@ -371,6 +378,9 @@ impl Snapshot {
                     info.account(&pod, 1);
                 }
                 // The node tree moves a node whose zone changed to the end of its new zone.
+                if relabelled {
+                    self.index.node_changed(&info, 1);
+                }
                 if info.zone != self.nodes[index].zone {
                     self.nodes.remove(index);
                     self.nodes.push(info);
@@ -380,6 +390,7 @@ impl Snapshot {
                 }
             }
             None => {
+                self.index.node_changed(&info, 1);
                 self.by_name.insert(info.name.clone(), self.nodes.len());
                 self.nodes.push(info);
             }
@@ -394,6 +405,7 @@ impl Snapshot {
             .get(name)
             .ok_or_else(|| SnapshotError::NodeNotFound { node: name.to_string() })?;
         let removed = self.nodes.remove(index);
+        self.index.node_changed(&removed, -1);
         self.forget_images(&removed.images);
         for pod in &removed.pods {
             self.pod_nodes.remove(&pod.key);
@@ -483,6 +495,7 @@ impl Snapshot {
         node_info.account(&info, 1);
         self.namespace_selector_pods += usize::from(info.needs_namespace_labels);
         self.pod_nodes.insert(info.key.clone(), node_info.name.clone());
+        self.index.pod_changed(node_info.labels(), &info, 1);
         node_info.pods.push(info);
         Ok(())
     }
@@ -513,6 +526,7 @@ impl Snapshot {
         // Same removal as kube-scheduler (last pod moves into the gap).
         let removed = node_info.pods.swap_remove(position);
         node_info.account(&removed, -1);
+        self.index.pod_changed(node_info.labels(), &removed, -1);
         self.namespace_selector_pods -= usize::from(removed.needs_namespace_labels);
         Ok(removed)
     }
@@ -648,8 +662,20 @@ impl Snapshot {
             self.pod_nodes.insert(pod.key.clone(), original.name.clone());
             self.namespace_selector_pods += usize::from(pod.needs_namespace_labels);
         }
+        self.index.node_changed(&self.nodes[index], -1);
+        self.index.node_changed(original, 1);
         self.nodes[index] = original.clone();
         Ok(())
+    }
+
+    /// Placed pods' (anti-)affinity terms, grouped by distinct term with their weight per domain.
+    pub(crate) fn existing_terms(&self) -> &ExistingTerms {
+        self.index.existing()
+    }
+
+    /// The placed pods a query counts, per domain: kept current, or counted over every node the first time.
+    pub(crate) fn domain_counts(&self, query: DomainQuery) -> Arc<DomainCounts> {
+        self.index.counts(query, self.nodes.iter())
     }
 
     /// Number of nodes.

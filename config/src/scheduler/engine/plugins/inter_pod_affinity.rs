@@ -7,13 +7,13 @@
 // the snapshot has none are refused before this plugin runs (`Feature::NamespaceSelector…`).
 
 use std::collections::BTreeMap;
-
-use fnv::FnvHashMap;
+use std::sync::Arc;
 
 use super::node_affinity::aggregate;
 use super::{Cycle, NodeFilter, PreFilter, PreFilterPlugin};
 use crate::scheduler::engine::labels::Labels;
-use crate::scheduler::engine::pod_info::{AffinityTerm, PodInfo};
+use crate::scheduler::engine::pod_index::{DomainCounts, DomainQuery, PodMatcher, TermGroup, matches_all};
+use crate::scheduler::engine::pod_info::AffinityTerm;
 use crate::scheduler::engine::snapshot::{NodeInfo, Snapshot};
 use crate::scheduler::engine::status::Verdict;
 
@@ -27,16 +27,6 @@ pub const REASON_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity r
 /// The filter plugin.
 #[derive(Debug)]
 pub struct InterPodAffinity;
-
-/// Counts per (topology key, value), borrowing both from the snapshot's node labels: a cycle counts every pod
-/// and looks up every node, so neither may allocate. FNV, not SipHash: the keys are node labels (written by
-/// whoever may write nodes) and a map lives for one cycle.
-pub(super) type TopologyCounts<'a> = FnvHashMap<(&'a str, &'a str), i64>;
-
-/// The count for one (topology key, value).
-fn count_of(counts: &TopologyCounts<'_>, key: &str, value: &str) -> i64 {
-    counts.get(&(key, value)).copied().unwrap_or(0)
-}
 
 static NO_LABELS: Labels = BTreeMap::new();
 
@@ -70,23 +60,37 @@ pub(super) fn with_selected_namespaces(snapshot: &Snapshot, terms: &[AffinityTer
         .collect()
 }
 
-/// Whether a pod matches every term (false for no terms).
-pub(super) fn matches_all(terms: &[AffinityTerm], pod: &PodInfo) -> bool {
-    !terms.is_empty() && terms.iter().all(|t| t.matches(pod, &NO_LABELS))
+/// The snapshot's counts of the pods matching all of `terms`, per domain of each term's topology key.
+pub(super) fn all_terms_counts(snapshot: &Snapshot, terms: &[AffinityTerm]) -> Vec<(String, Arc<DomainCounts>)> {
+    let matcher = PodMatcher::AllTerms(terms.to_vec());
+    terms
+        .iter()
+        .map(|term| {
+            let counts = snapshot.domain_counts(DomainQuery {
+                matcher: matcher.clone(),
+                topology_key: term.topology_key.clone(),
+                required_keys: vec![term.topology_key.clone()],
+                missing_as_empty: false,
+            });
+            (term.topology_key.clone(), counts)
+        })
+        .collect()
 }
 
-fn count<'a>(counts: &mut TopologyCounts<'a>, node: &'a NodeInfo, key: &str) {
-    if let Some((key, value)) = node.labels().get_key_value(key) {
-        *counts.entry((key.as_str(), value.as_str())).or_insert(0) += 1;
-    }
+/// Matching pods in the node's domain of the key.
+fn pods_in_domain(node: &NodeInfo, key: &str, counts: &DomainCounts) -> i64 {
+    node.labels().get(key).map_or(0, |value| counts.pods(value))
 }
 
 struct Check<'a> {
-    affinity: Vec<AffinityTerm>,
-    anti_affinity: Vec<AffinityTerm>,
-    affinity_counts: TopologyCounts<'a>,
-    anti_affinity_counts: TopologyCounts<'a>,
-    existing_anti_affinity_counts: TopologyCounts<'a>,
+    /// Per required affinity term: its topology key and the pods matching all of them per domain.
+    affinity: Vec<(String, Arc<DomainCounts>)>,
+    /// Per required anti-affinity term: its key and the pods it selects per domain.
+    anti_affinity: Vec<(String, Arc<DomainCounts>)>,
+    /// Placed pods' distinct required anti-affinity terms that select the pod: key and pods per domain.
+    existing_anti_affinity: Vec<(&'a str, &'a TermGroup)>,
+    /// Some placed pod matches all the affinity terms.
+    affinity_pods_exist: bool,
     pod_matches_own_affinity: bool,
 }
 
@@ -100,52 +104,30 @@ impl PreFilterPlugin for InterPodAffinity {
             )));
         }
         let snapshot = cycle.snapshot;
-        let affinity = with_selected_namespaces(snapshot, &pod.required_affinity);
-        let anti_affinity = with_selected_namespaces(snapshot, &pod.required_anti_affinity);
         let namespace_labels = namespace_labels(snapshot, &pod.namespace);
-        let mut existing = TopologyCounts::default();
-        let mut affinity_counts = TopologyCounts::default();
-        let mut anti_affinity_counts = TopologyCounts::default();
-        let incoming_terms = !affinity.is_empty() || !anti_affinity.is_empty();
-        // Without terms of its own, only nodes with pods having required anti-affinity matter.
-        let nodes = snapshot
-            .list()
-            .filter(|n| incoming_terms || n.has_pods_with_required_anti_affinity());
-        for node in nodes {
-            for other in node.pods() {
-                if other.has_required_anti_affinity {
-                    for term in other
-                        .required_anti_affinity
-                        .iter()
-                        .filter(|t| t.matches(pod, namespace_labels))
-                    {
-                        count(&mut existing, node, &term.topology_key);
-                    }
-                }
-                if !incoming_terms {
-                    continue;
-                }
-                if matches_all(&affinity, other) {
-                    for term in &affinity {
-                        count(&mut affinity_counts, node, &term.topology_key);
-                    }
-                }
-                for term in anti_affinity.iter().filter(|t| t.matches(other, &NO_LABELS)) {
-                    count(&mut anti_affinity_counts, node, &term.topology_key);
-                }
-            }
-        }
-        existing.retain(|_, n| *n != 0);
-        if existing.is_empty() && !incoming_terms {
+        let existing_anti_affinity: Vec<(&str, &TermGroup)> = snapshot
+            .existing_terms()
+            .required_anti_affinity
+            .iter()
+            .filter(|(term, group)| !group.weights.is_empty() && term.matches(pod, namespace_labels))
+            .map(|(term, group)| (term.topology_key.as_str(), group))
+            .collect();
+        let affinity_terms = with_selected_namespaces(snapshot, &pod.required_affinity);
+        let anti_affinity_terms = with_selected_namespaces(snapshot, &pod.required_anti_affinity);
+        if existing_anti_affinity.is_empty() && affinity_terms.is_empty() && anti_affinity_terms.is_empty() {
             return PreFilter::Skip;
         }
+        let affinity = all_terms_counts(snapshot, &affinity_terms);
+        let anti_affinity = anti_affinity_terms
+            .iter()
+            .flat_map(|term| all_terms_counts(snapshot, std::slice::from_ref(term)))
+            .collect();
         PreFilter::run(Check {
-            pod_matches_own_affinity: matches_all(&affinity, pod),
+            affinity_pods_exist: affinity.iter().any(|(_, counts)| counts.pods > 0),
+            pod_matches_own_affinity: matches_all(&affinity_terms, pod),
             affinity,
             anti_affinity,
-            affinity_counts,
-            anti_affinity_counts,
-            existing_anti_affinity_counts: existing,
+            existing_anti_affinity,
         })
     }
 }
@@ -153,33 +135,31 @@ impl PreFilterPlugin for InterPodAffinity {
 impl Check<'_> {
     fn satisfies_affinity(&self, node: &NodeInfo) -> bool {
         let mut pods_exist = true;
-        for term in &self.affinity {
-            let Some(value) = node.labels().get(&term.topology_key) else {
+        for (key, counts) in &self.affinity {
+            if !node.labels().contains_key(key) {
                 return false;
-            };
-            if count_of(&self.affinity_counts, &term.topology_key, value) <= 0 {
+            }
+            if pods_in_domain(node, key, counts) <= 0 {
                 pods_exist = false;
             }
         }
         // The first pod of a group that selects itself may go anywhere its topology keys exist.
-        pods_exist || (self.affinity_counts.is_empty() && self.pod_matches_own_affinity)
+        pods_exist || (!self.affinity_pods_exist && self.pod_matches_own_affinity)
     }
 
     fn satisfies_anti_affinity(&self, node: &NodeInfo) -> bool {
-        self.anti_affinity_counts.is_empty()
-            || !self.anti_affinity.iter().any(|term| {
-                node.labels()
-                    .get(&term.topology_key)
-                    .is_some_and(|value| count_of(&self.anti_affinity_counts, &term.topology_key, value) > 0)
-            })
+        !self
+            .anti_affinity
+            .iter()
+            .any(|(key, counts)| pods_in_domain(node, key, counts) > 0)
     }
 
     fn satisfies_existing_anti_affinity(&self, node: &NodeInfo) -> bool {
-        self.existing_anti_affinity_counts.is_empty()
-            || !node
-                .labels()
-                .iter()
-                .any(|(key, value)| count_of(&self.existing_anti_affinity_counts, key, value) > 0)
+        !self.existing_anti_affinity.iter().any(|(key, group)| {
+            node.labels()
+                .get(*key)
+                .is_some_and(|value| group.weights.get(value.as_str()).is_some_and(|n| *n > 0))
+        })
     }
 }
 

@@ -3,14 +3,14 @@
 // InterPodAffinity's score: the pod's preferred (anti-)affinity against existing pods, and existing pods' preferred
 // terms and required affinity (× hardPodAffinityWeight) against the pod, summed per topology domain.
 
-use fnv::FnvHashMap;
+use std::sync::Arc;
 
-use super::inter_pod_affinity::{namespace_labels, with_selected_namespaces};
+use super::inter_pod_affinity::{all_terms_counts, namespace_labels, with_selected_namespaces};
 use super::node_affinity::aggregate;
 use super::{Cycle, NodeScorer, PreScore, PreScorePlugin};
 use crate::scheduler::engine::args::InterPodAffinityArgs;
-use crate::scheduler::engine::labels::Labels;
-use crate::scheduler::engine::pod_info::{AffinityTerm, WeightedAffinityTerm};
+use crate::scheduler::engine::pod_index::{DomainCounts, TermGroup};
+use crate::scheduler::engine::pod_info::AffinityTerm;
 use crate::scheduler::engine::snapshot::NodeInfo;
 
 /// The score plugin.
@@ -30,22 +30,38 @@ impl InterPodAffinityScore {
     }
 }
 
-/// Score per topology key, per value, borrowed from the snapshot's node labels (as InterPodAffinity's counts:
-/// no allocation per counted pod).
-type TopologyScores<'a> = FnvHashMap<&'a str, FnvHashMap<&'a str, i64>>;
+/// What one term adds to a node's score: its weight times what is counted in the node's domain of its key.
+struct Weighted<'a> {
+    topology_key: &'a str,
+    weight: i64,
+    counted: Counted<'a>,
+}
 
-fn add<'a>(scores: &mut TopologyScores<'a>, term: &AffinityTerm, weight: i64, node: &'a NodeInfo) {
-    if let Some((key, value)) = node.labels().get_key_value(&term.topology_key) {
-        *scores
-            .entry(key.as_str())
-            .or_default()
-            .entry(value.as_str())
-            .or_insert(0) += weight;
+enum Counted<'a> {
+    /// Placed pods the incoming pod's term selects, per domain.
+    Pods(Arc<DomainCounts>),
+    /// Weight of placed pods' terms that select the incoming pod, per domain.
+    Terms(&'a TermGroup),
+}
+
+impl Weighted<'_> {
+    fn at(&self, value: &str) -> i64 {
+        match &self.counted {
+            Counted::Pods(counts) => self.weight * counts.pods(value),
+            Counted::Terms(group) => self.weight * group.weights.get(value).copied().unwrap_or(0),
+        }
+    }
+
+    fn counts_anything(&self) -> bool {
+        match &self.counted {
+            Counted::Pods(counts) => counts.pods > 0,
+            Counted::Terms(group) => !group.weights.is_empty(),
+        }
     }
 }
 
 struct Score<'a> {
-    scores: TopologyScores<'a>,
+    terms: Vec<Weighted<'a>>,
 }
 
 impl PreScorePlugin for InterPodAffinityScore {
@@ -68,79 +84,52 @@ impl PreScorePlugin for InterPodAffinityScore {
             return PreScore::Error(format!("failed to parse pod: {}", aggregate(&pod.affinity_errors)));
         }
         let snapshot = cycle.snapshot;
-        let weighted = |terms: &[WeightedAffinityTerm]| -> Vec<(AffinityTerm, i64)> {
-            let plain: Vec<AffinityTerm> = terms.iter().map(|w| w.term.clone()).collect();
-            with_selected_namespaces(snapshot, &plain)
-                .into_iter()
-                .zip(terms)
-                .map(|(term, w)| (term, i64::from(w.weight)))
-                .collect()
-        };
-        let preferred = weighted(&pod.preferred_affinity);
-        let preferred_anti = weighted(&pod.preferred_anti_affinity);
-        let namespace_labels = namespace_labels(snapshot, &pod.namespace);
-        let no_labels = Labels::new();
-        let mut scores = TopologyScores::default();
-        for node in snapshot
-            .list()
-            .filter(|n| has_constraints || n.has_pods_with_affinity())
-        {
-            // Without preferred terms of its own, only existing pods with pod (anti-)affinity can matter.
-            for existing in node.pods().iter().filter(|p| has_constraints || p.has_pod_affinity) {
-                if node.labels().is_empty() {
-                    continue;
-                }
-                for (term, weight) in &preferred {
-                    if term.matches(existing, &no_labels) {
-                        add(&mut scores, term, *weight, node);
-                    }
-                }
-                for (term, weight) in &preferred_anti {
-                    if term.matches(existing, &no_labels) {
-                        add(&mut scores, term, -weight, node);
-                    }
-                }
-                if self.hard_weight > 0 {
-                    for term in existing
-                        .required_affinity
-                        .iter()
-                        .filter(|t| t.matches(pod, namespace_labels))
-                    {
-                        add(&mut scores, term, i64::from(self.hard_weight), node);
-                    }
-                }
-                for w in existing
-                    .preferred_affinity
-                    .iter()
-                    .filter(|w| w.term.matches(pod, namespace_labels))
-                {
-                    add(&mut scores, &w.term, i64::from(w.weight), node);
-                }
-                for w in existing
-                    .preferred_anti_affinity
-                    .iter()
-                    .filter(|w| w.term.matches(pod, namespace_labels))
-                {
-                    add(&mut scores, &w.term, -i64::from(w.weight), node);
+        let mut terms = Vec::new();
+        // The pod's preferred terms against placed pods (only pods it selects add weight).
+        for (own, sign) in [(&pod.preferred_affinity, 1), (&pod.preferred_anti_affinity, -1)] {
+            let plain: Vec<AffinityTerm> = own.iter().map(|w| w.term.clone()).collect();
+            for (term, weighted) in with_selected_namespaces(snapshot, &plain).into_iter().zip(own.iter()) {
+                for (_, counts) in all_terms_counts(snapshot, std::slice::from_ref(&term)) {
+                    terms.push(Weighted {
+                        topology_key: &weighted.term.topology_key,
+                        weight: sign * i64::from(weighted.weight),
+                        counted: Counted::Pods(counts),
+                    });
                 }
             }
         }
-        if scores.is_empty() {
+        // Placed pods' terms against the pod: required affinity × hardPodAffinityWeight, preferred by weight.
+        let namespace_labels = namespace_labels(snapshot, &pod.namespace);
+        let existing = snapshot.existing_terms();
+        let hard_weight = i64::from(self.hard_weight);
+        let groups = [
+            (&existing.required_affinity, hard_weight),
+            (&existing.preferred_affinity, 1),
+            (&existing.preferred_anti_affinity, -1),
+        ];
+        for (groups, weight) in groups.into_iter().filter(|(_, weight)| *weight != 0) {
+            for (term, group) in groups.iter() {
+                if term.matches(pod, namespace_labels) {
+                    terms.push(Weighted {
+                        topology_key: &term.topology_key,
+                        weight,
+                        counted: Counted::Terms(group),
+                    });
+                }
+            }
+        }
+        if !terms.iter().any(Weighted::counts_anything) {
             return PreScore::Skip;
         }
-        PreScore::Run(Box::new(Score { scores }))
+        PreScore::Run(Box::new(Score { terms }))
     }
 }
 
 impl NodeScorer for Score<'_> {
     fn score(&self, node: &NodeInfo) -> i64 {
-        self.scores
+        self.terms
             .iter()
-            .filter_map(|(key, values)| {
-                node.labels()
-                    .get(*key)
-                    .map(|value| values.get(value.as_str()).copied().unwrap_or(0))
-            })
+            .filter_map(|term| node.labels().get(term.topology_key).map(|value| term.at(value)))
             .sum()
     }
 

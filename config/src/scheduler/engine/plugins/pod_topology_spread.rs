@@ -7,7 +7,7 @@
 // `nodeTaintsPolicy` default Ignore), MatchLabelKeysInPodTopologySpread on (the scheduler merges `matchLabelKeys` into
 // the selector; merging a key the API server already merged changes nothing).
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, TopologySpreadConstraint};
 
@@ -17,6 +17,7 @@ use crate::scheduler::engine::field::FieldPath;
 use crate::scheduler::engine::labels::{
     Labels, RequiredNodeAffinity, Selector, labels_of, node_taints, pod_tolerations, untolerated_hard_taint,
 };
+use crate::scheduler::engine::pod_index::{DomainCounts, DomainQuery, PodMatcher, spread_counts};
 use crate::scheduler::engine::pod_info::PodInfo;
 use crate::scheduler::engine::snapshot::{NodeInfo, Snapshot, Workloads};
 use crate::scheduler::engine::status::Verdict;
@@ -235,18 +236,50 @@ pub(super) fn has_all_topology_labels(labels: &Labels, constraints: &[Constraint
 
 /// `countPodsMatchSelector`: pods of the namespace, not being deleted, matching (an empty selector counts none).
 pub(super) fn count_matching(node: &NodeInfo, selector: &Selector, namespace: &str) -> i64 {
-    if selector.is_empty() {
-        return 0;
-    }
     node.pods()
         .iter()
-        .filter(|p| !p.terminating && p.namespace == namespace && selector.matches(p.labels()))
+        .filter(|p| spread_counts(selector, namespace, p))
         .count() as i64
+}
+
+/// Whether every node counts for every constraint, whatever its labels and taints (the inclusion policies ask
+/// nothing of this pod), so that the snapshot's kept counts apply.
+pub(super) fn includes_every_node(constraints: &[Constraint], affinity: &RequiredNodeAffinity) -> bool {
+    constraints
+        .iter()
+        .all(|c| !c.honor_node_taints && (!c.honor_node_affinity || affinity.requires_nothing()))
+}
+
+/// The snapshot's kept count of the pods a constraint counts, per domain of its key.
+pub(super) fn kept_counts(
+    snapshot: &Snapshot,
+    namespace: &str,
+    constraint: &Constraint,
+    required_keys: Vec<String>,
+    missing_as_empty: bool,
+) -> Arc<DomainCounts> {
+    snapshot.domain_counts(DomainQuery {
+        matcher: PodMatcher::Spread {
+            namespace: namespace.to_string(),
+            selector: constraint.selector.clone(),
+        },
+        topology_key: constraint.topology_key.clone(),
+        required_keys,
+        missing_as_empty,
+    })
+}
+
+/// Every constraint's topology key, once each.
+pub(super) fn topology_keys(constraints: &[Constraint]) -> Vec<String> {
+    let mut keys: Vec<String> = constraints.iter().map(|c| c.topology_key.clone()).collect();
+    keys.sort();
+    keys.dedup();
+    keys
 }
 
 struct Check<'a> {
     constraints: Vec<Constraint>,
-    counts: Vec<HashMap<String, i64>>,
+    counts: Vec<Arc<DomainCounts>>,
     min_counts: Vec<i64>,
     pod_labels: &'a Labels,
 }
@@ -269,10 +302,15 @@ impl PreFilterPlugin for PodTopologySpread {
             .iter()
             .zip(&counts)
             .map(|(c, domains)| {
-                if (domains.len() as i64) < i64::from(c.min_domains) {
+                if (domains.domains.len() as i64) < i64::from(c.min_domains) {
                     0
                 } else {
-                    domains.values().copied().min().unwrap_or(i64::from(i32::MAX))
+                    domains
+                        .domains
+                        .values()
+                        .map(|d| d.pods)
+                        .min()
+                        .unwrap_or(i64::from(i32::MAX))
                 }
             })
             .collect();
@@ -287,9 +325,16 @@ impl PreFilterPlugin for PodTopologySpread {
 
 /// Matching pods per topology value, per constraint, over every node that has all the topology labels and
 /// passes the constraint's inclusion policies.
-fn domain_counts(snapshot: &Snapshot, pod: &PodInfo, constraints: &[Constraint]) -> Vec<HashMap<String, i64>> {
+fn domain_counts(snapshot: &Snapshot, pod: &PodInfo, constraints: &[Constraint]) -> Vec<Arc<DomainCounts>> {
     let affinity = RequiredNodeAffinity::of(&pod.pod);
-    let mut counts = vec![HashMap::new(); constraints.len()];
+    if includes_every_node(constraints, &affinity) {
+        let keys = topology_keys(constraints);
+        return constraints
+            .iter()
+            .map(|c| kept_counts(snapshot, &pod.namespace, c, keys.clone(), false))
+            .collect();
+    }
+    let mut counts = vec![DomainCounts::default(); constraints.len()];
     for node in snapshot.list() {
         let labels = labels_of(&node.node().metadata.labels);
         if !has_all_topology_labels(labels, constraints) {
@@ -300,17 +345,11 @@ fn domain_counts(snapshot: &Snapshot, pod: &PodInfo, constraints: &[Constraint])
                 continue;
             }
             let matching = count_matching(node, &constraint.selector, &pod.namespace);
-            // Looked up before inserting: a cycle visits every node and there are only a few domains.
             let value = labels.get(&constraint.topology_key).map_or("", String::as_str);
-            match counts[i].get_mut(value) {
-                Some(count) => *count += matching,
-                None => {
-                    counts[i].insert(value.to_string(), matching);
-                }
-            }
+            counts[i].change(value, matching, 1);
         }
     }
-    counts
+    counts.into_iter().map(Arc::new).collect()
 }
 
 impl NodeFilter for Check<'_> {
@@ -321,7 +360,7 @@ impl NodeFilter for Check<'_> {
                 return Some(Verdict::unresolvable(REASON_MISSING_LABEL));
             };
             let own = i64::from(constraint.selector.matches(self.pod_labels));
-            let matching = self.counts[i].get(value).copied().unwrap_or(0);
+            let matching = self.counts[i].pods(value);
             if matching + own - self.min_counts[i] > i64::from(constraint.max_skew) {
                 return Some(Verdict::unschedulable(REASON_CONSTRAINTS));
             }

@@ -5,7 +5,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::pod_topology_spread::{Constraint, HOSTNAME, PodTopologySpread, count_matching, has_all_topology_labels};
+use super::pod_topology_spread::{
+    Constraint, HOSTNAME, PodTopologySpread, count_matching, has_all_topology_labels, includes_every_node, kept_counts,
+    topology_keys,
+};
 use super::{Cycle, NodeScorer, PreScore, PreScorePlugin};
 use crate::scheduler::engine::labels::RequiredNodeAffinity;
 use crate::scheduler::engine::rng::go_log;
@@ -74,21 +77,44 @@ impl PreScorePlugin for PodTopologySpread {
             .collect();
         // Matching pods are counted over all nodes, but only in the domains of the feasible nodes.
         let affinity = RequiredNodeAffinity::of(&cycle.pod.pod);
-        for node in cycle.snapshot.list() {
-            if require_all && !has_all_topology_labels(node.labels(), &constraints) {
-                continue;
-            }
+        if includes_every_node(&constraints, &affinity) {
+            let required_keys = if require_all {
+                topology_keys(&constraints)
+            } else {
+                Vec::new()
+            };
             for (i, constraint) in constraints.iter().enumerate() {
-                if !constraint.includes(&cycle.pod.pod, node.node(), &affinity) {
+                if constraint.topology_key == HOSTNAME {
                     continue;
                 }
-                let value = node
-                    .labels()
-                    .get(&constraint.topology_key)
-                    .map(String::as_str)
-                    .unwrap_or_default();
-                if let Some(count) = counts[i].get_mut(value) {
-                    *count += count_matching(node, &constraint.selector, &cycle.pod.namespace);
+                let kept = kept_counts(
+                    cycle.snapshot,
+                    &cycle.pod.namespace,
+                    constraint,
+                    required_keys.clone(),
+                    !require_all,
+                );
+                for (value, count) in counts[i].iter_mut() {
+                    *count = kept.pods(value);
+                }
+            }
+        } else {
+            for node in cycle.snapshot.list() {
+                if require_all && !has_all_topology_labels(node.labels(), &constraints) {
+                    continue;
+                }
+                for (i, constraint) in constraints.iter().enumerate() {
+                    if !constraint.includes(&cycle.pod.pod, node.node(), &affinity) {
+                        continue;
+                    }
+                    let value = node
+                        .labels()
+                        .get(&constraint.topology_key)
+                        .map(String::as_str)
+                        .unwrap_or_default();
+                    if let Some(count) = counts[i].get_mut(value) {
+                        *count += count_matching(node, &constraint.selector, &cycle.pod.namespace);
+                    }
                 }
             }
         }

@@ -8,6 +8,7 @@ mod framework;
 mod harness;
 mod nominated;
 mod perf;
+mod pod_index;
 mod preemption;
 mod quantity;
 mod queueing_hints;
