@@ -405,6 +405,7 @@ impl Loop {
         self.spawn(async move { scheduler.attempt(key, queued, done).await });
     }
 
+    /// Every task starts here, so a [`Done::Released`] is honoured only from a task not yet joined.
     fn spawn(&mut self, task: impl std::future::Future<Output = ()> + Send + 'static) {
         let handle = self.tasks.spawn(task);
         self.live.insert(handle.id());
