@@ -20,6 +20,11 @@
 #     spread                   TopologySpreading: maxSkew 5 over three zones, DoNotSchedule
 #     preemption               PreemptionBasic: four 900m low-priority pods per node, then PODS 3-CPU high-priority
 #                              pods that each preempt three of them (INIT defaults to 4 x NODES)
+#     pvc                      SchedulingCSIPVs (volumes/performance-config.yaml): every pod, init or measured, has its
+#                              own claim, pre-bound to a CSI volume (ebs.csi.aws.com, 39 attachable per node, a CSINode
+#                              each); INIT defaults to PODS / 2 (scheduler_perf's 1,000 / 2,000)
+#     gang                     PODS / GANG Workloads (scheduling.k8s.io/v1alpha1) of GANG members each (GANG=10 by
+#                              default), minCount GANG; kube-scheduler runs with GenericWorkload,GangScheduling
 #   INIT= the workload's init pods, created bound before the contender starts (scheduler_perf's initPods; default
 #     0 for basic, 4 x NODES for preemption, else PODS).
 set -euo pipefail
@@ -35,12 +40,14 @@ case "$shape" in
   basic) init=${INIT:-0} ;;
   preemption) init=${INIT:-$((4 * nodes))} ;;
   anti-affinity|affinity|preferred-affinity|preferred-anti-affinity|spread) init=${INIT:-$pods} ;;
+  pvc) init=${INIT:-$((pods / 2))} ;;
+  gang) init=${INIT:-0} ;;
   *) echo "unknown SHAPE: $shape"; exit 2 ;;
 esac
+gang=${GANG:-10}
+if [ "$shape" = gang ] && [ $((pods % gang)) != 0 ]; then echo "PODS must be a multiple of GANG ($gang)"; exit 2; fi
 bin=${RULEPLANE_BIN:-$target/release/ruleplane}
 [ -x "$bin" ] || { echo "build first: cargo build --release -p ruleplane ($bin missing)"; exit 2; }
-(cd "$root" && cargo build -q --release -p ruleplane --example bind_ceiling)
-ceiling=$target/release/examples/bind_ceiling
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -51,10 +58,13 @@ cleanup() {
 trap cleanup EXIT INT TERM
 now() { date +%s.%N; }
 
-python3 - "$work" "$nodes" "$pods" "$shape" "$init" <<'PY'
+python3 - "$work" "$nodes" "$pods" "$shape" "$init" "$gang" <<'PY'
 import json, sys
-work, nodes, pods, shape, init = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+work, nodes, pods, shape, init, gang = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 res = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+driver = "ebs.csi.aws.com"
+if shape == "pvc":
+    res["attachable-volumes-csi-" + driver] = "39"
 def node_labels(i):
     labels = {"kubernetes.io/hostname": f"node-{i}"}
     if shape == "affinity":
@@ -65,6 +75,33 @@ def node_labels(i):
 json.dump({"apiVersion": "v1", "kind": "List", "items": [
     {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i}", "labels": node_labels(i)},
      "status": {"capacity": res, "allocatable": res}} for i in range(nodes)]}, open(f"{work}/nodes.json", "w"))
+def dump(name, items):
+    json.dump({"apiVersion": "v1", "kind": "List", "items": items}, open(f"{work}/{name}.json", "w"))
+if shape == "pvc":
+    # scheduler_perf's pv-csi.yaml and pvc.yaml: a claim per pod, pre-bound (bind-completed) to its own volume.
+    dump("csinodes", [{"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": f"node-{i}"},
+        "spec": {"drivers": [{"name": driver, "nodeID": f"node-{i}", "allocatable": {"count": 39}}]}}
+        for i in range(nodes)])
+    def claims(namespace, prefix, count):
+        return [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                 "metadata": {"name": f"{prefix}{i}", "namespace": namespace,
+                              "annotations": {"pv.kubernetes.io/bind-completed": "true"}},
+                 "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Gi"}},
+                          "volumeName": f"{namespace}-vol-{i}"}} for i in range(count)]
+    def volumes(namespace, prefix, count):
+        return [{"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-vol-{i}"},
+                 "spec": {"accessModes": ["ReadOnlyMany"], "capacity": {"storage": "1Gi"},
+                          "csi": {"driver": driver, "volumeHandle": f"{namespace}-vol-{i}"},
+                          "persistentVolumeReclaimPolicy": "Retain",
+                          "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": namespace,
+                                       "name": f"{prefix}{i}"}}} for i in range(count)]
+    dump("volumes", claims("bench-init", "pvc-init-", init) + claims("bench", "pvc-", pods)
+         + volumes("bench-init", "pvc-init-", init) + volumes("bench", "pvc-", pods))
+if shape == "gang":
+    dump("workloads", [{"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
+        "metadata": {"name": f"gang-{j}", "namespace": "bench"},
+        "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": gang}}}]}}
+        for j in range(pods // gang)])
 namespaces = ["bench-init", "bench"]  # scheduler_perf's sched-0 (init pods) and sched-1 (measured pods)
 def term(color, key):
     return {"labelSelector": {"matchLabels": {"color": color}}, "topologyKey": key, "namespaces": namespaces}
@@ -105,15 +142,21 @@ def template(measured):
 # by the contender and the apiserver's binding counter counts them alone.
 labels, spec = template(False)
 per_node = 4 if shape == "preemption" else 1
+def claimed(i, prefix):
+    if shape != "pvc":
+        return {}
+    return {"volumes": [{"name": "vol", "persistentVolumeClaim": {"claimName": f"{prefix}{i}"}}]}
 json.dump({"apiVersion": "v1", "kind": "List", "items": [
     {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"init-{i}", "namespace": "bench-init", "labels": labels},
-     "spec": {**spec, "nodeName": f"node-{(i // per_node) % nodes}"}} for i in range(init)]},
+     "spec": {**spec, **claimed(i, "pvc-init-"), "nodeName": f"node-{(i // per_node) % nodes}"}} for i in range(init)]},
     open(f"{work}/init-pods.json", "w"))
+def grouped(i):
+    return {"workloadRef": {"name": f"gang-{i // gang}", "podGroup": "workers"}} if shape == "gang" else {}
 labels, spec = template(True)
 for scheduler in ("bench-ruleplane", "default-scheduler"):
     json.dump({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"pod-{i}", "namespace": "bench", "labels": labels},
-         "spec": {**spec, "schedulerName": scheduler,
+         "spec": {**spec, **claimed(i, "pvc-"), **grouped(i), "schedulerName": scheduler,
                   # No kubelet: new nodes keep the not-ready taint TaintNodesByCondition puts on them.
                   "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}]}}
         for i in range(pods)]}, open(f"{work}/pods-{scheduler}.json", "w"))
@@ -144,6 +187,11 @@ kind: PriorityClass
 metadata: { name: bench-high }
 value: 10' | kubectl create -f - >/dev/null
   fi
+  if [ "$shape" = pvc ]; then
+    kubectl create -f "$work/csinodes.json" >/dev/null
+    kubectl create -f "$work/volumes.json" >/dev/null
+  fi
+  [ "$shape" != gang ] || kubectl create -f "$work/workloads.json" >/dev/null
   [ "$init" = 0 ] || kubectl create -f "$work/init-pods.json" >/dev/null
   local t0; t0=$(now)
   kubectl create -f "$work/pods-$1.json" >/dev/null
@@ -165,21 +213,30 @@ measure() { # label pid → waits for every binding, prints the figures
     if [ "$count" = "$last_count" ] && awk "BEGIN{exit !($t - $started > 120)}"; then echo "   $label stalled at $count"; break; fi
     last_count=$count
   done
-  # Events trail the bindings (both schedulers queue them): wait for them, up to 60 s, and say when they were
-  # all in; CPU and memory are read after that, so they include sending every Event.
-  local events waited=0 events_done cpu rss
-  while events=$(events_created); [ "$events" -lt "$count" ] && [ "$waited" -lt 600 ]; do sleep 0.1; waited=$((waited + 1)); done
+  # Events trail the bindings (both schedulers queue them): wait for them (at least one per binding, then until
+  # none came for 3 s; up to 60 s), and say when the last came; CPU and memory are read after that, so they
+  # include sending every Event.
+  local events waited=0 events_done quiet=0 previous=-1 cpu rss
   events_done=$(now)
+  while [ "$waited" -lt 600 ]; do
+    events=$(events_created)
+    if [ "$events" != "$previous" ]; then previous=$events; quiet=0; events_done=$(now); else quiet=$((quiet + 1)); fi
+    [ "$events" -ge "$count" ] && [ "$quiet" -ge 30 ] && break
+    sleep 0.1; waited=$((waited + 1))
+  done
   cpu=$(cpu_seconds "$pid"); rss=$(peak_rss_mib "$pid")
   awk -v l="$label" -v n="$count" -v s="$started" -v f="$first" -v fc="${first_count:-0}" -v e="$t" -v c="$cpu" -v r="$rss" 'BEGIN {
     printf "%-44s %5d pods in %6.1f s = %6.0f pods/s (steady %6.0f pods/s); CPU %6.2f s = %5.2f s per 1,000 pods; peak RSS %4d MiB\n",
       l, n, e - s, n / (e - s), (n - fc) / ((e - f) > 0 ? (e - f) : 1), c, c * 1000 / n, r }'
   echo "$label $count $(awk "BEGIN{print $t - $started}") $cpu $rss" >>"$work/results"
   printf '   %s Events created for %s bound pods, the last %.1f s after the start\n' "$events" "$count" "$(awk "BEGIN{print $events_done - $started}")"
+  # By reason (a series counts once: both schedulers fold repeats of a pod's FailedScheduling into one Event).
+  kubectl get events.events.k8s.io -A -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}' | sort | uniq -c |
+    awk '{printf "%s%s %s", sep, $1, $2; sep=", "} END {print ""}' | sed 's/^/   Events by reason: /'
   [ "$shape" != preemption ] || printf '   %s victims deleted\n' "$(pod_deletes)"
 }
 
-echo "machine: $(nproc) cores; shape $shape: $nodes nodes, $init init pods (bound), $pods pods to schedule; client QPS $qps, burst $burst where configurable"
+echo "machine: $(nproc) cores; shape $shape: $nodes nodes, $init init pods (bound), $pods pods to schedule$([ "$shape" != gang ] || echo " in gangs of $gang"); client QPS $qps, burst $burst where configurable"
 
 only=${ONLY:-ruleplane kube-scheduler kube-scheduler-defaults ceiling}
 wanted() { [[ " $only " == *" $1 "* ]]; }
@@ -224,7 +281,9 @@ kind: KubeSchedulerConfiguration
 clientConnection: { kubeconfig: "$KUBECONFIG", qps: $2, burst: $3 }
 leaderElection: { leaderElect: false }
 YAML
-  "$BIN_DIR/kube-scheduler" --config="$work/ks-$2.yaml" --secure-port=0 >"$work/ks-$2.log" 2>&1 &
+  local gates=()
+  [ "$shape" != gang ] || gates=(--feature-gates=GenericWorkload=true,GangScheduling=true)
+  "$BIN_DIR/kube-scheduler" --config="$work/ks-$2.yaml" --secure-port=0 "${gates[@]}" >"$work/ks-$2.log" 2>&1 &
   local ks=$!; pids+=("$ks")
   measure "$1" "$ks"
   kill "$ks" 2>/dev/null || true
@@ -235,6 +294,8 @@ if wanted kube-scheduler-defaults; then run_kube_scheduler "kube-scheduler v1.35
 
 # --- 4. Ceiling -------------------------------------------------------------------------------------------
 if wanted ceiling; then
+  (cd "$root" && cargo build -q --release -p ruleplane --example bind_ceiling)
+  ceiling=$target/release/examples/bind_ceiling
   for mode in "" events; do
     plane "ceiling$mode"; populate bench-ruleplane
     "$ceiling" "$KUBECONFIG" bench 32 $mode | sed 's/^/   /'

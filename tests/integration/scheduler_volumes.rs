@@ -1,7 +1,7 @@
 //! The volume plugins on the real plane, side by side with kube-scheduler: a pod with a bound claim lands only on
 //! a node its PersistentVolume's node affinity allows; CSINode attach limits reject a full node; an unbound
 //! Immediate claim gives kube-scheduler's message, and the pod is placed once its claim is bound. The plane's
-//! persistentvolume-binder completes the bindings.
+//! persistentvolume-binder completes the bindings. Pods waiting at PreBind for their volumes hold no binding slot.
 
 use std::time::Duration;
 
@@ -471,4 +471,115 @@ async fn wait_for_first_consumer_claims_are_bound_before_the_pod() {
     for name in [&local, &dynamic] {
         let _ = classes.delete(name, &DeleteParams::default()).await;
     }
+}
+
+/// A pod waiting at PreBind for a provisioner (up to `bindTimeoutSeconds`) gives its binding slot back: 40 pods whose
+/// claims nobody provisions all reach PreBind (more than the policy's 32 bindings in flight), and a plain pod
+/// created after them is bound at once, as kube-scheduler (which has no such cap) binds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_waiting_for_their_volumes_do_not_hold_up_other_bindings() {
+    const WAITING: usize = 40;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "scheduler-prebind-slots").await;
+    let run = std::process::id();
+    let _nodes = nodes_lock().await;
+    let name = format!("ps-{run}-a");
+    let names = vec![create_node(&client, node(&name, "4", "8Gi", json!({}), json!([]))).await];
+    let never = format!("ps-{run}-never");
+    let classes = Api::<StorageClass>::all(client.clone());
+    let class: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": never}, "provisioner": "example.com/nobody", "volumeBindingMode": "WaitForFirstConsumer"
+    }))
+    .expect("class");
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create class");
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+    for i in 0..WAITING {
+        claims
+            .create(&PostParams::default(), &claim(&format!("data-{i}"), None, &never))
+            .await
+            .expect("create claim");
+    }
+    let ruleplane = format!("rp-prebind-slots-{run}");
+    let dir = temp_dir("scheduler-prebind-slots");
+    write(
+        &dir,
+        "policy.yaml",
+        &format!(
+            "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: {{ name: {ruleplane} }}\n\
+             spec: {{ schedulerName: {ruleplane}, algorithmProvider: DefaultProvider }}\n"
+        ),
+    );
+    let _manager = ManagerProcess::start(&dir, &ns, "sched-prebind-slots", &[]);
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    for i in 0..WAITING {
+        pods.create(
+            &PostParams::default(),
+            &pod(&format!("waiting-{i}"), &ruleplane, &format!("data-{i}"), json!({})),
+        )
+        .await
+        .expect("create pod");
+    }
+    // Every claim is handed to the (absent) provisioner: every pod is past its cycle, waiting at PreBind.
+    let selected = eventually(Duration::from_secs(60), "every claim's selected node", || async {
+        let list = claims.list(&ListParams::default()).await.ok()?;
+        let selected = list
+            .items
+            .iter()
+            .filter(|c| {
+                c.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key("volume.kubernetes.io/selected-node"))
+            })
+            .count();
+        (selected == WAITING).then_some(selected)
+    })
+    .await;
+    assert_eq!(selected, WAITING);
+    let plain: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "plain"},
+        "spec": {"schedulerName": ruleplane, "containers": [{"name": "c", "image": "pause"}]}
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &plain)
+        .await
+        .expect("create plain pod");
+    let placed = eventually(Duration::from_secs(10), "the plain pod bound", || async {
+        pods.get("plain").await.ok()?.spec?.node_name
+    })
+    .await;
+    assert_eq!(placed, name);
+    for i in [0, WAITING - 1] {
+        let waiting = pods.get(&format!("waiting-{i}")).await.expect("pod");
+        assert_eq!(
+            waiting.spec.and_then(|s| s.node_name),
+            None,
+            "waiting-{i} is not bound without its claim"
+        );
+    }
+
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    pods.delete_collection(&now, &ListParams::default())
+        .await
+        .expect("delete the test's pods");
+    eventually(Duration::from_secs(30), "the test's pods gone", || async {
+        pods.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    delete_nodes(&client, &names).await;
+    let _ = claims
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
+    let _ = classes.delete(&never, &DeleteParams::default()).await;
 }

@@ -387,6 +387,8 @@ pub(super) async fn publish(
     if matches!(type_, EventType::Normal) {
         // Reports of writes done: behind the next parents' writes, never holding up this reconcile.
         reconciler.ctx.events.publish(crate::events::Report {
+            type_,
+            related: None,
             regarding,
             reason: reason.to_owned(),
             action: "Reconcile".to_owned(),

@@ -347,8 +347,7 @@ impl Loop {
             message,
             nominate: ruleplane_config::scheduler::engine::Nominate::Leave,
         };
-        self.tasks
-            .spawn(async move { scheduler.report_error(&key, &error).await });
+        self.spawn(async move { scheduler.report_error(&key, &error).await });
     }
 
     /// GangScheduling's events (a member pod added, its Workload added or changed): the group's members waiting in
@@ -471,7 +470,8 @@ impl PodScheduler {
         send(Done::Run(all));
         let bindings = allowed.into_iter().filter_map(|key| {
             let (pod, node) = reserved.remove(&key)?;
-            Some(async move { self.bind_assumed(key, &pod, &node).await })
+            let done = &done;
+            Some(async move { self.bind_assumed(key, &pod, &node, done).await })
         });
         for result in futures::future::join_all(bindings).await {
             send(result);

@@ -20,7 +20,6 @@ use futures::stream::SelectAll;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use ruleplane_config::SchedulerPolicy;
 use ruleplane_config::scheduler::engine::queueing_hints::{ClusterEvent, HintPod, QueueingHints, SCHEDULING_GATES};
@@ -37,6 +36,7 @@ use cache::{ClusterEvents, LIVE_PODS};
 
 use crate::context::WorkerContext;
 use crate::context::WorkerError;
+use crate::events::EventType;
 use crate::health::WorkerState;
 use crate::metrics::{PolicyLabels, PolicyOnlyLabels, RequeueLabels, RuleErrorLabels};
 use crate::watch_hub::{Change, KindKey, Subscription};
@@ -141,6 +141,9 @@ enum Done {
     Gated(PodKey),
     /// The end of a gang's run: what each member's cycle came to (never itself a `Run`).
     Run(Vec<Done>),
+    /// The task gives its binding slot back: its pod waits at PreBind for its volumes (up to
+    /// `bindTimeoutSeconds`), which must not hold up other pods' bindings (kube-scheduler has no cap at all).
+    Released(tokio::task::Id),
 }
 
 /// One SchedulerPolicy's scheduling of pods.
@@ -262,7 +265,8 @@ fn until(at: Moment) -> Duration {
 }
 
 /// The scheduling loop of one policy: it owns the queue, runs one scheduling cycle at a time (as kube-scheduler's
-/// one scheduling goroutine) and up to [`DEFAULT_BINDINGS_IN_FLIGHT`] bindings behind it.
+/// one scheduling goroutine) and up to [`DEFAULT_BINDINGS_IN_FLIGHT`] bindings behind it, not counting those
+/// waiting at PreBind for their volumes.
 struct Loop {
     scheduler: Arc<PodScheduler>,
     queue: SchedulingQueue<PodKey>,
@@ -274,6 +278,9 @@ struct Loop {
     faults: HashSet<PodKey>,
     /// Tasks: the one scheduling cycle and the bindings behind it.
     tasks: JoinSet<()>,
+    /// The tasks not joined yet, and those of them that gave their binding slot back ([`Done::Released`]).
+    live: HashSet<tokio::task::Id>,
+    released: HashSet<tokio::task::Id>,
     done: (mpsc::UnboundedSender<Done>, mpsc::UnboundedReceiver<Done>),
     cycle_running: bool,
     /// Gang scheduling's state, when the apiserver serves Workloads.
@@ -290,6 +297,8 @@ impl Loop {
             reported: HashMap::new(),
             faults: HashSet::new(),
             tasks: JoinSet::new(),
+            live: HashSet::new(),
+            released: HashSet::new(),
             done: mpsc::unbounded_channel(),
             cycle_running: false,
         }
@@ -327,11 +336,13 @@ impl Loop {
                 biased;
                 _ = stop.cancelled() => return Ok(()),
                 Some(done) = self.done.1.recv() => self.on_done(done).await,
-                Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
-                    if joined.is_err() {
+                Some(joined) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
+                    let Ok((id, ())) = joined else {
                         // A panicking cycle or binding: the supervisor's restart is the right response.
                         return Err(WorkerError::ReconcilePanicked(self.rule().to_string()));
-                    }
+                    };
+                    self.live.remove(&id);
+                    self.released.remove(&id);
                 }
                 _ = sleep_for(flush_in), if flush_in.is_some() => {
                     self.queue.flush_backoff_completed(now());
@@ -365,7 +376,7 @@ impl Loop {
 
     /// Pops the next pod and starts its scheduling cycle, unless a cycle runs or the bindings are at their limit.
     fn start_next_cycle(&mut self) {
-        if self.cycle_running || self.tasks.len() >= DEFAULT_BINDINGS_IN_FLIGHT {
+        if self.cycle_running || self.busy_slots() >= DEFAULT_BINDINGS_IN_FLIGHT {
             return;
         }
         // A gang member held at PreEnqueue goes back to wait: the next pod is popped.
@@ -387,13 +398,22 @@ impl Loop {
                     (member, queued)
                 })
                 .collect();
-            self.tasks
-                .spawn(async move { scheduler.run_gang(run, members, done).await });
+            self.spawn(async move { scheduler.run_gang(run, members, done).await });
             return;
         }
         let queued = self.queue.pod(&key).map(|p| p.pod.clone());
-        self.tasks
-            .spawn(async move { scheduler.attempt(key, queued, done).await });
+        self.spawn(async move { scheduler.attempt(key, queued, done).await });
+    }
+
+    /// Every task starts here, so a [`Done::Released`] is honoured only from a task not yet joined.
+    fn spawn(&mut self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let handle = self.tasks.spawn(task);
+        self.live.insert(handle.id());
+    }
+
+    /// Tasks holding a binding slot: all but those whose pods wait at PreBind for their volumes.
+    fn busy_slots(&self) -> usize {
+        self.tasks.len().saturating_sub(self.released.len())
     }
 
     /// A pod or node notification of the watches: pods of this policy join, change in or leave the queue.
@@ -524,6 +544,12 @@ impl Loop {
         match done {
             // A run's members are never runs themselves ([`Loop::on_done`] unpacks the one level).
             Done::Run(_) => {}
+            Done::Released(id) => {
+                // Only a task still running holds a slot to give back.
+                if self.live.contains(&id) {
+                    self.released.insert(id);
+                }
+            }
             Done::Gone(key) => {
                 self.cycle_running = false;
                 self.settle(&key);
@@ -644,8 +670,7 @@ impl Loop {
         self.reported.insert(key.clone(), report_key);
         let scheduler = self.scheduler.clone();
         // Written behind the loop, as the runner wrote reports: the next pod is decided meanwhile.
-        self.tasks
-            .spawn(async move { scheduler.report_error(&key, &error).await });
+        self.spawn(async move { scheduler.report_error(&key, &error).await });
     }
 
     fn update_gauges(&self) {
@@ -728,32 +753,28 @@ impl PodScheduler {
             .map(|_| ())
     }
 
-    /// Publishes an Event without holding up the next pod: the binding is what placement waits for, the Event is
-    /// a report (kube-scheduler records events asynchronously too).
+    /// Publishes a scheduling Event (FailedScheduling, the gang Events) through the Event lane, without holding up
+    /// the next pod: repeats fold into the first one's series, as kube-scheduler's broadcaster folds them.
     fn publish(&self, pod: &Pod, type_: EventType, reason: &str, action: &str, note: String) {
-        let event = Event {
+        self.ctx.events.publish_series(crate::events::Report {
             type_,
+            regarding: pod.object_ref(&()),
+            related: None,
             reason: reason.into(),
-            note: Some(note),
             action: action.into(),
-            secondary: None,
-        };
-        let recorder = self.ctx.recorder.clone();
-        let regarding = pod.object_ref(&());
-        tokio::spawn(async move {
-            if let Err(error) = recorder.publish(&event, &regarding).await {
-                warn!(%error, "could not publish an Event");
-            }
+            note,
         });
     }
 
-    /// The `Scheduled` Event, through the Event lane: unique per pod (the recorder's series aggregation buys
-    /// nothing), and sent behind the bindings so a burst binds first.
+    /// The `Scheduled` Event, through the Event lane: unique per pod (no series to keep), and sent behind the
+    /// bindings so a burst binds first.
     fn publish_scheduled(&self, pod: &Pod, node: &str) {
         let namespace = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
         self.ctx.events.publish(crate::events::Report {
+            type_: EventType::Normal,
             regarding: pod.object_ref(&()),
+            related: None,
             reason: "Scheduled".into(),
             action: "Binding".into(),
             note: format!("Successfully assigned {namespace}/{name} to {node}"),
@@ -899,14 +920,18 @@ impl PodScheduler {
             }
         };
         send(Done::Assumed(key.clone()));
-        send(self.bind_assumed(key, &pod, &node).await);
+        send(self.bind_assumed(key, &pod, &node, &done).await);
     }
 
     /// Apply and report for an assumed pod: the binding (a pod already bound elsewhere is a conflict, not an
     /// error; a failed binding forgets the pod) and the `Scheduled` Event. Returns what to tell the loop.
-    async fn bind_assumed(&self, key: PodKey, pod: &Pod, node: &str) -> Done {
+    /// `done` hears when the task gives its binding slot back, at PreBind's wait for the volumes.
+    async fn bind_assumed(&self, key: PodKey, pod: &Pod, node: &str, done: &mpsc::UnboundedSender<Done>) -> Done {
         // Apply: VolumeBinding's PreBind, then the binding.
-        if let Err(message) = self.pre_bind_volumes(pod, node).await {
+        let release = || {
+            let _ = done.send(Done::Released(tokio::task::id()));
+        };
+        if let Err(message) = self.pre_bind_volumes(pod, node, release).await {
             self.cache.forget(pod).await;
             self.count("error");
             return Done::Failed {

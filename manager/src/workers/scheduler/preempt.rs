@@ -7,13 +7,13 @@
 // applies, and NotFound is success. Here the deletion also carries the victim's UID as a precondition, so a pod
 // recreated under the same name since the decision is never deleted in its place.
 
+use crate::events::EventType;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use ruleplane_config::scheduler::engine::Preemption;
 use serde_json::json;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::PodScheduler;
 
@@ -161,22 +161,16 @@ impl PodScheduler {
 
     /// kube-scheduler's Normal `Preempted` Event on the victim, related to the preemptor, naming it by UID.
     fn publish_preempted(&self, victim: &Pod, preemptor: &Pod, node: &str) {
-        let event = Event {
+        self.ctx.events.publish_series(crate::events::Report {
             type_: EventType::Normal,
+            regarding: victim.object_ref(&()),
+            related: Some(preemptor.object_ref(&())),
             reason: "Preempted".into(),
-            note: Some(format!(
+            action: "Preempting".into(),
+            note: format!(
                 "Preempted by pod {} on node {node}",
                 preemptor.metadata.uid.as_deref().unwrap_or_default()
-            )),
-            action: "Preempting".into(),
-            secondary: Some(preemptor.object_ref(&())),
-        };
-        let recorder = self.ctx.recorder.clone();
-        let regarding = victim.object_ref(&());
-        tokio::spawn(async move {
-            if let Err(error) = recorder.publish(&event, &regarding).await {
-                warn!(%error, "could not publish an Event");
-            }
+            ),
         });
     }
 }

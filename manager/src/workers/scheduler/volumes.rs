@@ -36,9 +36,11 @@ fn api_text(error: kube::Error) -> String {
 
 impl PodScheduler {
     /// PreBind for the pod assumed on `node`: nothing when Reserve found no volume work; else the writes and the
-    /// wait. On success the assumed versions are dropped (the watch holds the bound ones); on failure the caller
-    /// forgets the pod, which unreserves them. The error is the FailedScheduling text.
-    pub(super) async fn pre_bind_volumes(&self, pod: &Pod, node: &str) -> Result<(), String> {
+    /// wait, told to `waiting` as it starts (the binding slot is given back: a pod waiting up to
+    /// `bindTimeoutSeconds` for a provisioner must not hold up other pods' bindings). On success the assumed
+    /// versions are dropped (the watch holds the bound ones); on failure the caller forgets the pod, which
+    /// unreserves them. The error is the FailedScheduling text.
+    pub(super) async fn pre_bind_volumes(&self, pod: &Pod, node: &str, waiting: impl FnOnce()) -> Result<(), String> {
         let Some(reserved) = self.cache.reserved_volumes(pod).await else {
             return Ok(());
         };
@@ -47,6 +49,7 @@ impl PodScheduler {
         let written = self.write_bindings(plan).await.map_err(pre_bind_error)?;
         let timeout = self.policy.profile().args.volume_binding.bind_timeout_seconds();
         let deadline = Instant::now() + Duration::from_secs(u64::try_from(timeout).unwrap_or(0));
+        waiting();
         loop {
             // As `PollUntilContextTimeout` without an immediate check: the deadline wins over a tick at the same time.
             tokio::time::sleep(POLL.min(deadline.saturating_duration_since(Instant::now()))).await;
