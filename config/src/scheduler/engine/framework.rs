@@ -107,6 +107,14 @@ impl Engine {
                 plugin: "VolumeBinding".to_string(),
                 errors,
             })?;
+        profile
+            .args
+            .coscheduling
+            .validate()
+            .map_err(|errors| ProfileError::InvalidArgs {
+                plugin: "Coscheduling".to_string(),
+                errors,
+            })?;
         let mut filters: Vec<BuiltFilter> = Vec::new();
         for entry in &profile.filters {
             let built = build_filter(entry, &profile.args)?;
