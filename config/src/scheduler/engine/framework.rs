@@ -194,6 +194,11 @@ impl Engine {
         }
     }
 
+    /// The PostFilter chain, when the policy has one (DefaultPreemption on).
+    pub fn post_filters(&self) -> Option<&PostFilters> {
+        self.post_filters.as_ref()
+    }
+
     /// Sets the PostFilter chain (`None`: no PostFilter plugins, kube-scheduler then never preempts).
     pub fn set_post_filters(&mut self, post_filters: Option<PostFilters>) {
         self.post_filters = post_filters;

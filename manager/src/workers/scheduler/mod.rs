@@ -141,6 +141,13 @@ enum Done {
     Gated(PodKey),
     /// The end of a gang's run: what each member's cycle came to (never itself a `Run`).
     Run(Vec<Done>),
+    /// A gang member whose run waits for a sibling's preemption: back to the queue, rejected by its group's
+    /// `plugin`, unreported (a preemptor's retry pops it again with its siblings).
+    Waiting {
+        key: PodKey,
+        plugin: &'static str,
+        seen: u64,
+    },
 }
 
 /// One SchedulerPolicy's scheduling of pods.
@@ -379,7 +386,7 @@ impl Loop {
         self.cycle_running = true;
         let scheduler = self.scheduler.clone();
         let done = self.done.0.clone();
-        if let gangs::Popped::Run(run, members) = popped {
+        if let gangs::Popped::Run(run, members, pod_group) = popped {
             let members = members
                 .into_iter()
                 .map(|member| {
@@ -387,8 +394,11 @@ impl Loop {
                     (member, queued)
                 })
                 .collect();
-            self.tasks
-                .spawn(async move { scheduler.run_gang(run, members, done).await });
+            self.tasks.spawn(async move {
+                scheduler
+                    .run_gang(*run, members, pod_group.map(|spec| *spec), done)
+                    .await
+            });
             return;
         }
         let queued = self.queue.pod(&key).map(|p| p.pod.clone());
@@ -539,6 +549,15 @@ impl Loop {
                     pending: BTreeSet::new(),
                 };
                 self.queue.failed(&key, failure, None, 0, now(), &self.scheduler.hints);
+            }
+            Done::Waiting { key, plugin, seen } => {
+                self.cycle_running = false;
+                let failure = Failure::Unschedulable {
+                    plugins: BTreeSet::from([Arc::from(plugin)]),
+                    pending: BTreeSet::new(),
+                };
+                self.queue
+                    .failed(&key, failure, None, seen, now(), &self.scheduler.hints);
             }
             Done::Preempted { key, error } => self.preempted(key, error).await,
             Done::Bound { key, conflict } => {
