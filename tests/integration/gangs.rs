@@ -642,14 +642,15 @@ async fn a_gang_evicts_nothing_unless_preemption_completes_its_quorum_and_is_pla
         .collect();
     create_priority_classes(&client, &classes).await;
     let _nodes = nodes_lock().await;
-    // Two KWOK nodes of 2 cpu: the first full of a low-priority pod, the second of a high-priority one.
+    // Three KWOK nodes: two of 2 cpu, the first full of a low-priority pod, the second of a high-priority one, and
+    // an empty one of 1 cpu.
     let mut names = Vec::new();
-    for i in 0..2 {
+    for (i, cpu) in ["2", "2", "1"].into_iter().enumerate() {
         let labels = json!({"gang-test": id, KWOK_NODE.0: KWOK_NODE.1});
         names.push(
             create_node(
                 &client,
-                node(&format!("gangpreempt-{id}-{i}"), "2", "8Gi", labels, json!([])),
+                node(&format!("gangpreempt-{id}-{i}"), cpu, "8Gi", labels, json!([])),
             )
             .await,
         );
@@ -680,25 +681,18 @@ async fn a_gang_evicts_nothing_unless_preemption_completes_its_quorum_and_is_pla
     let manager = ManagerProcess::start(&dir, &ns, "gangpreempt", &[]);
     manager.wait_ready(Duration::from_secs(60)).await;
 
-    // Three high-priority members of 1 cpu: two fit on the first node by evicting `low`, the third nowhere. The
-    // gang is rejected and `low` is not touched.
-    create_pod_group(&client, &ns, "three", 3).await;
-    for i in 0..3 {
-        create(prioritized_member(
-            &ns,
-            &format!("three-{i}"),
-            "three",
-            &scheduler,
-            &id,
-            &class("high"),
-        ))
-        .await;
+    // Four high-priority members of 1 cpu: one fits on the empty node, two on the first node by evicting `low`, the
+    // fourth nowhere. The gang is rejected and `low` is not touched.
+    create_pod_group(&client, &ns, "four", 4).await;
+    for i in 0..4 {
+        let name = format!("four-{i}");
+        create(prioritized_member(&ns, &name, "four", &scheduler, &id, &class("high"))).await;
     }
-    let rejected = event_note(&client, &ns, "three-0", "GangRejected").await;
+    let rejected = event_note(&client, &ns, "four-0", "GangRejected").await;
     // The two members placeable by preemption counted towards the quorum, and still nothing was evicted.
     assert!(
-        rejected.starts_with(&format!("pod group {ns}/three was rejected"))
-            && rejected.ends_with("(2 of 3 members could be placed)"),
+        rejected.starts_with(&format!("pod group {ns}/four was rejected"))
+            && rejected.ends_with("(3 of 4 members could be placed)"),
         "{rejected}"
     );
     let low = pods.get("low").await.expect("low is still there");
@@ -710,40 +704,54 @@ async fn a_gang_evicts_nothing_unless_preemption_completes_its_quorum_and_is_pla
         .into_iter()
         .any(|c| c.type_ == "DisruptionTarget");
     assert!(!disrupted, "low is not marked for disruption");
-    assert!(bound_members(&client, &ns, "three").await.is_empty());
-    pods.delete_collection(&Default::default(), &ListParams::default().labels("gang=three"))
+    assert!(bound_members(&client, &ns, "four").await.is_empty());
+    pods.delete_collection(&Default::default(), &ListParams::default().labels("gang=four"))
         .await
         .expect("delete the rejected gang");
     eventually(Duration::from_secs(30), "the rejected gang gone", || async {
-        let left = pods.list(&ListParams::default().labels("gang=three")).await.ok()?;
+        let left = pods.list(&ListParams::default().labels("gang=four")).await.ok()?;
         left.items.is_empty().then_some(())
     })
     .await;
 
-    // Two members: both fit on the first node once `low` is gone. The quorum is met by preemption: `low` is evicted
-    // (KWOK removes it), and the gang is placed whole there.
-    create_pod_group(&client, &ns, "two", 2).await;
-    for i in 0..2 {
-        create(prioritized_member(
-            &ns,
-            &format!("two-{i}"),
-            "two",
-            &scheduler,
-            &id,
-            &class("high"),
-        ))
-        .await;
+    // Three members: one fits on the empty node, two on the first once `low` is gone. The quorum is met by
+    // preemption: the member that fitted gives its reservation back and waits, `low` is evicted (KWOK removes it),
+    // and the gang is placed whole.
+    create_pod_group(&client, &ns, "three", 3).await;
+    for i in 0..3 {
+        let name = format!("three-{i}");
+        create(prioritized_member(&ns, &name, "three", &scheduler, &id, &class("high"))).await;
     }
     eventually(Duration::from_secs(60), "low evicted and removed", || async {
         matches!(pods.get_opt("low").await, Ok(None)).then_some(())
     })
     .await;
-    let placed = eventually(Duration::from_secs(60), "the gang of two placed", || async {
-        let bound = bound_members(&client, &ns, "two").await;
-        (bound.len() == 2).then_some(bound)
+    let placed = eventually(Duration::from_secs(60), "the gang of three placed", || async {
+        let bound = bound_members(&client, &ns, "three").await;
+        (bound.len() == 3).then_some(bound)
     })
     .await;
-    assert!(placed.values().all(|node| node == &names[0]), "{placed:?}");
+    let on_first = placed.values().filter(|node| *node == &names[0]).count();
+    let on_empty = placed.values().filter(|node| *node == &names[2]).count();
+    assert_eq!((on_first, on_empty), (2, 1), "{placed:?}");
+    let mut waiting = Vec::new();
+    for i in 0..3 {
+        let events = Api::<Event>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default().fields(&format!("regarding.name=three-{i}")))
+            .await
+            .expect("events");
+        let notes = events
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("GangWaiting"));
+        waiting.extend(notes.filter_map(|e| e.note));
+    }
+    let prefix = format!("pod group {ns}/three waits for the preemption by {ns}/three-");
+    assert!(
+        waiting.iter().any(|note| note.starts_with(&prefix)
+            && note.ends_with("(3 of 3 members can be placed once its victims are gone)")),
+        "{waiting:?}"
+    );
     let high = pods.get("high").await.expect("high is still there");
     assert!(high.metadata.deletion_timestamp.is_none(), "high is never a victim");
 
