@@ -677,7 +677,12 @@ async fn a_gang_evicts_nothing_unless_preemption_completes_its_quorum_and_is_pla
     create(filler(&ns, "low", &names[0], &class("low"), "2")).await;
     create(filler(&ns, "high", &names[1], &class("high"), "2")).await;
     let dir = temp_dir("gangpreempt");
-    write(&dir, "policy.yaml", &policy(&scheduler));
+    // A rejected group backs off (scheduler-plugins' podGroupBackoffSeconds).
+    let backoff_policy = format!(
+        "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: {{ name: {scheduler} }}\n\
+         spec: {{ schedulerName: {scheduler}, pluginArgs: {{ Coscheduling: {{ podGroupBackoffSeconds: 300 }} }} }}\n"
+    );
+    write(&dir, "policy.yaml", &backoff_policy);
     let manager = ManagerProcess::start(&dir, &ns, "gangpreempt", &[]);
     manager.wait_ready(Duration::from_secs(60)).await;
 
@@ -705,6 +710,21 @@ async fn a_gang_evicts_nothing_unless_preemption_completes_its_quorum_and_is_pla
         .any(|c| c.type_ == "DisruptionTarget");
     assert!(!disrupted, "low is not marked for disruption");
     assert!(bound_members(&client, &ns, "four").await.is_empty());
+    // The rejected group is backed off: a member added now is held by Coscheduling's PreFilter.
+    create(prioritized_member(
+        &ns,
+        "four-4",
+        "four",
+        &scheduler,
+        &id,
+        &class("high"),
+    ))
+    .await;
+    let backed_off = unschedulable_message(&client, &ns, "four-4").await;
+    assert!(
+        backed_off.contains(&format!(" nodes are available: podGroup {ns}/four failed recently. ")),
+        "{backed_off}"
+    );
     pods.delete_collection(&Default::default(), &ListParams::default().labels("gang=four"))
         .await
         .expect("delete the rejected gang");

@@ -266,19 +266,8 @@ fn convert_profile(
                         );
                     }
                 }
-                // scheduler-plugins' CoschedulingArgs: a group backoff is refused by Ruleplane, so it is dropped.
+                // scheduler-plugins' CoschedulingArgs.
                 "Coscheduling" => {
-                    if let Value::Object(map) = &mut args
-                        && map
-                            .remove("podGroupBackoffSeconds")
-                            .is_some_and(|seconds| seconds.as_i64() != Some(0))
-                    {
-                        notes.push(
-                            "pluginConfig Coscheduling's podGroupBackoffSeconds is not converted (Ruleplane has no \
-                             group-level backoff)"
-                                .into(),
-                        );
-                    }
                     plugin_args.insert(name.to_string(), args);
                     notes.push(
                         "pluginConfig Coscheduling is carried over; permitWaitingTimeSeconds has no effect: a gang is \
@@ -417,9 +406,9 @@ mod tests {
         assert_eq!(spec["pluginArgs"]["VolumeBinding"], json!({"bindTimeoutSeconds": 30}));
         assert_eq!(
             spec["pluginArgs"]["Coscheduling"],
-            json!({"permitWaitingTimeSeconds": 10})
+            json!({"permitWaitingTimeSeconds": 10, "podGroupBackoffSeconds": 5})
         );
-        assert!(notes.contains("podGroupBackoffSeconds is not converted"), "{notes}");
+        assert!(notes.contains("pluginConfig Coscheduling is carried over"), "{notes}");
         // The converted document loads.
         let text = serde_json::to_string(&converted[0].rule).unwrap();
         let rules = crate::load_str("converted.yaml", &text).expect("the converted policy loads");

@@ -15,6 +15,7 @@
 //   so Ruleplane does not write it either.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use super::engine::PostFilter;
 use super::engine::preemption::{NO_CLAIMS_TO_DEALLOCATE, NOT_ELIGIBLE_NEVER, NOT_HELPFUL};
@@ -144,6 +145,7 @@ pub struct Member<'a> {
 pub fn pre_filter(
     member: Member<'_>,
     pod_group: Option<&PodGroupSpec>,
+    backed_off: bool,
     members: Members,
     chain: Option<Chain>,
     num_all_nodes: usize,
@@ -156,7 +158,9 @@ pub fn pre_filter(
             clear_nomination: false,
         });
     };
-    let reason = if members.known < spec.min_member {
+    let reason = if backed_off {
+        format!("podGroup {} failed recently", member.group)
+    } else if members.known < spec.min_member {
         format!(
             "pre-filter pod {} cannot find enough sibling pods, current pods number: {}, minMember of group: {}",
             member.pod_name, members.known, spec.min_member
@@ -457,6 +461,41 @@ impl GoQuantity {
     }
 }
 
+/// Coscheduling's group backoff (`podGroupBackoffSeconds`, upstream's `BackoffPodGroup`): a group whose run was
+/// rejected is held for that long, its members told `podGroup <ns/name> failed recently` by PreFilter.
+#[derive(Clone, Debug, Default)]
+pub struct Backoffs {
+    /// Group → when its backoff ends (time since the Unix epoch).
+    until: BTreeMap<GroupKey, Duration>,
+}
+
+impl Backoffs {
+    /// A member of `group` was rejected by Coscheduling's PostFilter at `now` (a rejected run, or a PreFilter
+    /// rejection). Upstream backs the group off only when it has at least `minMember` pods (`known`), not at all
+    /// with a backoff of 0, and does not extend a backoff still running.
+    pub fn rejected(&mut self, group: &GroupKey, seconds: i64, known: usize, min_member: usize, now: Duration) {
+        let Ok(seconds) = u64::try_from(seconds) else {
+            return;
+        };
+        if seconds == 0 || known < min_member || self.until.get(group).is_some_and(|until| *until > now) {
+            return;
+        }
+        self.until.insert(group.clone(), now + Duration::from_secs(seconds));
+    }
+
+    /// Whether `group` is backed off at `now`; an ended backoff is forgotten.
+    pub fn active(&mut self, group: &GroupKey, now: Duration) -> bool {
+        match self.until.get(group) {
+            Some(until) if *until > now => true,
+            Some(_) => {
+                self.until.remove(group);
+                false
+            }
+            None => false,
+        }
+    }
+}
+
 /// Coscheduling's PostFilter reason for a member that found no node (`coscheduling.go` `PostFilter`): none once
 /// `assigned` members reach `minMember`, nor while the share still missing is at most `reject_percentage`; else the
 /// group's rejection. A labelled pod whose PodGroup does not exist gets `can not find pod group`.
@@ -600,6 +639,7 @@ mod tests {
             held(pre_filter(
                 member(&group),
                 Some(&spec),
+                false,
                 members(2),
                 Some(DEFAULT_CHAIN),
                 4
@@ -609,7 +649,8 @@ mod tests {
              is not helpful for scheduling., PodGroup ns/train gets rejected due to Pod w-0 is unschedulable even \
              after PostFilter"
         );
-        let Gate::Held(cleared) = pre_filter(member(&group), Some(&spec), members(2), Some(DEFAULT_CHAIN), 4) else {
+        let Gate::Held(cleared) = pre_filter(member(&group), Some(&spec), false, members(2), Some(DEFAULT_CHAIN), 4)
+        else {
             panic!("held")
         };
         assert!(
@@ -617,11 +658,11 @@ mod tests {
             "DefaultPreemption found no node: the nomination goes"
         );
         assert_eq!(
-            pre_filter(member(&group), Some(&spec), members(3), Some(DEFAULT_CHAIN), 4),
+            pre_filter(member(&group), Some(&spec), false, members(3), Some(DEFAULT_CHAIN), 4),
             Gate::Pass { min_member: 3 }
         );
         assert_eq!(
-            pre_filter(member(&group), Some(&group_spec(0)), members(1), None, 4),
+            pre_filter(member(&group), Some(&group_spec(0)), false, members(1), None, 4),
             Gate::Pass { min_member: 0 }
         );
     }
@@ -636,7 +677,7 @@ mod tests {
             assigned: 0,
         };
         assert_eq!(
-            held(pre_filter(member(&group), Some(&spec), members, None, 2)),
+            held(pre_filter(member(&group), Some(&spec), false, members, None, 2)),
             "0/2 nodes are available: pre-filter pod w-0 cannot find enough sibling pods, current pods number: 1, \
              minMember of group: 3. PodGroup ns/train gets rejected due to Pod w-0 is unschedulable even after \
              PostFilter"
@@ -650,13 +691,20 @@ mod tests {
             ..DEFAULT_CHAIN
         };
         assert_eq!(
-            held(pre_filter(never, Some(&spec), members, Some(chain), 2)),
+            held(pre_filter(never, Some(&spec), false, members, Some(chain), 2)),
             "0/2 nodes are available: pre-filter pod w-0 cannot find enough sibling pods, current pods number: 1, \
              minMember of group: 3. preemption: not eligible due to preemptionPolicy=Never., PodGroup ns/train gets \
              rejected due to Pod w-0 is unschedulable even after PostFilter"
         );
         assert_eq!(
-            held(pre_filter(member(&group), Some(&spec), members, Some(DEFAULT_CHAIN), 0)),
+            held(pre_filter(
+                member(&group),
+                Some(&spec),
+                false,
+                members,
+                Some(DEFAULT_CHAIN),
+                0
+            )),
             "no nodes available to schedule pods"
         );
     }
@@ -676,22 +724,63 @@ mod tests {
             reject_percentage: 10,
         };
         assert_eq!(
-            held(pre_filter(member(&group), Some(&spec), members(4, 2), Some(chain), 2)),
+            held(pre_filter(
+                member(&group),
+                Some(&spec),
+                false,
+                members(4, 2),
+                Some(chain),
+                2
+            )),
             "0/2 nodes are available: pre-filter pod w-0 cannot proceed due to gated pods in the same PodGroup. \
              PodGroup ns/train gets rejected due to Pod w-0 is unschedulable even after PostFilter"
         );
         // One gated pod of four leaves three ungated: the quorum.
         assert_eq!(
-            pre_filter(member(&group), Some(&spec), members(4, 1), Some(chain), 2),
+            pre_filter(member(&group), Some(&spec), false, members(4, 1), Some(chain), 2),
             Gate::Pass { min_member: 3 }
         );
+    }
+
+    #[test]
+    fn a_backed_off_group_is_held_as_failed_recently_until_its_backoff_ends() {
+        let group = train();
+        let spec = group_spec(2);
+        let members = Members {
+            known: 2,
+            gated: 0,
+            assigned: 0,
+        };
+        let chain = Chain {
+            dynamic_resources: false,
+            preemption: false,
+            reject_percentage: 10,
+        };
+        assert_eq!(
+            held(pre_filter(member(&group), Some(&spec), true, members, Some(chain), 3)),
+            "0/3 nodes are available: podGroup ns/train failed recently. PodGroup ns/train gets rejected due to Pod \
+             w-0 is unschedulable even after PostFilter"
+        );
+        let mut backoffs = Backoffs::default();
+        let at = |seconds| Duration::from_secs(seconds);
+        backoffs.rejected(&group, 0, 2, 2, at(100));
+        assert!(!backoffs.active(&group, at(100)), "a backoff of 0 is none");
+        backoffs.rejected(&group, 10, 1, 2, at(100));
+        assert!(
+            !backoffs.active(&group, at(100)),
+            "a group short of minMember pods is not backed off"
+        );
+        backoffs.rejected(&group, 10, 2, 2, at(100));
+        backoffs.rejected(&group, 10, 2, 2, at(105));
+        assert!(backoffs.active(&group, at(109)), "a running backoff is not extended");
+        assert!(!backoffs.active(&group, at(110)));
     }
 
     #[test]
     fn a_missing_pod_group_is_rejected_as_at_permit() {
         let group = train();
         assert_eq!(
-            pre_filter(member(&group), None, Members::default(), Some(DEFAULT_CHAIN), 4),
+            pre_filter(member(&group), None, false, Members::default(), Some(DEFAULT_CHAIN), 4),
             Gate::Held(Held {
                 message: "0/1 nodes are available: 1 PodGroup not found.".into(),
                 clear_nomination: false,

@@ -553,8 +553,8 @@ pub struct CoschedulingArgs {
     /// Permit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permit_waiting_time_seconds: Option<i64>,
-    /// Seconds a rejected group is held back before it is tried again (default 0, no group backoff). Only 0 is
-    /// accepted: Ruleplane has no group-level backoff.
+    /// Seconds a rejected group is held back before it is tried again (default 0, no group backoff): its members
+    /// are held with `podGroup <ns/name> failed recently` meanwhile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_group_backoff_seconds: Option<i64>,
     /// The share of `minMember` (0–100, default 10) that may still be missing when a member fails without the
@@ -570,8 +570,12 @@ impl CoschedulingArgs {
             .unwrap_or(DEFAULT_POD_GROUP_REJECT_PERCENTAGE)
     }
 
-    /// `ValidateCoschedulingArgs` on the defaulted args (upstream's messages), and Ruleplane's refusal of a group
-    /// backoff it does not implement.
+    /// `podGroupBackoffSeconds` after defaulting.
+    pub fn backoff_seconds(&self) -> i64 {
+        self.pod_group_backoff_seconds.unwrap_or(0)
+    }
+
+    /// `ValidateCoschedulingArgs` on the defaulted args (upstream's messages).
     pub fn validate(&self) -> Result<(), Vec<FieldError>> {
         let mut errors = Vec::new();
         let permit = self
@@ -584,19 +588,12 @@ impl CoschedulingArgs {
                 "must be greater than 0",
             ));
         }
-        let backoff = self.pod_group_backoff_seconds.unwrap_or(0);
+        let backoff = self.backoff_seconds();
         if backoff < 0 {
             errors.push(FieldError::invalid(
                 FieldPath::root().key("podGroupBackoffSeconds"),
                 backoff,
                 "must be greater than 0",
-            ));
-        } else if backoff > 0 {
-            errors.push(FieldError::invalid(
-                FieldPath::root().key("podGroupBackoffSeconds"),
-                backoff,
-                "Ruleplane has no group-level backoff: only 0 (scheduler-plugins' default) is accepted; a rejected \
-                 group's members back off as pods do",
             ));
         }
         let percentage = self.reject_percentage();

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{Pod, WorkloadReference};
 use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
-use ruleplane_config::scheduler::cosched::{self, Chain, Gate, Held, Members, POD_GROUP_API, PodGroupSpec};
+use ruleplane_config::scheduler::cosched::{self, Backoffs, Chain, Gate, Held, Members, POD_GROUP_API, PodGroupSpec};
 use ruleplane_config::scheduler::engine::{Nominate, Outcome, Preemption};
 use ruleplane_config::scheduler::gang::{
     Deferred, Dialect, GANG_SCHEDULING, GangRun, GroupKey, GroupPolicy, MemberState, PodGroups, PreEnqueue, Rejected,
@@ -44,6 +44,8 @@ pub(super) struct Gangs {
     /// PodGroup members held by Coscheduling's PreFilter and the message they were told (told again only when it
     /// changes, e.g. `PodGroup not found` then a short count).
     told: HashMap<PodKey, String>,
+    /// PodGroups backed off after a rejected run (`podGroupBackoffSeconds`).
+    backoffs: Backoffs,
 }
 
 /// What PreEnqueue and the queue make of a popped pod.
@@ -134,6 +136,7 @@ impl Gangs {
             groups: PodGroups::default(),
             noted: HashSet::new(),
             told: HashMap::new(),
+            backoffs: Backoffs::default(),
         })
     }
 
@@ -178,7 +181,7 @@ impl Gangs {
                     never_preempts: false,
                 };
                 matches!(
-                    cosched::pre_filter(member, self.pod_group(group).as_ref(), members(counts), None, 1),
+                    cosched::pre_filter(member, self.pod_group(group).as_ref(), false, members(counts), None, 1),
                     Gate::Pass { .. }
                 )
             }
@@ -273,9 +276,10 @@ impl Loop {
     /// Coscheduling's PreFilter for a popped member of a PodGroup and, when it passes, its group's run (the same
     /// run as the Workload dialect's).
     fn pod_group_of(&mut self, key: &PodKey, group: GroupKey) -> Popped {
-        let Some(gangs) = self.gangs.as_ref() else {
+        let Some(gangs) = self.gangs.as_mut() else {
             return Popped::Alone;
         };
+        let backed_off = gangs.backoffs.active(&group, now().0);
         let counts = gangs.groups.counts(&group);
         let nodes = self.scheduler.cache.nodes.store.state().len();
         let spec = gangs.pod_group(&group);
@@ -292,19 +296,18 @@ impl Loop {
             pod_name: &key.name,
             never_preempts,
         };
-        match cosched::pre_filter(
-            member,
-            spec.as_ref(),
-            members(counts),
-            Some(self.scheduler.chain()),
-            nodes,
-        ) {
+        let chain = Some(self.scheduler.chain());
+        match cosched::pre_filter(member, spec.as_ref(), backed_off, members(counts), chain, nodes) {
             Gate::Pass { min_member } => {
                 let (run, members) = self.start_run(key, group, min_member, counts.bound);
                 Popped::Run(Box::new(run), members, spec.map(Box::new))
             }
             Gate::Held(held) => {
                 self.hold_pod_group(key, held);
+                // Coscheduling's PostFilter runs after its PreFilter rejection: a group with its pods backs off.
+                if spec.is_some() {
+                    self.group_rejected(&group);
+                }
                 Popped::Held
             }
         }
@@ -405,6 +408,16 @@ impl Loop {
         self.queue.activate(members.iter());
     }
 
+    /// A PodGroup's run was rejected: the group is backed off for `podGroupBackoffSeconds`, when set and the group
+    /// has `minMember` pods (Coscheduling's PostFilter).
+    pub(super) fn group_rejected(&mut self, group: &GroupKey) {
+        let seconds = self.scheduler.policy.profile().args.coscheduling.backoff_seconds();
+        let Some(gangs) = self.gangs.as_mut() else { return };
+        let min_member = gangs.pod_group(group).map_or(0, |spec| spec.min_member);
+        let known = gangs.groups.counts(group).known;
+        gangs.backoffs.rejected(group, seconds, known, min_member, now().0);
+    }
+
     /// A pod, Workload or PodGroup notification (`kind`), for the gangs' bookkeeping.
     pub(super) fn on_gang_change(&mut self, kind: &str, change: &Change) {
         let is_pods = kind == "Pod";
@@ -499,6 +512,7 @@ impl PodScheduler {
                     };
                     gang_failure(key, cosched::COSCHEDULING, held.message, nominate)
                 })
+                .chain([Done::GroupRejected(run.group().clone())])
                 .collect();
             send(Done::Run(told));
             return;
@@ -576,6 +590,9 @@ impl PodScheduler {
                 .chain([&rejected.failing])
             {
                 self.publish_gang(key, EventType::Warning, "GangRejected", note.clone());
+            }
+            if group.dialect == Dialect::PodGroup {
+                told.push(Done::GroupRejected(group.clone()));
             }
         } else if let Some(waiting_for) = deferred {
             // The quorum needs preemption: only now are victims evicted; the other members wait for the next run,

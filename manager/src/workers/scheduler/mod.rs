@@ -141,6 +141,8 @@ enum Done {
     Gated(PodKey),
     /// The end of a gang's run: what each member's cycle came to (never itself a `Run`).
     Run(Vec<Done>),
+    /// A PodGroup's run was rejected (its group may back off).
+    GroupRejected(ruleplane_config::scheduler::gang::GroupKey),
     /// A gang member whose run waits for a sibling's preemption: back to the queue, rejected by its group's
     /// `plugin`, unreported (a preemptor's retry pops it again with its siblings).
     Waiting {
@@ -550,6 +552,7 @@ impl Loop {
                 };
                 self.queue.failed(&key, failure, None, 0, now(), &self.scheduler.hints);
             }
+            Done::GroupRejected(group) => self.group_rejected(&group),
             Done::Waiting { key, plugin, seen } => {
                 self.cycle_running = false;
                 let failure = Failure::Unschedulable {
