@@ -1,18 +1,26 @@
 //! Gang scheduling in scheduler-plugins' Coscheduling dialect: a pod's PodGroup label, the PodGroup's spec, and
 //! Coscheduling's PreFilter verdicts and messages, mapped onto the Workload dialect's gang run (`super::gang`).
 
-// Upstream: `pkg/coscheduling/` and `apis/scheduling/v1alpha1/types.go` of sigs.k8s.io/scheduler-plugins
-// (behaviour and messages, not code; `docs/scheduler-plan.md` §4.3):
+// Upstream: `pkg/coscheduling/coscheduling.go`, `pkg/coscheduling/core/core.go`, `apis/config/` and
+// `apis/scheduling/v1alpha1/types.go` of sigs.k8s.io/scheduler-plugins, read at commit 903da7df (behaviour and
+// messages, not code; `docs/scheduler-plan.md` §4.3):
 //
 // - A pod joins the PodGroup named by its label `scheduling.x-k8s.io/pod-group`, in its own namespace.
-// - PreFilter refuses (UnschedulableAndUnresolvable) a member while fewer than `minMember` pods carry the label:
-//   `pre-filter pod <pod> cannot find enough sibling pods, current pods number: <n>, minMember of group: <m>`.
+// - PreFilter refuses (UnschedulableAndUnresolvable), in this order: a backed-off group (`podGroup <ns/name> failed
+//   recently`); fewer than `minMember` pods carrying the label (`pre-filter pod <pod> cannot find enough sibling
+//   pods, current pods number: <n>, minMember of group: <m>`); fewer than `minMember` of them without scheduling
+//   gates (`pre-filter pod <pod> cannot proceed due to gated pods in the same PodGroup`); `minResources` (with
+//   `pods` = `minMember`) beyond what the nodes have left (`resource gap: <ResourceList as %v>`).
+// - The sample profile keeps kube-scheduler's defaults and adds Coscheduling, so its PostFilter runs after
+//   DynamicResources' and DefaultPreemption's, for a PreFilter rejection too; it adds `PodGroup <ns/name> gets
+//   rejected due to Pod <pod> is unschedulable even after PostFilter` unless the assigned members are within
+//   `podGroupRejectPercentage` of `minMember`, and backs the group off (`podGroupBackoffSeconds`).
 // - A labelled pod whose PodGroup does not exist passes PreFilter and is rejected at Permit with `PodGroup not
 //   found` (Unschedulable).
 // - Permit waits until `minMember` members reached it. Ruleplane runs the group as a unit instead (`GangRun`):
 //   no member waits at Permit across runs, so `scheduleTimeoutSeconds` and `permitWaitingTimeSeconds` never
-//   apply. PodGroup `status` is written by scheduler-plugins' PodGroup controller, not by the scheduler plugin,
-//   so Ruleplane does not write it either.
+//   apply. PodGroup `status` is written by scheduler-plugins' PodGroup controller
+//   (`pkg/controllers/podgroup_controller.go`), never by the scheduler plugin, so Ruleplane does not write it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
