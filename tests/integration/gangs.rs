@@ -1,18 +1,21 @@
 //! Gang scheduling (Workload dialect) on a real apiserver: members wait for their Workload, a gang that fits is
 //! placed whole, one that cannot fit places none and says why, two gangs competing for the same nodes never
 //! deadlock, kube-scheduler with the gates on agrees, and kill -9 of the scheduling replica mid-gang leaves the gang
-//! whole; the Coscheduling dialect (a PodGroup and its label) goes through the same run.
+//! whole; the Coscheduling dialect (a PodGroup and its label) goes through the same run; a member's preemption evicts
+//! only for a gang whose quorum it completes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use serde_json::json;
 
-use crate::support::cluster_nodes::{KubeScheduler, create_node, delete_nodes, node, nodes_lock};
+use crate::support::cluster_nodes::{
+    KubeScheduler, create_node, create_priority_classes, delete_nodes, delete_priority_classes, node, nodes_lock,
+};
 use crate::support::manager::{ManagerProcess, temp_dir};
 use crate::support::{admin_client, eventually, test_namespace, write_rule_file as write};
 
@@ -481,13 +484,19 @@ async fn a_pod_group_is_placed_whole_and_a_short_one_is_held_with_coschedulings_
     create_pod_group(&client, &ns, "fits", 3).await;
     create_labelled_member(&client, &ns, "fits-0", "fits", &scheduler, &id).await;
     create_labelled_member(&client, &ns, "fits-1", "fits", &scheduler, &id).await;
+    // kube-scheduler runs the PostFilter chain after a PreFilter rejection too: DynamicResources, DefaultPreemption
+    // (no node where preemption helps), then Coscheduling's rejection of the group.
     let held = unschedulable_message(&client, &ns, "fits-1").await;
     assert!(
         held.starts_with("0/")
-            && held.ends_with(
+            && held.contains(
                 " nodes are available: pre-filter pod fits-1 cannot find enough sibling pods, current pods number: 2, \
-                 minMember of group: 3."
-            ),
+                 minMember of group: 3. no new claims to deallocate, preemption: 0/"
+            )
+            && held.ends_with(&format!(
+                " Preemption is not helpful for scheduling., PodGroup {ns}/fits gets rejected due to Pod fits-1 is \
+                 unschedulable even after PostFilter"
+            )),
         "{held}"
     );
     assert!(bound_members(&client, &ns, "fits").await.is_empty());
@@ -504,6 +513,30 @@ async fn a_pod_group_is_placed_whole_and_a_short_one_is_held_with_coschedulings_
         unschedulable_message(&client, &ns, "orphan-0").await,
         "0/1 nodes are available: 1 PodGroup not found."
     );
+
+    // A group asking in `minResources` for more cpu than the cluster has left: Coscheduling's PreFilter names the gap.
+    let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        "scheduling.x-k8s.io",
+        "v1alpha1",
+        "PodGroup",
+    ));
+    let greedy: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": "greedy", "namespace": ns},
+        "spec": {"minMember": 1, "minResources": {"cpu": "100000"}},
+    }))
+    .expect("pod group");
+    Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &resource)
+        .create(&PostParams::default(), &greedy)
+        .await
+        .expect("create pod group");
+    create_labelled_member(&client, &ns, "greedy-0", "greedy", &scheduler, &id).await;
+    let gap = unschedulable_message(&client, &ns, "greedy-0").await;
+    assert!(
+        gap.contains(" nodes are available: resource gap: map[cpu:{{") && gap.contains(" DecimalSI}]. "),
+        "{gap}"
+    );
+    assert!(bound_members(&client, &ns, "greedy").await.is_empty());
 
     // One cpu is left: a group of three cannot fit, none of it is placed, and the siblings name the failing member.
     create_pod_group(&client, &ns, "big", 3).await;
@@ -531,6 +564,14 @@ async fn a_pod_group_is_placed_whole_and_a_short_one_is_held_with_coschedulings_
         .iter()
         .position(|m| m.contains("Insufficient cpu"))
         .unwrap_or_else(|| panic!("a member says why: {messages:?}"));
+    // Coscheduling's PostFilter names the group's rejection after DefaultPreemption's part.
+    assert!(
+        messages[failing].ends_with(&format!(
+            ", PodGroup {ns}/big gets rejected due to Pod big-{failing} is unschedulable even after PostFilter"
+        )),
+        "{}",
+        messages[failing]
+    );
     for (i, message) in messages.iter().enumerate() {
         if i != failing {
             assert_eq!(
@@ -550,4 +591,192 @@ async fn a_pod_group_is_placed_whole_and_a_short_one_is_held_with_coschedulings_
     drop(manager);
     delete_pods(&client, &ns).await;
     delete_nodes(&client, &names).await;
+}
+
+/// The label cluster.sh starts KWOK with (docs/control-plane.md): KWOK plays the kubelet on such a node, so a
+/// preemption victim is removed once deleted.
+const KWOK_NODE: (&str, &str) = ("ruleplane.dev/kwok", "true");
+
+/// A pod of priority class `class` bound to `node` by name (no scheduler), requesting `cpu`.
+fn filler(namespace: &str, name: &str, node: &str, class: &str, cpu: &str) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "nodeName": node,
+            "priorityClassName": class,
+            "terminationGracePeriodSeconds": 30,
+            "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}],
+        },
+    }))
+    .expect("filler")
+}
+
+/// A member of PodGroup `group` of priority class `class`, placed only on this test's nodes.
+fn prioritized_member(namespace: &str, name: &str, group: &str, scheduler: &str, id: &str, class: &str) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {"gang": group, "scheduling.x-k8s.io/pod-group": group}},
+        "spec": {
+            "schedulerName": scheduler,
+            "priorityClassName": class,
+            "nodeSelector": {"gang-test": id},
+            "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }))
+    .expect("member")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_evicts_nothing_unless_preemption_completes_its_quorum_and_is_placed_once_the_victims_are_gone() {
+    install_pod_group_crd();
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "gangpreempt").await;
+    let id = format!("{}p", std::process::id());
+    let scheduler = format!("gangpreempt-{id}");
+    let class = |name: &str| format!("gangpreempt-{name}-{id}");
+    let classes: Vec<(String, i32, &str)> = [("high", 1000), ("low", 10)]
+        .into_iter()
+        .map(|(name, value)| (class(name), value, "PreemptLowerPriority"))
+        .collect();
+    create_priority_classes(&client, &classes).await;
+    let _nodes = nodes_lock().await;
+    // Three KWOK nodes: two of 2 cpu, the first full of a low-priority pod, the second of a high-priority one, and
+    // an empty one of 1 cpu.
+    let mut names = Vec::new();
+    for (i, cpu) in ["2", "2", "1"].into_iter().enumerate() {
+        let labels = json!({"gang-test": id, KWOK_NODE.0: KWOK_NODE.1});
+        names.push(
+            create_node(
+                &client,
+                node(&format!("gangpreempt-{id}-{i}"), cpu, "8Gi", labels, json!([])),
+            )
+            .await,
+        );
+    }
+    let nodes = Api::<Node>::all(client.clone());
+    for name in &names {
+        eventually(Duration::from_secs(30), &format!("{name} Ready"), || async {
+            nodes
+                .get(name)
+                .await
+                .ok()?
+                .status?
+                .conditions?
+                .into_iter()
+                .find(|c| c.type_ == "Ready" && c.status == "True")
+        })
+        .await;
+    }
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    let create = |pod: Pod| {
+        let pods = pods.clone();
+        async move { pods.create(&PostParams::default(), &pod).await.expect("create pod") }
+    };
+    create(filler(&ns, "low", &names[0], &class("low"), "2")).await;
+    create(filler(&ns, "high", &names[1], &class("high"), "2")).await;
+    let dir = temp_dir("gangpreempt");
+    // A rejected group backs off (scheduler-plugins' podGroupBackoffSeconds).
+    let backoff_policy = format!(
+        "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: {{ name: {scheduler} }}\n\
+         spec: {{ schedulerName: {scheduler}, pluginArgs: {{ Coscheduling: {{ podGroupBackoffSeconds: 300 }} }} }}\n"
+    );
+    write(&dir, "policy.yaml", &backoff_policy);
+    let manager = ManagerProcess::start(&dir, &ns, "gangpreempt", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+
+    // Four high-priority members of 1 cpu: one fits on the empty node, two on the first node by evicting `low`, the
+    // fourth nowhere. The gang is rejected and `low` is not touched.
+    create_pod_group(&client, &ns, "four", 4).await;
+    for i in 0..4 {
+        let name = format!("four-{i}");
+        create(prioritized_member(&ns, &name, "four", &scheduler, &id, &class("high"))).await;
+    }
+    let rejected = event_note(&client, &ns, "four-0", "GangRejected").await;
+    // The two members placeable by preemption counted towards the quorum, and still nothing was evicted.
+    assert!(
+        rejected.starts_with(&format!("pod group {ns}/four was rejected"))
+            && rejected.ends_with("(3 of 4 members could be placed)"),
+        "{rejected}"
+    );
+    let low = pods.get("low").await.expect("low is still there");
+    assert!(low.metadata.deletion_timestamp.is_none(), "low is not evicted");
+    let disrupted = low
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .any(|c| c.type_ == "DisruptionTarget");
+    assert!(!disrupted, "low is not marked for disruption");
+    assert!(bound_members(&client, &ns, "four").await.is_empty());
+    // The rejected group is backed off: a member added now is held by Coscheduling's PreFilter.
+    create(prioritized_member(
+        &ns,
+        "four-4",
+        "four",
+        &scheduler,
+        &id,
+        &class("high"),
+    ))
+    .await;
+    let backed_off = unschedulable_message(&client, &ns, "four-4").await;
+    assert!(
+        backed_off.contains(&format!(" nodes are available: podGroup {ns}/four failed recently. ")),
+        "{backed_off}"
+    );
+    pods.delete_collection(&Default::default(), &ListParams::default().labels("gang=four"))
+        .await
+        .expect("delete the rejected gang");
+    eventually(Duration::from_secs(30), "the rejected gang gone", || async {
+        let left = pods.list(&ListParams::default().labels("gang=four")).await.ok()?;
+        left.items.is_empty().then_some(())
+    })
+    .await;
+
+    // Three members: one fits on the empty node, two on the first once `low` is gone. The quorum is met by
+    // preemption: the member that fitted gives its reservation back and waits, `low` is evicted (KWOK removes it),
+    // and the gang is placed whole.
+    create_pod_group(&client, &ns, "three", 3).await;
+    for i in 0..3 {
+        let name = format!("three-{i}");
+        create(prioritized_member(&ns, &name, "three", &scheduler, &id, &class("high"))).await;
+    }
+    eventually(Duration::from_secs(60), "low evicted and removed", || async {
+        matches!(pods.get_opt("low").await, Ok(None)).then_some(())
+    })
+    .await;
+    let placed = eventually(Duration::from_secs(60), "the gang of three placed", || async {
+        let bound = bound_members(&client, &ns, "three").await;
+        (bound.len() == 3).then_some(bound)
+    })
+    .await;
+    let on_first = placed.values().filter(|node| *node == &names[0]).count();
+    let on_empty = placed.values().filter(|node| *node == &names[2]).count();
+    assert_eq!((on_first, on_empty), (2, 1), "{placed:?}");
+    let mut waiting = Vec::new();
+    for i in 0..3 {
+        let events = Api::<Event>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default().fields(&format!("regarding.name=three-{i}")))
+            .await
+            .expect("events");
+        let notes = events
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("GangWaiting"));
+        waiting.extend(notes.filter_map(|e| e.note));
+    }
+    let prefix = format!("pod group {ns}/three waits for the preemption by {ns}/three-");
+    assert!(
+        waiting.iter().any(|note| note.starts_with(&prefix)
+            && note.ends_with("(3 of 3 members can be placed once its victims are gone)")),
+        "{waiting:?}"
+    );
+    let high = pods.get("high").await.expect("high is still there");
+    assert!(high.metadata.deletion_timestamp.is_none(), "high is never a victim");
+
+    drop(manager);
+    delete_pods(&client, &ns).await;
+    delete_nodes(&client, &names).await;
+    delete_priority_classes(&client, classes.into_iter().map(|(name, _, _)| name)).await;
 }

@@ -393,6 +393,7 @@ impl Resolver<'_, '_, '_> {
         args.inter_pod_affinity = given.inter_pod_affinity.clone();
         args.default_preemption = given.default_preemption.clone();
         args.volume_binding = given.volume_binding.clone();
+        args.coscheduling = given.coscheduling.clone();
         args.node_resources_fit.ignored_resources = given.node_resources_fit.ignored_resources.clone();
         args.node_resources_fit.ignored_resource_groups = given.node_resources_fit.ignored_resource_groups.clone();
         let shorthand = self.fit_shorthand.take();

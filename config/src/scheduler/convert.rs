@@ -266,6 +266,15 @@ fn convert_profile(
                         );
                     }
                 }
+                // scheduler-plugins' CoschedulingArgs.
+                "Coscheduling" => {
+                    plugin_args.insert(name.to_string(), args);
+                    notes.push(
+                        "pluginConfig Coscheduling is carried over; permitWaitingTimeSeconds has no effect: a gang is \
+                         scheduled as a unit and nothing waits at Permit"
+                            .into(),
+                    );
+                }
                 other => notes.push(format!("pluginConfig {other} is not converted (no args in Ruleplane)")),
             }
         }
@@ -360,6 +369,7 @@ mod tests {
                         "scoringStrategy": {"type": "MostAllocated"}}},
                     {"name": "DefaultPreemption", "args": {"minCandidateNodesPercentage": 20}},
                     {"name": "VolumeBinding", "args": {"bindTimeoutSeconds": 30}},
+                    {"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 10, "podGroupBackoffSeconds": 5}},
                 ],
             }],
         }));
@@ -394,6 +404,11 @@ mod tests {
             json!({"minCandidateNodesPercentage": 20})
         );
         assert_eq!(spec["pluginArgs"]["VolumeBinding"], json!({"bindTimeoutSeconds": 30}));
+        assert_eq!(
+            spec["pluginArgs"]["Coscheduling"],
+            json!({"permitWaitingTimeSeconds": 10, "podGroupBackoffSeconds": 5})
+        );
+        assert!(notes.contains("pluginConfig Coscheduling is carried over"), "{notes}");
         // The converted document loads.
         let text = serde_json::to_string(&converted[0].rule).unwrap();
         let rules = crate::load_str("converted.yaml", &text).expect("the converted policy loads");

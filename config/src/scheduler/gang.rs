@@ -152,8 +152,8 @@ fn missing_group_message(group: &GroupKey) -> String {
 /// here: they live only inside a [`GangRun`] (and as pods being bound, which the caller counts).
 #[derive(Clone, Debug)]
 pub struct PodGroups<K> {
-    /// Group → pod → bound.
-    members: BTreeMap<GroupKey, BTreeMap<K, bool>>,
+    /// Group → pod → its state.
+    members: BTreeMap<GroupKey, BTreeMap<K, MemberState>>,
     /// Pod → its group, to find it again on deletion.
     group_of: BTreeMap<K, GroupKey>,
 }
@@ -167,6 +167,15 @@ impl<K> Default for PodGroups<K> {
     }
 }
 
+/// What the groups keep of a member pod.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemberState {
+    /// It has a node.
+    pub bound: bool,
+    /// It has scheduling gates (Coscheduling's PreFilter counts them).
+    pub gated: bool,
+}
+
 /// A group's members by state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupCounts {
@@ -174,16 +183,17 @@ pub struct GroupCounts {
     pub known: usize,
     /// Bound to a node (`AssignedPods`).
     pub bound: usize,
+    /// With scheduling gates.
+    pub gated: usize,
 }
 
 impl<K: Clone + Ord> PodGroups<K> {
-    /// A pod of `group` seen added or changed; `bound` when it has a node. The group of a pod never changes
-    /// (`workloadRef` is immutable).
-    pub fn apply(&mut self, key: K, group: GroupKey, bound: bool) {
+    /// A pod of `group` seen added or changed. The group of a pod never changes (`workloadRef` is immutable).
+    pub fn apply(&mut self, key: K, group: GroupKey, state: MemberState) {
         self.members
             .entry(group.clone())
             .or_default()
-            .insert(key.clone(), bound);
+            .insert(key.clone(), state);
         self.group_of.insert(key, group);
     }
 
@@ -217,7 +227,8 @@ impl<K: Clone + Ord> PodGroups<K> {
             .get(group)
             .map_or_else(GroupCounts::default, |members| GroupCounts {
                 known: members.len(),
-                bound: members.values().filter(|bound| **bound).count(),
+                bound: members.values().filter(|m| m.bound).count(),
+                gated: members.values().filter(|m| m.gated).count(),
             })
     }
 
@@ -226,7 +237,7 @@ impl<K: Clone + Ord> PodGroups<K> {
         self.members.get(group).map_or_else(Vec::new, |members| {
             members
                 .iter()
-                .filter(|(_, bound)| !**bound)
+                .filter(|(_, m)| !m.bound)
                 .map(|(key, _)| key.clone())
                 .collect()
         })
@@ -258,6 +269,25 @@ pub enum Step<K> {
     /// The quorum can no longer be met: every member reserved in the run is unreserved and forgotten at once,
     /// and every member of the run fails.
     Rejected(Rejected<K>),
+    /// After the quorum, a member that fits once its preemption's victims are gone: its preemption is carried out
+    /// on its own, as kube-scheduler's.
+    Preempt(K),
+    /// Before the quorum, the quorum is met counting members that fit once their preemption's victims are gone:
+    /// the run ends; only now are those victims evicted and the preemptors nominated. Every other member of the
+    /// run waits (reservations given back), and the group is tried again with a preemptor once its victims are
+    /// gone.
+    Deferred(Deferred<K>),
+}
+
+/// A run ended by a quorum that needs preemption.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deferred<K> {
+    /// The members reserved in the run: unreserve and forget them; they wait for the next run.
+    pub reserved: Vec<K>,
+    /// The members whose preemption is carried out.
+    pub preemptors: Vec<K>,
+    /// Members of the run not tried yet: they wait too.
+    pub untried: usize,
 }
 
 /// Why a run was rejected and whom it touches.
@@ -265,6 +295,8 @@ pub enum Step<K> {
 pub struct Rejected<K> {
     /// The members reserved in the run: unreserve and forget them.
     pub reserved: Vec<K>,
+    /// Members that would have fitted by preemption: nothing is evicted for them, their nomination goes.
+    pub preemptors: Vec<K>,
     /// The member whose failure made the quorum impossible.
     pub failing: K,
     /// Members of the run not tried yet: they fail with the reserved ones.
@@ -281,6 +313,8 @@ pub struct GangRun<K> {
     /// Members of the run not tried yet.
     untried: usize,
     reserved: Vec<K>,
+    /// Members that fit once their preemption's victims are gone (before the quorum); nothing is evicted yet.
+    preemptors: Vec<K>,
     allowed: bool,
 }
 
@@ -294,6 +328,7 @@ impl<K: Clone> GangRun<K> {
             placed_before,
             untried: members,
             reserved: Vec::new(),
+            preemptors: Vec::new(),
             allowed: false,
         }
     }
@@ -308,8 +343,13 @@ impl<K: Clone> GangRun<K> {
     }
 
     /// Members reserved (this run) or placed before it: Permit's assumed ∪ assigned.
-    pub fn ready(&self) -> usize {
+    pub fn assigned(&self) -> usize {
         self.placed_before + self.reserved.len()
+    }
+
+    /// Members placeable: assigned, or fitting once their preemption's victims are gone.
+    pub fn ready(&self) -> usize {
+        self.assigned() + self.preemptors.len()
     }
 
     pub fn min_count(&self) -> usize {
@@ -326,10 +366,36 @@ impl<K: Clone> GangRun<K> {
         }
         self.reserved.push(member);
         if self.ready() >= self.min_count {
+            if !self.preemptors.is_empty() {
+                return self.defer();
+            }
             self.allowed = true;
             return Step::Allowed(std::mem::take(&mut self.reserved));
         }
         Step::Next
+    }
+
+    /// A member found no node, but its PostFilter found a preemption (victims on a nominated node). Before the
+    /// quorum it counts as placeable and nothing is evicted yet: the run goes on, and ends once the quorum is met
+    /// ([`Step::Deferred`]); after the quorum its preemption is carried out alone ([`Step::Preempt`]).
+    pub fn preempting(&mut self, member: K) -> Step<K> {
+        self.untried = self.untried.saturating_sub(1);
+        if self.allowed {
+            return Step::Preempt(member);
+        }
+        self.preemptors.push(member);
+        if self.ready() >= self.min_count {
+            return self.defer();
+        }
+        Step::Next
+    }
+
+    fn defer(&mut self) -> Step<K> {
+        Step::Deferred(Deferred {
+            reserved: std::mem::take(&mut self.reserved),
+            preemptors: std::mem::take(&mut self.preemptors),
+            untried: std::mem::take(&mut self.untried),
+        })
     }
 
     /// A member found no node (or failed otherwise). Before the quorum, the run goes on only while the members
@@ -341,18 +407,22 @@ impl<K: Clone> GangRun<K> {
         }
         Step::Rejected(Rejected {
             reserved: std::mem::take(&mut self.reserved),
+            preemptors: std::mem::take(&mut self.preemptors),
             failing: member,
             untried: self.untried,
         })
     }
 
     /// The run ran out of members short of the quorum (members outside the run counted at PreEnqueue left
-    /// meanwhile): every reservation goes, as for a rejection. `None` once allowed.
+    /// meanwhile): every reservation goes, as for a rejection, and no preemption is carried out (the preemptors
+    /// come last). `None` once allowed.
     pub fn finish(&mut self) -> Option<Vec<K>> {
         if self.allowed {
             return None;
         }
-        Some(std::mem::take(&mut self.reserved))
+        let mut given_back = std::mem::take(&mut self.reserved);
+        given_back.append(&mut self.preemptors);
+        Some(given_back)
     }
 
     /// The Normal `GangWaiting` Event's text (Ruleplane's): how many members are ready of how many needed.
@@ -370,6 +440,16 @@ pub fn waiting_note(group: &GroupKey, ready: usize, min_count: usize) -> String 
 pub fn rejected_note(group: &GroupKey, failing: &str, ready: usize, min_count: usize) -> String {
     format!(
         "pod group {group} was rejected: member {failing} is unschedulable ({ready} of {min_count} members could be placed)"
+    )
+}
+
+/// The Normal `GangWaiting` Event's text (Ruleplane's) for the members of a run that waits for its preemptors'
+/// victims to go.
+pub fn preempting_note(group: &GroupKey, preemptors: &[String], ready: usize, min_count: usize) -> String {
+    format!(
+        "pod group {group} waits for the preemption by {} ({ready} of {min_count} members can be placed once its \
+         victims are gone)",
+        preemptors.join(", ")
     )
 }
 
@@ -451,18 +531,42 @@ mod tests {
         let mut groups = PodGroups::default();
         let add = |groups: &mut PodGroups<&str>, key, pod: Pod| {
             let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
-            groups.apply(key, GroupKey::of(&pod).expect("a member"), bound);
+            let gated = key == "c";
+            groups.apply(key, GroupKey::of(&pod).expect("a member"), MemberState { bound, gated });
         };
         add(&mut groups, "a", member("a", None, None));
         add(&mut groups, "b", member("b", Some("n1"), None));
         add(&mut groups, "c", member("c", None, Some("r1")));
-        assert_eq!(groups.counts(&group()), GroupCounts { known: 2, bound: 1 });
+        assert_eq!(
+            groups.counts(&group()),
+            GroupCounts {
+                known: 2,
+                bound: 1,
+                gated: 0
+            }
+        );
         assert_eq!(groups.unbound(&group()), vec!["a"]);
         assert_eq!(groups.groups_of_workload(Dialect::Workload, "ns", "train").len(), 2);
         assert!(groups.groups_of_workload(Dialect::PodGroup, "ns", "train").is_empty());
         assert_eq!(groups.groups().len(), 2);
+        let replica = GroupKey::of(&member("c", None, Some("r1"))).expect("a member");
+        assert_eq!(
+            groups.counts(&replica),
+            GroupCounts {
+                known: 1,
+                bound: 0,
+                gated: 1
+            }
+        );
         add(&mut groups, "a", member("a", Some("n2"), None));
-        assert_eq!(groups.counts(&group()), GroupCounts { known: 2, bound: 2 });
+        assert_eq!(
+            groups.counts(&group()),
+            GroupCounts {
+                known: 2,
+                bound: 2,
+                gated: 0
+            }
+        );
         assert!(groups.delete(&"a"));
         assert!(groups.delete(&"b"));
         assert!(!groups.delete(&"x"));
@@ -505,10 +609,69 @@ mod tests {
             run.failed("c"),
             Step::Rejected(Rejected {
                 reserved: vec!["a"],
+                preemptors: vec![],
                 failing: "c",
                 untried: 1,
             })
         );
+    }
+
+    #[test]
+    fn a_quorum_met_only_by_preemption_ends_the_run_before_anything_is_evicted() {
+        let mut run = GangRun::new(group(), 3, 0, 4);
+        assert_eq!(run.reserved("a"), Step::Next);
+        assert_eq!(run.preempting("b"), Step::Next);
+        assert_eq!(run.ready(), 2);
+        assert_eq!(run.assigned(), 1, "a preemptor is not assigned: it is only nominated");
+        assert_eq!(
+            run.reserved("c"),
+            Step::Deferred(Deferred {
+                reserved: vec!["a", "c"],
+                preemptors: vec!["b"],
+                untried: 1,
+            })
+        );
+    }
+
+    #[test]
+    fn a_run_rejected_after_a_preemptor_evicts_nothing() {
+        let mut run = GangRun::new(group(), 3, 0, 3);
+        assert_eq!(run.preempting("a"), Step::Next);
+        assert_eq!(run.reserved("b"), Step::Next);
+        assert_eq!(
+            run.failed("c"),
+            Step::Rejected(Rejected {
+                reserved: vec!["b"],
+                preemptors: vec!["a"],
+                failing: "c",
+                untried: 0,
+            })
+        );
+    }
+
+    #[test]
+    fn a_preemptor_completing_the_quorum_defers_the_run_and_one_after_the_quorum_preempts_alone() {
+        let mut run = GangRun::new(group(), 2, 0, 2);
+        assert_eq!(run.reserved("a"), Step::Next);
+        assert_eq!(
+            run.preempting("b"),
+            Step::Deferred(Deferred {
+                reserved: vec!["a"],
+                preemptors: vec!["b"],
+                untried: 0,
+            })
+        );
+        let mut run = GangRun::new(group(), 1, 0, 2);
+        assert_eq!(run.reserved("a"), Step::Allowed(vec!["a"]));
+        assert_eq!(run.preempting("b"), Step::Preempt("b"));
+    }
+
+    #[test]
+    fn a_short_run_gives_back_its_preemptors_too() {
+        let mut run = GangRun::new(group(), 3, 0, 2);
+        assert_eq!(run.preempting("a"), Step::Next);
+        assert_eq!(run.reserved("b"), Step::Next);
+        assert_eq!(run.finish(), Some(vec!["b", "a"]));
     }
 
     #[test]
@@ -525,6 +688,15 @@ mod tests {
         assert_eq!(run.reserved("a"), Step::Next);
         assert_eq!(run.reserved("b"), Step::Next);
         assert_eq!(run.finish(), Some(vec!["a", "b"]));
+    }
+
+    #[test]
+    fn the_waiting_note_names_the_preemptors() {
+        assert_eq!(
+            preempting_note(&group(), &["ns/b".to_string()], 3, 3),
+            "pod group ns/train/workers waits for the preemption by ns/b (3 of 3 members can be placed once its \
+             victims are gone)"
+        );
     }
 
     #[test]

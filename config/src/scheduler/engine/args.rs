@@ -539,3 +539,71 @@ impl VolumeBindingArgs {
         Ok(())
     }
 }
+
+/// scheduler-plugins' defaults for `CoschedulingArgs` (`apis/config/v1/defaults.go`).
+pub const DEFAULT_PERMIT_WAITING_TIME_SECONDS: i64 = 60;
+pub const DEFAULT_POD_GROUP_REJECT_PERCENTAGE: i32 = 10;
+
+/// scheduler-plugins' `CoschedulingArgs` (v1). Ruleplane runs a group as a unit, so nothing waits at Permit:
+/// `permitWaitingTimeSeconds` is accepted and validated but has no effect (`docs/scheduler.md`, Coscheduling).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CoschedulingArgs {
+    /// Seconds a member waits at Permit for its siblings (default 60). No effect in Ruleplane: nothing waits at
+    /// Permit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permit_waiting_time_seconds: Option<i64>,
+    /// Seconds a rejected group is held back before it is tried again (default 0, no group backoff): its members
+    /// are held with `podGroup <ns/name> failed recently` meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_group_backoff_seconds: Option<i64>,
+    /// The share of `minMember` (0–100, default 10) that may still be missing when a member fails without the
+    /// group being rejected in PostFilter; decides whether a failing member's text names its group's rejection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_group_reject_percentage: Option<i32>,
+}
+
+impl CoschedulingArgs {
+    /// `podGroupRejectPercentage` after defaulting.
+    pub fn reject_percentage(&self) -> i32 {
+        self.pod_group_reject_percentage
+            .unwrap_or(DEFAULT_POD_GROUP_REJECT_PERCENTAGE)
+    }
+
+    /// `podGroupBackoffSeconds` after defaulting.
+    pub fn backoff_seconds(&self) -> i64 {
+        self.pod_group_backoff_seconds.unwrap_or(0)
+    }
+
+    /// `ValidateCoschedulingArgs` on the defaulted args (upstream's messages).
+    pub fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let permit = self
+            .permit_waiting_time_seconds
+            .unwrap_or(DEFAULT_PERMIT_WAITING_TIME_SECONDS);
+        if permit < 0 {
+            errors.push(FieldError::invalid(
+                FieldPath::root().key("permitWaitingTimeSeconds"),
+                permit,
+                "must be greater than 0",
+            ));
+        }
+        let backoff = self.backoff_seconds();
+        if backoff < 0 {
+            errors.push(FieldError::invalid(
+                FieldPath::root().key("podGroupBackoffSeconds"),
+                backoff,
+                "must be greater than 0",
+            ));
+        }
+        let percentage = self.reject_percentage();
+        if !(0..=100).contains(&percentage) {
+            errors.push(FieldError::invalid(
+                FieldPath::root().key("podGroupRejectPercentage"),
+                percentage,
+                "must be between 0 and 100",
+            ));
+        }
+        if errors.is_empty() { Ok(()) } else { Err(errors) }
+    }
+}

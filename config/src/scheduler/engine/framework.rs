@@ -107,6 +107,14 @@ impl Engine {
                 plugin: "VolumeBinding".to_string(),
                 errors,
             })?;
+        profile
+            .args
+            .coscheduling
+            .validate()
+            .map_err(|errors| ProfileError::InvalidArgs {
+                plugin: "Coscheduling".to_string(),
+                errors,
+            })?;
         let mut filters: Vec<BuiltFilter> = Vec::new();
         for entry in &profile.filters {
             let built = build_filter(entry, &profile.args)?;
@@ -184,6 +192,11 @@ impl Engine {
         if let Some(post_filters) = &mut self.post_filters {
             post_filters.victim_schedulers = Some(std::sync::Arc::new(schedulers));
         }
+    }
+
+    /// The PostFilter chain, when the policy has one (DefaultPreemption on).
+    pub fn post_filters(&self) -> Option<&PostFilters> {
+        self.post_filters.as_ref()
     }
 
     /// Sets the PostFilter chain (`None`: no PostFilter plugins, kube-scheduler then never preempts).

@@ -7,8 +7,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::args::{
-    DefaultPreemptionArgs, InterPodAffinityArgs, NodeAffinityArgs, NodeResourcesBalancedAllocationArgs,
-    NodeResourcesFitArgs, PodTopologySpreadArgs, ResourceSpec, ScoringStrategy, ScoringStrategyType, VolumeBindingArgs,
+    CoschedulingArgs, DefaultPreemptionArgs, InterPodAffinityArgs, NodeAffinityArgs,
+    NodeResourcesBalancedAllocationArgs, NodeResourcesFitArgs, PodTopologySpreadArgs, ResourceSpec, ScoringStrategy,
+    ScoringStrategyType, VolumeBindingArgs,
 };
 use super::declarative::{NodeLabelArgs, NodeValueArgs};
 use super::features::Feature;
@@ -191,6 +192,9 @@ pub struct PluginArgs {
     /// VolumeBinding (how long PreBind waits for the claims).
     #[serde(rename = "VolumeBinding", default, skip_serializing_if = "is_default")]
     pub volume_binding: VolumeBindingArgs,
+    /// scheduler-plugins' Coscheduling (gangs in the PodGroup dialect).
+    #[serde(rename = "Coscheduling", default, skip_serializing_if = "is_default")]
+    pub coscheduling: CoschedulingArgs,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -400,6 +404,7 @@ impl Serialize for Profile {
                 inter_pod_affinity: args.inter_pod_affinity.clone(),
                 default_preemption: args.default_preemption.clone(),
                 volume_binding: args.volume_binding.clone(),
+                coscheduling: args.coscheduling.clone(),
             },
             percentage_of_nodes_to_score: self.percentage_of_nodes_to_score,
             ignored_features: &self.ignored_features,

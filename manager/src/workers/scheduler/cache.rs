@@ -17,11 +17,13 @@ use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
+use ruleplane_config::scheduler::cosched::{self, PodGroupSpec};
 use ruleplane_config::scheduler::engine::queueing_hints::{
     ActionType, ClusterEvent, HintPod, QueueingHints, node_update_actions, pod_update_actions,
 };
 use ruleplane_config::scheduler::engine::volume_plan::{self, VolumePlan};
-use ruleplane_config::scheduler::engine::{Decision, Engine, ScheduleError, Snapshot, Workloads};
+use ruleplane_config::scheduler::engine::{Decision, Engine, Nominate, ScheduleError, Snapshot, Workloads};
+use ruleplane_config::scheduler::gang::GroupKey;
 use tokio::sync::{Mutex, mpsc};
 use tracing::{debug, warn};
 
@@ -265,6 +267,18 @@ impl ClusterCache {
             seen: state.sequence,
             prepared,
         })
+    }
+
+    /// Coscheduling's `minResources` check for `group` on the current cluster state (`cosched::resource_gap`).
+    pub async fn resource_gap(&self, group: &GroupKey, spec: &PodGroupSpec) -> Option<String> {
+        let mut state = self.state.lock().await;
+        self.sync(&mut state);
+        cosched::resource_gap(&state.snapshot, group, spec)
+    }
+
+    /// Records a nomination decided outside a cycle (a gang's preemptor that does not preempt after all).
+    pub async fn nominate(&self, pod: &Pod, nominate: &Nominate) {
+        self.state.lock().await.nominations.record(pod_key(pod), pod, nominate);
     }
 
     /// Forgets an assumed pod whose binding failed. Its room is freed, so the queues hear of an assigned pod

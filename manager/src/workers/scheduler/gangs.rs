@@ -15,11 +15,11 @@ use k8s_openapi::api::core::v1::{Pod, WorkloadReference};
 use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
-use ruleplane_config::scheduler::cosched::{self, Gate, POD_GROUP_API, PodGroupSpec};
-use ruleplane_config::scheduler::engine::Outcome;
+use ruleplane_config::scheduler::cosched::{self, Backoffs, Chain, Gate, Held, Members, POD_GROUP_API, PodGroupSpec};
+use ruleplane_config::scheduler::engine::{Nominate, Outcome, Preemption};
 use ruleplane_config::scheduler::gang::{
-    Dialect, GANG_SCHEDULING, GangRun, GroupKey, GroupPolicy, PodGroups, PreEnqueue, Rejected, Step, group_policy,
-    pre_enqueue, rejected_member_message, rejected_note, waiting_note,
+    Deferred, Dialect, GANG_SCHEDULING, GangRun, GroupKey, GroupPolicy, MemberState, PodGroups, PreEnqueue, Rejected,
+    Step, group_policy, pre_enqueue, preempting_note, rejected_member_message, rejected_note, waiting_note,
 };
 use ruleplane_config::scheduler::queue::{Failure, Place};
 use tokio::sync::mpsc;
@@ -44,6 +44,8 @@ pub(super) struct Gangs {
     /// PodGroup members held by Coscheduling's PreFilter and the message they were told (told again only when it
     /// changes, e.g. `PodGroup not found` then a short count).
     told: HashMap<PodKey, String>,
+    /// PodGroups backed off after a rejected run (`podGroupBackoffSeconds`).
+    backoffs: Backoffs,
 }
 
 /// What PreEnqueue and the queue make of a popped pod.
@@ -52,8 +54,9 @@ pub(super) enum Popped {
     Alone,
     /// Held by GangScheduling's PreEnqueue.
     Held,
-    /// A gang's run: these members (the popped one first) are in flight.
-    Run(GangRun<PodKey>, Vec<PodKey>),
+    /// A gang's run: these members (the popped one first) are in flight; a PodGroup's spec in the Coscheduling
+    /// dialect.
+    Run(Box<GangRun<PodKey>>, Vec<PodKey>, Option<Box<PodGroupSpec>>),
 }
 
 /// The group a pod object names, read without converting the whole pod: its Workload's, else its PodGroup's
@@ -73,12 +76,19 @@ pub(super) fn group_of(object: &DynamicObject) -> Option<GroupKey> {
     })
 }
 
-fn is_bound(object: &DynamicObject) -> bool {
-    object
-        .data
-        .pointer("/spec/nodeName")
-        .and_then(|n| n.as_str())
-        .is_some_and(|n| !n.is_empty())
+fn member_state(object: &DynamicObject) -> MemberState {
+    MemberState {
+        bound: object
+            .data
+            .pointer("/spec/nodeName")
+            .and_then(|n| n.as_str())
+            .is_some_and(|n| !n.is_empty()),
+        gated: object
+            .data
+            .pointer("/spec/schedulingGates")
+            .and_then(|g| g.as_array())
+            .is_some_and(|g| !g.is_empty()),
+    }
 }
 
 /// Watches `kind` of `api_version` when the apiserver serves it. Asked once when the worker starts.
@@ -126,6 +136,7 @@ impl Gangs {
             groups: PodGroups::default(),
             noted: HashSet::new(),
             told: HashMap::new(),
+            backoffs: Backoffs::default(),
         })
     }
 
@@ -160,13 +171,20 @@ impl Gangs {
 
     /// Whether the group passes its dialect's gate now (PreEnqueue, or Coscheduling's PreFilter).
     fn passes(&self, group: &GroupKey) -> bool {
-        let known = self.groups.counts(group).known;
+        let counts = self.groups.counts(group);
         match group.dialect {
-            Dialect::Workload => pre_enqueue(group, self.workload(group).as_ref(), known) == PreEnqueue::Pass,
-            Dialect::PodGroup => matches!(
-                cosched::pre_filter("", self.pod_group(group).as_ref(), known, 0),
-                Gate::Pass { .. }
-            ),
+            Dialect::Workload => pre_enqueue(group, self.workload(group).as_ref(), counts.known) == PreEnqueue::Pass,
+            Dialect::PodGroup => {
+                let member = cosched::Member {
+                    group,
+                    pod_name: "",
+                    never_preempts: false,
+                };
+                matches!(
+                    cosched::pre_filter(member, self.pod_group(group).as_ref(), false, members(counts), None, 1),
+                    Gate::Pass { .. }
+                )
+            }
         }
     }
 
@@ -175,7 +193,7 @@ impl Gangs {
         self.groups.clear();
         for object in pods.store.state() {
             if let Some(group) = group_of(&object).filter(|g| self.serves(g)) {
-                self.groups.apply(PodKey::of(&object), group, is_bound(&object));
+                self.groups.apply(PodKey::of(&object), group, member_state(&object));
             }
         }
     }
@@ -187,7 +205,7 @@ impl Gangs {
                 let group = group_of(object).filter(|g| self.serves(g))?;
                 let key = PodKey::of(object);
                 let new = !self.groups.contains(&key);
-                self.groups.apply(key, group.clone(), is_bound(object));
+                self.groups.apply(key, group.clone(), member_state(object));
                 new.then_some(group)
             }
             Change::Deleted(object) => {
@@ -252,24 +270,44 @@ impl Loop {
             }
         };
         let (run, members) = self.start_run(key, group, min_count, counts.bound);
-        Popped::Run(run, members)
+        Popped::Run(Box::new(run), members, None)
     }
 
     /// Coscheduling's PreFilter for a popped member of a PodGroup and, when it passes, its group's run (the same
     /// run as the Workload dialect's).
     fn pod_group_of(&mut self, key: &PodKey, group: GroupKey) -> Popped {
-        let Some(gangs) = self.gangs.as_ref() else {
+        let Some(gangs) = self.gangs.as_mut() else {
             return Popped::Alone;
         };
+        let backed_off = gangs.backoffs.active(&group, now().0);
         let counts = gangs.groups.counts(&group);
         let nodes = self.scheduler.cache.nodes.store.state().len();
-        match cosched::pre_filter(&key.name, gangs.pod_group(&group).as_ref(), counts.known, nodes) {
+        let spec = gangs.pod_group(&group);
+        let never_preempts = self
+            .scheduler
+            .cache
+            .pods
+            .get(Some(&key.namespace), &key.name)
+            .is_some_and(|object| {
+                object.data.pointer("/spec/preemptionPolicy").and_then(|p| p.as_str()) == Some("Never")
+            });
+        let member = cosched::Member {
+            group: &group,
+            pod_name: &key.name,
+            never_preempts,
+        };
+        let chain = Some(self.scheduler.chain());
+        match cosched::pre_filter(member, spec.as_ref(), backed_off, members(counts), chain, nodes) {
             Gate::Pass { min_member } => {
                 let (run, members) = self.start_run(key, group, min_member, counts.bound);
-                Popped::Run(run, members)
+                Popped::Run(Box::new(run), members, spec.map(Box::new))
             }
-            Gate::Held(message) => {
-                self.hold_pod_group(key, message);
+            Gate::Held(held) => {
+                self.hold_pod_group(key, held);
+                // Coscheduling's PostFilter runs after its PreFilter rejection: a group with its pods backs off.
+                if spec.is_some() {
+                    self.group_rejected(&group);
+                }
                 Popped::Held
             }
         }
@@ -330,7 +368,11 @@ impl Loop {
     /// A PodGroup member held by Coscheduling's PreFilter waits like a Workload member, but is told as
     /// kube-scheduler tells a PreFilter rejection: a FailedScheduling Event and the PodScheduled condition, with
     /// Coscheduling's message (again only when the message changes while it is held).
-    fn hold_pod_group(&mut self, key: &PodKey, message: String) {
+    fn hold_pod_group(&mut self, key: &PodKey, held: Held) {
+        let Held {
+            message,
+            clear_nomination,
+        } = held;
         let failure = Failure::Unschedulable {
             plugins: BTreeSet::from([Arc::from(cosched::COSCHEDULING)]),
             pending: BTreeSet::new(),
@@ -343,10 +385,12 @@ impl Loop {
         gangs.told.insert(key.clone(), message.clone());
         let scheduler = self.scheduler.clone();
         let key = key.clone();
-        let error = SchedulingError::Unschedulable {
-            message,
-            nominate: ruleplane_config::scheduler::engine::Nominate::Leave,
+        let nominate = if clear_nomination {
+            ruleplane_config::scheduler::engine::Nominate::Clear
+        } else {
+            ruleplane_config::scheduler::engine::Nominate::Leave
         };
+        let error = SchedulingError::Unschedulable { message, nominate };
         self.spawn(async move { scheduler.report_error(&key, &error).await });
     }
 
@@ -361,6 +405,16 @@ impl Loop {
             .flat_map(|group| gangs.unbound(group))
             .collect();
         self.queue.activate(members.iter());
+    }
+
+    /// A PodGroup's run was rejected: the group is backed off for `podGroupBackoffSeconds`, when set and the group
+    /// has `minMember` pods (Coscheduling's PostFilter).
+    pub(super) fn group_rejected(&mut self, group: &GroupKey) {
+        let seconds = self.scheduler.policy.profile().args.coscheduling.backoff_seconds();
+        let Some(gangs) = self.gangs.as_mut() else { return };
+        let min_member = gangs.pod_group(group).map_or(0, |spec| spec.min_member);
+        let known = gangs.groups.counts(group).known;
+        gangs.backoffs.rejected(group, seconds, known, min_member, now().0);
     }
 
     /// A pod, Workload or PodGroup notification (`kind`), for the gangs' bookkeeping.
@@ -380,12 +434,33 @@ impl Loop {
     }
 }
 
+/// What Coscheduling's PreFilter and PostFilter read of a group's counts (its assigned pods: those bound).
+fn members(counts: ruleplane_config::scheduler::gang::GroupCounts) -> Members {
+    Members {
+        known: counts.known,
+        gated: counts.gated,
+        assigned: counts.bound,
+    }
+}
+
 /// One member's cycle in a run, as the run records it.
 enum Member {
     /// Assumed on `node`.
     Reserved { pod: Arc<Pod>, node: String },
+    /// Found no node, but its PostFilter found victims whose eviction makes room (it is nominated in the cache
+    /// only): nothing is evicted unless the run's quorum is met.
+    Preempting(Preemptor),
     /// Failed on its own: what to tell the loop.
     Failed(Done),
+}
+
+/// A member whose preemption waits for its run's verdict.
+struct Preemptor {
+    pod: Arc<Pod>,
+    preemption: Preemption,
+    victims: Vec<Pod>,
+    /// Its FailedScheduling report, with the nomination, as `attempt` sends it for a preemptor.
+    failed: Done,
 }
 
 impl PodScheduler {
@@ -393,28 +468,85 @@ impl PodScheduler {
     /// allowed members bound together or every reservation given back at once. Nothing is told to the loop before
     /// the last cycle, so no other pod of the policy is decided in between.
     pub(super) async fn run_gang(
-        &self,
+        self: &Arc<Self>,
         mut run: GangRun<PodKey>,
         members: Vec<(PodKey, Option<Arc<Pod>>)>,
+        pod_group: Option<PodGroupSpec>,
         done: mpsc::UnboundedSender<Done>,
     ) {
+        let reject_percentage = self.policy.profile().args.coscheduling.reject_percentage();
         let send = |message: Done| {
             let _ = done.send(message);
         };
+        if let Some(spec) = pod_group.as_ref().filter(|spec| !spec.min_resources.is_empty())
+            && let Some(gap) = self.cache.resource_gap(run.group(), spec).await
+        {
+            // Coscheduling's PreFilter `minResources` check: the cluster lacks room for the group, so every member
+            // of the run is rejected with the gap, before any cycle.
+            let chain = self.chain();
+            let nodes = self.cache.nodes.store.state().len();
+            let told = members
+                .into_iter()
+                .map(|(key, queued)| {
+                    let pod = queued.or_else(|| {
+                        self.cache
+                            .pods
+                            .store
+                            .get_typed::<Pod>(Some(&key.namespace), &key.name)
+                            .map(Arc::new)
+                    });
+                    let never_preempts = pod
+                        .and_then(|pod| pod.spec.as_ref()?.preemption_policy.clone())
+                        .is_some_and(|policy| policy == "Never");
+                    let member = cosched::Member {
+                        group: run.group(),
+                        pod_name: &key.name,
+                        never_preempts,
+                    };
+                    let held = cosched::pre_filter_rejection(member, spec, &gap, run.assigned(), Some(chain), nodes);
+                    let nominate = if held.clear_nomination {
+                        Nominate::Clear
+                    } else {
+                        Nominate::Leave
+                    };
+                    gang_failure(key, cosched::COSCHEDULING, held.message, nominate)
+                })
+                .chain([Done::GroupRejected(run.group().clone())])
+                .collect();
+            send(Done::Run(told));
+            return;
+        }
         let mut reserved: HashMap<PodKey, (Arc<Pod>, String)> = HashMap::new();
         let mut allowed: Vec<PodKey> = Vec::new();
         let mut told: Vec<Done> = Vec::new();
         let mut rejection: Option<Rejected<PodKey>> = None;
+        let mut deferred: Option<Deferred<PodKey>> = None;
+        let mut preemptors: HashMap<PodKey, Preemptor> = HashMap::new();
+        // Preemptions carried out once the run is told: after the quorum one by one, or those that met it.
+        let mut carried: Vec<PodKey> = Vec::new();
         let mut untried = Vec::new();
         for (key, queued) in members {
-            if rejection.is_some() {
+            if rejection.is_some() || deferred.is_some() {
                 untried.push(key);
                 continue;
             }
-            let step = match self.member_cycle(&key, queued).await {
+            // Coscheduling's PostFilter reason, should this member find no node (its assigned: those ready).
+            let reason = pod_group.as_ref().and_then(|spec| {
+                let member = cosched::Member {
+                    group: run.group(),
+                    pod_name: &key.name,
+                    never_preempts: false,
+                };
+                cosched::post_filter_reason(member, Some(spec), run.assigned(), reject_percentage)
+            });
+            let step = match self.member_cycle(&key, queued, reason).await {
                 Member::Reserved { pod, node } => {
                     reserved.insert(key.clone(), (pod, node));
                     run.reserved(key)
+                }
+                Member::Preempting(preemptor) => {
+                    preemptors.insert(key.clone(), preemptor);
+                    run.preempting(key)
                 }
                 Member::Failed(failed) => {
                     told.push(failed);
@@ -425,41 +557,87 @@ impl PodScheduler {
                 Step::Next => {}
                 Step::Allowed(keys) => allowed.extend(keys),
                 Step::Rejected(rejected) => rejection = Some(rejected),
+                Step::Preempt(key) => carried.push(key),
+                Step::Deferred(waiting) => deferred = Some(waiting),
             }
         }
         // A run short of its quorum (members counted at PreEnqueue left meanwhile) gives its reservations back.
         let waiting = run.waiting_note();
-        let short = if rejection.is_none() { run.finish() } else { None };
+        let short = if rejection.is_none() && deferred.is_none() {
+            run.finish()
+        } else {
+            None
+        };
         let group = run.group().clone();
         let mut given_back = Vec::new();
         if let Some(rejected) = rejection {
             let failing = format!("{}/{}", rejected.failing.namespace, rejected.failing.name);
-            let placed = run.ready() + rejected.reserved.len();
+            let placed = run.ready() + rejected.reserved.len() + rejected.preemptors.len();
             let note = rejected_note(&group, &failing, placed, run.min_count());
             let message = rejected_member_message(&failing, group.plugin());
-            for key in rejected.reserved.iter().chain(&untried) {
+            for key in rejected.reserved.iter().chain(&rejected.preemptors).chain(&untried) {
                 given_back.extend(reserved.get(key).map(|(pod, _)| pod.clone()));
-                told.push(gang_failure(key.clone(), group.plugin(), message.clone()));
+                // A preemptor of a rejected run evicts nothing and loses the nomination its cycle took.
+                let nominate = self.drop_nomination(preemptors.remove(key)).await;
+                told.push(gang_failure(key.clone(), group.plugin(), message.clone(), nominate));
             }
-            for key in rejected.reserved.iter().chain(&untried).chain([&rejected.failing]) {
+            for key in rejected
+                .reserved
+                .iter()
+                .chain(&rejected.preemptors)
+                .chain(&untried)
+                .chain([&rejected.failing])
+            {
                 self.publish_gang(key, EventType::Warning, "GangRejected", note.clone());
             }
+            if group.dialect == Dialect::PodGroup {
+                told.push(Done::GroupRejected(group.clone()));
+            }
+        } else if let Some(waiting_for) = deferred {
+            // The quorum needs preemption: only now are victims evicted; the other members wait for the next run,
+            // which a preemptor starts once its victims are gone (their deletion is the event that retries it).
+            let names: Vec<String> = waiting_for
+                .preemptors
+                .iter()
+                .map(|key| format!("{}/{}", key.namespace, key.name))
+                .collect();
+            let ready = run.ready() + waiting_for.reserved.len() + waiting_for.preemptors.len();
+            let note = preempting_note(&group, &names, ready, run.min_count());
+            for key in waiting_for.reserved.iter().chain(&untried) {
+                given_back.extend(reserved.get(key).map(|(pod, _)| pod.clone()));
+                self.publish_gang(key, EventType::Normal, "GangWaiting", note.clone());
+                told.push(Done::Waiting {
+                    key: key.clone(),
+                    plugin: group.plugin(),
+                    seen: 0,
+                });
+            }
+            carried.extend(waiting_for.preemptors);
         } else if let Some(short) = short {
             for key in short {
                 given_back.extend(reserved.get(&key).map(|(pod, _)| pod.clone()));
                 self.publish_gang(&key, EventType::Normal, "GangWaiting", waiting.clone());
+                let nominate = self.drop_nomination(preemptors.remove(&key)).await;
                 told.push(gang_failure(
                     key,
                     group.plugin(),
                     format!("0/1 nodes are available: 1 {waiting}."),
+                    nominate,
                 ));
+            }
+        }
+        let mut evictions = Vec::new();
+        for key in carried {
+            if let Some(preemptor) = preemptors.remove(&key) {
+                told.push(preemptor.failed);
+                evictions.push((key, preemptor.pod, preemptor.preemption, preemptor.victims));
             }
         }
         if !given_back.is_empty() {
             let pods: Vec<&Pod> = given_back.iter().map(|pod| pod.as_ref()).collect();
             let sequence = self.cache.forget_run(&pods).await;
             for message in &mut told {
-                if let Done::Failed { seen, .. } = message {
+                if let Done::Failed { seen, .. } | Done::Waiting { seen, .. } = message {
                     *seen = (*seen).max(sequence);
                 }
             }
@@ -468,6 +646,29 @@ impl PodScheduler {
         let mut all: Vec<Done> = allowed.iter().map(|key| Done::Assumed(key.clone())).collect();
         all.extend(told);
         send(Done::Run(all));
+        // kube-scheduler v1.35's async preemption, as `attempt` starts it: the victims are evicted in the background.
+        // Preemptors of one run may have chosen the same victims: each victim is evicted once, and a preemptor left
+        // with none waits for the others' (its hold ends at once; the victims' deletion retries it).
+        let mut evicted: HashSet<(Option<String>, Option<String>)> = HashSet::new();
+        for (key, pod, preemption, victims) in evictions {
+            let victims: Vec<Pod> = victims
+                .into_iter()
+                .filter(|victim| evicted.insert((victim.metadata.namespace.clone(), victim.metadata.name.clone())))
+                .collect();
+            if victims.is_empty() {
+                send(Done::Preempted { key, error: None });
+                continue;
+            }
+            let scheduler = self.clone();
+            let done = done.clone();
+            tokio::spawn(async move {
+                let result = scheduler.preempt(&pod, &preemption, victims).await;
+                let _ = done.send(Done::Preempted {
+                    key,
+                    error: result.err(),
+                });
+            });
+        }
         let bindings = allowed.into_iter().filter_map(|key| {
             let (pod, node) = reserved.remove(&key)?;
             let done = &done;
@@ -478,10 +679,10 @@ impl PodScheduler {
         }
     }
 
-    /// One member's scheduling cycle (assumed on the cache when it fits), as `attempt` runs it, without binding.
-    /// A member's preemption is not carried out: evicting pods for a gang that may still be rejected would
-    /// disrupt them for nothing; the FailedScheduling text stays kube-scheduler's.
-    async fn member_cycle(&self, key: &PodKey, queued: Option<Arc<Pod>>) -> Member {
+    /// One member's cycle in a run, as `attempt` runs it, without binding and without carrying out a preemption:
+    /// evicting pods for a gang that may still be rejected would disrupt them for nothing, so a preemption waits
+    /// for the run's verdict ([`Member::Preempting`]).
+    async fn member_cycle(&self, key: &PodKey, queued: Option<Arc<Pod>>, reason: Option<String>) -> Member {
         let Some(pod) = self.pending_pod(key, queued) else {
             return Member::Failed(Done::Gone(key.clone()));
         };
@@ -499,7 +700,11 @@ impl PodScheduler {
                 });
             }
         };
-        let message = cycle.decision.event_message().unwrap_or_default();
+        let message = cosched::with_post_filter_reason(
+            cycle.decision.event_message().unwrap_or_default(),
+            cycle.decision.post_filter(),
+            reason,
+        );
         let (failure, error) = match cycle.decision.outcome {
             Outcome::Scheduled { node } => {
                 return Member::Reserved {
@@ -507,16 +712,42 @@ impl PodScheduler {
                     node: node.to_string(),
                 };
             }
-            Outcome::Unschedulable { plugins, .. } => {
+            Outcome::Unschedulable {
+                plugins, post_filter, ..
+            } => {
                 self.count("unschedulable");
+                let failure = Failure::Unschedulable {
+                    plugins,
+                    pending: BTreeSet::new(),
+                };
+                let (nominate, preemption) = match post_filter {
+                    Some(post_filter) => (post_filter.nominate, post_filter.preemption),
+                    None => (Nominate::Leave, None),
+                };
+                let victims = preemption
+                    .as_ref()
+                    .map(|p| self.victims_to_evict(p))
+                    .unwrap_or_default();
+                if let Some(preemption) = preemption.filter(|_| !victims.is_empty()) {
+                    return Member::Preempting(Preemptor {
+                        pod,
+                        preemption,
+                        victims,
+                        failed: Done::Failed {
+                            key: key.clone(),
+                            failure,
+                            prepared: cycle.prepared,
+                            seen: cycle.seen,
+                            error: Box::new(SchedulingError::Unschedulable { message, nominate }),
+                            preempting: true,
+                        },
+                    });
+                }
                 (
-                    Failure::Unschedulable {
-                        plugins,
-                        pending: BTreeSet::new(),
-                    },
+                    failure,
                     SchedulingError::Unschedulable {
                         message,
-                        nominate: ruleplane_config::scheduler::engine::Nominate::Leave,
+                        nominate: Nominate::Leave,
                     },
                 )
             }
@@ -532,9 +763,38 @@ impl PodScheduler {
             prepared: cycle.prepared,
             seen: cycle.seen,
             error: Box::new(error),
-            // A member's preemption is not carried out inside a gang run (docs/scheduler.md, Gangs).
             preempting: false,
         })
+    }
+
+    /// A preemptor whose preemption is not carried out: the nomination its cycle took in the cache goes, and its
+    /// report clears it. Any other member leaves its nomination as it is.
+    async fn drop_nomination(&self, preemptor: Option<Preemptor>) -> Nominate {
+        match preemptor {
+            Some(preemptor) => {
+                self.cache.nominate(&preemptor.pod, &Nominate::Clear).await;
+                Nominate::Clear
+            }
+            None => Nominate::Leave,
+        }
+    }
+
+    /// The member's PostFilter chain as Coscheduling's texts need it.
+    pub(super) fn chain(&self) -> Chain {
+        let reject_percentage = self.policy.profile().args.coscheduling.reject_percentage();
+        let engine = self.engine.lock().unwrap_or_else(|e| e.into_inner());
+        match engine.post_filters() {
+            Some(chain) => Chain {
+                dynamic_resources: chain.dynamic_resources,
+                preemption: true,
+                reject_percentage,
+            },
+            None => Chain {
+                dynamic_resources: false,
+                preemption: false,
+                reject_percentage,
+            },
+        }
     }
 
     fn publish_gang(&self, key: &PodKey, type_: EventType, reason: &str, note: String) {
@@ -545,7 +805,7 @@ impl PodScheduler {
 }
 
 /// A member rejected with its run: rejected by its group's plugin, so only its group's activation moves it again.
-fn gang_failure(key: PodKey, plugin: &str, message: String) -> Done {
+fn gang_failure(key: PodKey, plugin: &str, message: String, nominate: Nominate) -> Done {
     Done::Failed {
         key,
         failure: Failure::Unschedulable {
@@ -554,10 +814,7 @@ fn gang_failure(key: PodKey, plugin: &str, message: String) -> Done {
         },
         prepared: None,
         seen: 0,
-        error: Box::new(SchedulingError::Unschedulable {
-            message,
-            nominate: ruleplane_config::scheduler::engine::Nominate::Leave,
-        }),
+        error: Box::new(SchedulingError::Unschedulable { message, nominate }),
         preempting: false,
     }
 }

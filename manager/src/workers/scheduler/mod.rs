@@ -144,6 +144,15 @@ enum Done {
     /// The task gives its binding slot back: its pod waits at PreBind for its volumes (up to
     /// `bindTimeoutSeconds`), which must not hold up other pods' bindings (kube-scheduler has no cap at all).
     Released(tokio::task::Id),
+    /// A PodGroup's run was rejected (its group may back off).
+    GroupRejected(ruleplane_config::scheduler::gang::GroupKey),
+    /// A gang member whose run waits for a sibling's preemption: back to the queue, rejected by its group's
+    /// `plugin`, unreported (a preemptor's retry pops it again with its siblings).
+    Waiting {
+        key: PodKey,
+        plugin: &'static str,
+        seen: u64,
+    },
 }
 
 /// One SchedulerPolicy's scheduling of pods.
@@ -390,7 +399,7 @@ impl Loop {
         self.cycle_running = true;
         let scheduler = self.scheduler.clone();
         let done = self.done.0.clone();
-        if let gangs::Popped::Run(run, members) = popped {
+        if let gangs::Popped::Run(run, members, pod_group) = popped {
             let members = members
                 .into_iter()
                 .map(|member| {
@@ -398,7 +407,11 @@ impl Loop {
                     (member, queued)
                 })
                 .collect();
-            self.spawn(async move { scheduler.run_gang(run, members, done).await });
+            self.spawn(async move {
+                scheduler
+                    .run_gang(*run, members, pod_group.map(|spec| *spec), done)
+                    .await
+            });
             return;
         }
         let queued = self.queue.pod(&key).map(|p| p.pod.clone());
@@ -565,6 +578,16 @@ impl Loop {
                     pending: BTreeSet::new(),
                 };
                 self.queue.failed(&key, failure, None, 0, now(), &self.scheduler.hints);
+            }
+            Done::GroupRejected(group) => self.group_rejected(&group),
+            Done::Waiting { key, plugin, seen } => {
+                self.cycle_running = false;
+                let failure = Failure::Unschedulable {
+                    plugins: BTreeSet::from([Arc::from(plugin)]),
+                    pending: BTreeSet::new(),
+                };
+                self.queue
+                    .failed(&key, failure, None, seen, now(), &self.scheduler.hints);
             }
             Done::Preempted { key, error } => self.preempted(key, error).await,
             Done::Bound { key, conflict } => {

@@ -249,3 +249,28 @@ fn volume_binding_args_default_to_ten_minutes_and_refuse_negative_timeouts() {
         ["bindTimeoutSeconds: Invalid value: -1: invalid BindTimeoutSeconds, should not be a negative value"]
     );
 }
+
+#[test]
+fn coscheduling_args_take_upstreams_defaults_and_messages() {
+    use crate::scheduler::engine::args::CoschedulingArgs;
+    let args: CoschedulingArgs = parse("{}");
+    assert_eq!(args.reject_percentage(), 10);
+    assert!(args.validate().is_ok());
+    let args: CoschedulingArgs =
+        parse("{permitWaitingTimeSeconds: 10, podGroupBackoffSeconds: 0, podGroupRejectPercentage: 0}");
+    assert_eq!(args.reject_percentage(), 0);
+    assert!(args.validate().is_ok());
+    let args: CoschedulingArgs =
+        parse("{permitWaitingTimeSeconds: -1, podGroupBackoffSeconds: -2, podGroupRejectPercentage: 101}");
+    assert_eq!(
+        messages(args.validate()),
+        [
+            "permitWaitingTimeSeconds: Invalid value: -1: must be greater than 0",
+            "podGroupBackoffSeconds: Invalid value: -2: must be greater than 0",
+            "podGroupRejectPercentage: Invalid value: 101: must be between 0 and 100",
+        ]
+    );
+    let args: CoschedulingArgs = parse("podGroupBackoffSeconds: 5");
+    assert_eq!(args.backoff_seconds(), 5);
+    assert!(args.validate().is_ok());
+}
