@@ -20,8 +20,8 @@ pub enum Storage {
     /// caches are most of the manager's memory (10,000 parents with two children each: 30,000 objects). Reconcilers
     /// read a few objects per decision.
     Compact,
-    /// Parsed: for the scheduler's pods and nodes, which every decision, queue move and cache rebuild reads (a
-    /// scheduler's CPU per pod is what it is measured by).
+    /// Parsed: for the scheduler's pods, which every attempt, queue move and cache rebuild reads (a scheduler's
+    /// CPU per pod is what it is measured by).
     Parsed,
 }
 
@@ -239,6 +239,18 @@ impl ObjectCache {
             .filter(|(key, _)| prefix.as_deref().is_none_or(|prefix| key.starts_with(prefix)))
             .filter_map(|(_, stored)| stored.read(|o| serde_json::to_value(o).ok()))
             .collect()
+    }
+
+    /// Every cached object, one at a time: objects kept as text are parsed one by one and dropped after `visit`,
+    /// so a rebuild over thousands of pods and nodes never holds them all parsed at once (`visit` must not read
+    /// this cache again: it runs under its read lock).
+    pub fn for_each(&self, mut visit: impl FnMut(&DynamicObject)) {
+        let contents = self.contents.read().unwrap_or_else(|e| e.into_inner());
+        for stored in contents.objects.values() {
+            if let Some(object) = stored.object() {
+                visit(&object);
+            }
+        }
     }
 
     /// Every cached object (a resync or a rebuild reads them all).

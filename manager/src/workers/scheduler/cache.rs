@@ -521,32 +521,37 @@ impl ClusterCache {
     }
 
     fn rebuild(&self, state: &mut State) {
-        let nodes: Vec<Node> = self.nodes.store.state().iter().filter_map(|o| typed(o)).collect();
+        let mut nodes: Vec<Node> = Vec::new();
+        self.nodes.store.for_each(|o| nodes.extend(typed::<Node>(o)));
         let names: std::collections::HashSet<String> = nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
-        let pods: Vec<Pod> = self
-            .pods
-            .store
-            .state()
-            .iter()
+        // One pass over the pods, each parsed and dropped in turn: bound ones for the snapshot, pending nominated
+        // ones for the nominator, and those assumed here whose binding the watch has not shown yet.
+        let mut pods: Vec<Pod> = Vec::new();
+        let mut observed = HashMap::new();
+        let mut assumed_pods: HashMap<String, Pod> = HashMap::new();
+        let assumed = &state.assumed;
+        self.pods.store.for_each(|o| {
+            if let Some(uid) = o.metadata.uid.as_deref()
+                && assumed.contains_key(uid)
+                && let Some(pod) = typed::<Pod>(o)
+            {
+                assumed_pods.insert(uid.to_string(), pod);
+            }
             // Pending pods (most of them in a burst) are recognised without converting them.
-            .filter(|o| {
-                o.data
-                    .pointer("/spec/nodeName")
-                    .and_then(|n| n.as_str())
-                    .is_some_and(|n| names.contains(n))
-            })
-            .filter_map(|o| typed::<Pod>(o))
-            .collect();
+            let on_known_node = o
+                .data
+                .pointer("/spec/nodeName")
+                .and_then(|n| n.as_str())
+                .is_some_and(|n| names.contains(n));
+            if on_known_node {
+                pods.extend(typed::<Pod>(o));
+            } else if nominated_pending(o)
+                && let Some(pod) = typed::<Pod>(o)
+            {
+                observed.insert(pod_key(&pod), pod);
+            }
+        });
         let bound: std::collections::HashSet<String> = pods.iter().map(pod_key).collect();
-        let observed = self
-            .pods
-            .store
-            .state()
-            .iter()
-            .filter(|o| nominated_pending(o))
-            .filter_map(|o| typed::<Pod>(o))
-            .map(|pod| (pod_key(&pod), pod))
-            .collect();
         state.nominations.replace_observed(observed);
         match Snapshot::build(nodes, pods) {
             Ok(snapshot) => {
@@ -565,18 +570,10 @@ impl ClusterCache {
             if bound.contains(&key) {
                 continue;
             }
-            let Some(object) = self
-                .pods
-                .store
-                .state()
-                .into_iter()
-                .find(|o| o.metadata.uid.as_deref() == Some(&key))
-            else {
+            let Some(pod) = assumed_pods.remove(&key) else {
                 continue;
             };
-            if let Some(pod) = typed::<Pod>(&object)
-                && state.snapshot.assume(&pod, &node).is_ok()
-            {
+            if state.snapshot.assume(&pod, &node).is_ok() {
                 state.assumed.insert(key, node);
             }
         }

@@ -191,11 +191,11 @@ impl Gangs {
     /// Every member from the pod watch's cache.
     pub(super) fn resync(&mut self, pods: &SharedWatch) {
         self.groups.clear();
-        for object in pods.store.state() {
-            if let Some(group) = group_of(&object).filter(|g| self.serves(g)) {
-                self.groups.apply(PodKey::of(&object), group, member_state(&object));
+        pods.store.for_each(|object| {
+            if let Some(group) = group_of(object).filter(|g| self.serves(g)) {
+                self.groups.apply(PodKey::of(object), group, member_state(object));
             }
-        }
+        });
     }
 
     /// A pod change; returns the group of a member seen for the first time (its siblings may now be complete).
@@ -281,7 +281,7 @@ impl Loop {
         };
         let backed_off = gangs.backoffs.active(&group, now().0);
         let counts = gangs.groups.counts(&group);
-        let nodes = self.scheduler.cache.nodes.store.state().len();
+        let nodes = self.scheduler.cache.nodes.store.len();
         let spec = gangs.pod_group(&group);
         let never_preempts = self
             .scheduler
@@ -484,7 +484,7 @@ impl PodScheduler {
             // Coscheduling's PreFilter `minResources` check: the cluster lacks room for the group, so every member
             // of the run is rejected with the gap, before any cycle.
             let chain = self.chain();
-            let nodes = self.cache.nodes.store.state().len();
+            let nodes = self.cache.nodes.store.len();
             let told = members
                 .into_iter()
                 .map(|(key, queued)| {

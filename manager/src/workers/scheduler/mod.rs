@@ -178,10 +178,11 @@ fn shared_cache(slot: &SchedulingCache, ctx: &WorkerContext) -> Arc<ClusterCache
         use crate::watch_hub::Storage;
         use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
         use k8s_openapi::api::core::v1::{Namespace, Node, ReplicationController, Service};
-        // Every decision and cache rebuild reads these: kept parsed.
+        // Pods are read by every attempt (kept parsed); nodes only by a rebuild (the snapshot keeps its own
+        // typed copy of each), so their cache keeps text: a node's JSON tree is several times its text.
         let nodes = ctx
             .hub
-            .watch_stored(&ApiResource::erase::<Node>(&()), None, None, Storage::Parsed);
+            .watch_stored(&ApiResource::erase::<Node>(&()), None, None, Storage::Compact);
         let pods = ctx
             .hub
             .watch_stored(&pods_resource(), None, Some(LIVE_PODS), Storage::Parsed);
@@ -492,18 +493,18 @@ impl Loop {
             crate::runner::whole_cache_step(usize::MAX, || {
                 let mut keys = HashSet::new();
                 let mut new = Vec::new();
-                for object in self.scheduler.cache.pods.store.state() {
-                    if !self.scheduler.is_pending_ours(&object) {
-                        continue;
+                self.scheduler.cache.pods.store.for_each(|object| {
+                    if !self.scheduler.is_pending_ours(object) {
+                        return;
                     }
-                    let key = PodKey::of(&object);
+                    let key = PodKey::of(object);
                     if self.queue.place(&key).is_none()
-                        && let Ok(pod) = crate::watch_hub::typed::<Pod>(&object)
+                        && let Ok(pod) = crate::watch_hub::typed::<Pod>(object)
                     {
                         new.push((key.clone(), Arc::new(pod)));
                     }
                     keys.insert(key);
-                }
+                });
                 (keys, new)
             });
         let gone: Vec<PodKey> = self
