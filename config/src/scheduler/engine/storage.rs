@@ -28,7 +28,8 @@ struct CsiStore {
     nodes: HashMap<String, CSINode>,
     drivers: HashMap<String, CSIDriver>,
     capacities: Vec<CSIStorageCapacity>,
-    attachments: Vec<VolumeAttachment>,
+    /// By `spec.nodeName`: NodeVolumeLimits reads a node's own for every node it checks.
+    attachments: HashMap<String, Vec<VolumeAttachment>>,
 }
 
 /// The CSI objects of a [`Storage`] (NodeVolumeLimits and VolumeBinding read them; none is fine).
@@ -97,7 +98,16 @@ impl Storage {
             nodes: csi.nodes.into_iter().map(|n| (name_of(&n.metadata), n)).collect(),
             drivers: csi.drivers.into_iter().map(|d| (name_of(&d.metadata), d)).collect(),
             capacities: csi.capacities,
-            attachments: csi.attachments,
+            attachments: csi
+                .attachments
+                .into_iter()
+                .fold(HashMap::new(), |mut by_node, attachment| {
+                    by_node
+                        .entry(attachment.spec.node_name.clone())
+                        .or_insert_with(Vec::new)
+                        .push(attachment);
+                    by_node
+                }),
         });
         self
     }
@@ -117,9 +127,9 @@ impl Storage {
         &self.csi.capacities
     }
 
-    /// Every VolumeAttachment.
-    pub fn attachments(&self) -> &[VolumeAttachment] {
-        &self.csi.attachments
+    /// The VolumeAttachments to a node.
+    pub fn attachments_to(&self, node: &str) -> &[VolumeAttachment] {
+        self.csi.attachments.get(node).map_or(&[], Vec::as_slice)
     }
 
     /// Every PersistentVolume, in no particular order.

@@ -11,6 +11,7 @@
 // same text: in the default profile VolumeBinding's PreFilter rejects the last two first.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
 use k8s_openapi::api::storage::v1::CSINode;
@@ -38,6 +39,9 @@ struct Check<'a> {
     pod: &'a Pod,
     namespace: &'a str,
     storage: &'a Storage,
+    /// The pod's attachable volumes, per [`migration_case`] of a node's CSINode (all that they depend on), made
+    /// at the first node of each case rather than for every node.
+    new_volumes: [OnceLock<Result<HashMap<String, String>, Verdict>>; 3],
 }
 
 /// Whether NodeVolumeLimits looks at a volume (claims, ephemeral volumes, migratable in-tree inline volumes).
@@ -64,6 +68,7 @@ impl PreFilterPlugin for NodeVolumeLimits {
             pod: &cycle.pod.pod,
             namespace: &cycle.pod.namespace,
             storage,
+            new_volumes: Default::default(),
         })
     }
 }
@@ -74,13 +79,26 @@ fn migration_on(csi_node: Option<&CSINode>, plugin: InTreePlugin) -> bool {
     let Some(csi_node) = csi_node else { return false };
     match plugin {
         InTreePlugin::GcePd | InTreePlugin::AwsEbs | InTreePlugin::AzureDisk | InTreePlugin::Cinder => true,
-        InTreePlugin::Portworx => csi_node
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(MIGRATED_PLUGINS_ANNOTATION))
-            .is_some_and(|list| list.split(',').any(|p| p == plugin.name())),
+        InTreePlugin::Portworx => portworx_migrated(csi_node),
         InTreePlugin::AzureFile | InTreePlugin::VSphere => false,
+    }
+}
+
+fn portworx_migrated(csi_node: &CSINode) -> bool {
+    csi_node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(MIGRATED_PLUGINS_ANNOTATION))
+        .is_some_and(|list| list.split(',').any(|p| p == InTreePlugin::Portworx.name()))
+}
+
+/// What [`migration_on`] answers depend on: no CSINode, one, one listing Portworx as migrated.
+fn migration_case(csi_node: Option<&CSINode>) -> usize {
+    match csi_node {
+        None => 0,
+        Some(csi_node) if portworx_migrated(csi_node) => 2,
+        Some(_) => 1,
     }
 }
 
@@ -208,8 +226,13 @@ fn class_driver(
 impl Check<'_> {
     fn verdict(&self, node: &NodeInfo) -> Result<(), Verdict> {
         let csi_node = self.storage.csi_node(node.name());
-        let mut new = HashMap::new();
-        attachable_volumes(self.pod, self.namespace, self.storage, csi_node, true, &mut new)?;
+        let new = self.new_volumes[migration_case(csi_node)]
+            .get_or_init(|| {
+                let mut new = HashMap::new();
+                attachable_volumes(self.pod, self.namespace, self.storage, csi_node, true, &mut new).map(|()| new)
+            })
+            .as_ref()
+            .map_err(Clone::clone)?;
         if new.is_empty() {
             return Ok(());
         }
@@ -235,8 +258,7 @@ impl Check<'_> {
             );
         }
         let mut attached_count: HashMap<&str, i64> = HashMap::new();
-        for (volume, driver) in &attached {
-            new.remove(volume);
+        for driver in attached.values() {
             *attached_count.entry(driver.as_str()).or_default() += 1;
         }
         for (volume, driver) in self.attachments_of(node.name()) {
@@ -244,9 +266,12 @@ impl Check<'_> {
                 *attached_count.entry(driver).or_default() += 1;
             }
         }
+        // A new volume already attached does not count again.
         let mut new_count: HashMap<&str, i64> = HashMap::new();
-        for driver in new.values() {
-            *new_count.entry(driver.as_str()).or_default() += 1;
+        for (volume, driver) in new {
+            if !attached.contains_key(volume) {
+                *new_count.entry(driver.as_str()).or_default() += 1;
+            }
         }
         for (driver, count) in new_count {
             if let Some(limit) = limits.get(driver)
@@ -260,9 +285,9 @@ impl Check<'_> {
 
     /// The node's VolumeAttachments of CSI PersistentVolumes (`getNodeVolumeAttachmentInfo`): unique name → driver.
     fn attachments_of<'s>(&'s self, node: &'s str) -> impl Iterator<Item = (String, &'s str)> + 's {
-        self.storage.attachments().iter().filter_map(move |attachment| {
+        self.storage.attachments_to(node).iter().filter_map(move |attachment| {
             let spec = &attachment.spec;
-            if spec.node_name != node || spec.attacher.is_empty() {
+            if spec.attacher.is_empty() {
                 return None;
             }
             let volume = self

@@ -244,3 +244,56 @@ fn a_missing_claim_of_the_new_pod_is_unresolvable_with_the_lookup_text() {
         ))
     );
 }
+
+#[test]
+fn each_node_counts_the_new_pods_volumes_under_its_own_csi_nodes_migration() {
+    // One decision over three nodes whose CSINodes differ in what is migrated: the pod's volumes are worked out
+    // once per case, and each node is judged by its own.
+    let new = pod(
+        "new",
+        json!([
+            {"name": "p", "portworxVolume": {"volumeID": "px-1"}},
+            {"name": "e", "awsElasticBlockStore": {"volumeID": "vol-1"}}
+        ]),
+        None,
+    );
+    let mut portworx_migrated = csi_node("n1", &[("pxd.portworx.com", 0), ("ebs.csi.aws.com", 5)]);
+    portworx_migrated.metadata.annotations = Some(
+        [(
+            "storage.alpha.kubernetes.io/migrated-plugins".to_string(),
+            "kubernetes.io/portworx-volume".to_string(),
+        )]
+        .into(),
+    );
+    let storage = Storage::new([], [], []).with_csi(CsiObjects {
+        nodes: vec![
+            portworx_migrated,
+            csi_node("n2", &[("pxd.portworx.com", 0), ("ebs.csi.aws.com", 0)]),
+        ],
+        ..CsiObjects::default()
+    });
+    let mut profile = Profile::default_provider();
+    profile.filters = vec![FilterEntry::Plugin(FilterPlugin::NodeVolumeLimits)];
+    let mut snapshot = Snapshot::build(vec![node("n1"), node("n2"), node("n3"), node("n4")], Vec::new()).unwrap();
+    snapshot.set_storage(storage);
+    let decision = Engine::new(&profile, 1).unwrap().schedule(&snapshot, &new).unwrap();
+    let rejected = |name: &str| decision.node(name).unwrap().rejection.as_ref().map(|r| r.message());
+    // n1: Portworx migrated, its limit 0 is exceeded; n2: only EBS is migrated, and its EBS limit is 0;
+    // n3, n4: no CSINode, nothing migrated, nothing counted.
+    assert_eq!(rejected("n1").as_deref(), Some(REASON));
+    assert_eq!(rejected("n2").as_deref(), Some(REASON));
+    assert_eq!(rejected("n3"), None);
+    assert_eq!(rejected("n4"), None);
+    let relaxed = csi_node("n2", &[("pxd.portworx.com", 0), ("ebs.csi.aws.com", 1)]);
+    let storage = Storage::new([], [], []).with_csi(CsiObjects {
+        nodes: vec![relaxed],
+        ..CsiObjects::default()
+    });
+    snapshot.set_storage(storage);
+    let decision = Engine::new(&profile, 1).unwrap().schedule(&snapshot, &new).unwrap();
+    // Portworx is not migrated on n2: only the EBS volume counts, within its limit of 1.
+    assert_eq!(
+        decision.node("n2").unwrap().rejection.as_ref().map(|r| r.message()),
+        None
+    );
+}
