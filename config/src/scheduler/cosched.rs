@@ -29,32 +29,11 @@ use super::engine::PostFilter;
 use super::engine::preemption::{NO_CLAIMS_TO_DEALLOCATE, NOT_ELIGIBLE_NEVER, NOT_HELPFUL};
 use super::engine::snapshot::{NodeInfo, Snapshot};
 use super::engine::status::{Reason, fit_error_message};
-use super::gang::{Dialect, GroupKey};
-
-/// The plugin's name (`coscheduling.Name`): the name a policy disables it by, and the rejecting plugin of a
-/// member held or rejected with its group.
-pub const COSCHEDULING: &str = "Coscheduling";
-
-/// The label a pod names its PodGroup by (`v1alpha1.PodGroupLabel`).
-pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+use super::gang::GroupKey;
+pub use super::pod_group::{COSCHEDULING, POD_GROUP_LABEL, group_of};
 
 /// The PodGroup kind's group/version (scheduler-plugins' CRD, not installed by Ruleplane).
 pub const POD_GROUP_API: &str = "scheduling.x-k8s.io/v1alpha1";
-
-/// The group a pod's labels name, if they name one (an empty label names none).
-pub fn group_of(namespace: &str, labels: Option<&BTreeMap<String, String>>) -> Option<GroupKey> {
-    let name = labels?.get(POD_GROUP_LABEL)?;
-    if name.is_empty() {
-        return None;
-    }
-    Some(GroupKey {
-        dialect: Dialect::PodGroup,
-        namespace: namespace.to_string(),
-        workload: name.clone(),
-        pod_group: String::new(),
-        replica_key: String::new(),
-    })
-}
 
 /// What the gang run reads of a PodGroup's spec. The object comes from the cluster (untrusted): a field of the
 /// wrong type reads as absent.
@@ -551,6 +530,7 @@ pub fn with_post_filter_reason(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::pod_group::Dialect;
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 

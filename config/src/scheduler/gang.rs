@@ -17,78 +17,10 @@
 // reservations at the same time: no deadlock.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1alpha1::Workload;
 
-/// The plugin's name (`names.GangScheduling`): the name a policy disables it by, and the rejecting plugin of a
-/// gated or rejected member.
-pub const GANG_SCHEDULING: &str = "GangScheduling";
-
-/// How a pod names its group: the two dialects share one gang mechanism.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Dialect {
-    /// kube-scheduler v1.35's Workload API (`spec.workloadRef`), plugin GangScheduling.
-    Workload,
-    /// scheduler-plugins' Coscheduling (label `scheduling.x-k8s.io/pod-group`, a `PodGroup`), plugin Coscheduling
-    /// (`super::cosched`).
-    PodGroup,
-}
-
-/// One instance of a pod group (`podGroupKey`): the pods that are gang-scheduled together.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GroupKey {
-    pub dialect: Dialect,
-    pub namespace: String,
-    /// The Workload's name, or the PodGroup's name in the Coscheduling dialect.
-    pub workload: String,
-    /// The Workload's pod group; empty in the Coscheduling dialect.
-    pub pod_group: String,
-    /// `podGroupReplicaKey`, empty when not set: each replica is its own gang.
-    pub replica_key: String,
-}
-
-impl GroupKey {
-    /// The group a pod names, if it names one. A pod naming both a Workload and a PodGroup belongs to the
-    /// Workload's group (the in-tree API wins; its label is then ignored: `docs/scheduler.md`, Coscheduling).
-    pub fn of(pod: &Pod) -> Option<GroupKey> {
-        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        match pod.spec.as_ref().and_then(|spec| spec.workload_ref.as_ref()) {
-            Some(reference) => Some(GroupKey {
-                dialect: Dialect::Workload,
-                namespace,
-                workload: reference.name.clone(),
-                pod_group: reference.pod_group.clone(),
-                replica_key: reference.pod_group_replica_key.clone().unwrap_or_default(),
-            }),
-            None => super::cosched::group_of(&namespace, pod.metadata.labels.as_ref()),
-        }
-    }
-
-    /// The plugin that gang-schedules the group: the name a policy disables it by and the rejecting plugin.
-    pub fn plugin(&self) -> &'static str {
-        match self.dialect {
-            Dialect::Workload => GANG_SCHEDULING,
-            Dialect::PodGroup => super::cosched::COSCHEDULING,
-        }
-    }
-}
-
-impl fmt::Display for GroupKey {
-    /// `<namespace>/<workload>/<podGroup>`, with `/<replicaKey>` when the pod names one; a PodGroup is
-    /// `<namespace>/<name>` (scheduler-plugins' full name).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.dialect == Dialect::PodGroup {
-            return write!(f, "{}/{}", self.namespace, self.workload);
-        }
-        write!(f, "{}/{}/{}", self.namespace, self.workload, self.pod_group)?;
-        if !self.replica_key.is_empty() {
-            write!(f, "/{}", self.replica_key)?;
-        }
-        Ok(())
-    }
-}
+pub use super::pod_group::{Dialect, GANG_SCHEDULING, GroupKey};
 
 /// A pod group's scheduling policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -464,6 +396,7 @@ pub fn rejected_member_message(failing_member: &str, plugin: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 
     fn workload(groups: serde_json::Value) -> Workload {

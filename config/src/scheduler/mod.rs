@@ -7,6 +7,7 @@ pub mod cosched;
 pub mod engine;
 pub mod gang;
 mod plugins;
+pub mod pod_group;
 pub mod queue;
 mod resolved;
 pub mod simulate;

@@ -9,8 +9,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::pod_info::PodInfo;
-use super::preemption::priority;
+use super::pod_info::{PodInfo, priority};
 use super::snapshot::{NodeInfo, Snapshot};
 
 /// The nominations a decision counts.

@@ -22,7 +22,6 @@ use fnv::FnvHashMap;
 
 use super::labels::{Labels, Selector};
 use super::pod_info::{AffinityTerm, PodInfo};
-use super::snapshot::NodeInfo;
 
 /// How many queries' counts are kept; the least recently used goes first.
 const KEPT_QUERIES: usize = 64;
@@ -90,6 +89,9 @@ impl DomainQuery {
     }
 }
 
+/// A node as the counts see it: its labels and the pods placed on it.
+pub(crate) type NodePods<'n> = (&'n Labels, &'n [Arc<PodInfo>]);
+
 /// One domain's matching pods and the nodes in it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Domain {
@@ -114,8 +116,8 @@ impl DomainCounts {
         self.domains.get(value).map_or(0, |d| d.pods)
     }
 
-    /// Counts a full visit of `nodes` finds.
-    pub fn visit<'n>(query: &DomainQuery, nodes: impl Iterator<Item = &'n NodeInfo>) -> DomainCounts {
+    /// Counts a full visit of `nodes` (each node's labels and pods) finds.
+    pub fn visit<'n>(query: &DomainQuery, nodes: impl Iterator<Item = NodePods<'n>>) -> DomainCounts {
         let mut counts = DomainCounts::default();
         for node in nodes {
             counts.add_node(query, node, 1);
@@ -123,11 +125,11 @@ impl DomainCounts {
         counts
     }
 
-    fn add_node(&mut self, query: &DomainQuery, node: &NodeInfo, sign: i64) {
-        let Some(value) = query.domain(node.labels()) else {
+    fn add_node(&mut self, query: &DomainQuery, (labels, pods): NodePods<'_>, sign: i64) {
+        let Some(value) = query.domain(labels) else {
             return;
         };
-        let pods = node.pods().iter().filter(|p| query.matcher.matches(p)).count() as i64;
+        let pods = pods.iter().filter(|p| query.matcher.matches(p)).count() as i64;
         self.change(value, sign * pods, sign);
     }
 
@@ -279,20 +281,21 @@ impl PodIndex {
 
     /// A node added with its pods (`sign` 1) or removed with them (-1); a node whose labels change is removed with
     /// its old labels and added with its new ones.
-    pub fn node_changed(&mut self, node: &NodeInfo, sign: i64) {
-        for pod in node.pods() {
-            self.existing.change(node.labels(), pod, sign);
+    pub fn node_changed(&mut self, node: NodePods<'_>, sign: i64) {
+        let (labels, pods) = node;
+        for pod in pods {
+            self.existing.change(labels, pod, sign);
         }
         let kept = self.queries.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
         for entry in &mut kept.entries {
-            if entry.query.domain(node.labels()).is_some() {
+            if entry.query.domain(labels).is_some() {
                 Arc::make_mut(&mut entry.counts).add_node(&entry.query, node, sign);
             }
         }
     }
 
     /// The query's counts: kept ones, or a full visit of `nodes` (then kept).
-    pub fn counts<'n>(&self, query: DomainQuery, nodes: impl Iterator<Item = &'n NodeInfo>) -> Arc<DomainCounts> {
+    pub fn counts<'n>(&self, query: DomainQuery, nodes: impl Iterator<Item = NodePods<'n>>) -> Arc<DomainCounts> {
         let mut kept = self.queries.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         kept.clock += 1;
         let now = kept.clock;

@@ -107,6 +107,11 @@ pub struct PodInfo {
     pub terminating: bool,
 }
 
+/// `corev1helpers.PodPriority`: `spec.priority`, 0 when unset.
+pub fn priority(pod: &Pod) -> i32 {
+    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
+}
+
 /// A pod's identity in the snapshot: its UID, or `namespace/name` when it has none.
 pub fn key_of(pod: &Pod) -> String {
     match pod.metadata.uid.as_deref() {

@@ -26,7 +26,7 @@ use super::args::DefaultPreemptionArgs;
 use super::field::FieldPath;
 use super::labels::{Selector, labels_of};
 use super::nominated::Nominator;
-use super::pod_info::PodInfo;
+use super::pod_info::{PodInfo, priority};
 use super::rng::SplitMix64;
 use super::snapshot::{NodeInfo, Snapshot};
 use super::status::{Code, Reason, Rejection, fit_error_message};
@@ -412,11 +412,6 @@ fn select_victims(
         return Err(format!("expected at least one victim pod on node {:?}", work.name()));
     }
     Ok(NodeOutcome::Candidate(victims, pdb_violations))
-}
-
-/// `corev1helpers.PodPriority`: `spec.priority`, 0 when unset.
-pub fn priority(pod: &Pod) -> i32 {
-    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
 }
 
 /// `GetPodStartTime`: `status.startTime`; `None` stands for "now", later than every recorded start.

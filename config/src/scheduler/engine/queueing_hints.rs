@@ -20,7 +20,7 @@ use super::field::FieldPath;
 use super::labels::{Labels, NodeSelector, RequiredNodeAffinity, labels_of, node_taints, pod_tolerations};
 use super::labels::{tolerated, untolerated_hard_taint};
 use super::plugins::pod_topology_spread::{Constraint, PodTopologySpread};
-use super::pod_info::{AffinityTerm, HostPort, PodInfo, host_ports};
+use super::pod_info::{AffinityTerm, HostPort, PodInfo, host_ports, priority};
 use super::profile::{FilterEntry, FilterPlugin, Profile};
 use super::resources::{RequestOptions, Resource, parse_list};
 use super::snapshot::Workloads;
@@ -514,11 +514,6 @@ impl HintPod {
             }
         }
     }
-}
-
-/// `spec.priority` of a pod (0 when unset).
-pub fn priority(pod: &Pod) -> i32 {
-    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
 }
 
 fn node_name(pod: &Pod) -> Option<&str> {

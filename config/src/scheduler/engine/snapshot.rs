@@ -237,6 +237,11 @@ impl NodeInfo {
 
     /// Removes a pod from this copy of the node (a preemption dry run), as kube-scheduler's `NodeInfo.RemovePod`:
     /// the last pod moves into the gap.
+    /// The node's labels and pods, as the snapshot's per-domain counts read a node.
+    pub(crate) fn labels_and_pods(&self) -> (&Labels, &[Arc<PodInfo>]) {
+        (self.labels(), &self.pods)
+    }
+
     pub(crate) fn remove_pod(&mut self, key: &str) -> Option<Arc<PodInfo>> {
         let position = self.pods.iter().position(|p| p.key == key)?;
         let removed = self.pods.swap_remove(position);
@@ -368,7 +373,7 @@ impl Snapshot {
             Some(index) => {
                 let relabelled = self.nodes[index].labels() != info.labels();
                 if relabelled {
-                    self.index.node_changed(&self.nodes[index], -1);
+                    self.index.node_changed(self.nodes[index].labels_and_pods(), -1);
                 }
                 let old = &mut self.nodes[index];
                 let old_images = std::mem::take(&mut old.images);
@@ -379,7 +384,7 @@ impl Snapshot {
                 }
                 // The node tree moves a node whose zone changed to the end of its new zone.
                 if relabelled {
-                    self.index.node_changed(&info, 1);
+                    self.index.node_changed(info.labels_and_pods(), 1);
                 }
                 if info.zone != self.nodes[index].zone {
                     self.nodes.remove(index);
@@ -390,7 +395,7 @@ impl Snapshot {
                 }
             }
             None => {
-                self.index.node_changed(&info, 1);
+                self.index.node_changed(info.labels_and_pods(), 1);
                 self.by_name.insert(info.name.clone(), self.nodes.len());
                 self.nodes.push(info);
             }
@@ -405,7 +410,7 @@ impl Snapshot {
             .get(name)
             .ok_or_else(|| SnapshotError::NodeNotFound { node: name.to_string() })?;
         let removed = self.nodes.remove(index);
-        self.index.node_changed(&removed, -1);
+        self.index.node_changed(removed.labels_and_pods(), -1);
         self.forget_images(&removed.images);
         for pod in &removed.pods {
             self.pod_nodes.remove(&pod.key);
@@ -662,8 +667,8 @@ impl Snapshot {
             self.pod_nodes.insert(pod.key.clone(), original.name.clone());
             self.namespace_selector_pods += usize::from(pod.needs_namespace_labels);
         }
-        self.index.node_changed(&self.nodes[index], -1);
-        self.index.node_changed(original, 1);
+        self.index.node_changed(self.nodes[index].labels_and_pods(), -1);
+        self.index.node_changed(original.labels_and_pods(), 1);
         self.nodes[index] = original.clone();
         Ok(())
     }
@@ -675,7 +680,8 @@ impl Snapshot {
 
     /// The placed pods a query counts, per domain: kept current, or counted over every node the first time.
     pub(crate) fn domain_counts(&self, query: DomainQuery) -> Arc<DomainCounts> {
-        self.index.counts(query, self.nodes.iter())
+        self.index
+            .counts(query, self.nodes.iter().map(NodeInfo::labels_and_pods))
     }
 
     /// Number of nodes.

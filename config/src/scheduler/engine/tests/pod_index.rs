@@ -139,12 +139,12 @@ fn queries() -> Vec<DomainQuery> {
 fn check_counts(snapshot: &Snapshot, queries: &[DomainQuery], step: &str) {
     for query in queries {
         let kept = snapshot.domain_counts(query.clone());
-        let visited = DomainCounts::visit(query, snapshot.list());
+        let visited = DomainCounts::visit(query, snapshot.list().map(|n| n.labels_and_pods()));
         assert_eq!(*kept, visited, "{step}: {query:?}");
     }
     let mut fresh = PodIndex::default();
     for node in snapshot.list() {
-        fresh.node_changed(node, 1);
+        fresh.node_changed(node.labels_and_pods(), 1);
     }
     assert_eq!(
         snapshot.existing_terms(),
