@@ -26,3 +26,4 @@ mod scheduler_volumes;
 mod schedulers;
 mod sharding;
 mod tenancy;
+mod volume_corpus;
