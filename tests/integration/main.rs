@@ -6,6 +6,7 @@ mod cli;
 mod external_kinds;
 mod fan_in;
 mod foundation;
+mod gang_corpus;
 mod gangs;
 mod gitops;
 mod helm_chart;
