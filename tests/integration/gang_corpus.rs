@@ -28,7 +28,7 @@ use crate::support::cluster_nodes::{KubeScheduler, create_node, delete_nodes, no
 use crate::support::manager::{ManagerProcess, temp_dir};
 use crate::support::{admin_client, test_namespace, write_rule_file as write};
 
-const NODES: usize = 4;
+const NODES: usize = 5;
 const SIDE_LABEL: &str = "gang-corpus";
 /// How long a held member is watched for a binding or a condition that must not come.
 const HOLD: Duration = Duration::from_secs(2);
@@ -301,11 +301,15 @@ async fn gangs_are_placed_as_kube_scheduler_places_them_on_a_random_corpus() {
     );
     let manager = ManagerProcess::start(&dir, &sides[0].namespace, "gang-corpus", &[]);
     // Its own directory: the manager loads every file of the rules directory.
-    let kube_scheduler = KubeScheduler::start_with_gates(
-        &temp_dir(&format!("gang-corpus-ks-{run}")),
-        vec![json!({"schedulerName": sides[1].scheduler})],
-        Some("GenericWorkload=true,GangScheduling=true"),
-    );
+    let kube_dir = temp_dir(&format!("gang-corpus-ks-{run}"));
+    let start_kube_scheduler = || {
+        KubeScheduler::start_with_gates(
+            &kube_dir,
+            vec![json!({"schedulerName": sides[1].scheduler})],
+            Some("GenericWorkload=true,GangScheduling=true"),
+        )
+    };
+    let mut kube_scheduler = Some(start_kube_scheduler());
     manager.wait_ready(Duration::from_secs(60)).await;
 
     let started = Instant::now();
@@ -323,7 +327,7 @@ async fn gangs_are_placed_as_kube_scheduler_places_them_on_a_random_corpus() {
             name: format!("g{index}"),
             min_count,
             members: min_count + usize::from(rng.below(3) == 0),
-            cpu: ["500m", "1", "1500m", "2"][rng.below(4)],
+            cpu: ["500m", "1", "1500m"][rng.below(3)],
             held: held_kind,
         };
         // What is created before the check that PreEnqueue holds the gang, and what after.
@@ -389,9 +393,19 @@ async fn gangs_are_placed_as_kube_scheduler_places_them_on_a_random_corpus() {
         diverged += usize::from(whole && !same_load);
         // A rejected gang, a placed one the nodes now disagree about, or one whose run is over, goes on both sides;
         // so do members left unschedulable (a retry must not bind them behind the next gang's back).
-        if !whole || !same_load || rng.below(2) == 0 {
+        if !whole || !same_load || rng.below(3) != 0 {
+            // kube-scheduler v1.35.4 panics (a nil pod in the pod group's UnscheduledPods, from GangScheduling's
+            // Permit) when a member of a gang whose siblings were deleted reaches Permit short of its quorum, which
+            // the room freed by deleting a rejected gang's waiting members lets its failing member do: the members
+            // of a rejected gang are deleted while it is stopped.
+            if !whole {
+                kube_scheduler = None;
+            }
             for side in &sides {
                 delete_members(&client, side, &gang.name).await;
+            }
+            if kube_scheduler.is_none() {
+                kube_scheduler = Some(start_kube_scheduler());
             }
         } else {
             for side in &sides {
