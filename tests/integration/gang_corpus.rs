@@ -10,8 +10,8 @@
 //! kube-scheduler keeps the members of a gang that cannot fit waiting at Permit for 5 minutes where Ruleplane
 //! rejects them at once (docs/scheduler.md "Gangs (Workload dialect)"): a rejected gang is deleted on both sides
 //! once settled, which also frees kube-scheduler's reservations. So is a placed gang whose nodes differ from one side
-//! to the other in what they have left (a tie between equal nodes broken differently), and, at random, a placed gang
-//! that has run its course, so that the nodes neither fill up for good nor drift apart.
+//! to the other in what they have left (a tie between equal nodes broken differently); a placed gang runs until it
+//! finishes at random before a later gang, so that the nodes neither fill up for good nor drift apart.
 //!
 //! `RULEPLANE_GANG_CORPUS_GANGS` (default 12) and `RULEPLANE_GANG_CORPUS_SEED` size and seed it.
 
@@ -315,7 +315,20 @@ async fn gangs_are_placed_as_kube_scheduler_places_them_on_a_random_corpus() {
     let started = Instant::now();
     let mut differences = Vec::new();
     let (mut placed, mut rejected, mut held, mut diverged) = (0, 0, 0, 0);
+    // Placed gangs still running: each finishes (is deleted on both sides) at random before a later gang comes.
+    let mut running: Vec<String> = Vec::new();
     for index in 0..count {
+        let mut still_running = Vec::new();
+        for name in running.drain(..) {
+            if rng.below(4) == 0 {
+                for side in &sides {
+                    delete_members(&client, side, &name).await;
+                }
+            } else {
+                still_running.push(name);
+            }
+        }
+        running = still_running;
         let min_count = 2 + rng.below(4);
         let held_kind = match rng.below(10) {
             0 => Held::LateWorkload,
@@ -327,7 +340,7 @@ async fn gangs_are_placed_as_kube_scheduler_places_them_on_a_random_corpus() {
             name: format!("g{index}"),
             min_count,
             members: min_count + usize::from(rng.below(3) == 0),
-            cpu: ["500m", "1", "1500m"][rng.below(3)],
+            cpu: ["500m", "1", "1500m", "2"][rng.below(4)],
             held: held_kind,
         };
         // What is created before the check that PreEnqueue holds the gang, and what after.
@@ -391,9 +404,9 @@ async fn gangs_are_placed_as_kube_scheduler_places_them_on_a_random_corpus() {
         }
         let same_load = load(&client, &sides[0], &capacities).await == load(&client, &sides[1], &capacities).await;
         diverged += usize::from(whole && !same_load);
-        // A rejected gang, a placed one the nodes now disagree about, or one whose run is over, goes on both sides;
-        // so do members left unschedulable (a retry must not bind them behind the next gang's back).
-        if !whole || !same_load || rng.below(3) != 0 {
+        // A rejected gang, or a placed one the nodes now disagree about, goes on both sides; a placed one keeps
+        // running without its members left unschedulable (a retry must not bind them behind the next gang's back).
+        if !whole || !same_load {
             // kube-scheduler v1.35.4 panics (a nil pod in the pod group's UnscheduledPods, from GangScheduling's
             // Permit) when a member of a gang whose siblings were deleted reaches Permit short of its quorum, which
             // the room freed by deleting a rejected gang's waiting members lets its failing member do: the members
@@ -416,6 +429,7 @@ async fn gangs_are_placed_as_kube_scheduler_places_them_on_a_random_corpus() {
                     }
                 }
             }
+            running.push(gang.name.clone());
         }
     }
     println!(

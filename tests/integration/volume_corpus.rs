@@ -458,7 +458,21 @@ async fn volume_decisions_match_kube_scheduler_on_a_random_corpus() {
     let mut provisioned = Vec::new();
     let (mut bound, mut unschedulable, mut with_claims) = (0, 0, 0);
     let mut reasons = BTreeMap::new();
+    // Bound pods still running: each finishes (is deleted) at random before a later pod comes, so that the nodes do
+    // not fill up for good.
+    let mut running: Vec<String> = Vec::new();
     for index in 0..count {
+        let mut still_running = Vec::new();
+        for pod in running.drain(..) {
+            if corpus.chance(25) {
+                pods.delete(&pod, &DeleteParams::default().grace_period(0))
+                    .await
+                    .expect("delete pod");
+            } else {
+                still_running.push(pod);
+            }
+        }
+        running = still_running;
         let name = format!("p-{index}");
         let mut volumes_json = Vec::new();
         let uses = corpus.rng.below(4);
@@ -527,12 +541,13 @@ async fn volume_decisions_match_kube_scheduler_on_a_random_corpus() {
                 "{name}: kube-scheduler {verdict:?}, engine {chosen:?} / {ours:?}"
             )),
         }
-        // An unschedulable pod is deleted so that a retry cannot bind it behind the engine's back; a bound one
-        // at random, as a pod that has run its course, so that the nodes do not fill up for good.
-        if matches!(verdict, Verdict::Unschedulable(_)) || corpus.chance(50) {
+        // An unschedulable pod is deleted so that a retry cannot bind it behind the engine's back.
+        if matches!(verdict, Verdict::Unschedulable(_)) {
             pods.delete(&name, &DeleteParams::default().grace_period(0))
                 .await
                 .expect("delete pod");
+        } else {
+            running.push(name);
         }
     }
     println!(

@@ -178,13 +178,24 @@ pub struct GroupCounts {
 
 impl<K: Clone + Ord> PodGroups<K> {
     /// A pod of `group` seen added or changed; `bound` when it has a node. The group of a pod never changes
-    /// (`workloadRef` is immutable).
+    /// (`workloadRef` is immutable), nor does a node once set: a member known bound stays bound, so a watch event
+    /// older than the binding does not undo [`PodGroups::bound`].
     pub fn apply(&mut self, key: K, group: GroupKey, bound: bool) {
-        self.members
-            .entry(group.clone())
-            .or_default()
-            .insert(key.clone(), bound);
+        let members = self.members.entry(group.clone()).or_default();
+        let known_bound = members.get(&key).copied().unwrap_or(false);
+        members.insert(key.clone(), bound || known_bound);
         self.group_of.insert(key, group);
+    }
+
+    /// A member this scheduler has just bound, before the watch shows its node: it counts as bound from now on, as
+    /// kube-scheduler's assumed pod counts at Permit (assumed ∪ assigned) until its informer confirms it. Without
+    /// this, a member arriving after its gang was bound would find the gang short of its quorum in between.
+    pub fn bound(&mut self, key: &K) {
+        if let Some(group) = self.group_of.get(key)
+            && let Some(bound) = self.members.get_mut(group).and_then(|m| m.get_mut(key))
+        {
+            *bound = true;
+        }
     }
 
     /// A pod deleted (or terminated). Returns whether it was a member of a group.
@@ -467,6 +478,20 @@ mod tests {
         assert!(groups.delete(&"b"));
         assert!(!groups.delete(&"x"));
         assert_eq!(groups.counts(&group()), GroupCounts::default());
+    }
+
+    #[test]
+    fn a_member_bound_here_counts_as_bound_before_the_watch_shows_it_and_stays_so() {
+        let mut groups = PodGroups::default();
+        groups.apply("a", group(), false);
+        groups.apply("b", group(), false);
+        groups.bound(&"a");
+        groups.bound(&"x");
+        assert_eq!(groups.counts(&group()), GroupCounts { known: 2, bound: 1 });
+        // A watch event from before the binding arrives late: the member stays bound.
+        groups.apply("a", group(), false);
+        assert_eq!(groups.counts(&group()), GroupCounts { known: 2, bound: 1 });
+        assert_eq!(groups.unbound(&group()), vec!["b"]);
     }
 
     #[test]

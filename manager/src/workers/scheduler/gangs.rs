@@ -364,6 +364,13 @@ impl Loop {
         self.queue.activate(members.iter());
     }
 
+    /// A pod this policy bound: a gang member counts as bound before the watch shows it (see [`PodGroups::bound`]).
+    pub(super) fn on_bound(&mut self, key: &PodKey) {
+        if let Some(gangs) = self.gangs.as_mut() {
+            gangs.groups.bound(key);
+        }
+    }
+
     /// A pod, Workload or PodGroup notification (`kind`), for the gangs' bookkeeping.
     pub(super) fn on_gang_change(&mut self, kind: &str, change: &Change) {
         let is_pods = kind == "Pod";

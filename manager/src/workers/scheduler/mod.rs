@@ -552,6 +552,7 @@ impl Loop {
                         })
                         .observe(first_seen.elapsed().as_secs_f64());
                 }
+                self.on_bound(&key);
                 self.settle(&key);
             }
             Done::Failed {
