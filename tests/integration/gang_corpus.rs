@@ -330,10 +330,11 @@ async fn gangs_are_placed_as_kube_scheduler_places_them_on_a_random_corpus() {
         }
         running = still_running;
         let min_count = 2 + rng.below(4);
-        let held_kind = match rng.below(10) {
-            0 => Held::LateWorkload,
-            1 => Held::ShortOfMembers,
-            2 => Held::MissingGroup,
+        // Gangs 1–3 meet each PreEnqueue case, so that the small corpus has them all; then one gang in ten.
+        let held_kind = match (index, rng.below(10)) {
+            (1, _) | (_, 0) => Held::LateWorkload,
+            (2, _) | (_, 1) => Held::ShortOfMembers,
+            (3, _) | (_, 2) => Held::MissingGroup,
             _ => Held::No,
         };
         let gang = Gang {
