@@ -13,8 +13,9 @@
 //! The plane's persistentvolume-binder completes the pre-bound pairs at setup and the static bindings
 //! kube-scheduler's PreBind writes. Nothing provisions on the plane: the test plays the CSI provisioner, as
 //! `scheduler_volumes.rs` does, for a claim kube-scheduler marked with `volume.kubernetes.io/selected-node` (a
-//! volume in the selected node's zone, pre-bound to the claim, and the claim bound to it). No ephemeral volume
-//! controller runs either: a generic ephemeral volume's claim never appears, and both schedulers say so.
+//! volume in the selected node's zone, pre-bound to the claim, and the claim bound to it). The plane's
+//! ephemeral-volume-controller creates a generic ephemeral volume's claim; its pod is created behind a scheduling
+//! gate lifted once the claim exists, so that both decide with it there.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use ruleplane_config::SchedulerPolicy;
 use ruleplane_config::scheduler::engine::{CsiObjects, Snapshot, SplitMix64, Storage};
 use serde::de::DeserializeOwned;
@@ -163,14 +164,22 @@ async fn snapshot(client: &Client) -> Snapshot {
     snapshot
 }
 
-/// The claims a pod names, directly.
+/// The claims a pod uses: named, or its generic ephemeral volumes' `<pod>-<volume>`.
 fn claims_of(pod: &Pod) -> Vec<String> {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
     pod.spec
         .iter()
         .flat_map(|s| s.volumes.iter().flatten())
-        .filter_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.clone()))
+        .filter_map(|v| match (&v.persistent_volume_claim, &v.ephemeral) {
+            (Some(claim), _) => Some(claim.claim_name.clone()),
+            (None, Some(_)) => Some(format!("{name}-{}", v.name)),
+            _ => None,
+        })
         .collect()
 }
+
+/// The gate an ephemeral volume's pod is created with, lifted once the controller has created its claim.
+const GATE: &str = "ruleplane.dev/volume-corpus";
 
 /// Waits for kube-scheduler's verdict on a pod, playing the provisioner for the claims it selected a node for.
 async fn kube_verdict(
@@ -196,6 +205,8 @@ async fn kube_verdict(
             .unwrap_or_default()
             .into_iter()
             .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+            // Still the gate's condition, from before it was lifted.
+            .filter(|c| c.reason.as_deref() != Some("SchedulingGated"))
             .and_then(|c| c.message);
         if let Some(message) = message {
             return Verdict::Unschedulable(message);
@@ -456,7 +467,7 @@ async fn volume_decisions_match_kube_scheduler_on_a_random_corpus() {
     let started = Instant::now();
     let mut differences = Vec::new();
     let mut provisioned = Vec::new();
-    let (mut bound, mut unschedulable, mut with_claims) = (0, 0, 0);
+    let (mut bound, mut unschedulable, mut with_claims, mut ephemeral_bound) = (0, 0, 0, 0);
     let mut reasons = BTreeMap::new();
     // Bound pods still running: each finishes (is deleted) at random before a later pod comes, so that the nodes do
     // not fill up for good.
@@ -488,7 +499,8 @@ async fn volume_decisions_match_kube_scheduler_on_a_random_corpus() {
         if corpus.chance(15) {
             volumes_json.push(json!({"name": "inline", "csi": {"driver": DRIVER}}));
         }
-        if corpus.chance(8) {
+        let ephemeral = corpus.chance(8);
+        if ephemeral {
             volumes_json.push(
                 json!({"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
                 "accessModes": ["ReadWriteOnce"], "storageClassName": wffc,
@@ -497,24 +509,50 @@ async fn volume_decisions_match_kube_scheduler_on_a_random_corpus() {
         }
         with_claims += usize::from(!used.is_empty());
         let cpu = corpus.pick(&["250m", "500m", "1", "2"]);
-        let pod: Pod = serde_json::from_value(json!({
+        // A pod with an ephemeral volume waits behind a scheduling gate until the ephemeral volume controller has
+        // created its claim (owned by the pod: the engine needs the pod's UID), so both decide with the claim there.
+        let gates = if ephemeral { json!([{"name": GATE}]) } else { json!([]) };
+        let mut pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": namespace},
             "spec": {
-                "schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+                "schedulerName": scheduler, "terminationGracePeriodSeconds": 0, "schedulingGates": gates,
                 "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}],
                 "volumes": volumes_json
             }
         }))
         .expect("pod");
-
+        if ephemeral {
+            pod = pods.create(&PostParams::default(), &pod).await.expect("create pod");
+            let claim = format!("{name}-scratch");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while claims.get_opt(&claim).await.expect("get claim").is_none() {
+                assert!(
+                    Instant::now() < deadline,
+                    "the ephemeral volume controller did not create {claim}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            pod.spec.as_mut().expect("spec").scheduling_gates = None;
+        }
         let cluster = snapshot(&client).await;
         let mut engine = policy.engine_with_post_filters(seed).expect("engine");
         engine.nominate_only_for([scheduler.clone()].into());
         let decision = engine.schedule(&cluster, &pod).expect("engine decides");
-        pods.create(&PostParams::default(), &pod).await.expect("create pod");
+        if ephemeral {
+            let lift = json!({"spec": {"schedulingGates": null}});
+            pods.patch(&name, &PatchParams::default(), &Patch::Merge(&lift))
+                .await
+                .expect("lift the gate");
+        } else {
+            pods.create(&PostParams::default(), &pod).await.expect("create pod");
+        }
         let verdict = kube_verdict(&client, &namespace, &pod, &zone_of, &mut provisioned).await;
         let ours = decision.event_message();
-        println!("{name} ({cpu} CPU, claims {used:?}): {verdict:?}");
+        let scratch = if ephemeral { ", an ephemeral volume" } else { "" };
+        println!("{name} ({cpu} CPU, claims {used:?}{scratch}): {verdict:?}");
+        if ephemeral && matches!(verdict, Verdict::Bound(_)) {
+            ephemeral_bound += 1;
+        }
         match (&verdict, decision.chosen()) {
             (Verdict::Bound(node), Some(_)) => {
                 bound += 1;
@@ -551,8 +589,9 @@ async fn volume_decisions_match_kube_scheduler_on_a_random_corpus() {
         }
     }
     println!(
-        "volume corpus: {count} pods ({with_claims} with claims, {bound} bound, {unschedulable} unschedulable, {} \
-         claims provisioned by the test), {NODES} nodes, seed {seed}, {:.1} s, {} differences",
+        "volume corpus: {count} pods ({with_claims} with claims, {bound} bound ({ephemeral_bound} with an ephemeral \
+         volume), {unschedulable} unschedulable, {} claims provisioned by the test), {NODES} nodes, seed {seed}, \
+         {:.1} s, {} differences",
         provisioned.len(),
         started.elapsed().as_secs_f64(),
         differences.len()
