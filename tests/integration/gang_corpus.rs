@@ -262,6 +262,9 @@ async fn gangs_are_placed_as_kube_scheduler_places_them_on_a_random_corpus() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2026);
     let mut rng = SplitMix64::new(seed);
+    // How long placed gangs run is drawn apart, so that the gangs themselves are the same for a seed whatever the
+    // ties broken on the way.
+    let mut lifetimes = SplitMix64::new(seed.wrapping_add(1));
     let _nodes = nodes_lock().await;
     let client = admin_client().await;
     let run = format!("{}-{seed}", std::process::id());
@@ -320,7 +323,7 @@ async fn gangs_are_placed_as_kube_scheduler_places_them_on_a_random_corpus() {
     for index in 0..count {
         let mut still_running = Vec::new();
         for name in running.drain(..) {
-            if rng.below(4) == 0 {
+            if lifetimes.below(4) == 0 {
                 for side in &sides {
                     delete_members(&client, side, &name).await;
                 }
@@ -341,7 +344,12 @@ async fn gangs_are_placed_as_kube_scheduler_places_them_on_a_random_corpus() {
             name: format!("g{index}"),
             min_count,
             members: min_count + usize::from(rng.below(3) == 0),
-            cpu: ["500m", "1", "1500m", "2"][rng.below(4)],
+            // Gang 5's members are larger than any node, so that the small corpus has a rejection too.
+            cpu: if index == 5 {
+                "4500m"
+            } else {
+                ["500m", "1", "1500m", "2"][rng.below(4)]
+            },
             held: held_kind,
         };
         // What is created before the check that PreEnqueue holds the gang, and what after.
