@@ -270,6 +270,10 @@ struct Loop {
     first_seen: HashMap<PodKey, Instant>,
     /// The last error reported per pod: each distinct one is reported (Event, condition) once.
     reported: HashMap<PodKey, String>,
+    /// Per pod, the number of the report last written, behind a lock its report tasks take in turn: two failures
+    /// reported moments apart are written in order, so the condition ends with the newer text (a task that finds
+    /// a newer report written skips its own).
+    report_order: HashMap<PodKey, (u64, Arc<tokio::sync::Mutex<u64>>)>,
     /// Pods whose last error degraded the policy.
     faults: HashSet<PodKey>,
     /// Tasks: the one scheduling cycle and the bindings behind it.
@@ -288,6 +292,7 @@ impl Loop {
             scheduler,
             first_seen: HashMap::new(),
             reported: HashMap::new(),
+            report_order: HashMap::new(),
             faults: HashSet::new(),
             tasks: JoinSet::new(),
             done: mpsc::unbounded_channel(),
@@ -608,6 +613,7 @@ impl Loop {
         self.queue.delete(key);
         self.first_seen.remove(key);
         self.reported.remove(key);
+        self.report_order.remove(key);
         if self.faults.remove(key) {
             info!(rule = %self.rule(), key = ?key, "pod placed or gone after earlier errors");
         }
@@ -644,9 +650,17 @@ impl Loop {
         warn!(rule = %self.rule(), key = ?key, category = error.category(), error = %message, "pod not scheduled");
         self.reported.insert(key.clone(), report_key);
         let scheduler = self.scheduler.clone();
+        let (number, written) = self.report_order.entry(key.clone()).or_default();
+        *number += 1;
+        let (number, written) = (*number, written.clone());
         // Written behind the loop, as the runner wrote reports: the next pod is decided meanwhile.
-        self.tasks
-            .spawn(async move { scheduler.report_error(&key, &error).await });
+        self.tasks.spawn(async move {
+            let mut last = written.lock().await;
+            if *last < number {
+                scheduler.report_error(&key, &error).await;
+                *last = number;
+            }
+        });
     }
 
     fn update_gauges(&self) {
