@@ -341,14 +341,12 @@ impl Loop {
             return;
         }
         gangs.told.insert(key.clone(), message.clone());
-        let scheduler = self.scheduler.clone();
-        let key = key.clone();
         let error = SchedulingError::Unschedulable {
             message,
             nominate: ruleplane_config::scheduler::engine::Nominate::Leave,
         };
-        self.tasks
-            .spawn(async move { scheduler.report_error(&key, &error).await });
+        // In order with the pod's other reports: a held text must not land after its run's verdict.
+        self.spawn_report(key.clone(), error);
     }
 
     /// GangScheduling's events (a member pod added, its Workload added or changed): the group's members waiting in

@@ -649,11 +649,16 @@ impl Loop {
         }
         warn!(rule = %self.rule(), key = ?key, category = error.category(), error = %message, "pod not scheduled");
         self.reported.insert(key.clone(), report_key);
+        self.spawn_report(key, error);
+    }
+
+    /// Writes a pod's report behind the loop, as the runner wrote reports (the next pod is decided meanwhile), after
+    /// the pod's earlier reports and not at all once a newer one is written.
+    fn spawn_report(&mut self, key: PodKey, error: SchedulingError) {
         let scheduler = self.scheduler.clone();
         let (number, written) = self.report_order.entry(key.clone()).or_default();
         *number += 1;
         let (number, written) = (*number, written.clone());
-        // Written behind the loop, as the runner wrote reports: the next pod is decided meanwhile.
         self.tasks.spawn(async move {
             let mut last = written.lock().await;
             if *last < number {
