@@ -142,13 +142,22 @@ where
 
 /// Every node, every bound pod not being deleted, and every storage object, as kube-scheduler's informers hold them.
 async fn snapshot(client: &Client) -> Snapshot {
+    // Nodes first: another test deletes its pods before its nodes, so every pod listed after is on a listed node
+    // (one on a node gone meanwhile is left out).
+    let nodes = list(Api::<Node>::all(client.clone())).await;
+    let names: BTreeSet<String> = nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
     let pods: Vec<Pod> = list(Api::<Pod>::all(client.clone()))
         .await
         .into_iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .filter(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_some_and(|n| names.contains(n))
+        })
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .collect();
-    let mut snapshot = Snapshot::build(list(Api::<Node>::all(client.clone())).await, pods).expect("snapshot");
+    let mut snapshot = Snapshot::build(nodes, pods).expect("snapshot");
     let storage = Storage::new(
         list(Api::<PersistentVolumeClaim>::all(client.clone())).await,
         list(Api::<PersistentVolume>::all(client.clone())).await,
