@@ -25,11 +25,13 @@ done
 log() { printf '[control-plane] %s\n' "$*" >&2; }
 
 # What kube-controller-manager runs: what a test plane without a kubelet can use. Owner-reference cascades, namespace
-# deletion, the default ServiceAccount (and legacy token Secrets), PersistentVolumeClaim binding, and deleting pods
-# bound to nodes that no longer exist. Not the workload controllers (Deployments stay without ReplicaSets, so the
-# Helm chart's Deployment starts no pods) nor the root-CA ConfigMap publisher (no extra ConfigMap per namespace).
+# deletion, the default ServiceAccount (and legacy token Secrets), PersistentVolumeClaim binding, generic ephemeral
+# volumes' claims, and deleting pods bound to nodes that no longer exist. Not the workload controllers (Deployments
+# stay without ReplicaSets, so the Helm chart's Deployment starts no pods) nor the root-CA ConfigMap publisher (no
+# extra ConfigMap per namespace).
 KCM_CONTROLLERS=garbage-collector-controller,namespace-controller,serviceaccount-controller
 KCM_CONTROLLERS+=,serviceaccount-token-controller,persistentvolume-binder-controller,pod-garbage-collector-controller
+KCM_CONTROLLERS+=,ephemeral-volume-controller
 # The HPA controller scales a target up to minReplicas even without metrics (handed-over fields are tested so).
 KCM_CONTROLLERS+=,horizontal-pod-autoscaler-controller
 

@@ -323,3 +323,165 @@ async fn preemption_decisions_match_kube_scheduler() {
     delete_priority_classes(&client, classes.into_iter().map(|(name, _, _)| name)).await;
     assert!(differences.is_empty(), "{}", differences.join("\n"));
 }
+
+/// Terminating victims on the nominated node (v1.35's `PodEligibleToPreemptOthers`), side by side: on twin nodes
+/// without a kubelet, a Ruleplane policy's preemptor and kube-scheduler's each evict one of two victims, which stay
+/// Terminating for their grace period. Once a node is added (the cluster event their queueing hints retry on), both
+/// preemptors fail again with kube-scheduler's `not eligible due to a terminating pod on the nominated node`, the
+/// engine predicts that text from the same state, neither evicts the second victim, and both are bound once the
+/// victim is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preemptor_waits_for_its_terminating_victims_as_kube_scheduler_does() {
+    let client = admin_client().await;
+    let namespace = test_namespace(&client, "terminating-victims").await;
+    let run = std::process::id().to_string();
+    let dir = crate::support::manager::temp_dir(&format!("terminating-victims-{run}"));
+    let kube_dir = crate::support::manager::temp_dir(&format!("terminating-victims-ks-{run}"));
+    let classes: Vec<(String, i32, &str)> = vec![
+        (format!("tv-high-{run}"), 1000, "PreemptLowerPriority"),
+        (format!("tv-low-{run}"), 10, "PreemptLowerPriority"),
+    ];
+    create_priority_classes(&client, &classes).await;
+    let _nodes = nodes_lock().await;
+    let sides = ["rp", "ks"];
+    let mut names = Vec::new();
+    for side in sides {
+        let name = format!("tv-{run}-{side}");
+        names.push(create_node(&client, node(&name, "4", "8Gi", json!({"side": side}), json!([]))).await);
+    }
+    let pods = Api::<Pod>::namespaced(client.clone(), &namespace);
+    let scheduler = |side: &str| format!("tv-{side}-{run}");
+    let pod = |name: &str, side: &str, class: &str, node: Option<&str>| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "schedulerName": scheduler(side),
+                "priorityClassName": class,
+                "nodeName": node,
+                "nodeSelector": {"side": side},
+                // No kubelet ends it: a deleted victim stays Terminating.
+                "terminationGracePeriodSeconds": 300,
+                "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "2"}}}]
+            }
+        }))
+        .expect("pod")
+    };
+    for (side, node) in sides.iter().zip(&names) {
+        for victim in 0..2 {
+            pods.create(
+                &PostParams::default(),
+                &pod(&format!("{side}-v{victim}"), side, &classes[1].0, Some(node)),
+            )
+            .await
+            .expect("create victim");
+        }
+    }
+    crate::support::write_rule_file(
+        &dir,
+        "policy.yaml",
+        &format!(
+            "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: {{ name: tv }}\n\
+             spec: {{ schedulerName: {}, algorithmProvider: DefaultProvider }}\n",
+            scheduler("rp")
+        ),
+    );
+    let manager = crate::support::manager::ManagerProcess::start(&dir, &namespace, "terminating-victims", &[]);
+    let kube_scheduler = KubeScheduler::start(&kube_dir, vec![json!({"schedulerName": scheduler("ks")})]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+    for side in sides {
+        pods.create(
+            &PostParams::default(),
+            &pod(&format!("{side}-p"), side, &classes[0].0, None),
+        )
+        .await
+        .expect("create preemptor");
+    }
+    // Each preemptor is nominated to its node and one victim there is terminating.
+    let terminating = |side: &'static str| {
+        let pods = pods.clone();
+        async move {
+            pods.list(&ListParams::default())
+                .await
+                .expect("pods")
+                .items
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_some())
+                .filter_map(|p| p.metadata.name)
+                .filter(|n| n.starts_with(&format!("{side}-v")))
+                .collect::<Vec<_>>()
+        }
+    };
+    for (side, node) in sides.iter().zip(&names) {
+        eventually_seen(
+            Duration::from_secs(30),
+            &format!("{side}-p nominated, a victim terminating"),
+            || async {
+                let preemptor = pods.get(&format!("{side}-p")).await.map_err(|e| e.to_string())?;
+                let nominated = preemptor.status.as_ref().and_then(|s| s.nominated_node_name.as_ref());
+                let victims = terminating(side).await;
+                if nominated == Some(node) && victims.len() == 1 {
+                    Ok(())
+                } else {
+                    Err(format!("nominated {nominated:?}, terminating {victims:?}"))
+                }
+            },
+        )
+        .await;
+    }
+    // A node with room the preemptors' selector excludes: NodeResourcesFit's hint retries both on it.
+    let spare = format!("tv-{run}-spare");
+    names.push(create_node(&client, node(&spare, "8", "16Gi", json!({"side": "spare"}), json!([]))).await);
+    // The engine's prediction from that state (the spare node's not-ready taint is gone once `create_node` returns;
+    // a retry that saw it is followed by another on its removal): both preemptors' texts must become it.
+    let mut engine = Engine::new(&Profile::default_provider(), 1).expect("engine");
+    engine.enable_preemption();
+    engine.nominate_only_for([scheduler("ks")].into());
+    let preemptor = pods.get("ks-p").await.expect("get preemptor");
+    let decision = engine
+        .schedule(&snapshot(&client).await, &preemptor)
+        .expect("engine decides");
+    assert!(preemption_of(&decision).is_none(), "the engine preempts again");
+    let expected = decision.event_message().unwrap_or_default();
+    assert!(
+        expected.ends_with("preemption: not eligible due to a terminating pod on the nominated node."),
+        "{expected}"
+    );
+    for side in sides {
+        eventually_seen(Duration::from_secs(60), &format!("{side}-p retried"), || async {
+            let preemptor = pods.get(&format!("{side}-p")).await.map_err(|e| e.to_string())?;
+            let message = condition_message(&preemptor);
+            if message == expected { Ok(()) } else { Err(message) }
+        })
+        .await;
+    }
+    println!("terminating victims: {expected}");
+    // Neither evicts the second victim meanwhile.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for side in sides {
+        assert_eq!(terminating(side).await.len(), 1, "{side}: a second victim was evicted");
+    }
+    // The kubelet's part: the terminating victim goes, and each preemptor is bound on its nominated node.
+    for side in sides {
+        for victim in terminating(side).await {
+            pods.delete(&victim, &DeleteParams::default().grace_period(0))
+                .await
+                .expect("final deletion");
+        }
+    }
+    for (side, node) in sides.iter().zip(&names) {
+        let bound = eventually_seen(Duration::from_secs(30), &format!("{side}-p bound"), || async {
+            let preemptor = pods.get(&format!("{side}-p")).await.map_err(|e| e.to_string())?;
+            preemptor
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .ok_or_else(|| condition_message(&preemptor))
+        })
+        .await;
+        assert_eq!(&bound, node, "{side}-p");
+    }
+    drop(kube_scheduler);
+    drop(manager);
+    delete_nodes(&client, &names).await;
+    delete_priority_classes(&client, classes.into_iter().map(|(name, _, _)| name)).await;
+}

@@ -120,13 +120,31 @@ pub struct GroupCounts {
 }
 
 impl<K: Clone + Ord> PodGroups<K> {
-    /// A pod of `group` seen added or changed. The group of a pod never changes (`workloadRef` is immutable).
+    /// A pod of `group` seen added or changed. The group of a pod never changes (`workloadRef` is immutable),
+    /// nor does a node once set: a member known bound stays bound, so a watch event older than the binding does
+    /// not undo [`PodGroups::bound`].
     pub fn apply(&mut self, key: K, group: GroupKey, state: MemberState) {
-        self.members
-            .entry(group.clone())
-            .or_default()
-            .insert(key.clone(), state);
+        let members = self.members.entry(group.clone()).or_default();
+        let known_bound = members.get(&key).is_some_and(|known| known.bound);
+        members.insert(
+            key.clone(),
+            MemberState {
+                bound: state.bound || known_bound,
+                ..state
+            },
+        );
         self.group_of.insert(key, group);
+    }
+
+    /// A member this scheduler has just bound, before the watch shows its node: it counts as bound from now on, as
+    /// kube-scheduler's assumed pod counts at Permit (assumed ∪ assigned) until its informer confirms it. Without
+    /// this, a member arriving after its gang was bound would find the gang short of its quorum in between.
+    pub fn bound(&mut self, key: &K) {
+        if let Some(group) = self.group_of.get(key)
+            && let Some(state) = self.members.get_mut(group).and_then(|m| m.get_mut(key))
+        {
+            state.bound = true;
+        }
     }
 
     /// A pod deleted (or terminated). Returns whether it was a member of a group.
@@ -504,6 +522,26 @@ mod tests {
         assert!(groups.delete(&"b"));
         assert!(!groups.delete(&"x"));
         assert_eq!(groups.counts(&group()), GroupCounts::default());
+    }
+
+    #[test]
+    fn a_member_bound_here_counts_as_bound_before_the_watch_shows_it_and_stays_so() {
+        let unbound = MemberState::default();
+        let mut groups = PodGroups::default();
+        groups.apply("a", group(), unbound);
+        groups.apply("b", group(), unbound);
+        groups.bound(&"a");
+        groups.bound(&"x");
+        let expected = GroupCounts {
+            known: 2,
+            bound: 1,
+            ..GroupCounts::default()
+        };
+        assert_eq!(groups.counts(&group()), expected);
+        // A watch event from before the binding arrives late: the member stays bound.
+        groups.apply("a", group(), unbound);
+        assert_eq!(groups.counts(&group()), expected);
+        assert_eq!(groups.unbound(&group()), vec!["b"]);
     }
 
     #[test]

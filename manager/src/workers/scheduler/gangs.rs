@@ -383,15 +383,14 @@ impl Loop {
             return;
         }
         gangs.told.insert(key.clone(), message.clone());
-        let scheduler = self.scheduler.clone();
-        let key = key.clone();
         let nominate = if clear_nomination {
             ruleplane_config::scheduler::engine::Nominate::Clear
         } else {
             ruleplane_config::scheduler::engine::Nominate::Leave
         };
         let error = SchedulingError::Unschedulable { message, nominate };
-        self.spawn(async move { scheduler.report_error(&key, &error).await });
+        // In order with the pod's other reports: a held text must not land after its run's verdict.
+        self.spawn_report(key.clone(), error);
     }
 
     /// GangScheduling's events (a member pod added, its Workload added or changed): the group's members waiting in
@@ -415,6 +414,13 @@ impl Loop {
         let min_member = gangs.pod_group(group).map_or(0, |spec| spec.min_member);
         let known = gangs.groups.counts(group).known;
         gangs.backoffs.rejected(group, seconds, known, min_member, now().0);
+    }
+
+    /// A pod this policy bound: a gang member counts as bound before the watch shows it (see [`PodGroups::bound`]).
+    pub(super) fn on_bound(&mut self, key: &PodKey) {
+        if let Some(gangs) = self.gangs.as_mut() {
+            gangs.groups.bound(key);
+        }
     }
 
     /// A pod, Workload or PodGroup notification (`kind`), for the gangs' bookkeeping.

@@ -284,6 +284,10 @@ struct Loop {
     first_seen: HashMap<PodKey, Instant>,
     /// The last error reported per pod: each distinct one is reported (Event, condition) once.
     reported: HashMap<PodKey, String>,
+    /// Per pod, the number of the report last written, behind a lock its report tasks take in turn: two failures
+    /// reported moments apart are written in order, so the condition ends with the newer text (a task that finds
+    /// a newer report written skips its own).
+    report_order: HashMap<PodKey, (u64, Arc<tokio::sync::Mutex<u64>>)>,
     /// Pods whose last error degraded the policy.
     faults: HashSet<PodKey>,
     /// Tasks: the one scheduling cycle and the bindings behind it.
@@ -305,6 +309,7 @@ impl Loop {
             scheduler,
             first_seen: HashMap::new(),
             reported: HashMap::new(),
+            report_order: HashMap::new(),
             faults: HashSet::new(),
             tasks: JoinSet::new(),
             live: HashSet::new(),
@@ -602,6 +607,7 @@ impl Loop {
                         })
                         .observe(first_seen.elapsed().as_secs_f64());
                 }
+                self.on_bound(&key);
                 self.settle(&key);
             }
             Done::Failed {
@@ -657,6 +663,7 @@ impl Loop {
         self.queue.delete(key);
         self.first_seen.remove(key);
         self.reported.remove(key);
+        self.report_order.remove(key);
         if self.faults.remove(key) {
             info!(rule = %self.rule(), key = ?key, "pod placed or gone after earlier errors");
         }
@@ -692,9 +699,23 @@ impl Loop {
         }
         warn!(rule = %self.rule(), key = ?key, category = error.category(), error = %message, "pod not scheduled");
         self.reported.insert(key.clone(), report_key);
+        self.spawn_report(key, error);
+    }
+
+    /// Writes a pod's report behind the loop, as the runner wrote reports (the next pod is decided meanwhile), after
+    /// the pod's earlier reports and not at all once a newer one is written.
+    fn spawn_report(&mut self, key: PodKey, error: SchedulingError) {
         let scheduler = self.scheduler.clone();
-        // Written behind the loop, as the runner wrote reports: the next pod is decided meanwhile.
-        self.spawn(async move { scheduler.report_error(&key, &error).await });
+        let (number, written) = self.report_order.entry(key.clone()).or_default();
+        *number += 1;
+        let (number, written) = (*number, written.clone());
+        self.spawn(async move {
+            let mut last = written.lock().await;
+            if *last < number {
+                scheduler.report_error(&key, &error).await;
+                *last = number;
+            }
+        });
     }
 
     fn update_gauges(&self) {
