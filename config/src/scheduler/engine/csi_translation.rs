@@ -1,11 +1,14 @@
-//! csi-translation-lib's in-tree → CSI mapping (plugin and driver names, volume handles), as the scheduler reads it.
+//! csi-translation-lib's in-tree → CSI mapping (plugin and driver names, volume handles, zone topology), as the scheduler reads it.
 
 // k8s.io/csi-translation-lib@v0.35.4 `plugins/`: the seven in-tree plugins with a CSI migration (GCE PD, AWS EBS,
 // Azure Disk, Azure File, Cinder, vSphere, Portworx). NodeVolumeLimits counts a migrated volume under its CSI
 // driver with the handle the translation gives it; only the handle rules of the plugins whose migration
 // NodeVolumeLimits can see on (`isCSIMigrationOn`: GCE PD, EBS, Azure Disk, Cinder, Portworx) are needed.
 
-use k8s_openapi::api::core::v1::{PersistentVolume, Volume};
+use std::borrow::Cow;
+
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, PersistentVolume, Volume};
+use k8s_openapi::api::storage::v1::CSINode;
 
 /// An in-tree plugin with a CSI migration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,6 +224,138 @@ fn gce_region(zones: &[&str]) -> Result<String, String> {
     match regions.len() {
         1 => Ok(regions.into_iter().next().unwrap_or_default()),
         _ => Err(format!("multiple or no regions gotten from zones, got: {regions:?}")),
+    }
+}
+
+/// `csiplugins.<Plugin>TopologyKey`: the zone key a plugin's CSI driver labels nodes with, for the plugins whose
+/// translation moves a volume's zone topology onto it (`translateTopologyFromInTreeToCSI`: GCE PD, AWS EBS, Cinder).
+fn csi_topology_key(plugin: InTreePlugin) -> Option<&'static str> {
+    match plugin {
+        InTreePlugin::GcePd => Some("topology.gke.io/zone"),
+        InTreePlugin::AwsEbs => Some("topology.ebs.csi.aws.com/zone"),
+        InTreePlugin::Cinder => Some("topology.cinder.csi.openstack.org/zone"),
+        _ => None,
+    }
+}
+
+/// `isPluginMigratedToCSIOnNode`: the node's CSINode lists the plugin in its migrated-plugins annotation.
+pub fn migrated_on_node(plugin: InTreePlugin, csi_node: Option<&CSINode>) -> bool {
+    csi_node
+        .and_then(|c| c.metadata.annotations.as_ref())
+        .and_then(|a| a.get(MIGRATED_PLUGINS_ANNOTATION))
+        .is_some_and(|list| list.split(',').any(|p| p == plugin.name()))
+}
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+const REGION: &str = "topology.kubernetes.io/region";
+const BETA_ZONE: &str = "failure-domain.beta.kubernetes.io/zone";
+const BETA_REGION: &str = "failure-domain.beta.kubernetes.io/region";
+
+/// VolumeBinding's `tryTranslatePVToCSI`, as far as a node affinity check sees it: a bound in-tree volume whose
+/// plugin is migrated on the node (GCE PD, AWS EBS, Cinder: the ones whose translation changes topology) is checked
+/// with its zone requirement under the CSI driver's key (or, without one, a requirement made from its zone label,
+/// `a__b` for several zones), and a beta region key becomes the GA one. Other volumes are returned as they are. A
+/// volume whose handle does not translate is left as it is (upstream fails the check with the translation error).
+pub fn translated_for_node<'v>(volume: &'v PersistentVolume, csi_node: Option<&CSINode>) -> Cow<'v, PersistentVolume> {
+    let Some(plugin) = InTreePlugin::of_persistent_volume(volume) else {
+        return Cow::Borrowed(volume);
+    };
+    let Some(key) = csi_topology_key(plugin) else {
+        return Cow::Borrowed(volume);
+    };
+    if !migrated_on_node(plugin, csi_node) || persistent_volume_handle(volume).is_err() {
+        return Cow::Borrowed(volume);
+    }
+    let mut translated = volume.clone();
+    translate_topology(&mut translated, key);
+    Cow::Owned(translated)
+}
+
+fn terms(volume: &mut PersistentVolume) -> Option<&mut Vec<NodeSelectorTerm>> {
+    let required = volume.spec.as_mut()?.node_affinity.as_mut()?.required.as_mut()?;
+    Some(&mut required.node_selector_terms)
+}
+
+fn affinity_has_key(volume: &PersistentVolume, key: &str) -> bool {
+    topology_values(volume, key).is_some()
+}
+
+/// The values of `key` in the volume's node affinity, `None` when no requirement names it.
+fn topology_values(volume: &PersistentVolume, key: &str) -> Option<Vec<String>> {
+    let required = volume.spec.as_ref()?.node_affinity.as_ref()?.required.as_ref()?;
+    let mut found = false;
+    let mut values = std::collections::BTreeSet::new();
+    for term in &required.node_selector_terms {
+        for requirement in term.match_expressions.iter().flatten().filter(|r| r.key == key) {
+            found = true;
+            values.extend(requirement.values.iter().flatten().cloned());
+        }
+    }
+    found.then(|| values.into_iter().collect())
+}
+
+fn replace_key(volume: &mut PersistentVolume, old: &str, new: &str) {
+    for term in terms(volume).into_iter().flatten() {
+        for requirement in term.match_expressions.iter_mut().flatten() {
+            if requirement.key == old {
+                requirement.key = new.to_string();
+            }
+        }
+    }
+}
+
+/// `translateTopologyFromInTreeToCSI`.
+fn translate_topology(volume: &mut PersistentVolume, csi_key: &str) {
+    let labels = volume.metadata.labels.clone().unwrap_or_default();
+    // `getTopologyLabel`: GA keys in the affinity, beta keys there, then the volume's own labels, else GA.
+    let (zone, region) = if affinity_has_key(volume, ZONE) {
+        (ZONE, REGION)
+    } else if affinity_has_key(volume, BETA_ZONE) {
+        (BETA_ZONE, BETA_REGION)
+    } else if labels.contains_key(ZONE) {
+        (ZONE, REGION)
+    } else if labels.contains_key(BETA_ZONE) {
+        (BETA_ZONE, BETA_REGION)
+    } else {
+        (ZONE, REGION)
+    };
+    if topology_values(volume, zone).is_some_and(|values| !values.is_empty()) {
+        replace_key(volume, zone, csi_key);
+    } else if let Some(label) = labels.get(zone) {
+        add_topology(volume, csi_key, label.split("__"));
+    }
+    if region == BETA_REGION && topology_values(volume, region).is_some_and(|values| !values.is_empty()) {
+        replace_key(volume, region, REGION);
+    }
+}
+
+/// `addTopology`: `key In zones` added to every term (one term made when there is none); no valid zone, no change.
+fn add_topology<'z>(volume: &mut PersistentVolume, key: &str, zones: impl Iterator<Item = &'z str>) {
+    let zones: std::collections::BTreeSet<String> = zones
+        .map(str::trim)
+        .filter(|z| !z.is_empty())
+        .map(str::to_string)
+        .collect();
+    if zones.is_empty() {
+        return;
+    }
+    let spec = volume.spec.get_or_insert_with(Default::default);
+    let required = spec
+        .node_affinity
+        .get_or_insert_with(Default::default)
+        .required
+        .get_or_insert_with(Default::default);
+    if required.node_selector_terms.is_empty() {
+        required.node_selector_terms.push(NodeSelectorTerm::default());
+    }
+    for term in &mut required.node_selector_terms {
+        term.match_expressions
+            .get_or_insert_with(Vec::new)
+            .push(NodeSelectorRequirement {
+                key: key.to_string(),
+                operator: "In".to_string(),
+                values: Some(zones.iter().cloned().collect()),
+            });
     }
 }
 

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
 
+use super::csi_translation::translated_for_node;
 use super::labels::Labels;
 use super::plugins::volume_binding::{
     SELECTED_NODE_ANNOTATION, affinity_matches, annotation, compare_requests, find_matching_volume, is_delay_binding,
@@ -146,6 +147,8 @@ pub fn check(
         return Err("pod does not exist any more".to_string());
     }
     let as_seen = labels_only(labels);
+    // An in-tree volume migrated on the node is checked as its CSI translation (`tryTranslatePVToCSI`).
+    let csi_node = storage.csi_node(node);
     for binding in &plan.bindings {
         let volume_name = name(&binding.volume.metadata);
         let volume = storage
@@ -160,7 +163,7 @@ pub fn check(
         ) {
             return Ok(false);
         }
-        if !affinity_matches(volume, &as_seen) {
+        if !affinity_matches(&translated_for_node(volume, csi_node), &as_seen) {
             return Err(format!(
                 "pv {volume_name:?} node affinity doesn't match node {node:?}: no matching NodeSelectorTerms"
             ));
@@ -196,7 +199,7 @@ pub fn check(
             let Ok(volume) = storage.volume(bound_to) else {
                 return Ok(false);
             };
-            if !affinity_matches(volume, &as_seen) {
+            if !affinity_matches(&translated_for_node(volume, csi_node), &as_seen) {
                 return Err(format!(
                     "pv {bound_to:?} node affinity doesn't match node {node:?}: no matching NodeSelectorTerms"
                 ));

@@ -18,7 +18,7 @@ use k8s_openapi::api::storage::v1::CSINode;
 
 use super::{Cycle, NodeFilter, PreFilter, PreFilterPlugin};
 use crate::scheduler::engine::csi_translation::{
-    InTreePlugin, MIGRATED_PLUGINS_ANNOTATION, inline_handle, persistent_volume_handle,
+    InTreePlugin, inline_handle, migrated_on_node, persistent_volume_handle,
 };
 use crate::scheduler::engine::snapshot::NodeInfo;
 use crate::scheduler::engine::status::Verdict;
@@ -85,12 +85,7 @@ fn migration_on(csi_node: Option<&CSINode>, plugin: InTreePlugin) -> bool {
 }
 
 fn portworx_migrated(csi_node: &CSINode) -> bool {
-    csi_node
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(MIGRATED_PLUGINS_ANNOTATION))
-        .is_some_and(|list| list.split(',').any(|p| p == InTreePlugin::Portworx.name()))
+    migrated_on_node(InTreePlugin::Portworx, Some(csi_node))
 }
 
 /// What [`migration_on`] answers depend on: no CSINode, one, one listing Portworx as migrated.

@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{Cycle, NodeFilter, PreFilter, PreFilterPlugin};
+use crate::scheduler::engine::csi_translation::translated_for_node;
 use crate::scheduler::engine::field::FieldPath;
 use crate::scheduler::engine::labels::{Labels, NodeSelector, Selector};
 use crate::scheduler::engine::quantity::parse;
@@ -374,14 +375,16 @@ impl Check<'_> {
         };
         let labels = node.labels();
         let as_seen = labels_only(labels);
-        // `checkBoundClaims`: stops at the first missing volume or affinity conflict.
+        let csi_node = self.storage.csi_node(node.name());
+        // `checkBoundClaims`: stops at the first missing volume or affinity conflict; an in-tree volume migrated on
+        // the node is checked as its CSI translation.
         for claim in &self.bound {
             match self.storage.volume(volume_name(claim)) {
                 Err(_) => {
                     flags.bound_volumes_found = false;
                     break;
                 }
-                Ok(volume) if !affinity_matches(volume, &as_seen) => {
+                Ok(volume) if !affinity_matches(&translated_for_node(volume, csi_node), &as_seen) => {
                     flags.bound_satisfied = false;
                     break;
                 }

@@ -342,3 +342,82 @@ fn with_storage_objects_no_volume_is_refused() {
     let disk = json!([{"name": "d", "awsElasticBlockStore": {"volumeID": "vol-1"}}]);
     assert!(decide_with(&default, &pod(disk), storage()).chosen().is_some());
 }
+
+/// A node `name` with `labels`, and its CSINode listing `migrated` in-tree plugins (no CSINode when `None`).
+fn labelled_node(name: &str, labels: Value) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}
+    }))
+    .unwrap()
+}
+
+fn csi_node_migrating(name: &str, migrated: &str) -> k8s_openapi::api::storage::v1::CSINode {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": migrated}},
+        "spec": {"drivers": []}
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_bound_in_tree_volume_migrated_on_the_node_is_checked_as_its_csi_translation() {
+    const EBS_ZONE: &str = "topology.ebs.csi.aws.com/zone";
+    // An EBS volume in zone a by its node affinity, another only by its zone label (two zones, `a__b`).
+    let by_affinity: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": "pv-affinity"},
+        "spec": {"awsElasticBlockStore": {"volumeID": "aws://a/vol-1"}, "capacity": {"storage": "1Gi"},
+                 "accessModes": ["ReadWriteOnce"], "storageClassName": "manual",
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": ZONE, "operator": "In", "values": ["a"]}]}]}}}
+    }))
+    .unwrap();
+    let by_label: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": "pv-label", "labels": {ZONE: "a__b"}},
+        "spec": {"awsElasticBlockStore": {"volumeID": "vol-2"}, "capacity": {"storage": "1Gi"},
+                 "accessModes": ["ReadWriteOnce"], "storageClassName": "manual"}
+    }))
+    .unwrap();
+    let nodes = vec![
+        // Migrated, but the EBS driver's zone label missing: the translated affinity does not match.
+        labelled_node("migrated-unlabelled", json!({ZONE: "a"})),
+        // Migrated and labelled by the driver.
+        labelled_node("migrated-labelled", json!({ZONE: "a", EBS_ZONE: "a"})),
+        // Migrated, driver zone c: neither volume's zone.
+        labelled_node("migrated-elsewhere", json!({ZONE: "a", EBS_ZONE: "c"})),
+        // Not migrated (the CSINode lists another plugin), or no CSINode: checked as the in-tree volume.
+        labelled_node("other-plugin", json!({ZONE: "a"})),
+        labelled_node("no-csi-node", json!({ZONE: "a"})),
+    ];
+    let csi = CsiObjects {
+        nodes: vec![
+            csi_node_migrating("migrated-unlabelled", "kubernetes.io/gce-pd,kubernetes.io/aws-ebs"),
+            csi_node_migrating("migrated-labelled", "kubernetes.io/aws-ebs"),
+            csi_node_migrating("migrated-elsewhere", "kubernetes.io/aws-ebs"),
+            csi_node_migrating("other-plugin", "kubernetes.io/gce-pd"),
+        ],
+        ..CsiObjects::default()
+    };
+    for (claimed, pv) in [("pv-affinity", by_affinity), ("pv-label", by_label)] {
+        let storage = Storage::new([claim("data", claimed, "manual", "1Gi")], [pv], []).with_csi(csi.clone());
+        let mut snapshot = Snapshot::build(nodes.clone(), Vec::new()).unwrap();
+        snapshot.set_storage(storage);
+        let decision = Engine::new(&profile(true), 1)
+            .unwrap()
+            .schedule(&snapshot, &pod(claims(&["data"])))
+            .unwrap();
+        assert_eq!(
+            reasons(&decision, "migrated-unlabelled"),
+            just(NODE_CONFLICT),
+            "{claimed}"
+        );
+        assert_eq!(reasons(&decision, "migrated-labelled"), None, "{claimed}");
+        assert_eq!(
+            reasons(&decision, "migrated-elsewhere"),
+            just(NODE_CONFLICT),
+            "{claimed}"
+        );
+        assert_eq!(reasons(&decision, "other-plugin"), None, "{claimed}");
+        assert_eq!(reasons(&decision, "no-csi-node"), None, "{claimed}");
+    }
+}
