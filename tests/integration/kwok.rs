@@ -9,7 +9,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::support::cluster_nodes::{
-    create_node, create_priority_classes, delete_nodes, delete_priority_classes, node, nodes_lock,
+    HighAndLowClasses, create_node, delete_nodes, delete_priority_classes, node, nodes_lock,
 };
 use crate::support::manager::{ManagerProcess, temp_dir};
 use crate::support::{admin_client, eventually, test_namespace, write_rule_file as write};
@@ -45,12 +45,8 @@ async fn on_a_kwok_node_bound_pods_run_and_a_preemption_victim_with_a_grace_peri
     let ns = test_namespace(&client, "kwok").await;
     let run = std::process::id();
     let scheduler = format!("kwok-{run}");
-    let class = |name: &str| format!("kwok-{name}-{run}");
-    let classes: Vec<(String, i32, &str)> = [("high", 1000), ("low", 10)]
-        .into_iter()
-        .map(|(name, value)| (class(name), value, "PreemptLowerPriority"))
-        .collect();
-    create_priority_classes(&client, &classes).await;
+    let classes = HighAndLowClasses::create(&client, "kwok").await;
+    let class = |name: &str| classes.name(name);
     let _nodes = nodes_lock().await;
     let name = format!("kwok-{run}");
     let names = vec![
@@ -124,5 +120,5 @@ async fn on_a_kwok_node_bound_pods_run_and_a_preemption_victim_with_a_grace_peri
     );
 
     delete_nodes(&client, &names).await;
-    delete_priority_classes(&client, classes.into_iter().map(|(name, _, _)| name)).await;
+    delete_priority_classes(&client, classes.all()).await;
 }

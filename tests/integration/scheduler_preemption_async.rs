@@ -11,7 +11,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::support::cluster_nodes::{
-    create_node, create_priority_classes, delete_nodes, delete_priority_classes, node, nodes_lock,
+    HighAndLowClasses, create_node, delete_nodes, delete_priority_classes, node, nodes_lock,
 };
 use crate::support::manager::{ManagerProcess, temp_dir};
 use crate::support::{admin_client, test_namespace, write_rule_file as write};
@@ -44,12 +44,8 @@ async fn other_pods_are_scheduled_while_a_preemptions_victims_are_being_deleted(
     let ns = test_namespace(&client, "preemption-async").await;
     let run = std::process::id();
     let scheduler = format!("async-{run}");
-    let class = |name: &str| format!("async-{name}-{run}");
-    let classes: Vec<(String, i32, &str)> = [("high", 1000), ("low", 10)]
-        .into_iter()
-        .map(|(name, value)| (class(name), value, "PreemptLowerPriority"))
-        .collect();
-    create_priority_classes(&client, &classes).await;
+    let classes = HighAndLowClasses::create(&client, "async").await;
+    let class = |name: &str| classes.name(name);
     // A TLS endpoint that accepts connections and never answers: the webhook call hangs until its timeout.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listener");
     let port = listener.local_addr().expect("address").port();
@@ -191,6 +187,6 @@ async fn other_pods_are_scheduled_while_a_preemptions_victims_are_being_deleted(
     drop(manager);
     silent.abort();
     delete_nodes(&client, &names).await;
-    delete_priority_classes(&client, classes.into_iter().map(|(name, _, _)| name)).await;
+    delete_priority_classes(&client, classes.all()).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

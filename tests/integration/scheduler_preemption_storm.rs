@@ -13,7 +13,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::support::cluster_nodes::{
-    create_node, create_priority_classes, delete_nodes, delete_priority_classes, node, nodes_lock,
+    HighAndLowClasses, create_node, delete_nodes, delete_priority_classes, node, nodes_lock,
 };
 use crate::support::manager::{ManagerProcess, temp_dir};
 use crate::support::{admin_client, test_namespace, write_rule_file as write};
@@ -50,12 +50,8 @@ async fn a_preemption_storm_binds_every_preemptor_spares_protected_pods_and_over
     let ns = test_namespace(&client, "preemption-storm").await;
     let run = std::process::id();
     let scheduler = format!("storm-{run}");
-    let class = |name: &str| format!("storm-{name}-{run}");
-    let classes: Vec<(String, i32, &str)> = [("high", 1000), ("low", 10)]
-        .into_iter()
-        .map(|(name, value)| (class(name), value, "PreemptLowerPriority"))
-        .collect();
-    create_priority_classes(&client, &classes).await;
+    let classes = HighAndLowClasses::create(&client, "storm").await;
+    let class = |name: &str| classes.name(name);
     let _nodes = nodes_lock().await;
     let mut names = Vec::new();
     for i in 0..NODES {
@@ -245,6 +241,6 @@ async fn a_preemption_storm_binds_every_preemptor_spares_protected_pods_and_over
 
     drop(manager);
     delete_nodes(&client, &names).await;
-    delete_priority_classes(&client, classes.into_iter().map(|(name, _, _)| name)).await;
+    delete_priority_classes(&client, classes.all()).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

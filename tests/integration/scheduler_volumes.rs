@@ -98,6 +98,26 @@ async fn fully_bound(claims: &Api<PersistentVolumeClaim>, name: &str) {
     .await;
 }
 
+/// Deletes the test's pods without a grace period and waits until they are gone.
+async fn delete_pods_now(pods: &Api<Pod>) {
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    pods.delete_collection(&now, &ListParams::default())
+        .await
+        .expect("delete the test's pods");
+    eventually(Duration::from_secs(30), "the test's pods gone", || async {
+        pods.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn volume_plugins_place_and_refuse_pods_as_kube_scheduler() {
     let client = admin_client().await;
@@ -244,22 +264,7 @@ async fn volume_plugins_place_and_refuse_pods_as_kube_scheduler() {
 
     // The pending pods go first: once the holder is gone, node c would have room for `limited` and a scheduler
     // could bind it to a node about to be deleted, leaving a pod on a missing node for later tests.
-    let now = DeleteParams {
-        grace_period_seconds: Some(0),
-        ..DeleteParams::default()
-    };
-    pods.delete_collection(&now, &ListParams::default())
-        .await
-        .expect("delete the test's pods");
-    eventually(Duration::from_secs(30), "the test's pods gone", || async {
-        pods.list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    delete_pods_now(&pods).await;
     delete_nodes(&client, &names).await;
     let _ = csi_nodes.delete(&c, &DeleteParams::default()).await;
     for name in [&pinned, &used, &late] {
@@ -445,22 +450,7 @@ async fn wait_for_first_consumer_claims_are_bound_before_the_pod() {
         "running PreBind plugin \"VolumeBinding\": binding volumes: context deadline exceeded"
     );
 
-    let now = DeleteParams {
-        grace_period_seconds: Some(0),
-        ..DeleteParams::default()
-    };
-    pods.delete_collection(&now, &ListParams::default())
-        .await
-        .expect("delete the test's pods");
-    eventually(Duration::from_secs(30), "the test's pods gone", || async {
-        pods.list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    delete_pods_now(&pods).await;
     delete_nodes(&client, &names).await;
     let _ = claims
         .delete_collection(&DeleteParams::default(), &ListParams::default())
@@ -561,22 +551,7 @@ async fn pods_waiting_for_their_volumes_do_not_hold_up_other_bindings() {
         );
     }
 
-    let now = DeleteParams {
-        grace_period_seconds: Some(0),
-        ..DeleteParams::default()
-    };
-    pods.delete_collection(&now, &ListParams::default())
-        .await
-        .expect("delete the test's pods");
-    eventually(Duration::from_secs(30), "the test's pods gone", || async {
-        pods.list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    delete_pods_now(&pods).await;
     delete_nodes(&client, &names).await;
     let _ = claims
         .delete_collection(&DeleteParams::default(), &ListParams::default())

@@ -49,7 +49,6 @@ pub async fn create_node(client: &Client, node: Value) -> String {
     name
 }
 
-/// Deletes nodes (best effort: the test's assertions matter more than its cleanup).
 /// Creates cluster-wide PriorityClasses for one test: (name, value, preemptionPolicy).
 pub async fn create_priority_classes(client: &Client, classes: &[(String, i32, &str)]) {
     let api = Api::<PriorityClass>::all(client.clone());
@@ -62,6 +61,34 @@ pub async fn create_priority_classes(client: &Client, classes: &[(String, i32, &
     }
 }
 
+/// A test's `high` (1000) and `low` (10) PriorityClasses, both `PreemptLowerPriority`, named
+/// `<prefix>-<high|low>-<process id>`: created now; `name` gives a class's full name, `all` every one (to delete).
+pub struct HighAndLowClasses {
+    prefix: String,
+}
+
+impl HighAndLowClasses {
+    pub async fn create(client: &Client, prefix: &str) -> HighAndLowClasses {
+        let classes = HighAndLowClasses {
+            prefix: format!("{prefix}-"),
+        };
+        let specs: Vec<(String, i32, &str)> = [("high", 1000), ("low", 10)]
+            .into_iter()
+            .map(|(name, value)| (classes.name(name), value, "PreemptLowerPriority"))
+            .collect();
+        create_priority_classes(client, &specs).await;
+        classes
+    }
+
+    pub fn name(&self, short: &str) -> String {
+        format!("{}{short}-{}", self.prefix, std::process::id())
+    }
+
+    pub fn all(&self) -> Vec<String> {
+        ["high", "low"].map(|short| self.name(short)).to_vec()
+    }
+}
+
 /// Deletes PriorityClasses (best effort, as [`delete_nodes`]).
 pub async fn delete_priority_classes(client: &Client, names: impl IntoIterator<Item = String>) {
     let api = Api::<PriorityClass>::all(client.clone());
@@ -70,8 +97,6 @@ pub async fn delete_priority_classes(client: &Client, names: impl IntoIterator<I
     }
 }
 
-/// Deletes the nodes and the pods bound to them (at once: no kubelet confirms, no pod GC runs here), so no
-/// later test sees a pod on a node that no longer exists.
 /// A PodDisruptionBudget `db` over `app=db` pods in `namespace` that allows no disruption. No disruption
 /// controller runs on the plane: its status is written here, as that controller would compute it.
 pub async fn create_blocking_budget(client: &Client, namespace: &str) {
@@ -88,6 +113,9 @@ pub async fn create_blocking_budget(client: &Client, namespace: &str) {
         .expect("pdb status");
 }
 
+/// Deletes the nodes and the pods bound to them (at once: no kubelet confirms, no pod GC runs here), so no
+/// later test sees a pod on a node that no longer exists. Best effort: the test's assertions matter more than its
+/// cleanup.
 pub async fn delete_nodes(client: &Client, names: &[String]) {
     let nodes = Api::<Node>::all(client.clone());
     let pods = Api::<Pod>::all(client.clone());
