@@ -1,4 +1,4 @@
-//! A watch's cache: objects by namespace and name, kept as compact JSON text or parsed, swapped whole at a relist.
+//! A watch's cache: objects by namespace and name, kept as compact JSON text, swapped whole at a relist.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -12,45 +12,25 @@ use tracing::warn;
 use super::ObjectName;
 use super::index::LabelIndex;
 
-/// How a watch's cache keeps its objects.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Storage {
-    /// As compact JSON text, parsed when read: as a tree of `serde_json::Value`s an object takes several times
-    /// the bytes of its text (every map a B-tree node, every string and number its own allocation), and the
-    /// caches are most of the manager's memory (10,000 parents with two children each: 30,000 objects). Reconcilers
-    /// read a few objects per decision.
-    Compact,
-    /// Parsed: for the scheduler's pods, which every attempt, queue move and cache rebuild reads (a scheduler's
-    /// CPU per pod is what it is measured by).
-    Parsed,
-}
-
-enum Stored {
-    Text(Box<str>),
-    Parsed(Arc<DynamicObject>),
-}
+/// An object as compact JSON text, parsed when read: as a tree of `serde_json::Value`s an object takes several
+/// times the bytes of its text (every map a B-tree node, every string and number its own allocation), and the
+/// caches are most of the manager's memory (10,000 parents with two children each: 30,000 objects; a scheduler's
+/// 10,000 pods). A read parses one object in microseconds.
+struct Stored(Box<str>);
 
 impl Stored {
-    /// Parsed straight into `T` from text (the text was written from a parsed object: it always parses back), or
-    /// read from the parsed object by `parsed`.
-    fn read<T: serde::de::DeserializeOwned>(&self, parsed: impl FnOnce(&DynamicObject) -> Option<T>) -> Option<T> {
-        match self {
-            Stored::Text(text) => serde_json::from_str(text).ok(),
-            Stored::Parsed(object) => parsed(object),
-        }
+    /// Parsed straight into `T` (the text was written from a parsed object: it always parses back).
+    fn read<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        serde_json::from_str(&self.0).ok()
     }
 
     fn object(&self) -> Option<Arc<DynamicObject>> {
-        match self {
-            Stored::Text(text) => serde_json::from_str(text).ok().map(Arc::new),
-            Stored::Parsed(object) => Some(object.clone()),
-        }
+        self.read().map(Arc::new)
     }
 }
 
 /// A kind's cache, keyed by namespace and name.
 pub struct ObjectCache {
-    storage: Storage,
     /// The two labels [`ObjectCache::labelled`] finds objects by, if this cache keeps that index.
     index_labels: Option<[&'static str; 2]>,
     contents: RwLock<Contents>,
@@ -112,14 +92,13 @@ impl ObjectCache {
 
     /// A cache without an index (tests fill one directly).
     #[cfg(test)]
-    pub fn new(storage: Storage) -> Self {
-        Self::with_index(storage, None)
+    pub fn new() -> Self {
+        Self::with_index(None)
     }
 
     /// A cache that also finds its objects by the values of two labels ([`ObjectCache::labelled`]).
-    pub fn with_index(storage: Storage, index_labels: Option<[&'static str; 2]>) -> Self {
+    pub fn with_index(index_labels: Option<[&'static str; 2]>) -> Self {
         ObjectCache {
-            storage,
             index_labels,
             contents: RwLock::new(Contents::new(index_labels)),
             relisting: Mutex::default(),
@@ -128,12 +107,8 @@ impl ObjectCache {
 
     fn entry(&self, object: &Arc<DynamicObject>) -> Option<(String, Stored)> {
         let key = Self::key(object.metadata.namespace.as_deref(), object.metadata.name.as_deref()?);
-        if self.storage == Storage::Parsed {
-            // The notification's own object: no copy.
-            return Some((key, Stored::Parsed(object.clone())));
-        }
         match serde_json::to_string(&**object) {
-            Ok(text) => Some((key, Stored::Text(text.into_boxed_str()))),
+            Ok(text) => Some((key, Stored(text.into_boxed_str()))),
             Err(error) => {
                 warn!(%key, %error, "object from the watch cannot be cached");
                 None
@@ -198,11 +173,11 @@ impl ObjectCache {
 
     /// A cached object parsed straight into its type (a pod for a scheduling decision).
     pub fn get_typed<T: serde::de::DeserializeOwned>(&self, namespace: Option<&str>, name: &str) -> Option<T> {
-        self.with(namespace, name, |stored| stored.read(|o| typed(o).ok()))
+        self.with(namespace, name, Stored::read)
     }
 
     pub fn get_value(&self, namespace: Option<&str>, name: &str) -> Option<serde_json::Value> {
-        self.with(namespace, name, |stored| stored.read(|o| serde_json::to_value(o).ok()))
+        self.with(namespace, name, Stored::read)
     }
 
     /// What `read` takes from each cached object's metadata. Objects kept as text are read one at a time and
@@ -218,13 +193,7 @@ impl ObjectCache {
         contents
             .objects
             .values()
-            .filter_map(|stored| match stored {
-                Stored::Text(text) => {
-                    let object: MetadataOnly = serde_json::from_str(text).ok()?;
-                    read(&object.metadata)
-                }
-                Stored::Parsed(object) => read(&object.metadata),
-            })
+            .filter_map(|stored| read(&stored.read::<MetadataOnly>()?.metadata))
             .collect()
     }
 
@@ -237,7 +206,7 @@ impl ObjectCache {
             .objects
             .iter()
             .filter(|(key, _)| prefix.as_deref().is_none_or(|prefix| key.starts_with(prefix)))
-            .filter_map(|(_, stored)| stored.read(|o| serde_json::to_value(o).ok()))
+            .filter_map(|(_, stored)| stored.read())
             .collect()
     }
 

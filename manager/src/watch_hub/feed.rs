@@ -15,7 +15,7 @@ use tracing::debug;
 
 use crate::metrics::{KindLabels, WatchLabels, WatchMetrics};
 
-use super::cache::{ObjectCache, Storage, without_managed_fields};
+use super::cache::{ObjectCache, without_managed_fields};
 use super::{Admission, Change, KindKey};
 
 /// How many notifications a subscriber may fall behind before it is told to resync.
@@ -47,13 +47,7 @@ impl SharedWatch {
     /// events (the hub starts real ones with their feed).
     #[cfg(test)]
     pub fn new(resource: ApiResource, metrics: &WatchMetrics) -> Arc<Self> {
-        Self::selected(
-            resource.clone(),
-            KindKey::of(&resource),
-            metrics,
-            Storage::Compact,
-            None,
-        )
+        Self::selected(resource.clone(), KindKey::of(&resource), metrics, None)
     }
 
     /// [`SharedWatch::new`] that keeps only what `admission` admits.
@@ -62,25 +56,18 @@ impl SharedWatch {
     pub fn indexed(resource: ApiResource, metrics: &WatchMetrics, indexed_by: [&'static str; 2]) -> Arc<Self> {
         let mut key = KindKey::of(&resource);
         key.indexed_by = Some(indexed_by);
-        Self::selected(resource, key, metrics, Storage::Compact, None)
+        Self::selected(resource, key, metrics, None)
     }
 
     #[cfg(test)]
     pub fn admitting(resource: ApiResource, metrics: &WatchMetrics, admission: Admission) -> Arc<Self> {
-        Self::selected(
-            resource.clone(),
-            KindKey::of(&resource),
-            metrics,
-            Storage::Compact,
-            Some(admission),
-        )
+        Self::selected(resource.clone(), KindKey::of(&resource), metrics, Some(admission))
     }
 
     pub(super) fn selected(
         resource: ApiResource,
         key: KindKey,
         metrics: &WatchMetrics,
-        storage: Storage,
         admission: Option<Admission>,
     ) -> Arc<Self> {
         let labels = WatchLabels {
@@ -89,15 +76,10 @@ impl SharedWatch {
             label_selector: key.label_selector.clone().unwrap_or_default(),
             field_selector: key.field_selector.clone().unwrap_or_default(),
             // Two watches of one kind and selectors differ by form: each its own series.
-            content: match (key.metadata_only, storage) {
-                (true, _) => "metadata",
-                (false, Storage::Compact) => "objects",
-                (false, Storage::Parsed) => "parsed",
-            }
-            .to_owned(),
+            content: if key.metadata_only { "metadata" } else { "objects" }.to_owned(),
         };
         Arc::new(SharedWatch {
-            store: ObjectCache::with_index(storage, key.indexed_by),
+            store: ObjectCache::with_index(key.indexed_by),
             key,
             resyncs: metrics.resyncs.get_or_create(&KindLabels::of(&resource)).clone(),
             objects: metrics.objects.get_or_create(&labels).clone(),
@@ -117,7 +99,7 @@ impl SharedWatch {
 
     /// Feeds one watch event into the cache, then notifies subscribers. Tests feed synthetic events here.
     pub fn apply(&self, event: Event<DynamicObject>) {
-        // One object per event, shared by the cache (when it keeps objects parsed) and the notification. Items of
+        // One object per event, written to the cache as text and sent as the notification. Items of
         // a list response carry no apiVersion/kind (watch events do): the watch knows them, and an owner
         // reference to a parent needs them (without, a built-in parent listed at start got the cleanup finalizer
         // and children without owner references, mended by the next event).

@@ -15,7 +15,7 @@ mod feed;
 mod index;
 
 pub(crate) use cache::strip_managed_fields;
-pub use cache::{Storage, typed};
+pub use cache::typed;
 pub use feed::{SharedWatch, Subscription};
 
 use std::collections::HashMap;
@@ -45,9 +45,6 @@ pub struct KindKey {
     pub metadata_only: bool,
     /// The two labels the cache also finds objects by ([`WatchHub::watch_indexed`]).
     pub indexed_by: Option<[&'static str; 2]>,
-    /// How the cache keeps objects: part of the identity, so a reader that needs them parsed (the scheduler's
-    /// nodes) never gets a watch a Reconciler on the same kind started as text, nor the other way round.
-    pub storage: Storage,
     /// The Reconciler shards a sharded watch keeps (`crate::sharding::ShardScope::key_text`): such a watch is
     /// replaced when the replica's shards change, and the old one ends once no worker holds it.
     pub shards: Option<String>,
@@ -62,7 +59,6 @@ impl KindKey {
             field_selector: None,
             metadata_only: false,
             indexed_by: None,
-            storage: Storage::Compact,
             shards: None,
         }
     }
@@ -173,14 +169,7 @@ impl WatchHub {
         indexed_by: [&'static str; 2],
         admission: Admission,
     ) -> Arc<SharedWatch> {
-        self.watch_keyed(
-            resource,
-            label_selector,
-            None,
-            Some(indexed_by),
-            Storage::Compact,
-            Some(admission),
-        )
+        self.watch_keyed(resource, label_selector, None, Some(indexed_by), Some(admission))
     }
 
     /// The shared watch of a kind restricted by a label and a field selector (e.g. pods not yet terminated:
@@ -191,19 +180,7 @@ impl WatchHub {
         label_selector: Option<&str>,
         field_selector: Option<&str>,
     ) -> Arc<SharedWatch> {
-        self.watch_stored(resource, label_selector, field_selector, Storage::Compact)
-    }
-
-    /// A shared watch whose cache keeps objects as `storage` says (a watch of the same kind and selectors kept
-    /// the other way is another watch: the form differs in memory and in the cost of a read).
-    pub fn watch_stored(
-        &self,
-        resource: &ApiResource,
-        label_selector: Option<&str>,
-        field_selector: Option<&str>,
-        storage: Storage,
-    ) -> Arc<SharedWatch> {
-        self.watch_keyed(resource, label_selector, field_selector, None, storage, None)
+        self.watch_keyed(resource, label_selector, field_selector, None, None)
     }
 
     fn watch_keyed(
@@ -212,14 +189,13 @@ impl WatchHub {
         label_selector: Option<&str>,
         field_selector: Option<&str>,
         indexed_by: Option<[&'static str; 2]>,
-        storage: Storage,
         admission: Option<Admission>,
     ) -> Arc<SharedWatch> {
         let mut key = KindKey::of(resource);
         key.label_selector = label_selector.map(str::to_owned);
         key.field_selector = field_selector.map(str::to_owned);
         key.indexed_by = indexed_by;
-        self.shared_or_started(key, resource, storage, admission, |shared| {
+        self.shared_or_started(key, resource, admission, |shared| {
             let mut config = watcher::Config::default();
             if let Some(selector) = label_selector {
                 config = config.labels(selector);
@@ -296,7 +272,7 @@ impl WatchHub {
         admission: Option<Admission>,
     ) -> Arc<SharedWatch> {
         let feed_key = key.clone();
-        self.shared_or_started(key, resource, Storage::Compact, admission, |shared| {
+        self.shared_or_started(key, resource, admission, |shared| {
             let mut config = watcher::Config::default();
             if let Some(selector) = label_selector {
                 config = config.labels(selector);
@@ -343,7 +319,7 @@ impl WatchHub {
     pub fn watch_metadata(&self, resource: &ApiResource) -> Arc<SharedWatch> {
         let mut key = KindKey::of(resource);
         key.metadata_only = true;
-        self.shared_or_started(key, resource, Storage::Compact, None, |shared| {
+        self.shared_or_started(key, resource, None, |shared| {
             let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
             let resource = resource.clone();
             let identities = watcher::watcher(api, watcher::Config::default())
@@ -357,17 +333,14 @@ impl WatchHub {
         &self,
         key: KindKey,
         resource: &ApiResource,
-        storage: Storage,
         admission: Option<Admission>,
         start: impl FnOnce(Arc<SharedWatch>),
     ) -> Arc<SharedWatch> {
-        let mut key = key;
-        key.storage = storage;
         let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = watches.get(&key) {
             return w.clone();
         }
-        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.metrics, storage, admission);
+        let shared = SharedWatch::selected(resource.clone(), key.clone(), &self.metrics, admission);
         start(shared.clone());
         watches.insert(key, shared.clone());
         shared

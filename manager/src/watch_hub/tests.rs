@@ -122,9 +122,7 @@ async fn notifications_say_applied_or_deleted_and_carry_the_object_without_manag
 
 #[test]
 fn the_cache_serves_objects_as_objects_values_and_types_by_namespace_and_name() {
-    for storage in [Storage::Compact, Storage::Parsed] {
-        serves_objects(ObjectCache::new(storage));
-    }
+    serves_objects(ObjectCache::new());
 }
 
 fn serves_objects(cache: ObjectCache) {
@@ -177,7 +175,7 @@ fn serves_objects(cache: ObjectCache) {
 fn an_indexed_cache_finds_objects_by_two_label_values_through_changes_deletions_and_relists() {
     let mut key = KindKey::of(&config_maps());
     key.indexed_by = Some(["rule", "parent"]);
-    let watch = SharedWatch::selected(config_maps(), key, &WatchMetrics::default(), Storage::Compact, None);
+    let watch = SharedWatch::selected(config_maps(), key, &WatchMetrics::default(), None);
     let labelled = |rule: &str, name: &str, parent: Option<&str>| {
         let mut object = object(name, "x");
         let mut labels = std::collections::BTreeMap::from([("rule".to_owned(), rule.to_owned())]);
@@ -229,7 +227,7 @@ fn an_indexed_cache_finds_objects_by_two_label_values_through_changes_deletions_
         "gone from the relist, gone from the index"
     );
     assert!(
-        ObjectCache::new(Storage::Compact).labelled(["r1", "p1"]).is_empty(),
+        ObjectCache::new().labelled(["r1", "p1"]).is_empty(),
         "a cache without an index finds nothing"
     );
 }
@@ -240,7 +238,7 @@ fn a_labelled_subscriber_hears_its_label_value_and_every_resync() {
     use futures::FutureExt;
     let mut key = KindKey::of(&config_maps());
     key.indexed_by = Some(["rule", "parent"]);
-    let watch = SharedWatch::selected(config_maps(), key, &WatchMetrics::default(), Storage::Compact, None);
+    let watch = SharedWatch::selected(config_maps(), key, &WatchMetrics::default(), None);
     let with_rule = |name: &str, rule: Option<&str>| {
         let mut object = object(name, "x");
         object.metadata.labels = rule.map(|rule| std::collections::BTreeMap::from([("rule".into(), rule.into())]));
@@ -375,19 +373,4 @@ async fn a_lagging_subscriber_recovers_every_key() {
     assert!(resynced, "the subscriber was told to resync");
     assert_eq!(seen.len(), total, "every key recovered");
     assert_eq!(metrics.resyncs.get_or_create(&KindLabels::of(&config_maps())).get(), 1);
-}
-
-#[tokio::test]
-async fn the_same_kind_kept_parsed_and_as_text_are_two_watches() {
-    let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
-    let hub = WatchHub::new(Client::try_from(config).expect("client"), WatchMetrics::default());
-    let text = hub.watch_stored(&config_maps(), None, None, Storage::Compact);
-    let parsed = hub.watch_stored(&config_maps(), None, None, Storage::Parsed);
-    assert!(
-        !Arc::ptr_eq(&text, &parsed),
-        "a parsed reader never gets the text watch"
-    );
-    assert_eq!(parsed.key.storage, Storage::Parsed);
-    let again = hub.watch_stored(&config_maps(), None, None, Storage::Parsed);
-    assert!(Arc::ptr_eq(&parsed, &again), "one watch per kind, selectors and form");
 }

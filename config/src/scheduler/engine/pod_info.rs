@@ -125,8 +125,9 @@ pub fn key_of(pod: &Pod) -> String {
 }
 
 impl PodInfo {
-    /// Parses a pod.
-    pub fn new(pod: Pod) -> Result<PodInfo, InvalidQuantity> {
+    /// Parses a pod (a shared one is kept as it is, not copied).
+    pub fn new(pod: impl Into<Arc<Pod>>) -> Result<PodInfo, InvalidQuantity> {
+        let pod: Arc<Pod> = pod.into();
         let parsed_resources = ParsedPodResources::parse(&pod)?;
         let resources = PodResources::of(&parsed_resources);
         let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
@@ -187,7 +188,7 @@ impl PodInfo {
             has_pod_affinity: pod_affinity.is_some() || pod_anti_affinity.is_some(),
             has_required_anti_affinity,
             terminating: pod.metadata.deletion_timestamp.is_some(),
-            pod: Arc::new(pod),
+            pod,
             key,
             namespace,
             parsed_resources,

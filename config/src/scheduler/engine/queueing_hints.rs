@@ -567,7 +567,7 @@ impl QueueingHints {
     /// Parses what the hints read from a pod; `workloads` give a pod without its own spread constraints the
     /// selector of the profile's default constraints.
     pub fn prepare(&self, pod: Arc<Pod>, workloads: &Workloads) -> HintPod {
-        let parsed = PodInfo::new((*pod).clone()).ok().map(|info| {
+        let parsed = PodInfo::new(pod.clone()).ok().map(|info| {
             let request = Resource::max_with_zero(&info.parsed_resources.requests(RequestOptions::default()));
             let spread = self.spread.constraints_for(&info, workloads, "DoNotSchedule");
             Parsed {

@@ -10,7 +10,7 @@
 //! queueing hints decide which unschedulable pods it could help. A decision reports the number of the last
 //! event it saw, so a queue never retries a pod for a change its failed decision already took into account.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::FutureExt;
@@ -87,6 +87,10 @@ struct State {
     nominations: Nominations,
     /// Set when an incremental update could not be applied: the next decision rebuilds from the watch caches.
     stale: bool,
+    /// Pods the watch shows bound to a node the snapshot does not have (yet, or no longer): node → the pods'
+    /// `namespace/name`. A node joining reads only these from the pod watch's cache, which keeps pods as text: a
+    /// node joining a cluster of 10,000 pods must not cost 10,000 parses.
+    waiting_for_node: HashMap<String, HashSet<String>>,
     /// The number of the last cluster event sent.
     sequence: u64,
     /// The policies' queues listening for cluster events.
@@ -187,6 +191,7 @@ impl ClusterCache {
             volumes: HashMap::new(),
             nominations: Nominations::default(),
             stale: true,
+            waiting_for_node: HashMap::new(),
             sequence: 0,
             listeners: Vec::new(),
         };
@@ -474,23 +479,10 @@ impl ClusterCache {
                     return;
                 }
                 if new {
-                    // Pods the watch showed bound to this node before the node itself. Only those are parsed: a
-                    // node joining a cluster of 10,000 pods must not cost 10,000 parses.
-                    let on_this_node = |object: &DynamicObject| {
-                        object
-                            .data
-                            .pointer("/spec/nodeName")
-                            .and_then(serde_json::Value::as_str)
-                            == Some(name.as_str())
-                    };
-                    for object in self
-                        .pods
-                        .store
-                        .state()
-                        .into_iter()
-                        .filter(|object| on_this_node(object))
-                    {
-                        if let Some(pod) = typed::<Pod>(&object)
+                    // Pods the watch showed bound to this node before the node itself.
+                    for pod_name in state.waiting_for_node.remove(&name).unwrap_or_default() {
+                        let (namespace, pod_name) = pod_name.split_once('/').unwrap_or(("", &pod_name));
+                        if let Some(pod) = self.pods.store.get_typed::<Pod>(Some(namespace), pod_name)
                             && node_name(&pod) == Some(name.as_str())
                             && state.snapshot.node_of_pod(&pod_key(&pod)).is_none()
                             && state.snapshot.add_pod(pod).is_err()
@@ -511,8 +503,12 @@ impl ClusterCache {
                     state.emit(ClusterEvent::node(ActionType::DELETE, Some(old), None));
                 }
                 if let Ok(pods) = state.snapshot.remove_node(&name) {
+                    // Their binding stays: should the node come back, they are on it again.
+                    let waiting = state.waiting_for_node.entry(name).or_default();
                     for pod in pods {
-                        state.assumed.remove(&pod.key);
+                        if state.assumed.remove(&pod.key).is_none() {
+                            waiting.insert(format!("{}/{}", pod.namespace, pod.name()));
+                        }
                     }
                 }
             }
@@ -529,6 +525,7 @@ impl ClusterCache {
         let mut pods: Vec<Pod> = Vec::new();
         let mut observed = HashMap::new();
         let mut assumed_pods: HashMap<String, Pod> = HashMap::new();
+        let mut waiting_for_node: HashMap<String, HashSet<String>> = HashMap::new();
         let assumed = &state.assumed;
         self.pods.store.for_each(|o| {
             if let Some(uid) = o.metadata.uid.as_deref()
@@ -538,13 +535,19 @@ impl ClusterCache {
                 assumed_pods.insert(uid.to_string(), pod);
             }
             // Pending pods (most of them in a burst) are recognised without converting them.
-            let on_known_node = o
+            let node = o
                 .data
                 .pointer("/spec/nodeName")
                 .and_then(|n| n.as_str())
-                .is_some_and(|n| names.contains(n));
-            if on_known_node {
+                .filter(|n| !n.is_empty());
+            if node.is_some_and(|n| names.contains(n)) {
                 pods.extend(typed::<Pod>(o));
+            } else if let Some(node) = node {
+                waiting_for_node.entry(node.to_string()).or_default().insert(format!(
+                    "{}/{}",
+                    o.metadata.namespace.as_deref().unwrap_or_default(),
+                    o.name_any()
+                ));
             } else if nominated_pending(o)
                 && let Some(pod) = typed::<Pod>(o)
             {
@@ -553,6 +556,7 @@ impl ClusterCache {
         });
         let bound: std::collections::HashSet<String> = pods.iter().map(pod_key).collect();
         state.nominations.replace_observed(observed);
+        state.waiting_for_node = waiting_for_node;
         match Snapshot::build(nodes, pods) {
             Ok(snapshot) => {
                 state.snapshot = snapshot;
@@ -639,6 +643,11 @@ fn apply_pod(state: &mut State, change: Change) {
                 // Newly seen bound, or the binding of an assumed pod (changed meanwhile).
                 (_, true) => vec![ClusterEvent::pod(ActionType::ADD, None, Some(Arc::new(pod.clone())))],
             };
+            if let Some(node) = node_name(&pod)
+                && (terminated || state.snapshot.get(node).is_none())
+            {
+                wait_for_node(state, node, &pod, !terminated);
+            }
             match (node_name(&pod), placed) {
                 (Some(_), _) if terminated => remove(state, &key),
                 (Some(node), Some(_)) => {
@@ -664,6 +673,9 @@ fn apply_pod(state: &mut State, change: Change) {
         Change::Deleted(object) => {
             let Some(pod) = typed::<Pod>(&object) else { return };
             let key = pod_key(&pod);
+            if let Some(node) = node_name(&pod) {
+                wait_for_node(state, node, &pod, false);
+            }
             state.nominations.deleted(&key);
             state.assumed.remove(&key);
             let accounted = state.snapshot.node_of_pod(&key).is_some();
@@ -697,8 +709,114 @@ fn track_nomination(state: &mut State, object: &DynamicObject) {
     state.nominations.observe(key, object, || typed::<Pod>(object));
 }
 
+/// Records (or, with `waiting` false, forgets) a pod bound to a node the snapshot does not have.
+fn wait_for_node(state: &mut State, node: &str, pod: &Pod, waiting: bool) {
+    let name = format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.name_any()
+    );
+    if waiting {
+        state.waiting_for_node.entry(node.to_string()).or_default().insert(name);
+    } else if let Some(pods) = state.waiting_for_node.get_mut(node) {
+        pods.remove(&name);
+        if pods.is_empty() {
+            state.waiting_for_node.remove(node);
+        }
+    }
+}
+
 fn remove(state: &mut State, key: &str) {
     if state.snapshot.node_of_pod(key).is_some() && state.snapshot.remove_pod(key).is_err() {
         state.stale = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::WatchMetrics;
+    use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+    use k8s_openapi::api::core::v1::{Namespace, ReplicationController, Service};
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use kube::api::ApiResource;
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    fn unwatched<K: kube::Resource<DynamicType = ()>>(metrics: &WatchMetrics) -> Arc<SharedWatch> {
+        SharedWatch::new(ApiResource::erase::<K>(&()), metrics)
+    }
+
+    fn cache() -> Arc<ClusterCache> {
+        let metrics = WatchMetrics::default();
+        let context = Context {
+            namespaces: unwatched::<Namespace>(&metrics),
+            services: unwatched::<Service>(&metrics),
+            replication_controllers: unwatched::<ReplicationController>(&metrics),
+            replica_sets: unwatched::<ReplicaSet>(&metrics),
+            stateful_sets: unwatched::<StatefulSet>(&metrics),
+            pod_disruption_budgets: unwatched::<PodDisruptionBudget>(&metrics),
+            storage: StorageWatches::unwatched(&metrics),
+        };
+        ClusterCache::new(unwatched::<Node>(&metrics), unwatched::<Pod>(&metrics), context)
+    }
+
+    fn node(name: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+        }))
+        .expect("node")
+    }
+
+    fn pod(name: &str, node: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "team-a", "uid": format!("uid-{name}")},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        }))
+        .expect("pod")
+    }
+
+    /// The pods the snapshot accounts on `node`.
+    async fn placed(cache: &ClusterCache, node: &str) -> Vec<String> {
+        cache.refresh().await;
+        let state = cache.state.lock().await;
+        let mut names: Vec<String> = state
+            .snapshot
+            .get(node)
+            .map(|info| info.pods().iter().map(|p| p.name().to_string()).collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    #[tokio::test]
+    async fn pods_bound_to_a_node_the_snapshot_lacks_are_placed_when_it_joins_and_again_when_it_returns() {
+        let cache = cache();
+        cache.nodes.apply(Event::Apply(node("n0")));
+        // Known before the first rebuild: a pod on a node not listed yet.
+        cache.pods.apply(Event::Apply(pod("early", "n1")));
+        assert!(placed(&cache, "n0").await.is_empty());
+        // Seen after the rebuild, bound to a node not there yet.
+        cache.pods.apply(Event::Apply(pod("late", "n1")));
+        cache.pods.apply(Event::Apply(pod("gone", "n1")));
+        cache.pods.apply(Event::Delete(pod("gone", "n1")));
+        assert!(placed(&cache, "n1").await.is_empty(), "no node n1 yet");
+
+        cache.nodes.apply(Event::Apply(node("n1")));
+        assert_eq!(placed(&cache, "n1").await, ["early", "late"]);
+
+        // The node leaves and comes back: its pods are bound to it still.
+        cache.nodes.apply(Event::Delete(node("n1")));
+        assert!(placed(&cache, "n1").await.is_empty());
+        cache.pods.apply(Event::Delete(pod("early", "n1")));
+        cache.nodes.apply(Event::Apply(node("n1")));
+        assert_eq!(
+            placed(&cache, "n1").await,
+            ["late"],
+            "a pod deleted meanwhile does not come back"
+        );
+        assert!(cache.state.lock().await.waiting_for_node.is_empty());
     }
 }

@@ -175,17 +175,13 @@ pub type SchedulingCache = Arc<std::sync::OnceLock<Arc<ClusterCache>>>;
 /// The shared scheduling cache, made now if no worker made it before.
 fn shared_cache(slot: &SchedulingCache, ctx: &WorkerContext) -> Arc<ClusterCache> {
     slot.get_or_init(|| {
-        use crate::watch_hub::Storage;
         use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
         use k8s_openapi::api::core::v1::{Namespace, Node, ReplicationController, Service};
-        // Pods are read by every attempt (kept parsed); nodes only by a rebuild (the snapshot keeps its own
-        // typed copy of each), so their cache keeps text: a node's JSON tree is several times its text.
-        let nodes = ctx
-            .hub
-            .watch_stored(&ApiResource::erase::<Node>(&()), None, None, Storage::Compact);
-        let pods = ctx
-            .hub
-            .watch_stored(&pods_resource(), None, Some(LIVE_PODS), Storage::Parsed);
+        // Both caches keep text, like every watch's: the snapshot keeps its own typed copy of each node and bound
+        // pod, and an attempt parses its pending pod (a few microseconds) where a JSON tree per pod would take
+        // several times the text's bytes.
+        let nodes = ctx.hub.watch(&ApiResource::erase::<Node>(&()));
+        let pods = ctx.hub.watch_filtered(&pods_resource(), None, Some(LIVE_PODS));
         let context = cache::Context {
             namespaces: ctx.hub.watch(&ApiResource::erase::<Namespace>(&())),
             services: ctx.hub.watch(&ApiResource::erase::<Service>(&())),
@@ -869,7 +865,7 @@ impl PodScheduler {
 
     /// Fetch: the pod as the watch has it, `None` when it was bound meanwhile, deleted or is no longer ours.
     /// `queued` (the queue's copy) is used when it is current: most pods are attempted in the version they were
-    /// queued in; else the pod is read in place from the cached object (the pod watch keeps objects parsed).
+    /// queued in; else the pod is parsed from the cached text.
     fn pending_pod(&self, key: &PodKey, queued: Option<Arc<Pod>>) -> Option<Arc<Pod>> {
         let object = self.cache.pods.get(Some(&key.namespace), &key.name)?;
         if !self.is_pending_ours(&object) {

@@ -58,6 +58,23 @@ impl StorageWatches {
         }
     }
 
+    /// Seven watches fed by hand ([`SharedWatch::apply`]), for tests.
+    #[cfg(test)]
+    pub fn unwatched(metrics: &crate::metrics::WatchMetrics) -> StorageWatches {
+        let watch = SharedWatch::new;
+        StorageWatches {
+            watches: [
+                watch(ApiResource::erase::<PersistentVolumeClaim>(&()), metrics),
+                watch(ApiResource::erase::<PersistentVolume>(&()), metrics),
+                watch(ApiResource::erase::<StorageClass>(&()), metrics),
+                watch(ApiResource::erase::<CSINode>(&()), metrics),
+                watch(ApiResource::erase::<CSIDriver>(&()), metrics),
+                watch(ApiResource::erase::<CSIStorageCapacity>(&()), metrics),
+                watch(ApiResource::erase::<VolumeAttachment>(&()), metrics),
+            ],
+        }
+    }
+
     /// Every watch.
     pub fn all(&self) -> &[Arc<SharedWatch>; 7] {
         &self.watches
