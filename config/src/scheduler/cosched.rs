@@ -269,14 +269,7 @@ fn left_on(node: &NodeInfo, group: &GroupKey) -> BTreeMap<String, GoQuantity> {
     let mut requested = node.requested.clone();
     let mut pods = node.pods().len();
     for pod in node.pods() {
-        let theirs = pod.pod.metadata.namespace.as_deref() == Some(group.namespace.as_str())
-            && pod
-                .pod
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|labels| labels.get(POD_GROUP_LABEL))
-                == Some(&group.workload);
+        let theirs = pod.namespace == group.namespace && pod.labels().get(POD_GROUP_LABEL) == Some(&group.workload);
         if theirs {
             requested.accumulate(&pod.resources.requested, -1);
             pods -= 1;

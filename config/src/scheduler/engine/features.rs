@@ -82,7 +82,7 @@ impl Feature {
 /// The features the pod needs that the engine cannot evaluate, in `Feature::ALL` order.
 pub fn needed_features(pod: &PodInfo, snapshot: &Snapshot) -> Vec<Feature> {
     let mut needed = Vec::new();
-    let spec = pod.pod.spec.as_ref();
+    let spec = pod.pod().spec.as_ref();
     let volumes = spec.and_then(|s| s.volumes.as_deref()).unwrap_or_default();
     // With storage objects every volume plugin is evaluated (the worker binds the claims at PreBind).
     if snapshot.storage().is_none()

@@ -467,7 +467,7 @@ impl Compiled {
         // A node nominated by an earlier preemption is tried first; if it fits, it is taken without scoring.
         let nominated = cycle
             .pod
-            .pod
+            .pod()
             .status
             .as_ref()
             .and_then(|s| s.nominated_node_name.as_deref());
@@ -812,12 +812,12 @@ impl<'p> CountedPods<'p> {
         }) || self.claims.is_some_and(|pod| {
             other.namespace == pod.namespace
                 && pod
-                    .pod
+                    .pod()
                     .spec
                     .iter()
                     .flat_map(|s| s.volumes.iter().flatten())
                     .filter_map(|v| v.persistent_volume_claim.as_ref())
-                    .any(|claim| pod_uses_claim(&other.pod, &claim.claim_name))
+                    .any(|claim| other.has_storage_volumes && pod_uses_claim(other.pod(), &claim.claim_name))
         })
     }
 }
@@ -825,7 +825,7 @@ impl<'p> CountedPods<'p> {
 /// The selectors of the pod's own `DoNotSchedule` constraints; `None` when the pod has none (default constraints
 /// may apply) or one does not parse.
 fn hard_spread_selectors(pod: &PodInfo) -> Option<Vec<Selector>> {
-    let constraints = pod.pod.spec.as_ref()?.topology_spread_constraints.as_ref()?;
+    let constraints = pod.pod().spec.as_ref()?.topology_spread_constraints.as_ref()?;
     if constraints.is_empty() {
         return None;
     }

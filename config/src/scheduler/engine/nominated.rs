@@ -46,9 +46,9 @@ impl<'a> Nominator<'a> {
         if !self.snapshot.has_nominated_pods() {
             return Vec::new();
         }
-        let own = priority(&pod.pod);
+        let own = priority(pod.pod());
         self.on_node(node)
-            .filter(|nominated| nominated.key != pod.key && priority(&nominated.pod) >= own)
+            .filter(|nominated| nominated.key != pod.key && nominated.priority >= own)
             .cloned()
             .collect()
     }
@@ -64,7 +64,7 @@ pub(crate) fn with_pods(node: &NodeInfo, pods: Vec<Arc<PodInfo>>) -> NodeInfo {
 }
 
 fn gated(pod: &PodInfo) -> bool {
-    pod.pod
+    pod.pod()
         .spec
         .as_ref()
         .and_then(|s| s.scheduling_gates.as_ref())
@@ -73,7 +73,7 @@ fn gated(pod: &PodInfo) -> bool {
 
 /// `spec.schedulerName`, `default-scheduler` when unset (the apiserver's default).
 pub(crate) fn scheduler_name(pod: &PodInfo) -> &str {
-    pod.pod
+    pod.pod()
         .spec
         .as_ref()
         .and_then(|s| s.scheduler_name.as_deref())

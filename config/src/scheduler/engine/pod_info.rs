@@ -1,12 +1,13 @@
 //! A pod with everything the plugins read from it parsed once: requests, host ports, pod-affinity terms.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, WeightedPodAffinityTerm};
+use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, Volume, WeightedPodAffinityTerm};
+use k8s_openapi::jiff::Timestamp;
 
 use super::field::{FieldError, FieldPath};
-use super::labels::{Labels, Selector, labels_of};
+use super::labels::{Labels, Selector};
 use super::resources::{InvalidQuantity, ParsedPodResources, PodResources};
 
 /// A host port a pod binds (`ContainerPort` with `hostPort > 0`), sanitised as `HostPortInfo` stores it.
@@ -73,14 +74,36 @@ pub struct WeightedAffinityTerm {
 }
 
 /// A pod and its parsed scheduling inputs.
+///
+/// A pod placed in the snapshot is kept [compact](PodInfo::compact): its object as JSON text beside the fields
+/// below, which are all that filters, scores and preemption read of the pods on a node. A typed pod takes several
+/// times its text (every optional field of a container, probe and status is inline), and the snapshot holds
+/// every pod of the cluster. [`PodInfo::pod`] parses a compact pod's text once, when something reads it whole.
 #[derive(Clone, Debug)]
 pub struct PodInfo {
-    /// The pod object.
-    pub pod: Arc<Pod>,
+    /// The pod object: set for a pod kept whole, or parsed from `text` on first use.
+    pod: OnceLock<Arc<Pod>>,
+    /// A compact pod's object as JSON text.
+    text: Option<Box<str>>,
     /// Identity in the snapshot: the UID, or `namespace/name` when the pod has none.
     pub key: String,
     /// Namespace (`default` when unset, as the API server defaults it).
     pub namespace: String,
+    name: String,
+    labels: Labels,
+    node_name: Option<String>,
+    /// `spec.priority` (0 when unset).
+    pub priority: i32,
+    /// `status.startTime`.
+    pub start_time: Option<Timestamp>,
+    /// `spec.schedulerName`.
+    pub scheduler_name: Option<String>,
+    /// Being deleted with a True `DisruptionTarget` condition of reason `PreemptionByScheduler`
+    /// (`podTerminatingByPreemption`).
+    pub terminating_by_preemption: bool,
+    /// The pod has volumes the volume plugins read (claims, ephemeral volumes, in-tree disks): only such pods'
+    /// volumes are read, through [`PodInfo::pod`].
+    pub has_storage_volumes: bool,
     /// Parsed quantities.
     pub parsed_resources: ParsedPodResources,
     /// What the pod adds to a node's accounting.
@@ -182,13 +205,27 @@ impl PodInfo {
             .chain(preferred_affinity.iter().map(|w| &w.term))
             .chain(preferred_anti_affinity.iter().map(|w| &w.term))
             .any(|term| term.needs_namespace_labels);
+        let spec = pod.spec.as_ref();
         Ok(PodInfo {
             needs_namespace_labels,
             host_ports: host_ports(&pod),
             has_pod_affinity: pod_affinity.is_some() || pod_anti_affinity.is_some(),
             has_required_anti_affinity,
             terminating: pod.metadata.deletion_timestamp.is_some(),
-            pod,
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            labels: pod.metadata.labels.clone().unwrap_or_default(),
+            node_name: spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()),
+            priority: priority(&pod),
+            start_time: pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0),
+            scheduler_name: spec.and_then(|s| s.scheduler_name.clone()),
+            terminating_by_preemption: terminating_by_preemption(&pod),
+            has_storage_volumes: spec
+                .and_then(|s| s.volumes.as_deref())
+                .unwrap_or_default()
+                .iter()
+                .any(is_storage_volume),
+            pod: OnceLock::from(pod),
+            text: None,
             key,
             namespace,
             parsed_resources,
@@ -201,24 +238,83 @@ impl PodInfo {
         })
     }
 
+    /// The pod object (a compact pod's text is parsed on the first call and kept).
+    pub fn pod(&self) -> &Arc<Pod> {
+        self.pod.get_or_init(|| Arc::new(self.parse_text()))
+    }
+
+    /// The pod object, without keeping a compact pod parsed: for a pod read whole once (an event, a victim).
+    pub fn to_pod(&self) -> Arc<Pod> {
+        match self.pod.get() {
+            Some(pod) => pod.clone(),
+            None => Arc::new(self.parse_text()),
+        }
+    }
+
+    fn parse_text(&self) -> Pod {
+        // The text was written from a pod: it always parses back.
+        self.text
+            .as_deref()
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default()
+    }
+
+    /// The pod kept as JSON text instead of parsed (for the snapshot's placed pods); unchanged if it does not
+    /// serialize.
+    pub fn compact(mut self) -> PodInfo {
+        if let Some(pod) = self.pod.take() {
+            match serde_json::to_string(&*pod) {
+                Ok(text) => self.text = Some(text.into_boxed_str()),
+                Err(_) => self.pod = OnceLock::from(pod),
+            }
+        }
+        self
+    }
+
+    /// Whether the pod is kept as text and not parsed (yet).
+    #[cfg(test)]
+    pub(crate) fn is_compact(&self) -> bool {
+        self.pod.get().is_none()
+    }
+
     /// The pod's labels.
     pub fn labels(&self) -> &Labels {
-        labels_of(&self.pod.metadata.labels)
+        &self.labels
     }
 
     /// The pod's name.
     pub fn name(&self) -> &str {
-        self.pod.metadata.name.as_deref().unwrap_or_default()
+        &self.name
     }
 
     /// `spec.nodeName`, when set.
     pub fn node_name(&self) -> Option<&str> {
-        self.pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .filter(|n| !n.is_empty())
+        self.node_name.as_deref()
     }
+}
+
+/// `podTerminatingByPreemption`: being deleted, and the first `DisruptionTarget` condition is True with reason
+/// `PreemptionByScheduler`.
+fn terminating_by_preemption(pod: &Pod) -> bool {
+    if pod.metadata.deletion_timestamp.is_none() {
+        return false;
+    }
+    pod.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .find(|c| c.type_ == "DisruptionTarget")
+        .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler"))
+}
+
+/// A volume some volume plugin reads of the pods on a node: a claim, an ephemeral volume, an in-tree disk.
+fn is_storage_volume(volume: &Volume) -> bool {
+    volume.persistent_volume_claim.is_some()
+        || volume.ephemeral.is_some()
+        || volume.gce_persistent_disk.is_some()
+        || volume.aws_elastic_block_store.is_some()
+        || volume.rbd.is_some()
+        || volume.iscsi.is_some()
+        || super::csi_translation::InTreePlugin::of_volume(volume).is_some()
 }
 
 /// All terms, or none when any fails to parse (kube-scheduler drops the whole list).

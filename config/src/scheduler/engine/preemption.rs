@@ -18,15 +18,14 @@ use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 
 use super::args::DefaultPreemptionArgs;
 use super::field::FieldPath;
-use super::labels::{Selector, labels_of};
+use super::labels::Selector;
 use super::nominated::Nominator;
-use super::pod_info::{PodInfo, priority};
+use super::pod_info::PodInfo;
 use super::rng::SplitMix64;
 use super::snapshot::{NodeInfo, Snapshot};
 use super::status::{Code, Reason, Rejection, fit_error_message};
@@ -61,12 +60,12 @@ pub struct PodRef {
 }
 
 impl PodRef {
-    fn of(pod: &Pod, key: String) -> PodRef {
+    fn of(pod: &PodInfo) -> PodRef {
         PodRef {
-            key,
-            namespace: pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string()),
-            name: pod.metadata.name.clone().unwrap_or_default(),
-            priority: priority(pod),
+            key: pod.key.clone(),
+            namespace: pod.namespace.clone(),
+            name: pod.name().to_string(),
+            priority: pod.priority,
         }
     }
 }
@@ -235,12 +234,11 @@ fn preempt(
     fits: &mut FitCheck<'_>,
 ) -> Evaluation {
     let args = &chain.preemption;
-    let eligible = |victim: &Pod| match &chain.victim_schedulers {
+    let eligible = |victim: &PodInfo| match &chain.victim_schedulers {
         None => true,
         Some(schedulers) => victim
-            .spec
-            .as_ref()
-            .and_then(|s| s.scheduler_name.as_deref())
+            .scheduler_name
+            .as_deref()
             .is_some_and(|name| schedulers.contains(name)),
     };
     if let Some(message) = not_eligible(snapshot, pod, statuses) {
@@ -307,19 +305,14 @@ fn preempt(
     }
     let chosen = pick_one_node(&candidates, rng);
     let candidate = &candidates[chosen];
-    let preemptor_priority = priority(&pod.pod);
     let lower_nominated_to_clear = nominator
         .on_node(&candidate.node)
-        .filter(|nominated| priority(&nominated.pod) < preemptor_priority)
-        .map(|nominated| PodRef::of(&nominated.pod, nominated.key.clone()))
+        .filter(|nominated| nominated.priority < pod.priority)
+        .map(|nominated| PodRef::of(nominated))
         .collect();
     Evaluation::Nominated(Preemption {
         node: candidate.node.clone(),
-        victims: candidate
-            .victims
-            .iter()
-            .map(|victim| PodRef::of(&victim.pod, victim.key.clone()))
-            .collect(),
+        victims: candidate.victims.iter().map(|victim| PodRef::of(victim)).collect(),
         pdb_violations: candidate.pdb_violations,
         lower_nominated_to_clear,
     })
@@ -327,12 +320,12 @@ fn preempt(
 
 /// `PodEligibleToPreemptOthers`: the reason the pod may not preempt, if any.
 fn not_eligible(snapshot: &Snapshot, pod: &PodInfo, statuses: &NodeStatuses<'_>) -> Option<&'static str> {
-    let spec = pod.pod.spec.as_ref();
+    let spec = pod.pod().spec.as_ref();
     if spec.and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
         return Some(NOT_ELIGIBLE_NEVER);
     }
     let nominated = pod
-        .pod
+        .pod()
         .status
         .as_ref()
         .and_then(|s| s.nominated_node_name.as_deref())
@@ -342,24 +335,10 @@ fn not_eligible(snapshot: &Snapshot, pod: &PodInfo, statuses: &NodeStatuses<'_>)
         return None;
     }
     let node = snapshot.get(nominated)?;
-    let preemptor_priority = priority(&pod.pod);
     node.pods()
         .iter()
-        .any(|p| priority(&p.pod) < preemptor_priority && terminating_by_preemption(&p.pod))
+        .any(|p| p.priority < pod.priority && p.terminating_by_preemption)
         .then_some(NOT_ELIGIBLE_TERMINATING)
-}
-
-/// `podTerminatingByPreemption`: being deleted, and the first `DisruptionTarget` condition is True with reason
-/// `PreemptionByScheduler`.
-fn terminating_by_preemption(pod: &Pod) -> bool {
-    if pod.metadata.deletion_timestamp.is_none() {
-        return false;
-    }
-    pod.status
-        .iter()
-        .flat_map(|s| s.conditions.iter().flatten())
-        .find(|c| c.type_ == "DisruptionTarget")
-        .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler"))
 }
 
 /// `SelectVictimsOnNode` on a copy of the node: the victims (most important first) and how many exceed a budget,
@@ -367,15 +346,14 @@ fn terminating_by_preemption(pod: &Pod) -> bool {
 fn select_victims(
     mut work: NodeInfo,
     pod: &PodInfo,
-    eligible: &dyn Fn(&Pod) -> bool,
+    eligible: &dyn Fn(&PodInfo) -> bool,
     pdbs: &CompiledPdbs,
     fits: &mut FitCheck<'_>,
 ) -> Result<NodeOutcome, String> {
-    let preemptor_priority = priority(&pod.pod);
     let lower: Vec<String> = work
         .pods()
         .iter()
-        .filter(|p| priority(&p.pod) < preemptor_priority && eligible(&p.pod))
+        .filter(|p| p.priority < pod.priority && eligible(p))
         .map(|p| p.key.clone())
         .collect();
     if lower.is_empty() {
@@ -389,7 +367,7 @@ fn select_victims(
         return Ok(NodeOutcome::Rejected(rejection.reasons));
     }
     // Most important first, so the most important are reprieved first.
-    potential.sort_by(|a, b| more_important_first(&a.pod, &b.pod));
+    potential.sort_by(|a, b| more_important_first(a, b));
     let (violating, non_violating) = pdbs.split(potential);
     let has_both = !violating.is_empty() && !non_violating.is_empty();
     let mut victims = Vec::new();
@@ -405,7 +383,7 @@ fn select_victims(
         }
     }
     if has_both {
-        victims.sort_by(|a, b| more_important_first(&a.pod, &b.pod));
+        victims.sort_by(|a, b| more_important_first(a, b));
     }
     if victims.is_empty() {
         // kube-scheduler reports this as an error for the node ("expected at least one victim pod").
@@ -415,20 +393,16 @@ fn select_victims(
 }
 
 /// `GetPodStartTime`: `status.startTime`; `None` stands for "now", later than every recorded start.
-fn start_time(pod: &Pod) -> Option<Timestamp> {
-    pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0)
-}
-
 /// Orders start times with "not started" (now) after every recorded time.
 fn compare_start(a: Option<Timestamp>, b: Option<Timestamp>) -> Ordering {
     (a.is_none(), a).cmp(&(b.is_none(), b))
 }
 
 /// `MoreImportantPod` as an ordering: higher priority first, then the earlier start.
-fn more_important_first(a: &Pod, b: &Pod) -> Ordering {
-    priority(b)
-        .cmp(&priority(a))
-        .then_with(|| compare_start(start_time(a), start_time(b)))
+fn more_important_first(a: &PodInfo, b: &PodInfo) -> Ordering {
+    b.priority
+        .cmp(&a.priority)
+        .then_with(|| compare_start(a.start_time, b.start_time))
 }
 
 /// The budgets, with their selectors parsed once per preemption.
@@ -478,8 +452,8 @@ impl CompiledPdbs {
         let mut violating = Vec::new();
         let mut non_violating = Vec::new();
         for pod in pods {
-            let labels = labels_of(&pod.pod.metadata.labels);
-            let name = pod.pod.metadata.name.as_deref().unwrap_or_default();
+            let labels = pod.labels();
+            let name = pod.name();
             let mut violates = false;
             if !labels.is_empty() {
                 for (budget, allowed) in self.budgets.iter().zip(allowed.iter_mut()) {
@@ -512,11 +486,11 @@ fn pick_one_node(candidates: &[Candidate], rng: &mut SplitMix64) -> usize {
     // Every key is "greater is better".
     type Key = (i64, i64, i64, i64, (bool, Option<Timestamp>));
     let key = |c: &Candidate| -> Key {
-        let highest = c.victims.first().map_or(0, |v| priority(&v.pod));
+        let highest = c.victims.first().map_or(0, |v| v.priority);
         let sum: i64 = c
             .victims
             .iter()
-            .map(|v| i64::from(priority(&v.pod)) + i64::from(i32::MAX) + 1)
+            .map(|v| i64::from(v.priority) + i64::from(i32::MAX) + 1)
             .sum();
         let earliest = earliest_start_of_highest(&c.victims);
         (
@@ -539,11 +513,11 @@ fn pick_one_node(candidates: &[Candidate], rng: &mut SplitMix64) -> usize {
 
 /// `GetEarliestPodStartTime`: the earliest start among the victims of the highest priority (`None` = now).
 fn earliest_start_of_highest(victims: &[Arc<PodInfo>]) -> Option<Timestamp> {
-    let highest = victims.iter().map(|v| priority(&v.pod)).max()?;
+    let highest = victims.iter().map(|v| v.priority).max()?;
     victims
         .iter()
-        .filter(|v| priority(&v.pod) == highest)
-        .map(|v| start_time(&v.pod))
+        .filter(|v| v.priority == highest)
+        .map(|v| v.start_time)
         .min_by(|a, b| compare_start(*a, *b))
         .flatten()
 }

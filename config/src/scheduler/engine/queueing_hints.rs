@@ -571,7 +571,7 @@ impl QueueingHints {
             let request = Resource::max_with_zero(&info.parsed_resources.requests(RequestOptions::default()));
             let spread = self.spread.constraints_for(&info, workloads, "DoNotSchedule");
             Parsed {
-                required_node_affinity: RequiredNodeAffinity::of(&info.pod),
+                required_node_affinity: RequiredNodeAffinity::of(info.pod()),
                 request,
                 spread,
                 info,

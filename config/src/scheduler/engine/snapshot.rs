@@ -469,6 +469,7 @@ impl Snapshot {
             object: format!("pod/{object}"),
             source,
         })?;
+        let info = info.compact();
         let node = info
             .node_name()
             .ok_or(SnapshotError::PodWithoutNode { pod: object.clone() })?
@@ -485,7 +486,7 @@ impl Snapshot {
             object: format!("pod/{object}"),
             source,
         })?;
-        self.place(Arc::new(info), node, &object)
+        self.place(Arc::new(info.compact()), node, &object)
     }
 
     fn place(&mut self, info: Arc<PodInfo>, node: &str, object: &str) -> Result<(), SnapshotError> {
@@ -567,7 +568,7 @@ impl Snapshot {
         self.nodes
             .iter()
             .flat_map(|node| &node.pods)
-            .any(|pod| pod.namespace == namespace && pod_uses_claim(&pod.pod, name))
+            .any(|pod| pod.namespace == namespace && pod.has_storage_volumes && pod_uses_claim(pod.pod(), name))
     }
 
     /// Sets the services and controllers default topology spreading derives selectors from.
@@ -607,7 +608,7 @@ impl Snapshot {
     pub fn set_nominated(&mut self, pods: impl IntoIterator<Item = Arc<PodInfo>>) {
         let mut nominated: BTreeMap<String, Vec<Arc<PodInfo>>> = BTreeMap::new();
         for info in pods {
-            if let Some(node) = nominated_node(&info.pod) {
+            if let Some(node) = nominated_node(info.pod()) {
                 nominated.entry(node.to_string()).or_default().push(info);
             }
         }

@@ -299,7 +299,7 @@ impl ClusterCache {
         if state.assumed.remove(&key).is_none() {
             return;
         }
-        let assumed = state.snapshot.pod(&key).map(|info| info.pod.clone());
+        let assumed = state.snapshot.pod(&key).map(|info| info.to_pod());
         if state.snapshot.remove_pod(&key).is_err() {
             state.stale = true;
             return;
@@ -608,12 +608,12 @@ fn apply_pod(state: &mut State, change: Change) {
                 && state
                     .snapshot
                     .pod(uid)
-                    .is_some_and(|info| info.pod.metadata.labels == object.metadata.labels)
+                    .is_some_and(|info| info.labels() == object.metadata.labels.as_ref().unwrap_or(&Default::default()))
             {
                 state.assumed.remove(uid);
                 // The binding of an assumed pod is, for the queues, an assigned pod added.
                 if let Some(info) = state.snapshot.pod(uid).filter(|_| state.listening()) {
-                    let added = info.pod.clone();
+                    let added = info.to_pod();
                     state.emit(ClusterEvent::pod(ActionType::ADD, None, Some(added)));
                 }
                 return;
@@ -626,7 +626,7 @@ fn apply_pod(state: &mut State, change: Change) {
                 .and_then(|s| s.phase.as_deref())
                 .is_some_and(|p| p == "Succeeded" || p == "Failed");
             let placed = state.snapshot.node_of_pod(&key).map(str::to_string);
-            let before = state.snapshot.pod(&key).map(|info| info.pod.clone());
+            let before = state.snapshot.pod(&key).map(|info| info.to_pod());
             let was_assumed = state.assumed.contains_key(&key);
             let events: Vec<ClusterEvent> = match (&before, state.listening()) {
                 (_, false) => Vec::new(),

@@ -45,7 +45,7 @@ impl Nominations {
         if let Some(made) = self.made.get(&key) {
             let made_node = made
                 .as_ref()
-                .and_then(|p| p.pod.status.as_ref())
+                .and_then(|p| p.pod().status.as_ref())
                 .and_then(|s| s.nominated_node_name.as_deref());
             if bound || made_node == node {
                 self.made.remove(&key);
@@ -159,7 +159,7 @@ mod tests {
     fn nodes(nominations: &mut Nominations) -> Option<Vec<String>> {
         nominations.take_changed().map(|pods| {
             pods.iter()
-                .filter_map(|p| p.pod.status.as_ref()?.nominated_node_name.clone())
+                .filter_map(|p| p.pod().status.as_ref()?.nominated_node_name.clone())
                 .collect()
         })
     }

@@ -23,7 +23,7 @@ struct Score<'a> {
 
 impl PreScorePlugin for ImageLocality {
     fn pre_score<'a>(&'a self, cycle: &Cycle<'a>, _nodes: &[&'a NodeInfo]) -> PreScore<'a> {
-        let spec = cycle.pod.pod.spec.as_ref();
+        let spec = cycle.pod.pod().spec.as_ref();
         let images = spec
             .into_iter()
             .flat_map(|s| s.init_containers.iter().flatten().chain(s.containers.iter()))

@@ -67,7 +67,7 @@ struct Score<'a> {
 impl PreScorePlugin for InterPodAffinityScore {
     fn pre_score<'a>(&'a self, cycle: &Cycle<'a>, _nodes: &[&'a NodeInfo]) -> PreScore<'a> {
         let pod = cycle.pod;
-        let affinity = pod.pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
+        let affinity = pod.pod().spec.as_ref().and_then(|s| s.affinity.as_ref());
         let has_preferred = affinity
             .and_then(|a| a.pod_affinity.as_ref())
             .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())

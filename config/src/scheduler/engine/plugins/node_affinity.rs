@@ -50,7 +50,7 @@ struct Check<'a> {
 
 impl PreFilterPlugin for NodeAffinity {
     fn pre_filter<'a>(&'a self, cycle: &Cycle<'a>) -> PreFilter<'a> {
-        let spec = cycle.pod.pod.spec.as_ref();
+        let spec = cycle.pod.pod().spec.as_ref();
         let required = spec
             .and_then(|s| s.affinity.as_ref())
             .and_then(|a| a.node_affinity.as_ref())
@@ -61,7 +61,7 @@ impl PreFilterPlugin for NodeAffinity {
         }
         let check = Check {
             added: self.added_required.as_ref(),
-            required: RequiredNodeAffinity::of(&cycle.pod.pod),
+            required: RequiredNodeAffinity::of(cycle.pod.pod()),
         };
         let terms = required.map(|r| r.node_selector_terms.as_slice()).unwrap_or_default();
         // Candidate nodes from `metadata.name In` matchFields: the union over terms of each term's
@@ -114,7 +114,7 @@ impl PreScorePlugin for NodeAffinity {
     fn pre_score<'a>(&'a self, cycle: &Cycle<'a>, _nodes: &[&'a NodeInfo]) -> PreScore<'a> {
         let terms = cycle
             .pod
-            .pod
+            .pod()
             .spec
             .as_ref()
             .and_then(|s| s.affinity.as_ref())

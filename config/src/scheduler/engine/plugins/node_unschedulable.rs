@@ -27,7 +27,7 @@ impl PreFilterPlugin for NodeUnschedulable {
         };
         // Whether the pod tolerates the unschedulable taint does not depend on the node: decide it once.
         PreFilter::run(Check {
-            tolerates_unschedulable: tolerated(pod_tolerations(&cycle.pod.pod), &taint),
+            tolerates_unschedulable: tolerated(pod_tolerations(cycle.pod.pod()), &taint),
         })
     }
 }

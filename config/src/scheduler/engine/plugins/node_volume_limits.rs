@@ -56,7 +56,7 @@ impl PreFilterPlugin for NodeVolumeLimits {
         };
         let volumes = cycle
             .pod
-            .pod
+            .pod()
             .spec
             .as_ref()
             .and_then(|s| s.volumes.as_deref())
@@ -65,7 +65,7 @@ impl PreFilterPlugin for NodeVolumeLimits {
             return PreFilter::Skip;
         }
         PreFilter::run(Check {
-            pod: &cycle.pod.pod,
+            pod: cycle.pod.pod(),
             namespace: &cycle.pod.namespace,
             storage,
             new_volumes: Default::default(),
@@ -241,10 +241,10 @@ impl Check<'_> {
             return Ok(());
         }
         let mut attached = HashMap::new();
-        for other in node.pods() {
+        for other in node.pods().iter().filter(|p| p.has_storage_volumes) {
             // Another pod's volumes that cannot be counted are left out (upstream fails the cycle on some).
             let _ = attachable_volumes(
-                &other.pod,
+                other.pod(),
                 &other.namespace,
                 self.storage,
                 csi_node,

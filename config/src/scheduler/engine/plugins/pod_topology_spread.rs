@@ -70,7 +70,7 @@ impl PodTopologySpread {
         action: &str,
     ) -> Result<Vec<Constraint>, String> {
         let own = pod
-            .pod
+            .pod()
             .spec
             .as_ref()
             .and_then(|s| s.topology_spread_constraints.as_deref())
@@ -82,7 +82,7 @@ impl PodTopologySpread {
         if constraints.is_empty() {
             return Ok(constraints);
         }
-        let selector = default_selector(&pod.pod, pod, workloads);
+        let selector = default_selector(pod.pod(), pod, workloads);
         if selector.is_empty() {
             return Ok(Vec::new());
         }
@@ -326,7 +326,7 @@ impl PreFilterPlugin for PodTopologySpread {
 /// Matching pods per topology value, per constraint, over every node that has all the topology labels and
 /// passes the constraint's inclusion policies.
 fn domain_counts(snapshot: &Snapshot, pod: &PodInfo, constraints: &[Constraint]) -> Vec<Arc<DomainCounts>> {
-    let affinity = RequiredNodeAffinity::of(&pod.pod);
+    let affinity = RequiredNodeAffinity::of(pod.pod());
     if includes_every_node(constraints, &affinity) {
         let keys = topology_keys(constraints);
         return constraints
@@ -341,7 +341,7 @@ fn domain_counts(snapshot: &Snapshot, pod: &PodInfo, constraints: &[Constraint])
             continue;
         }
         for (i, constraint) in constraints.iter().enumerate() {
-            if !constraint.includes(&pod.pod, node.node(), &affinity) {
+            if !constraint.includes(pod.pod(), node.node(), &affinity) {
                 continue;
             }
             let matching = count_matching(node, &constraint.selector, &pod.namespace);

@@ -40,7 +40,7 @@ impl PreScorePlugin for PodTopologySpread {
         }
         let own_constraints = cycle
             .pod
-            .pod
+            .pod()
             .spec
             .as_ref()
             .and_then(|s| s.topology_spread_constraints.as_ref())
@@ -76,7 +76,7 @@ impl PreScorePlugin for PodTopologySpread {
             })
             .collect();
         // Matching pods are counted over all nodes, but only in the domains of the feasible nodes.
-        let affinity = RequiredNodeAffinity::of(&cycle.pod.pod);
+        let affinity = RequiredNodeAffinity::of(cycle.pod.pod());
         if includes_every_node(&constraints, &affinity) {
             let required_keys = if require_all {
                 topology_keys(&constraints)
@@ -104,7 +104,7 @@ impl PreScorePlugin for PodTopologySpread {
                     continue;
                 }
                 for (i, constraint) in constraints.iter().enumerate() {
-                    if !constraint.includes(&cycle.pod.pod, node.node(), &affinity) {
+                    if !constraint.includes(cycle.pod.pod(), node.node(), &affinity) {
                         continue;
                     }
                     let value = node

@@ -24,7 +24,7 @@ struct Check<'a> {
 impl PreFilterPlugin for TaintToleration {
     fn pre_filter<'a>(&'a self, cycle: &Cycle<'a>) -> PreFilter<'a> {
         PreFilter::run(Check {
-            tolerations: pod_tolerations(&cycle.pod.pod),
+            tolerations: pod_tolerations(cycle.pod.pod()),
         })
     }
 }
@@ -42,7 +42,7 @@ struct Score {
 
 impl PreScorePlugin for TaintToleration {
     fn pre_score<'a>(&'a self, cycle: &Cycle<'a>, _nodes: &[&'a NodeInfo]) -> PreScore<'a> {
-        let tolerations = pod_tolerations(&cycle.pod.pod)
+        let tolerations = pod_tolerations(cycle.pod.pod())
             .iter()
             .filter(|t| matches!(t.effect.as_deref(), None | Some("") | Some("PreferNoSchedule")))
             .cloned()

@@ -137,7 +137,7 @@ impl PreFilterPlugin for VolumeBinding {
         let Some(storage) = cycle.snapshot.storage() else {
             return PreFilter::Skip;
         };
-        let claims = match pod_claims(&cycle.pod.pod, &cycle.pod.namespace, storage) {
+        let claims = match pod_claims(cycle.pod.pod(), &cycle.pod.namespace, storage) {
             Ok(claims) => claims,
             Err(reason) => return PreFilter::Reject(Verdict::unresolvable(reason)),
         };

@@ -42,7 +42,7 @@ impl PreFilterPlugin for VolumeRestrictions {
     fn pre_filter<'a>(&'a self, cycle: &Cycle<'a>) -> PreFilter<'a> {
         let pod = cycle.pod;
         let volumes = pod
-            .pod
+            .pod()
             .spec
             .as_ref()
             .and_then(|s| s.volumes.as_deref())
@@ -73,11 +73,11 @@ impl PreFilterPlugin for VolumeRestrictions {
 
 impl NodeFilter for Check<'_> {
     fn filter(&self, node: &NodeInfo) -> Option<Verdict> {
-        let conflict = self
-            .volumes
-            .iter()
-            .filter(|v| needs_check(v))
-            .any(|volume| node.pods().iter().any(|other| conflicts(volume, &other.pod)));
+        let conflict = self.volumes.iter().filter(|v| needs_check(v)).any(|volume| {
+            node.pods()
+                .iter()
+                .any(|other| other.has_storage_volumes && conflicts(volume, other.pod()))
+        });
         if conflict {
             return Some(Verdict::unschedulable(DISK_CONFLICT));
         }

@@ -42,7 +42,7 @@ impl PreFilterPlugin for VolumeZone {
         };
         let pod = cycle.pod;
         let volumes = pod
-            .pod
+            .pod()
             .spec
             .as_ref()
             .and_then(|s| s.volumes.as_deref())

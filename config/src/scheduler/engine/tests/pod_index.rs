@@ -239,7 +239,7 @@ fn decisions_on_a_kept_snapshot_equal_decisions_on_a_fresh_one() {
             let nodes: Vec<Node> = kept.list().map(|n| n.node().clone()).collect();
             let pods: Vec<Pod> = kept
                 .list()
-                .flat_map(|n| n.pods().iter().map(|p| (*p.pod).clone()))
+                .flat_map(|n| n.pods().iter().map(|p| (*p.to_pod()).clone()))
                 .collect();
             let fresh = Snapshot::build(nodes, pods).expect("fresh");
             let expected = Engine::new(&profile, 1)

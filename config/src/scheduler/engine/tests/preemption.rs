@@ -1054,3 +1054,66 @@ fn keeping_the_cycles_state_decides_as_running_pre_filter_for_every_check() {
         "both outcomes are exercised: {preempted} preempted, {failed} not"
     );
 }
+
+#[test]
+fn placed_pods_stay_compact_through_filters_scores_and_preemption() {
+    let zone = |name: &str, z: &str| {
+        let mut n = node(name, "2");
+        merge(
+            &mut n,
+            json!({"metadata": {"labels": {"topology.kubernetes.io/zone": z}}}),
+        );
+        n
+    };
+    let placed = |name: &str, node: &str, priority: i32, start: &str| {
+        let extra = json!({
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"nodeName": node, "schedulerName": "mine"},
+            "status": {"startTime": start}
+        });
+        pod(name, "1", priority, extra)
+    };
+    let mut terminating = placed("leaving", "n2", 1, "2024-01-01T00:00:00Z");
+    merge(
+        &mut terminating,
+        json!({"metadata": {"deletionTimestamp": "2024-01-02T00:00:00Z"}, "status": {"conditions": [
+            {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+        ]}}),
+    );
+    let mut snapshot = snapshot(
+        vec![zone("n1", "a"), zone("n2", "b")],
+        vec![
+            placed("old", "n1", 1, "2024-01-01T00:00:00Z"),
+            placed("young", "n1", 1, "2024-06-01T00:00:00Z"),
+            placed("kept", "n2", 9, "2024-01-01T00:00:00Z"),
+            terminating,
+        ],
+    );
+    snapshot.set_pod_disruption_budgets(vec![pdb("web", json!({"app": "web"}), 1, &[])]);
+    let high = pod(
+        "high",
+        "2",
+        5,
+        json!({"metadata": {"labels": {"app": "web"}}, "spec": {
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "web"}}}],
+            "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10,
+                "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {"app": "web"}}}}]}}
+        }}),
+    );
+    let decision = decide(&mut preempting_engine(1), &snapshot, high);
+    // n2 holds a priority-9 pod that cannot be evicted; on n1 both low pods must go, the younger reprieved never.
+    assert_eq!(chosen(&decision), "n1");
+    assert_eq!(victims(&decision), ["old", "young"]);
+    for node in snapshot.list() {
+        for placed in node.pods() {
+            assert!(placed.is_compact(), "{} was parsed by the decision", placed.name());
+        }
+    }
+    let kept = snapshot.pod("uid-kept").expect("placed");
+    assert_eq!(kept.to_pod().metadata.name.as_deref(), Some("kept"));
+    assert_eq!(kept.to_pod().spec.as_ref().and_then(|s| s.priority), Some(9));
+    assert!(kept.is_compact(), "to_pod leaves the pod compact");
+    assert!(snapshot.pod("uid-leaving").expect("placed").terminating_by_preemption);
+}
