@@ -1,8 +1,9 @@
 //! Gang scheduling (Workload dialect) on a real apiserver: members wait for their Workload, a gang that fits is
 //! placed whole, one that cannot fit places none and says why, two gangs competing for the same nodes never
 //! deadlock, kube-scheduler with the gates on agrees, and kill -9 of the scheduling replica mid-gang leaves the gang
-//! whole; the Coscheduling dialect (a PodGroup and its label) goes through the same run; a member's preemption evicts
-//! only for a gang whose quorum it completes.
+//! whole; the Coscheduling dialect (a PodGroup and its label) goes through the same run, and a pod whose PodGroup
+//! does not exist is told as Coscheduling tells it; a member's preemption evicts only for a gang whose quorum it
+//! completes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -446,8 +447,21 @@ async fn create_pod_group(client: &Client, namespace: &str, name: &str, min_memb
         .expect("create pod group");
 }
 
-/// A member of PodGroup `group` (by label), placed only on this test's nodes.
+/// A member of PodGroup `group` (by label) of 1 cpu, placed only on this test's nodes.
 async fn create_labelled_member(client: &Client, namespace: &str, name: &str, group: &str, scheduler: &str, id: &str) {
+    create_labelled_pod(client, namespace, name, group, scheduler, id, "1").await;
+}
+
+/// A pod labelled with PodGroup `group`, requesting `cpu`, placed only on this test's nodes.
+async fn create_labelled_pod(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    group: &str,
+    scheduler: &str,
+    id: &str,
+    cpu: &str,
+) {
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace,
@@ -455,7 +469,7 @@ async fn create_labelled_member(client: &Client, namespace: &str, name: &str, gr
         "spec": {
             "schedulerName": scheduler,
             "nodeSelector": {"gang-test": id},
-            "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "1", "memory": "64Mi"}}}],
+            "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
         },
     }))
     .expect("pod");
@@ -507,11 +521,23 @@ async fn a_pod_group_is_placed_whole_and_a_short_one_is_held_with_coschedulings_
     })
     .await;
 
-    // A label naming no PodGroup: upstream's Permit rejection.
+    // A label naming no PodGroup: tried like a pod of no group; the one cpu left fits it, and Permit rejects it.
     create_labelled_member(&client, &ns, "orphan-0", "orphan", &scheduler, &id).await;
     assert_eq!(
         unschedulable_message(&client, &ns, "orphan-0").await,
         "0/1 nodes are available: 1 PodGroup not found."
+    );
+    assert!(bound_members(&client, &ns, "orphan").await.is_empty());
+    // One that fits nowhere: the default profile's text, then Coscheduling's PostFilter reason after the chain's.
+    create_labelled_pod(&client, &ns, "orphan-1", "orphan", &scheduler, &id, "2").await;
+    let nowhere = unschedulable_message(&client, &ns, "orphan-1").await;
+    assert!(
+        nowhere.starts_with("0/")
+            && nowhere.contains(" nodes are available: 2 Insufficient cpu")
+            && nowhere.contains(". no new claims to deallocate, preemption: 0/")
+            && nowhere.contains(" No preemption victims found for incoming pod")
+            && nowhere.ends_with("., can not find pod group"),
+        "{nowhere}"
     );
 
     // A group asking in `minResources` for more cpu than the cluster has left: Coscheduling's PreFilter names the gap.

@@ -15,7 +15,9 @@ use k8s_openapi::api::core::v1::{Pod, WorkloadReference};
 use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
-use ruleplane_config::scheduler::cosched::{self, Backoffs, Chain, Gate, Held, Members, POD_GROUP_API, PodGroupSpec};
+use ruleplane_config::scheduler::cosched::{
+    self, Backoffs, Chain, Gate, Held, Members, NoPodGroup, POD_GROUP_API, PodGroupSpec,
+};
 use ruleplane_config::scheduler::engine::{Nominate, Outcome, Preemption};
 use ruleplane_config::scheduler::gang::{
     Deferred, Dialect, GANG_SCHEDULING, GangRun, GroupKey, GroupPolicy, MemberState, PodGroups, PreEnqueue, Rejected,
@@ -25,6 +27,7 @@ use ruleplane_config::scheduler::queue::{Failure, Place};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
+use super::cache::Cycle;
 use super::{Done, Loop, PodKey, PodScheduler, SchedulingError, now};
 use crate::context::WorkerContext;
 use crate::watch_hub::{Change, SharedWatch};
@@ -54,6 +57,9 @@ pub(super) enum Popped {
     Alone,
     /// Held by GangScheduling's PreEnqueue.
     Held,
+    /// Labelled with a PodGroup that does not exist: scheduled on its own, then decided by Coscheduling's Permit or
+    /// PostFilter ([`PodScheduler::without_pod_group`]).
+    WithoutPodGroup,
     /// A gang's run: these members (the popped one first) are in flight; a PodGroup's spec in the Coscheduling
     /// dialect.
     Run(Box<GangRun<PodKey>>, Vec<PodKey>, Option<Box<PodGroupSpec>>),
@@ -302,6 +308,7 @@ impl Loop {
                 let (run, members) = self.start_run(key, group, min_member, counts.bound);
                 Popped::Run(Box::new(run), members, spec.map(Box::new))
             }
+            Gate::NoPodGroup => Popped::WithoutPodGroup,
             Gate::Held(held) => {
                 self.hold_pod_group(key, held);
                 // Coscheduling's PostFilter runs after its PreFilter rejection: a group with its pods backs off.
@@ -782,6 +789,64 @@ impl PodScheduler {
                 Nominate::Clear
             }
             None => Nominate::Leave,
+        }
+    }
+
+    /// The cycle of a labelled pod whose PodGroup does not exist, decided as Coscheduling decides it
+    /// (`cosched::without_pod_group`): one that fits is forgotten from its node (rejected at Permit), one that fits
+    /// nowhere is told why with `can not find pod group`, and nothing is evicted for it.
+    pub(super) async fn without_pod_group(&self, key: PodKey, pod: &Arc<Pod>, cycle: Cycle) -> Done {
+        let event_message = cycle.decision.event_message().unwrap_or_default();
+        let verdict = cosched::without_pod_group(
+            cycle.decision.chosen().is_some(),
+            event_message,
+            cycle.decision.post_filter(),
+        );
+        self.count("unschedulable");
+        match (verdict, cycle.decision.outcome) {
+            (
+                NoPodGroup::Unschedulable { message },
+                Outcome::Unschedulable {
+                    plugins, post_filter, ..
+                },
+            ) => Done::Failed {
+                key,
+                failure: Failure::Unschedulable {
+                    plugins,
+                    pending: BTreeSet::new(),
+                },
+                prepared: cycle.prepared,
+                seen: cycle.seen,
+                error: Box::new(SchedulingError::Unschedulable {
+                    message,
+                    nominate: post_filter.map_or(Nominate::Leave, |p| p.nominate),
+                }),
+                preempting: false,
+            },
+            (_, outcome) => {
+                // Unreserve: the room the pod was assumed on goes back (not news to the pod itself), and the
+                // nomination a preemption took goes with it, as kube-scheduler clears it after a Permit rejection.
+                let seen = if matches!(outcome, Outcome::Scheduled { .. }) {
+                    self.cache.forget_run(&[pod.as_ref()]).await
+                } else {
+                    self.cache.nominate(pod, &Nominate::Clear).await;
+                    cycle.seen
+                };
+                Done::Failed {
+                    key,
+                    failure: Failure::Unschedulable {
+                        plugins: BTreeSet::from([Arc::from(cosched::COSCHEDULING)]),
+                        pending: BTreeSet::new(),
+                    },
+                    prepared: cycle.prepared,
+                    seen,
+                    error: Box::new(SchedulingError::Unschedulable {
+                        message: cosched::POD_GROUP_NOT_FOUND.to_string(),
+                        nominate: Nominate::Clear,
+                    }),
+                    preempting: false,
+                }
+            }
         }
     }
 

@@ -420,8 +420,9 @@ impl Loop {
             });
             return;
         }
+        let without_pod_group = matches!(popped, gangs::Popped::WithoutPodGroup);
         let queued = self.queue.pod(&key).map(|p| p.pod.clone());
-        self.spawn(async move { scheduler.attempt(key, queued, done).await });
+        self.spawn(async move { scheduler.attempt(key, queued, without_pod_group, done).await });
     }
 
     /// Every task starts here, so a [`Done::Released`] is honoured only from a task not yet joined.
@@ -883,7 +884,14 @@ impl PodScheduler {
 
     /// One pod's scheduling cycle and, when it is assumed, its binding; each step's end is sent to the loop.
     /// `queued` is the pod as the queue holds it, used as it is when the watch still has that version.
-    async fn attempt(self: &Arc<Self>, key: PodKey, queued: Option<Arc<Pod>>, done: mpsc::UnboundedSender<Done>) {
+    /// `without_pod_group`: the pod names a PodGroup that does not exist, and Coscheduling decides its cycle.
+    async fn attempt(
+        self: &Arc<Self>,
+        key: PodKey,
+        queued: Option<Arc<Pod>>,
+        without_pod_group: bool,
+        done: mpsc::UnboundedSender<Done>,
+    ) {
         let send = |message: Done| {
             // Only fails once the loop has stopped, when nothing is scheduled any more.
             let _ = done.send(message);
@@ -906,6 +914,14 @@ impl PodScheduler {
                 });
             }
         };
+        if without_pod_group
+            && matches!(
+                cycle.decision.outcome,
+                Outcome::Scheduled { .. } | Outcome::Unschedulable { .. }
+            )
+        {
+            return send(self.without_pod_group(key, &pod, cycle).await);
+        }
         let failed_preempting = |failure: Failure, error: SchedulingError, preempting: bool| Done::Failed {
             key: key.clone(),
             failure,
