@@ -18,6 +18,9 @@
 // - A labelled pod whose PodGroup does not exist passes PreFilter and is tried like a pod of no group: when a node
 //   fits, Permit rejects it with `PodGroup not found` (Unschedulable); when none does, PostFilter adds `can not find
 //   pod group` after the chain's reasons.
+// - QueueSort (`Less`): priority, then the group's time (its last rejection until Permit allows it, else the
+//   PodGroup's creation; a pod of no group: when it first entered activeQ), then `namespace/name`. Ruleplane sorts
+//   PodGroup members so ([`QueueSort`], `SchedulingQueue::sort_in_group`) and keeps PrioritySort for other pods.
 // - Permit waits until `minMember` members reached it. Ruleplane runs the group as a unit instead (`GangRun`):
 //   no member waits at Permit across runs, so `scheduleTimeoutSeconds` and `permitWaitingTimeSeconds` never
 //   apply. PodGroup `status` is written by scheduler-plugins' PodGroup controller
@@ -26,12 +29,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use super::engine::PostFilter;
 use super::engine::preemption::{NO_CLAIMS_TO_DEALLOCATE, NOT_ELIGIBLE_NEVER, NOT_HELPFUL};
 use super::engine::snapshot::{NodeInfo, Snapshot};
 use super::engine::status::{Reason, fit_error_message};
 use super::gang::GroupKey;
 pub use super::pod_group::{COSCHEDULING, POD_GROUP_LABEL, group_of};
+use super::queue::{GroupOrder, Moment};
 
 /// The PodGroup kind's group/version (scheduler-plugins' CRD, not installed by Ruleplane).
 pub const POD_GROUP_API: &str = "scheduling.x-k8s.io/v1alpha1";
@@ -45,10 +51,21 @@ pub struct PodGroupSpec {
     /// `spec.minResources`: resource name → quantity as written (a value that is not a string or number is left
     /// out).
     pub min_resources: BTreeMap<String, String>,
+    /// `metadata.creationTimestamp`, Coscheduling's QueueSort time for the group's members ([`QueueSort`]).
+    pub created: Option<Moment>,
 }
 
 impl PodGroupSpec {
-    /// Reads a PodGroup object's spec (its JSON, as the watch has it).
+    /// With the PodGroup's `metadata.creationTimestamp` (whole seconds; a time before the epoch reads as absent).
+    pub fn created_at(self, created: Option<&Time>) -> PodGroupSpec {
+        let created = created
+            .and_then(|time| u64::try_from(time.0.as_second()).ok())
+            .map(|seconds| Moment(Duration::from_secs(seconds)));
+        PodGroupSpec { created, ..self }
+    }
+
+    /// Reads a PodGroup object's spec (its JSON, as the watch has it, without its metadata: see
+    /// [`PodGroupSpec::created_at`]).
     pub fn of(object: &serde_json::Value) -> PodGroupSpec {
         let min_member = object
             .pointer("/spec/minMember")
@@ -74,6 +91,7 @@ impl PodGroupSpec {
         PodGroupSpec {
             min_member,
             min_resources,
+            created: None,
         }
     }
 }
@@ -516,6 +534,41 @@ pub fn without_pod_group(fits: bool, event_message: String, post_filter: Option<
     }
 }
 
+/// Coscheduling's QueueSort (`coscheduling.go` `Less`, `core.go` `GetCreationTimestamp`): among pods of one
+/// priority, a PodGroup's members sort by their group's time, then by `namespace/name`. The group's time is its last
+/// rejection while it has one (upstream's guard against head-of-line blocking: a group that keeps failing goes
+/// behind younger ones), else the PodGroup's creation. A pod whose PodGroup does not exist sorts as a pod of no
+/// group (kube-scheduler's PrioritySort in Ruleplane).
+#[derive(Clone, Debug, Default)]
+pub struct QueueSort {
+    /// Group → its last rejection, until it reaches its quorum.
+    failed: BTreeMap<GroupKey, Moment>,
+}
+
+impl QueueSort {
+    /// The group was rejected at `now` (`MarkPodGroupScheduleFailure`: a rejected run, or a member held by PreFilter,
+    /// after which upstream's PostFilter rejects the group).
+    pub fn rejected(&mut self, group: &GroupKey, now: Moment) {
+        self.failed.insert(group.clone(), now);
+    }
+
+    /// The group reached its quorum (`ClearPodGroupScheduleFailure`), or its PodGroup is gone: it sorts by its
+    /// creation again.
+    pub fn forget(&mut self, group: &GroupKey) {
+        self.failed.remove(group);
+    }
+
+    /// Where a member named `pod_name` sorts, given its group's PodGroup; `None` (PrioritySort) without one.
+    pub fn order(&self, group: &GroupKey, pod_group: Option<&PodGroupSpec>, pod_name: &str) -> Option<GroupOrder> {
+        let created = pod_group?.created;
+        let time = self.failed.get(group).copied().or(created)?;
+        Some(GroupOrder {
+            time,
+            name: format!("{}/{pod_name}", group.namespace).into(),
+        })
+    }
+}
+
 /// Coscheduling's PostFilter reason for a member that found no node (`coscheduling.go` `PostFilter`): none once
 /// `assigned` members reach `minMember`, nor while the share still missing is at most `reject_percentage`; else the
 /// group's rejection. A labelled pod whose PodGroup does not exist gets `can not find pod group`.
@@ -623,6 +676,7 @@ mod tests {
         PodGroupSpec {
             min_member,
             min_resources: BTreeMap::new(),
+            created: None,
         }
     }
 
@@ -886,6 +940,46 @@ mod tests {
     }
 
     #[test]
+    fn the_creation_time_is_read_to_the_second() {
+        let time = |text: &str| Time(text.parse().expect("a time"));
+        let spec = PodGroupSpec::of(&json!({"spec": {"minMember": 2}})).created_at(Some(&time("2026-11-26T19:00:01Z")));
+        assert_eq!(spec.created, Some(Moment(Duration::from_secs(1_795_719_601))));
+        assert_eq!(spec.min_member, 2);
+        let before_the_epoch = PodGroupSpec::default().created_at(Some(&time("1969-12-31T23:59:59Z")));
+        assert_eq!(before_the_epoch.created, None);
+    }
+
+    #[test]
+    fn members_sort_by_their_pod_groups_creation_then_by_its_last_rejection_until_the_group_is_placed() {
+        let group = train();
+        let at = |seconds| Moment(Duration::from_secs(seconds));
+        let spec = PodGroupSpec {
+            created: Some(at(100)),
+            ..group_spec(2)
+        };
+        let mut sort = QueueSort::default();
+        let order = |sort: &QueueSort, spec| sort.order(&group, spec, "w-1");
+        assert_eq!(
+            order(&sort, Some(&spec)),
+            Some(GroupOrder {
+                time: at(100),
+                name: "ns/w-1".into()
+            })
+        );
+        sort.rejected(&group, at(130));
+        assert_eq!(order(&sort, Some(&spec)).map(|o| o.time), Some(at(130)));
+        sort.rejected(&group, at(150));
+        assert_eq!(
+            order(&sort, Some(&spec)).map(|o| o.time),
+            Some(at(150)),
+            "the last rejection"
+        );
+        sort.forget(&group);
+        assert_eq!(order(&sort, Some(&spec)).map(|o| o.time), Some(at(100)));
+        assert_eq!(order(&sort, None), None, "no PodGroup: PrioritySort");
+    }
+
+    #[test]
     fn post_filter_rejects_the_group_unless_assigned_members_are_close_enough_to_min_member() {
         let group = train();
         let spec = group_spec(10);
@@ -977,6 +1071,7 @@ mod resource_gap_tests {
         PodGroupSpec {
             min_member,
             min_resources: resources.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            created: None,
         }
     }
 

@@ -16,7 +16,7 @@ use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
 use ruleplane_config::scheduler::cosched::{
-    self, Backoffs, Chain, Gate, Held, Members, NoPodGroup, POD_GROUP_API, PodGroupSpec,
+    self, Backoffs, Chain, Gate, Held, Members, NoPodGroup, POD_GROUP_API, PodGroupSpec, QueueSort,
 };
 use ruleplane_config::scheduler::engine::{Nominate, Outcome, Preemption};
 use ruleplane_config::scheduler::gang::{
@@ -49,6 +49,8 @@ pub(super) struct Gangs {
     told: HashMap<PodKey, String>,
     /// PodGroups backed off after a rejected run (`podGroupBackoffSeconds`).
     backoffs: Backoffs,
+    /// Coscheduling's QueueSort: the PodGroups' last rejections.
+    queue_sort: QueueSort,
 }
 
 /// What PreEnqueue and the queue make of a popped pod.
@@ -143,6 +145,7 @@ impl Gangs {
             noted: HashSet::new(),
             told: HashMap::new(),
             backoffs: Backoffs::default(),
+            queue_sort: QueueSort::default(),
         })
     }
 
@@ -164,7 +167,7 @@ impl Gangs {
             .as_ref()?
             .store
             .get(Some(&group.namespace), &group.workload)?;
-        Some(PodGroupSpec::of(&object.data))
+        Some(PodGroupSpec::of(&object.data).created_at(object.metadata.creation_timestamp.as_ref()))
     }
 
     /// Whether the group's dialect is watched (a member of a dialect that is off is scheduled on its own).
@@ -414,13 +417,59 @@ impl Loop {
     }
 
     /// A PodGroup's run was rejected: the group is backed off for `podGroupBackoffSeconds`, when set and the group
-    /// has `minMember` pods (Coscheduling's PostFilter).
+    /// has `minMember` pods (Coscheduling's PostFilter), and its members sort from now on by this rejection.
     pub(super) fn group_rejected(&mut self, group: &GroupKey) {
         let seconds = self.scheduler.policy.profile().args.coscheduling.backoff_seconds();
         let Some(gangs) = self.gangs.as_mut() else { return };
         let min_member = gangs.pod_group(group).map_or(0, |spec| spec.min_member);
         let known = gangs.groups.counts(group).known;
-        gangs.backoffs.rejected(group, seconds, known, min_member, now().0);
+        let now = now();
+        gangs.backoffs.rejected(group, seconds, known, min_member, now.0);
+        gangs.queue_sort.rejected(group, now);
+        self.sort_groups(std::slice::from_ref(group));
+    }
+
+    /// A PodGroup's run met its quorum (Coscheduling's Permit allowed it): its members sort by its creation again.
+    pub(super) fn group_allowed(&mut self, group: &GroupKey) {
+        let Some(gangs) = self.gangs.as_mut() else { return };
+        gangs.queue_sort.forget(group);
+        self.sort_groups(std::slice::from_ref(group));
+    }
+
+    /// Coscheduling's QueueSort for a queued pod: a PodGroup member sorts by its group's time and its name, any
+    /// other pod by PrioritySort.
+    pub(super) fn sort_pod(&mut self, key: &PodKey, object: &DynamicObject) {
+        let Some(gangs) = self.gangs.as_ref() else { return };
+        let order = group_of(object)
+            .filter(|group| group.dialect == Dialect::PodGroup && gangs.serves(group))
+            .and_then(|group| {
+                gangs
+                    .queue_sort
+                    .order(&group, gangs.pod_group(&group).as_ref(), &key.name)
+            });
+        self.queue.sort_in_group(key, order);
+    }
+
+    /// Sorts the queued members of `groups` again (their group's time changed).
+    pub(super) fn sort_groups(&mut self, groups: &[GroupKey]) {
+        let Some(gangs) = self.gangs.as_ref() else { return };
+        for group in groups.iter().filter(|group| group.dialect == Dialect::PodGroup) {
+            let spec = gangs.pod_group(group);
+            for member in gangs.unbound(group) {
+                let order = gangs.queue_sort.order(group, spec.as_ref(), &member.name);
+                self.queue.sort_in_group(&member, order);
+            }
+        }
+    }
+
+    /// Sorts every queued PodGroup member again (after a relist).
+    pub(super) fn sort_all_groups(&mut self) {
+        let groups = self
+            .gangs
+            .as_ref()
+            .map(|gangs| gangs.groups.groups())
+            .unwrap_or_default();
+        self.sort_groups(&groups);
     }
 
     /// A pod this policy bound: a gang member counts as bound before the watch shows it (see [`PodGroups::bound`]).
@@ -440,7 +489,17 @@ impl Loop {
                 return;
             }
             _ if is_pods => gangs.on_pod(change).into_iter().collect(),
-            _ if kind == "PodGroup" => gangs.on_workload(Dialect::PodGroup, change),
+            _ if kind == "PodGroup" => {
+                let groups = gangs.on_workload(Dialect::PodGroup, change);
+                if matches!(change, Change::Deleted(_)) {
+                    for group in &groups {
+                        gangs.queue_sort.forget(group);
+                    }
+                }
+                // The PodGroup's creation time is its members' QueueSort time.
+                self.sort_groups(&groups);
+                groups
+            }
             _ => gangs.on_workload(Dialect::Workload, change),
         };
         self.activate_groups(groups);
@@ -658,6 +717,9 @@ impl PodScheduler {
         // The cycles are over: the loop hears of every member at once, then the allowed ones are bound together.
         let mut all: Vec<Done> = allowed.iter().map(|key| Done::Assumed(key.clone())).collect();
         all.extend(told);
+        if !allowed.is_empty() && group.dialect == Dialect::PodGroup {
+            all.push(Done::GroupAllowed(group.clone()));
+        }
         send(Done::Run(all));
         // kube-scheduler v1.35's async preemption, as `attempt` starts it: the victims are evicted in the background.
         // Preemptors of one run may have chosen the same victims: each victim is evicted once, and a preemptor left

@@ -146,6 +146,8 @@ enum Done {
     Released(tokio::task::Id),
     /// A PodGroup's run was rejected (its group may back off).
     GroupRejected(ruleplane_config::scheduler::gang::GroupKey),
+    /// A PodGroup's run met its quorum.
+    GroupAllowed(ruleplane_config::scheduler::gang::GroupKey),
     /// A gang member whose run waits for a sibling's preemption: back to the queue, rejected by its group's
     /// `plugin`, unreported (a preemptor's retry pops it again with its siblings).
     Waiting {
@@ -461,7 +463,8 @@ impl Loop {
                     None => {
                         self.first_seen.entry(key.clone()).or_insert_with(Instant::now);
                         self.queue
-                            .add(key, Arc::new(HintPod::new(pod)), now(), &self.scheduler.hints);
+                            .add(key.clone(), Arc::new(HintPod::new(pod)), now(), &self.scheduler.hints);
+                        self.sort_pod(&key, object);
                     }
                     Some(place) => {
                         let unchanged = self.queue.pod(&key).is_some_and(|queued| {
@@ -476,7 +479,8 @@ impl Loop {
                         } else {
                             Arc::new(HintPod::new(pod))
                         };
-                        let moved = self.queue.update(key, prepared, now(), &self.scheduler.hints);
+                        let moved = self.queue.update(key.clone(), prepared, now(), &self.scheduler.hints);
+                        self.sort_pod(&key, object);
                         self.count_requeues(moved.as_slice());
                     }
                 }
@@ -527,6 +531,8 @@ impl Loop {
             self.queue
                 .add(key, Arc::new(HintPod::new(pod)), now(), &self.scheduler.hints);
         }
+        // Coscheduling's QueueSort for the PodGroups' members.
+        self.sort_all_groups();
     }
 
     /// A cluster event the cache applied: the hints decide which unschedulable pods it moves.
@@ -587,6 +593,7 @@ impl Loop {
                 self.queue.failed(&key, failure, None, 0, now(), &self.scheduler.hints);
             }
             Done::GroupRejected(group) => self.group_rejected(&group),
+            Done::GroupAllowed(group) => self.group_allowed(&group),
             Done::Waiting { key, plugin, seen } => {
                 self.cycle_running = false;
                 let failure = Failure::Unschedulable {
