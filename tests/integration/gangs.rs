@@ -1,8 +1,9 @@
 //! Gang scheduling (Workload dialect) on a real apiserver: members wait for their Workload, a gang that fits is
 //! placed whole, one that cannot fit places none and says why, two gangs competing for the same nodes never
 //! deadlock, kube-scheduler with the gates on agrees, and kill -9 of the scheduling replica mid-gang leaves the gang
-//! whole; the Coscheduling dialect (a PodGroup and its label) goes through the same run; a member's preemption evicts
-//! only for a gang whose quorum it completes.
+//! whole; the Coscheduling dialect (a PodGroup and its label) goes through the same run, and a pod whose PodGroup
+//! does not exist is told as Coscheduling tells it, and of two PodGroups competing for room the older is placed; a
+//! member's preemption evicts only for a gang whose quorum it completes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -446,8 +447,21 @@ async fn create_pod_group(client: &Client, namespace: &str, name: &str, min_memb
         .expect("create pod group");
 }
 
-/// A member of PodGroup `group` (by label), placed only on this test's nodes.
+/// A member of PodGroup `group` (by label) of 1 cpu, placed only on this test's nodes.
 async fn create_labelled_member(client: &Client, namespace: &str, name: &str, group: &str, scheduler: &str, id: &str) {
+    create_labelled_pod(client, namespace, name, group, scheduler, id, "1").await;
+}
+
+/// A pod labelled with PodGroup `group`, requesting `cpu`, placed only on this test's nodes.
+async fn create_labelled_pod(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    group: &str,
+    scheduler: &str,
+    id: &str,
+    cpu: &str,
+) {
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace,
@@ -455,7 +469,7 @@ async fn create_labelled_member(client: &Client, namespace: &str, name: &str, gr
         "spec": {
             "schedulerName": scheduler,
             "nodeSelector": {"gang-test": id},
-            "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "1", "memory": "64Mi"}}}],
+            "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
         },
     }))
     .expect("pod");
@@ -507,11 +521,23 @@ async fn a_pod_group_is_placed_whole_and_a_short_one_is_held_with_coschedulings_
     })
     .await;
 
-    // A label naming no PodGroup: upstream's Permit rejection.
+    // A label naming no PodGroup: tried like a pod of no group; the one cpu left fits it, and Permit rejects it.
     create_labelled_member(&client, &ns, "orphan-0", "orphan", &scheduler, &id).await;
     assert_eq!(
         unschedulable_message(&client, &ns, "orphan-0").await,
         "0/1 nodes are available: 1 PodGroup not found."
+    );
+    assert!(bound_members(&client, &ns, "orphan").await.is_empty());
+    // One that fits nowhere: the default profile's text, then Coscheduling's PostFilter reason after the chain's.
+    create_labelled_pod(&client, &ns, "orphan-1", "orphan", &scheduler, &id, "2").await;
+    let nowhere = unschedulable_message(&client, &ns, "orphan-1").await;
+    assert!(
+        nowhere.starts_with("0/")
+            && nowhere.contains(" nodes are available: 2 Insufficient cpu")
+            && nowhere.contains(". no new claims to deallocate, preemption: 0/")
+            && nowhere.contains(" No preemption victims found for incoming pod")
+            && nowhere.ends_with("., can not find pod group"),
+        "{nowhere}"
     );
 
     // A group asking in `minResources` for more cpu than the cluster has left: Coscheduling's PreFilter names the gap.
@@ -587,6 +613,49 @@ async fn a_pod_group_is_placed_whole_and_a_short_one_is_held_with_coschedulings_
         rejected.starts_with(&format!("pod group {ns}/big was rejected")),
         "{rejected}"
     );
+
+    drop(manager);
+    delete_pods(&client, &ns).await;
+    delete_nodes(&client, &names).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_pod_groups_competing_for_room_for_one_the_older_is_placed_whatever_order_its_pods_came_in() {
+    install_pod_group_crd();
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "cosched-order").await;
+    let id = format!("{}q", std::process::id());
+    let scheduler = format!("cosched-order-{id}");
+    // One node of 2 cpu: room for one gang of two 1-cpu members.
+    let names = gang_nodes(&client, &id, 1, "2").await;
+    // The older PodGroup is the later in name order, and its pods are created last: only Coscheduling's QueueSort
+    // (the PodGroup's creation time) puts it first. creationTimestamp has whole seconds.
+    create_pod_group(&client, &ns, "b-old", 2).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    create_pod_group(&client, &ns, "a-young", 2).await;
+    for group in ["a-young", "b-old"] {
+        for i in 0..2 {
+            create_labelled_member(&client, &ns, &format!("{group}-{i}"), group, &scheduler, &id).await;
+        }
+    }
+    // The policy's worker starts with all four pods waiting in its queue.
+    let dir = temp_dir("cosched-order");
+    write(&dir, "policy.yaml", &policy(&scheduler));
+    let manager = ManagerProcess::start(&dir, &ns, "cosched-order", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+
+    eventually(Duration::from_secs(30), "the older PodGroup placed whole", || async {
+        (bound_members(&client, &ns, "b-old").await.len() == 2).then_some(())
+    })
+    .await;
+    // The younger group's run comes next and finds no room: rejected whole.
+    let rejected = event_note(&client, &ns, "a-young-0", "GangRejected").await;
+    assert!(
+        rejected.starts_with(&format!("pod group {ns}/a-young was rejected")),
+        "{rejected}"
+    );
+    assert!(bound_members(&client, &ns, "a-young").await.is_empty());
 
     drop(manager);
     delete_pods(&client, &ns).await;

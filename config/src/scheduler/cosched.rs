@@ -15,8 +15,12 @@
 //   DynamicResources' and DefaultPreemption's, for a PreFilter rejection too; it adds `PodGroup <ns/name> gets
 //   rejected due to Pod <pod> is unschedulable even after PostFilter` unless the assigned members are within
 //   `podGroupRejectPercentage` of `minMember`, and backs the group off (`podGroupBackoffSeconds`).
-// - A labelled pod whose PodGroup does not exist passes PreFilter and is rejected at Permit with `PodGroup not
-//   found` (Unschedulable).
+// - A labelled pod whose PodGroup does not exist passes PreFilter and is tried like a pod of no group: when a node
+//   fits, Permit rejects it with `PodGroup not found` (Unschedulable); when none does, PostFilter adds `can not find
+//   pod group` after the chain's reasons.
+// - QueueSort (`Less`): priority, then the group's time (its last rejection until Permit allows it, else the
+//   PodGroup's creation; a pod of no group: when it first entered activeQ), then `namespace/name`. Ruleplane sorts
+//   PodGroup members so ([`QueueSort`], `SchedulingQueue::sort_in_group`) and keeps PrioritySort for other pods.
 // - Permit waits until `minMember` members reached it. Ruleplane runs the group as a unit instead (`GangRun`):
 //   no member waits at Permit across runs, so `scheduleTimeoutSeconds` and `permitWaitingTimeSeconds` never
 //   apply. PodGroup `status` is written by scheduler-plugins' PodGroup controller
@@ -25,12 +29,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use super::engine::PostFilter;
 use super::engine::preemption::{NO_CLAIMS_TO_DEALLOCATE, NOT_ELIGIBLE_NEVER, NOT_HELPFUL};
 use super::engine::snapshot::{NodeInfo, Snapshot};
 use super::engine::status::{Reason, fit_error_message};
 use super::gang::GroupKey;
 pub use super::pod_group::{COSCHEDULING, POD_GROUP_LABEL, group_of};
+use super::queue::{GroupOrder, Moment};
 
 /// The PodGroup kind's group/version (scheduler-plugins' CRD, not installed by Ruleplane).
 pub const POD_GROUP_API: &str = "scheduling.x-k8s.io/v1alpha1";
@@ -44,10 +51,21 @@ pub struct PodGroupSpec {
     /// `spec.minResources`: resource name → quantity as written (a value that is not a string or number is left
     /// out).
     pub min_resources: BTreeMap<String, String>,
+    /// `metadata.creationTimestamp`, Coscheduling's QueueSort time for the group's members ([`QueueSort`]).
+    pub created: Option<Moment>,
 }
 
 impl PodGroupSpec {
-    /// Reads a PodGroup object's spec (its JSON, as the watch has it).
+    /// With the PodGroup's `metadata.creationTimestamp` (whole seconds; a time before the epoch reads as absent).
+    pub fn created_at(self, created: Option<&Time>) -> PodGroupSpec {
+        let created = created
+            .and_then(|time| u64::try_from(time.0.as_second()).ok())
+            .map(|seconds| Moment(Duration::from_secs(seconds)));
+        PodGroupSpec { created, ..self }
+    }
+
+    /// Reads a PodGroup object's spec (its JSON, as the watch has it, without its metadata: see
+    /// [`PodGroupSpec::created_at`]).
     pub fn of(object: &serde_json::Value) -> PodGroupSpec {
         let min_member = object
             .pointer("/spec/minMember")
@@ -73,6 +91,7 @@ impl PodGroupSpec {
         PodGroupSpec {
             min_member,
             min_resources,
+            created: None,
         }
     }
 }
@@ -82,6 +101,9 @@ impl PodGroupSpec {
 pub enum Gate {
     /// The group has `minMember` pods: the run goes ahead with that quorum.
     Pass { min_member: usize },
+    /// The PodGroup does not exist: PreFilter lets the pod through, it is tried on its own and decided by
+    /// [`without_pod_group`].
+    NoPodGroup,
     /// Held with this FailedScheduling text, until a member pod or the PodGroup is added or changed.
     Held(Held),
 }
@@ -126,9 +148,9 @@ pub struct Member<'a> {
     pub never_preempts: bool,
 }
 
-/// Coscheduling's PreFilter (`core.go` `PreFilter`: the sibling count, then the gated pods) and Permit's `PodGroup
-/// not found`, with the text kube-scheduler builds from them: the FitError of a PreFilter rejection, then the
-/// PostFilter chain's part (which runs for a PreFilter rejection too). `num_all_nodes` is the cluster's node count.
+/// Coscheduling's PreFilter (`core.go` `PreFilter`: the sibling count, then the gated pods), with the text
+/// kube-scheduler builds from a rejection: the FitError of a PreFilter rejection, then the PostFilter chain's part
+/// (which runs for a PreFilter rejection too). `num_all_nodes` is the cluster's node count.
 pub fn pre_filter(
     member: Member<'_>,
     pod_group: Option<&PodGroupSpec>,
@@ -138,12 +160,7 @@ pub fn pre_filter(
     num_all_nodes: usize,
 ) -> Gate {
     let Some(spec) = pod_group else {
-        // Upstream passes PreFilter and rejects at Permit (Unschedulable), on the one node the pod was assumed on;
-        // no PostFilter runs after a Permit rejection.
-        return Gate::Held(Held {
-            message: "0/1 nodes are available: 1 PodGroup not found.".to_string(),
-            clear_nomination: false,
-        });
+        return Gate::NoPodGroup;
     };
     let reason = if backed_off {
         format!("podGroup {} failed recently", member.group)
@@ -476,6 +493,75 @@ impl Backoffs {
     }
 }
 
+/// Coscheduling's Permit rejection of a pod whose PodGroup does not exist, as kube-scheduler reports a Permit
+/// rejection: a FitError over the one node the pod was assumed on.
+pub const POD_GROUP_NOT_FOUND: &str = "0/1 nodes are available: 1 PodGroup not found.";
+
+/// Coscheduling's PostFilter reason for a pod whose PodGroup does not exist.
+pub const CAN_NOT_FIND_POD_GROUP: &str = "can not find pod group";
+
+/// What becomes of a labelled pod whose PodGroup does not exist, once its cycle ran as a pod of no group's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoPodGroup {
+    /// A node fits: Permit rejects the pod ([`POD_GROUP_NOT_FOUND`]). It is forgotten from the node, its nomination
+    /// is cleared, and Coscheduling is the plugin that rejected it (its PodGroup's creation moves it again).
+    RejectedAtPermit,
+    /// No node fits: the cycle's text with Coscheduling's PostFilter reason after the chain's; the plugins that
+    /// rejected the nodes rejected the pod.
+    Unschedulable { message: String },
+}
+
+/// Coscheduling's verdict on the cycle of a pod whose PodGroup does not exist (`core.go` `PreFilter` lets it
+/// through, `Permit` returns `PodGroupNotFound`, `coscheduling.go` `PostFilter` says `can not find pod group`).
+/// `fits`: the cycle chose a node; `event_message` and `post_filter` are the cycle's text and PostFilter chain.
+///
+/// Where DefaultPreemption found victims, upstream evicts them, nominates the pod, and rejects it at Permit once
+/// they are gone: Ruleplane gives that final verdict at once and evicts nothing, as it evicts nothing for a gang
+/// that cannot be placed (`docs/scheduler.md`, Coscheduling).
+pub fn without_pod_group(fits: bool, event_message: String, post_filter: Option<&PostFilter>) -> NoPodGroup {
+    if fits || post_filter.is_some_and(|p| p.preemption.is_some()) {
+        return NoPodGroup::RejectedAtPermit;
+    }
+    NoPodGroup::Unschedulable {
+        message: with_post_filter_reason(event_message, post_filter, Some(CAN_NOT_FIND_POD_GROUP.to_string())),
+    }
+}
+
+/// Coscheduling's QueueSort (`coscheduling.go` `Less`, `core.go` `GetCreationTimestamp`): among pods of one
+/// priority, a PodGroup's members sort by their group's time, then by `namespace/name`. The group's time is its last
+/// rejection while it has one (upstream's guard against head-of-line blocking: a group that keeps failing goes
+/// behind younger ones), else the PodGroup's creation. A pod whose PodGroup does not exist sorts as a pod of no
+/// group (kube-scheduler's PrioritySort in Ruleplane).
+#[derive(Clone, Debug, Default)]
+pub struct QueueSort {
+    /// Group → its last rejection, until it reaches its quorum.
+    failed: BTreeMap<GroupKey, Moment>,
+}
+
+impl QueueSort {
+    /// The group was rejected at `now` (`MarkPodGroupScheduleFailure`: a rejected run, or a member held by PreFilter,
+    /// after which upstream's PostFilter rejects the group).
+    pub fn rejected(&mut self, group: &GroupKey, now: Moment) {
+        self.failed.insert(group.clone(), now);
+    }
+
+    /// The group reached its quorum (`ClearPodGroupScheduleFailure`), or its PodGroup is gone: it sorts by its
+    /// creation again.
+    pub fn forget(&mut self, group: &GroupKey) {
+        self.failed.remove(group);
+    }
+
+    /// Where a member named `pod_name` sorts, given its group's PodGroup; `None` (PrioritySort) without one.
+    pub fn order(&self, group: &GroupKey, pod_group: Option<&PodGroupSpec>, pod_name: &str) -> Option<GroupOrder> {
+        let created = pod_group?.created;
+        let time = self.failed.get(group).copied().or(created)?;
+        Some(GroupOrder {
+            time,
+            name: format!("{}/{pod_name}", group.namespace).into(),
+        })
+    }
+}
+
 /// Coscheduling's PostFilter reason for a member that found no node (`coscheduling.go` `PostFilter`): none once
 /// `assigned` members reach `minMember`, nor while the share still missing is at most `reject_percentage`; else the
 /// group's rejection. A labelled pod whose PodGroup does not exist gets `can not find pod group`.
@@ -486,7 +572,7 @@ pub fn post_filter_reason(
     reject_percentage: i32,
 ) -> Option<String> {
     let Some(spec) = pod_group else {
-        return Some("can not find pod group".to_string());
+        return Some(CAN_NOT_FIND_POD_GROUP.to_string());
     };
     if assigned >= spec.min_member {
         return None;
@@ -505,6 +591,7 @@ pub fn post_filter_reason(
 /// A member's FailedScheduling text (`event_message`, the FitError and the chain's part) with Coscheduling's
 /// PostFilter reason after the chain's: joined by `, ` to the chain's reasons, or after a space when the chain said
 /// nothing. A chain that nominated a node ended there (DefaultPreemption succeeded): Coscheduling's did not run.
+/// Without nodes kube-scheduler fails before PostFilter: the text is its no-nodes message alone.
 pub fn with_post_filter_reason(
     event_message: String,
     post_filter: Option<&PostFilter>,
@@ -513,6 +600,9 @@ pub fn with_post_filter_reason(
     let Some(reason) = reason else {
         return event_message;
     };
+    if event_message == crate::scheduler::engine::status::NO_NODES_MESSAGE {
+        return event_message;
+    }
     match post_filter {
         Some(post_filter) if post_filter.preemption.is_some() => event_message,
         Some(PostFilter { message: Some(_), .. }) => format!("{event_message}, {reason}"),
@@ -579,6 +669,7 @@ mod tests {
         PodGroupSpec {
             min_member,
             min_resources: BTreeMap::new(),
+            created: None,
         }
     }
 
@@ -603,7 +694,7 @@ mod tests {
     fn held(gate: Gate) -> String {
         match gate {
             Gate::Held(held) => held.message,
-            Gate::Pass { .. } => panic!("passed"),
+            other => panic!("not held: {other:?}"),
         }
     }
 
@@ -758,15 +849,127 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_pod_group_is_rejected_as_at_permit() {
+    fn a_pod_whose_pod_group_does_not_exist_passes_pre_filter() {
         let group = train();
         assert_eq!(
             pre_filter(member(&group), None, false, Members::default(), Some(DEFAULT_CHAIN), 4),
-            Gate::Held(Held {
-                message: "0/1 nodes are available: 1 PodGroup not found.".into(),
-                clear_nomination: false,
+            Gate::NoPodGroup
+        );
+        assert_eq!(
+            pre_filter(member(&group), None, true, Members::default(), None, 4),
+            Gate::NoPodGroup,
+            "no PodGroup, no group backoff"
+        );
+    }
+
+    #[test]
+    fn a_pod_whose_pod_group_does_not_exist_is_rejected_at_permit_when_a_node_fits() {
+        assert_eq!(
+            without_pod_group(true, String::new(), None),
+            NoPodGroup::RejectedAtPermit
+        );
+        assert_eq!(POD_GROUP_NOT_FOUND, "0/1 nodes are available: 1 PodGroup not found.");
+    }
+
+    #[test]
+    fn a_pod_whose_pod_group_does_not_exist_and_fits_nowhere_says_it_after_the_chains_reasons() {
+        use crate::scheduler::engine::Nominate;
+        let fit = "0/2 nodes are available: 2 Insufficient cpu.".to_string();
+        let chain = PostFilter {
+            message: Some(
+                "no new claims to deallocate, preemption: 0/2 nodes are available: 2 No preemption victims found \
+                 for incoming pod."
+                    .into(),
+            ),
+            nominate: Nominate::Leave,
+            preemption: None,
+        };
+        let event = format!("{fit} {}", chain.message.as_deref().unwrap_or_default());
+        assert_eq!(
+            without_pod_group(false, event.clone(), Some(&chain)),
+            NoPodGroup::Unschedulable {
+                message: "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: 0/2 \
+                          nodes are available: 2 No preemption victims found for incoming pod., can not find pod group"
+                    .into()
+            }
+        );
+        // A policy without PostFilter plugins: Coscheduling's is the only one, after a space.
+        assert_eq!(
+            without_pod_group(false, fit.clone(), None),
+            NoPodGroup::Unschedulable {
+                message: "0/2 nodes are available: 2 Insufficient cpu. can not find pod group".into()
+            }
+        );
+        // No node at all: kube-scheduler fails before PostFilter.
+        assert_eq!(
+            without_pod_group(false, "no nodes available to schedule pods".into(), None),
+            NoPodGroup::Unschedulable {
+                message: "no nodes available to schedule pods".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_pod_whose_pod_group_does_not_exist_evicts_nothing_and_gets_the_permit_rejection_at_once() {
+        use crate::scheduler::engine::{Nominate, Preemption};
+        let preempting = PostFilter {
+            message: None,
+            nominate: Nominate::Set("n1".into()),
+            preemption: Some(Preemption {
+                node: "n1".into(),
+                victims: Vec::new(),
+                pdb_violations: 0,
+                lower_nominated_to_clear: Vec::new(),
+            }),
+        };
+        assert_eq!(
+            without_pod_group(
+                false,
+                "0/2 nodes are available: 2 Insufficient cpu.".into(),
+                Some(&preempting)
+            ),
+            NoPodGroup::RejectedAtPermit
+        );
+    }
+
+    #[test]
+    fn the_creation_time_is_read_to_the_second() {
+        let time = |text: &str| Time(text.parse().expect("a time"));
+        let spec = PodGroupSpec::of(&json!({"spec": {"minMember": 2}})).created_at(Some(&time("2026-11-26T19:00:01Z")));
+        assert_eq!(spec.created, Some(Moment(Duration::from_secs(1_795_719_601))));
+        assert_eq!(spec.min_member, 2);
+        let before_the_epoch = PodGroupSpec::default().created_at(Some(&time("1969-12-31T23:59:59Z")));
+        assert_eq!(before_the_epoch.created, None);
+    }
+
+    #[test]
+    fn members_sort_by_their_pod_groups_creation_then_by_its_last_rejection_until_the_group_is_placed() {
+        let group = train();
+        let at = |seconds| Moment(Duration::from_secs(seconds));
+        let spec = PodGroupSpec {
+            created: Some(at(100)),
+            ..group_spec(2)
+        };
+        let mut sort = QueueSort::default();
+        let order = |sort: &QueueSort, spec| sort.order(&group, spec, "w-1");
+        assert_eq!(
+            order(&sort, Some(&spec)),
+            Some(GroupOrder {
+                time: at(100),
+                name: "ns/w-1".into()
             })
         );
+        sort.rejected(&group, at(130));
+        assert_eq!(order(&sort, Some(&spec)).map(|o| o.time), Some(at(130)));
+        sort.rejected(&group, at(150));
+        assert_eq!(
+            order(&sort, Some(&spec)).map(|o| o.time),
+            Some(at(150)),
+            "the last rejection"
+        );
+        sort.forget(&group);
+        assert_eq!(order(&sort, Some(&spec)).map(|o| o.time), Some(at(100)));
+        assert_eq!(order(&sort, None), None, "no PodGroup: PrioritySort");
     }
 
     #[test]
@@ -861,6 +1064,7 @@ mod resource_gap_tests {
         PodGroupSpec {
             min_member,
             min_resources: resources.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            created: None,
         }
     }
 

@@ -7,7 +7,9 @@
 // SchedulerPopFromBackoffQ (beta, on):
 //
 // - activeQ is ordered by PrioritySort: higher `spec.priority` first, then the earlier queue timestamp (the time
-//   the pod was added, or last failed).
+//   the pod was added, or last failed). A PodGroup member of a policy that gang-schedules in the Coscheduling
+//   dialect sorts instead by Coscheduling's QueueSort (`coscheduling.go` `Less`): its group's time, then its
+//   `namespace/name` (the worker says which pods, [`SchedulingQueue::sort_in_group`]); the others keep PrioritySort.
 // - A failure with rejecting plugins counts an unschedulable attempt, one without (an error) a consecutive error;
 //   the backoff is 1 s doubling per count up to 10 s from the failure, its expiry truncated to the whole second,
 //   and a pod is backing off while its expiry is not before the current whole second (`backoff_queue.go:222-260`).
@@ -137,6 +139,25 @@ pub struct Requeue<K> {
     pub to: Place,
 }
 
+/// Coscheduling's QueueSort place of a PodGroup member among pods of its priority (`Coscheduling.Less`): its group's
+/// time (the group's last rejection, else the PodGroup's creation), then its `namespace/name`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupOrder {
+    pub time: Moment,
+    pub name: Arc<str>,
+}
+
+/// Where a pod sorts in activeQ (and among equal expiries in backoffQ): higher priority first, then the earlier
+/// time; ties fall to PrioritySort's earlier entry, or to Coscheduling's name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Order {
+    priority: Reverse<i32>,
+    time: Moment,
+    /// `namespace/name` of a pod sorted by Coscheduling; `None` under PrioritySort.
+    name: Option<Arc<str>>,
+    sequence: u64,
+}
+
 /// `QueuedPodInfo`: a pod and its queue bookkeeping.
 #[derive(Debug)]
 struct QueuedPod {
@@ -159,6 +180,27 @@ struct QueuedPod {
     sequence: u64,
     /// The last cache event its last decision saw.
     seen: u64,
+    /// Sorted by Coscheduling's QueueSort rather than PrioritySort.
+    group_order: Option<GroupOrder>,
+}
+
+impl QueuedPod {
+    fn order(&self) -> Order {
+        match &self.group_order {
+            Some(group) => Order {
+                priority: Reverse(self.priority),
+                time: group.time,
+                name: Some(group.name.clone()),
+                sequence: 0,
+            },
+            None => Order {
+                priority: Reverse(self.priority),
+                time: self.timestamp,
+                name: None,
+                sequence: self.sequence,
+            },
+        }
+    }
 }
 
 /// Pods waiting in a queue, counted by place.
@@ -175,10 +217,10 @@ pub struct Counts {
 pub struct SchedulingQueue<K> {
     timings: Timings,
     pods: HashMap<K, QueuedPod>,
-    /// PrioritySort: (higher priority, earlier timestamp, sequence).
-    active: BTreeSet<(Reverse<i32>, Moment, u64, K)>,
-    /// `podBackoffQ`: earlier expiry, then PrioritySort.
-    backoff: BTreeSet<(Moment, Reverse<i32>, Moment, u64, K)>,
+    /// The queue sort's order.
+    active: BTreeSet<(Order, K)>,
+    /// `podBackoffQ`: earlier expiry, then the queue sort's order.
+    backoff: BTreeSet<(Moment, Order, K)>,
     /// `podErrorBackoffQ`: earlier expiry.
     error_backoff: BTreeSet<(Moment, u64, K)>,
     unschedulable: BTreeSet<K>,
@@ -261,6 +303,7 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
             place: Place::Unschedulable,
             sequence: self.sequence,
             seen: 0,
+            group_order: None,
         };
         self.pods.insert(key.clone(), queued);
         self.move_to_active(&key, false);
@@ -316,6 +359,19 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
         }
     }
 
+    /// Sorts the pod by Coscheduling's QueueSort at `order` (a PodGroup member), or by PrioritySort (`None`). Its
+    /// place in the queue is kept; only its rank among the pods waiting there changes.
+    pub fn sort_in_group(&mut self, key: &K, order: Option<GroupOrder>) {
+        if self.pods.get(key).is_none_or(|p| p.group_order == order) {
+            return;
+        }
+        self.unlink(key);
+        if let Some(queued) = self.pods.get_mut(key) {
+            queued.group_order = order;
+        }
+        self.link(key);
+    }
+
     fn set_pod(&mut self, key: &K, pod: Arc<HintPod>) {
         if let Some(queued) = self.pods.get_mut(key) {
             queued.priority = pod.priority();
@@ -335,8 +391,8 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
     /// flight until [`Self::assumed`] or [`Self::failed`].
     pub fn pop(&mut self) -> Option<K> {
         let key = match self.active.pop_first() {
-            Some((_, _, _, key)) => key,
-            None => self.backoff.pop_first()?.4,
+            Some((_, key)) => key,
+            None => self.backoff.pop_first()?.2,
         };
         if let Some(queued) = self.pods.get_mut(&key) {
             queued.attempts += 1;
@@ -702,17 +758,10 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
         let Some(p) = self.pods.get(key) else { return };
         match p.place {
             Place::Active => {
-                self.active
-                    .remove(&(Reverse(p.priority), p.timestamp, p.sequence, key.clone()));
+                self.active.remove(&(p.order(), key.clone()));
             }
             Place::Backoff => {
-                self.backoff.remove(&(
-                    p.backoff_expiry,
-                    Reverse(p.priority),
-                    p.timestamp,
-                    p.sequence,
-                    key.clone(),
-                ));
+                self.backoff.remove(&(p.backoff_expiry, p.order(), key.clone()));
             }
             Place::ErrorBackoff => {
                 self.error_backoff.remove(&(p.backoff_expiry, p.sequence, key.clone()));
@@ -729,17 +778,10 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
         let Some(p) = self.pods.get(key) else { return };
         match p.place {
             Place::Active => {
-                self.active
-                    .insert((Reverse(p.priority), p.timestamp, p.sequence, key.clone()));
+                self.active.insert((p.order(), key.clone()));
             }
             Place::Backoff => {
-                self.backoff.insert((
-                    p.backoff_expiry,
-                    Reverse(p.priority),
-                    p.timestamp,
-                    p.sequence,
-                    key.clone(),
-                ));
+                self.backoff.insert((p.backoff_expiry, p.order(), key.clone()));
             }
             Place::ErrorBackoff => {
                 self.error_backoff.insert((p.backoff_expiry, p.sequence, key.clone()));
@@ -754,7 +796,7 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
     /// `flushBackoffQCompleted`, run at each whole second: pods whose backoff is over go to activeQ.
     pub fn flush_backoff_completed(&mut self, now: Moment) -> usize {
         let mut done = Vec::new();
-        for (_, _, _, _, key) in &self.backoff {
+        for (_, _, key) in &self.backoff {
             if self.is_backing_off(key, now) {
                 break;
             }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::json;
 
-use super::{Failure, Moment, Place, SchedulingQueue, Timings};
+use super::{Failure, GroupOrder, Moment, Place, SchedulingQueue, Timings};
 use crate::scheduler::engine::queueing_hints::{ActionType, ClusterEvent, HintPod, QueueingHints};
 use crate::scheduler::engine::{Profile, Workloads};
 
@@ -104,6 +104,74 @@ fn active_pods_pop_by_priority_then_by_when_they_were_queued() {
     queue.add("higher-later", prioritised("higher-later", 1000), at(3.0), &hints);
     let order: Vec<_> = std::iter::from_fn(|| queue.pop()).collect();
     assert_eq!(order, ["higher-later", "high", "low-first", "low-second"]);
+}
+
+fn in_group(time: Moment, name: &str) -> Option<GroupOrder> {
+    Some(GroupOrder {
+        time,
+        name: Arc::from(name),
+    })
+}
+
+#[test]
+fn pod_group_members_pop_by_priority_then_their_groups_time_then_name() {
+    let hints = hints();
+    let mut queue = queue();
+    let prioritised =
+        |name: &str, priority: i32| Arc::new(HintPod::new(pod(name, json!({"spec": {"priority": priority}}))));
+    // Queued newest group first; the groups were created in the order old, young.
+    queue.add("young-0", plain("young-0"), at(10.0), &hints);
+    queue.add("old-1", plain("old-1"), at(11.0), &hints);
+    queue.add("old-0", plain("old-0"), at(12.0), &hints);
+    queue.add("plain", plain("plain"), at(3.0), &hints);
+    queue.add("urgent", prioritised("urgent", 100), at(20.0), &hints);
+    queue.sort_in_group(&"young-0", in_group(at(5.0), "ns/young-0"));
+    queue.sort_in_group(&"old-1", in_group(at(1.0), "ns/old-1"));
+    queue.sort_in_group(&"old-0", in_group(at(1.0), "ns/old-0"));
+    queue.sort_in_group(&"urgent", in_group(at(9.0), "ns/urgent"));
+    let order: Vec<_> = std::iter::from_fn(|| queue.pop()).collect();
+    // Priority first; then the group's time against a plain pod's queue time; one group's members by name.
+    assert_eq!(order, ["urgent", "old-0", "old-1", "plain", "young-0"]);
+}
+
+#[test]
+fn a_member_sorted_back_by_priority_sort_takes_its_queue_time_again() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("member", plain("member"), at(2.0), &hints);
+    queue.add("plain", plain("plain"), at(1.0), &hints);
+    queue.sort_in_group(&"member", in_group(at(0.0), "ns/member"));
+    queue.sort_in_group(&"member", None);
+    assert_eq!(queue.pop(), Some("plain"));
+    assert_eq!(queue.pop(), Some("member"));
+}
+
+#[test]
+fn equal_backoff_expiries_pop_in_the_group_order_when_active_is_empty() {
+    let hints = hints();
+    let mut queue = queue();
+    queue.add("young", plain("young"), at(0.0), &hints);
+    queue.add("old", plain("old"), at(0.1), &hints);
+    assert_eq!(queue.pop(), Some("young"));
+    assert_eq!(queue.pop(), Some("old"));
+    for key in ["young", "old"] {
+        queue.failed(
+            &key,
+            rejected_by(&["NodeResourcesFit"]),
+            Some(prepared(key)),
+            0,
+            at(0.5),
+            &hints,
+        );
+    }
+    queue.sort_in_group(&"young", in_group(at(0.3), "ns/young"));
+    queue.sort_in_group(&"old", in_group(at(0.2), "ns/old"));
+    queue.on_event(1, &big_node_added(), at(0.6), &hints);
+    assert_eq!(queue.place(&"young"), Some(Place::Backoff));
+    assert_eq!(queue.place(&"old"), Some(Place::Backoff));
+    // Same expiry (1 s after 0.5, on the whole second): the older group's member first.
+    assert_eq!(queue.pop(), Some("old"));
+    assert_eq!(queue.pop(), Some("young"));
 }
 
 #[test]

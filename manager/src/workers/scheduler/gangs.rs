@@ -15,7 +15,9 @@ use k8s_openapi::api::core::v1::{Pod, WorkloadReference};
 use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
-use ruleplane_config::scheduler::cosched::{self, Backoffs, Chain, Gate, Held, Members, POD_GROUP_API, PodGroupSpec};
+use ruleplane_config::scheduler::cosched::{
+    self, Backoffs, Chain, Gate, Held, Members, NoPodGroup, POD_GROUP_API, PodGroupSpec, QueueSort,
+};
 use ruleplane_config::scheduler::engine::{Nominate, Outcome, Preemption};
 use ruleplane_config::scheduler::gang::{
     Deferred, Dialect, GANG_SCHEDULING, GangRun, GroupKey, GroupPolicy, MemberState, PodGroups, PreEnqueue, Rejected,
@@ -25,6 +27,7 @@ use ruleplane_config::scheduler::queue::{Failure, Place};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
+use super::cache::Cycle;
 use super::{Done, Loop, PodKey, PodScheduler, SchedulingError, now};
 use crate::context::WorkerContext;
 use crate::watch_hub::{Change, SharedWatch};
@@ -46,6 +49,8 @@ pub(super) struct Gangs {
     told: HashMap<PodKey, String>,
     /// PodGroups backed off after a rejected run (`podGroupBackoffSeconds`).
     backoffs: Backoffs,
+    /// Coscheduling's QueueSort: the PodGroups' last rejections.
+    queue_sort: QueueSort,
 }
 
 /// What PreEnqueue and the queue make of a popped pod.
@@ -54,6 +59,9 @@ pub(super) enum Popped {
     Alone,
     /// Held by GangScheduling's PreEnqueue.
     Held,
+    /// Labelled with a PodGroup that does not exist: scheduled on its own, then decided by Coscheduling's Permit or
+    /// PostFilter ([`PodScheduler::without_pod_group`]).
+    WithoutPodGroup,
     /// A gang's run: these members (the popped one first) are in flight; a PodGroup's spec in the Coscheduling
     /// dialect.
     Run(Box<GangRun<PodKey>>, Vec<PodKey>, Option<Box<PodGroupSpec>>),
@@ -137,6 +145,7 @@ impl Gangs {
             noted: HashSet::new(),
             told: HashMap::new(),
             backoffs: Backoffs::default(),
+            queue_sort: QueueSort::default(),
         })
     }
 
@@ -158,7 +167,7 @@ impl Gangs {
             .as_ref()?
             .store
             .get(Some(&group.namespace), &group.workload)?;
-        Some(PodGroupSpec::of(&object.data))
+        Some(PodGroupSpec::of(&object.data).created_at(object.metadata.creation_timestamp.as_ref()))
     }
 
     /// Whether the group's dialect is watched (a member of a dialect that is off is scheduled on its own).
@@ -302,6 +311,7 @@ impl Loop {
                 let (run, members) = self.start_run(key, group, min_member, counts.bound);
                 Popped::Run(Box::new(run), members, spec.map(Box::new))
             }
+            Gate::NoPodGroup => Popped::WithoutPodGroup,
             Gate::Held(held) => {
                 self.hold_pod_group(key, held);
                 // Coscheduling's PostFilter runs after its PreFilter rejection: a group with its pods backs off.
@@ -407,13 +417,59 @@ impl Loop {
     }
 
     /// A PodGroup's run was rejected: the group is backed off for `podGroupBackoffSeconds`, when set and the group
-    /// has `minMember` pods (Coscheduling's PostFilter).
+    /// has `minMember` pods (Coscheduling's PostFilter), and its members sort from now on by this rejection.
     pub(super) fn group_rejected(&mut self, group: &GroupKey) {
         let seconds = self.scheduler.policy.profile().args.coscheduling.backoff_seconds();
         let Some(gangs) = self.gangs.as_mut() else { return };
         let min_member = gangs.pod_group(group).map_or(0, |spec| spec.min_member);
         let known = gangs.groups.counts(group).known;
-        gangs.backoffs.rejected(group, seconds, known, min_member, now().0);
+        let now = now();
+        gangs.backoffs.rejected(group, seconds, known, min_member, now.0);
+        gangs.queue_sort.rejected(group, now);
+        self.sort_groups(std::slice::from_ref(group));
+    }
+
+    /// A PodGroup's run met its quorum (Coscheduling's Permit allowed it): its members sort by its creation again.
+    pub(super) fn group_allowed(&mut self, group: &GroupKey) {
+        let Some(gangs) = self.gangs.as_mut() else { return };
+        gangs.queue_sort.forget(group);
+        self.sort_groups(std::slice::from_ref(group));
+    }
+
+    /// Coscheduling's QueueSort for a queued pod: a PodGroup member sorts by its group's time and its name, any
+    /// other pod by PrioritySort.
+    pub(super) fn sort_pod(&mut self, key: &PodKey, object: &DynamicObject) {
+        let Some(gangs) = self.gangs.as_ref() else { return };
+        let order = group_of(object)
+            .filter(|group| group.dialect == Dialect::PodGroup && gangs.serves(group))
+            .and_then(|group| {
+                gangs
+                    .queue_sort
+                    .order(&group, gangs.pod_group(&group).as_ref(), &key.name)
+            });
+        self.queue.sort_in_group(key, order);
+    }
+
+    /// Sorts the queued members of `groups` again (their group's time changed).
+    pub(super) fn sort_groups(&mut self, groups: &[GroupKey]) {
+        let Some(gangs) = self.gangs.as_ref() else { return };
+        for group in groups.iter().filter(|group| group.dialect == Dialect::PodGroup) {
+            let spec = gangs.pod_group(group);
+            for member in gangs.unbound(group) {
+                let order = gangs.queue_sort.order(group, spec.as_ref(), &member.name);
+                self.queue.sort_in_group(&member, order);
+            }
+        }
+    }
+
+    /// Sorts every queued PodGroup member again (after a relist).
+    pub(super) fn sort_all_groups(&mut self) {
+        let groups = self
+            .gangs
+            .as_ref()
+            .map(|gangs| gangs.groups.groups())
+            .unwrap_or_default();
+        self.sort_groups(&groups);
     }
 
     /// A pod this policy bound: a gang member counts as bound before the watch shows it (see [`PodGroups::bound`]).
@@ -433,7 +489,17 @@ impl Loop {
                 return;
             }
             _ if is_pods => gangs.on_pod(change).into_iter().collect(),
-            _ if kind == "PodGroup" => gangs.on_workload(Dialect::PodGroup, change),
+            _ if kind == "PodGroup" => {
+                let groups = gangs.on_workload(Dialect::PodGroup, change);
+                if matches!(change, Change::Deleted(_)) {
+                    for group in &groups {
+                        gangs.queue_sort.forget(group);
+                    }
+                }
+                // The PodGroup's creation time is its members' QueueSort time.
+                self.sort_groups(&groups);
+                groups
+            }
             _ => gangs.on_workload(Dialect::Workload, change),
         };
         self.activate_groups(groups);
@@ -651,6 +717,9 @@ impl PodScheduler {
         // The cycles are over: the loop hears of every member at once, then the allowed ones are bound together.
         let mut all: Vec<Done> = allowed.iter().map(|key| Done::Assumed(key.clone())).collect();
         all.extend(told);
+        if !allowed.is_empty() && group.dialect == Dialect::PodGroup {
+            all.push(Done::GroupAllowed(group.clone()));
+        }
         send(Done::Run(all));
         // kube-scheduler v1.35's async preemption, as `attempt` starts it: the victims are evicted in the background.
         // Preemptors of one run may have chosen the same victims: each victim is evicted once, and a preemptor left
@@ -782,6 +851,64 @@ impl PodScheduler {
                 Nominate::Clear
             }
             None => Nominate::Leave,
+        }
+    }
+
+    /// The cycle of a labelled pod whose PodGroup does not exist, decided as Coscheduling decides it
+    /// (`cosched::without_pod_group`): one that fits is forgotten from its node (rejected at Permit), one that fits
+    /// nowhere is told why with `can not find pod group`, and nothing is evicted for it.
+    pub(super) async fn without_pod_group(&self, key: PodKey, pod: &Arc<Pod>, cycle: Cycle) -> Done {
+        let event_message = cycle.decision.event_message().unwrap_or_default();
+        let verdict = cosched::without_pod_group(
+            cycle.decision.chosen().is_some(),
+            event_message,
+            cycle.decision.post_filter(),
+        );
+        self.count("unschedulable");
+        match (verdict, cycle.decision.outcome) {
+            (
+                NoPodGroup::Unschedulable { message },
+                Outcome::Unschedulable {
+                    plugins, post_filter, ..
+                },
+            ) => Done::Failed {
+                key,
+                failure: Failure::Unschedulable {
+                    plugins,
+                    pending: BTreeSet::new(),
+                },
+                prepared: cycle.prepared,
+                seen: cycle.seen,
+                error: Box::new(SchedulingError::Unschedulable {
+                    message,
+                    nominate: post_filter.map_or(Nominate::Leave, |p| p.nominate),
+                }),
+                preempting: false,
+            },
+            (_, outcome) => {
+                // Unreserve: the room the pod was assumed on goes back (not news to the pod itself), and the
+                // nomination a preemption took goes with it, as kube-scheduler clears it after a Permit rejection.
+                let seen = if matches!(outcome, Outcome::Scheduled { .. }) {
+                    self.cache.forget_run(&[pod.as_ref()]).await
+                } else {
+                    self.cache.nominate(pod, &Nominate::Clear).await;
+                    cycle.seen
+                };
+                Done::Failed {
+                    key,
+                    failure: Failure::Unschedulable {
+                        plugins: BTreeSet::from([Arc::from(cosched::COSCHEDULING)]),
+                        pending: BTreeSet::new(),
+                    },
+                    prepared: cycle.prepared,
+                    seen,
+                    error: Box::new(SchedulingError::Unschedulable {
+                        message: cosched::POD_GROUP_NOT_FOUND.to_string(),
+                        nominate: Nominate::Clear,
+                    }),
+                    preempting: false,
+                }
+            }
         }
     }
 

@@ -146,6 +146,8 @@ enum Done {
     Released(tokio::task::Id),
     /// A PodGroup's run was rejected (its group may back off).
     GroupRejected(ruleplane_config::scheduler::gang::GroupKey),
+    /// A PodGroup's run met its quorum.
+    GroupAllowed(ruleplane_config::scheduler::gang::GroupKey),
     /// A gang member whose run waits for a sibling's preemption: back to the queue, rejected by its group's
     /// `plugin`, unreported (a preemptor's retry pops it again with its siblings).
     Waiting {
@@ -416,8 +418,9 @@ impl Loop {
             });
             return;
         }
+        let without_pod_group = matches!(popped, gangs::Popped::WithoutPodGroup);
         let queued = self.queue.pod(&key).map(|p| p.pod.clone());
-        self.spawn(async move { scheduler.attempt(key, queued, done).await });
+        self.spawn(async move { scheduler.attempt(key, queued, without_pod_group, done).await });
     }
 
     /// Every task starts here, so a [`Done::Released`] is honoured only from a task not yet joined.
@@ -456,7 +459,8 @@ impl Loop {
                     None => {
                         self.first_seen.entry(key.clone()).or_insert_with(Instant::now);
                         self.queue
-                            .add(key, Arc::new(HintPod::new(pod)), now(), &self.scheduler.hints);
+                            .add(key.clone(), Arc::new(HintPod::new(pod)), now(), &self.scheduler.hints);
+                        self.sort_pod(&key, object);
                     }
                     Some(place) => {
                         let unchanged = self.queue.pod(&key).is_some_and(|queued| {
@@ -471,7 +475,8 @@ impl Loop {
                         } else {
                             Arc::new(HintPod::new(pod))
                         };
-                        let moved = self.queue.update(key, prepared, now(), &self.scheduler.hints);
+                        let moved = self.queue.update(key.clone(), prepared, now(), &self.scheduler.hints);
+                        self.sort_pod(&key, object);
                         self.count_requeues(moved.as_slice());
                     }
                 }
@@ -522,6 +527,8 @@ impl Loop {
             self.queue
                 .add(key, Arc::new(HintPod::new(pod)), now(), &self.scheduler.hints);
         }
+        // Coscheduling's QueueSort for the PodGroups' members.
+        self.sort_all_groups();
     }
 
     /// A cluster event the cache applied: the hints decide which unschedulable pods it moves.
@@ -582,6 +589,7 @@ impl Loop {
                 self.queue.failed(&key, failure, None, 0, now(), &self.scheduler.hints);
             }
             Done::GroupRejected(group) => self.group_rejected(&group),
+            Done::GroupAllowed(group) => self.group_allowed(&group),
             Done::Waiting { key, plugin, seen } => {
                 self.cycle_running = false;
                 let failure = Failure::Unschedulable {
@@ -879,7 +887,14 @@ impl PodScheduler {
 
     /// One pod's scheduling cycle and, when it is assumed, its binding; each step's end is sent to the loop.
     /// `queued` is the pod as the queue holds it, used as it is when the watch still has that version.
-    async fn attempt(self: &Arc<Self>, key: PodKey, queued: Option<Arc<Pod>>, done: mpsc::UnboundedSender<Done>) {
+    /// `without_pod_group`: the pod names a PodGroup that does not exist, and Coscheduling decides its cycle.
+    async fn attempt(
+        self: &Arc<Self>,
+        key: PodKey,
+        queued: Option<Arc<Pod>>,
+        without_pod_group: bool,
+        done: mpsc::UnboundedSender<Done>,
+    ) {
         let send = |message: Done| {
             // Only fails once the loop has stopped, when nothing is scheduled any more.
             let _ = done.send(message);
@@ -902,6 +917,14 @@ impl PodScheduler {
                 });
             }
         };
+        if without_pod_group
+            && matches!(
+                cycle.decision.outcome,
+                Outcome::Scheduled { .. } | Outcome::Unschedulable { .. }
+            )
+        {
+            return send(self.without_pod_group(key, &pod, cycle).await);
+        }
         let failed_preempting = |failure: Failure, error: SchedulingError, preempting: bool| Done::Failed {
             key: key.clone(),
             failure,
