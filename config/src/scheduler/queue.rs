@@ -317,12 +317,16 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
             self.add(key, pod, now, hints);
             return None;
         };
-        let old = queued.pod.pod.clone();
-        let events: Vec<Arc<ClusterEvent>> = super::engine::queueing_hints::pod_update_actions(&old, &pod.pod)
-            .into_iter()
-            .map(|action| Arc::new(ClusterEvent::pod(action, Some(old.clone()), Some(pod.pod.clone()))))
-            .collect();
         let place = queued.place;
+        // Only a pod in flight or waiting is told what changed (a pod kept as text is parsed for it).
+        let mut events: Vec<Arc<ClusterEvent>> = Vec::new();
+        if matches!(place, Place::InFlight | Place::Unschedulable) {
+            let (old, new) = (queued.pod.pod().clone(), pod.pod().clone());
+            events = super::engine::queueing_hints::pod_update_actions(&old, &new)
+                .into_iter()
+                .map(|action| Arc::new(ClusterEvent::pod(action, Some(old.clone()), Some(new.clone()))))
+                .collect();
+        }
         match place {
             Place::InFlight => {
                 // The pod's own change is always news to its decision.

@@ -590,3 +590,38 @@ fn activation_moves_waiting_pods_to_active_at_once_but_keeps_gates() {
     assert_eq!(queue.place(&"gated"), Some(Place::Unschedulable));
     assert_eq!(queue.pop(), Some("a"));
 }
+
+#[test]
+fn a_pod_queued_and_not_failed_is_kept_as_text_until_something_reads_it_whole() {
+    let gated = pod(
+        "g",
+        json!({"metadata": {"resourceVersion": "7"}, "spec": {"priority": 4, "schedulingGates": [{"name": "wait"}]}}),
+    );
+    let queued = HintPod::new(gated.clone());
+    assert!(queued.parsed_pod().is_none(), "kept as text");
+    assert_eq!(
+        (
+            queued.uid(),
+            queued.priority(),
+            queued.is_gated(),
+            queued.resource_version()
+        ),
+        (Some("u-g"), 4, true, Some("7"))
+    );
+    assert_eq!(**queued.pod(), *gated, "the text parses back to the same pod");
+    assert!(queued.parsed_pod().is_some(), "kept parsed once read whole");
+
+    // Queued and updated while waiting in activeQ: still text. In flight, an update is parsed to tell the decision
+    // what changed.
+    let hints = hints();
+    let mut queue = SchedulingQueue::new(Timings::default());
+    let relabelled = |name: &str| Arc::new(HintPod::new(pod(name, json!({"metadata": {"labels": {"a": "b"}}}))));
+    queue.add("p", plain("p"), at(0.0), &hints);
+    queue.add("q", plain("q"), at(0.1), &hints);
+    assert!(queue.update("q", relabelled("q"), at(0.2), &hints).is_none());
+    let parsed = |queue: &SchedulingQueue<&str>, key| queue.pod(&key).and_then(|p| p.parsed_pod()).is_some();
+    assert!(!parsed(&queue, "p") && !parsed(&queue, "q"));
+    assert_eq!(queue.pop(), Some("p"));
+    assert!(queue.update("p", relabelled("p"), at(0.5), &hints).is_none());
+    assert!(parsed(&queue, "p") && !parsed(&queue, "q"));
+}

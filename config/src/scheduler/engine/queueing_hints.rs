@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -457,11 +457,23 @@ pub const SCHEDULING_GATES: &str = "SchedulingGates";
 /// The PreEnqueue plugin that holds a preemptor while its victims are being deleted (async preemption).
 pub const DEFAULT_PREEMPTION: &str = "DefaultPreemption";
 
-/// A pod prepared for hints: parsed once when it fails, asked for every event while it waits.
+/// A queued pod, prepared for hints once it fails: parsed then, asked for every event while it waits.
+///
+/// A pod not prepared (queued, not failed yet) keeps its object as JSON text beside what the queue orders it by: a
+/// burst of 10,000 pending pods would otherwise hold 10,000 typed pods (several times their text each) until each is
+/// attempted, which parses it from the watch's cache anyway.
 #[derive(Debug)]
 pub struct HintPod {
-    /// The pod as it was last scheduled (or updated while waiting).
-    pub pod: Arc<Pod>,
+    /// The pod as it was last scheduled (or updated while waiting): set for a prepared pod, or parsed from `text`
+    /// on first use.
+    pod: OnceLock<Arc<Pod>>,
+    text: Option<Box<str>>,
+    uid: Option<String>,
+    namespace: Option<String>,
+    name: Option<String>,
+    resource_version: Option<String>,
+    priority: i32,
+    gated: bool,
     parsed: Option<Parsed>,
 }
 
@@ -476,10 +488,55 @@ struct Parsed {
 }
 
 impl HintPod {
-    /// A pod not prepared: enough to queue it (priority, gates); the hints that read its parsed terms answer
-    /// Queue for it. [`QueueingHints::prepare`] makes the full one when it fails.
+    /// A pod not prepared, kept as text: enough to queue it (priority, gates); the hints that read its parsed
+    /// terms answer Queue for it. [`QueueingHints::prepare`] makes the full one when it fails.
     pub fn new(pod: Arc<Pod>) -> HintPod {
-        HintPod { pod, parsed: None }
+        let mut queued = HintPod::kept(pod, None);
+        if let Some(pod) = queued.pod.take() {
+            match serde_json::to_string(&*pod) {
+                Ok(text) => queued.text = Some(text.into_boxed_str()),
+                Err(_) => queued.pod = OnceLock::from(pod),
+            }
+        }
+        queued
+    }
+
+    fn kept(pod: Arc<Pod>, parsed: Option<Parsed>) -> HintPod {
+        let metadata = &pod.metadata;
+        HintPod {
+            uid: metadata.uid.clone().filter(|u| !u.is_empty()),
+            namespace: metadata.namespace.clone(),
+            name: metadata.name.clone(),
+            resource_version: metadata.resource_version.clone(),
+            priority: priority(&pod),
+            gated: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.scheduling_gates.as_ref())
+                .is_some_and(|g| !g.is_empty()),
+            pod: OnceLock::from(pod),
+            text: None,
+            parsed,
+        }
+    }
+
+    /// The pod object (a pod kept as text is parsed on the first call and kept).
+    pub fn pod(&self) -> &Arc<Pod> {
+        self.pod.get_or_init(|| {
+            // The text was written from a pod: it always parses back.
+            let pod = self.text.as_deref().and_then(|text| serde_json::from_str(text).ok());
+            Arc::new(pod.unwrap_or_default())
+        })
+    }
+
+    /// The pod object if it is kept parsed (prepared, or parsed already).
+    pub fn parsed_pod(&self) -> Option<&Arc<Pod>> {
+        self.pod.get()
+    }
+
+    /// `metadata.resourceVersion`.
+    pub fn resource_version(&self) -> Option<&str> {
+        self.resource_version.as_deref()
     }
 
     /// Whether [`QueueingHints::prepare`] made it (and its quantities parse).
@@ -489,29 +546,23 @@ impl HintPod {
 
     /// The pod's key in the snapshot (UID, else `namespace/name`).
     pub fn uid(&self) -> Option<&str> {
-        self.pod.metadata.uid.as_deref().filter(|u| !u.is_empty())
+        self.uid.as_deref()
     }
 
     /// `spec.priority` (0 when unset), the queue's order.
     pub fn priority(&self) -> i32 {
-        priority(&self.pod)
+        self.priority
     }
 
     /// Whether the pod has scheduling gates (SchedulingGates' PreEnqueue rejects it).
     pub fn is_gated(&self) -> bool {
-        self.pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.scheduling_gates.as_ref())
-            .is_some_and(|g| !g.is_empty())
+        self.gated
     }
 
     fn same_pod(&self, other: &Pod) -> bool {
         match (self.uid(), other.metadata.uid.as_deref()) {
             (Some(a), Some(b)) => a == b,
-            _ => {
-                self.pod.metadata.namespace == other.metadata.namespace && self.pod.metadata.name == other.metadata.name
-            }
+            _ => self.namespace == other.metadata.namespace && self.name == other.metadata.name,
         }
     }
 }
@@ -577,7 +628,7 @@ impl QueueingHints {
                 info,
             }
         });
-        HintPod { pod, parsed }
+        HintPod::kept(pod, parsed)
     }
 
     fn registered(&self, plugin: &str) -> Registered {
@@ -632,7 +683,7 @@ impl QueueingHints {
             HintFn::NodeUnschedulableToleration => node_unschedulable_toleration(pod, new_pod),
             HintFn::TaintTolerationNode => taint_toleration_node(pod, old_node, new_node),
             HintFn::TaintTolerationToleration => new_pod.is_some_and(|p| pod.same_pod(p)),
-            HintFn::RestrictionsPodDeleted => volume_hints::restrictions_pod_deleted(&pod.pod, old_pod),
+            HintFn::RestrictionsPodDeleted => volume_hints::restrictions_pod_deleted(pod.pod(), old_pod),
             HintFn::LimitsPodDeleted => volume_hints::limits_pod_deleted(old_pod),
             storage_function @ (HintFn::ClaimOfPod
             | HintFn::ClaimOrEphemeralOfPod
@@ -643,7 +694,7 @@ impl QueueingHints {
             | HintFn::BindingCsiDriverChanged
             | HintFn::BindingCapacityChanged
             | HintFn::ZoneClassAdded
-            | HintFn::ZoneVolumeChanged) => storage_hint(storage_function, &pod.pod, event),
+            | HintFn::ZoneVolumeChanged) => storage_hint(storage_function, pod.pod(), event),
             parsed_function => {
                 // A pod not prepared, or whose quantities do not parse, answers Queue, as a hint function's
                 // error does.
@@ -769,7 +820,7 @@ fn node_unschedulable_toleration(pod: &HintPod, new: Option<&Pod>) -> bool {
 /// NoSchedule/NoExecute taint (or is new) and now has none.
 fn taint_toleration_node(pod: &HintPod, old: Option<&Node>, new: Option<&Node>) -> bool {
     let Some(new) = new else { return true };
-    let tolerations = pod_tolerations(&pod.pod);
+    let tolerations = pod_tolerations(pod.pod());
     let was_untolerated = old.is_none_or(|old| untolerated_hard_taint(node_taints(old), tolerations).is_some());
     let is_untolerated = untolerated_hard_taint(node_taints(new), tolerations).is_some();
     was_untolerated && !is_untolerated
@@ -884,7 +935,7 @@ fn fit_node(parsed: &Parsed, old: Option<&Node>, new: Option<&Node>) -> bool {
 
 /// `involvedInTopologySpreading` (`podtopologyspread/plugin.go:187-190`).
 fn involved_in_spreading(pod: &HintPod, other: &Pod) -> bool {
-    pod.same_pod(other) || (node_name(other).is_some() && other.metadata.namespace == pod.pod.metadata.namespace)
+    pod.same_pod(other) || (node_name(other).is_some() && other.metadata.namespace == pod.namespace)
 }
 
 /// `PodTopologySpread.isSchedulableAfterPodChange` (`podtopologyspread/plugin.go:201-257`).

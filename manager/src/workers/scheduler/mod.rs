@@ -407,7 +407,7 @@ impl Loop {
             let members = members
                 .into_iter()
                 .map(|member| {
-                    let queued = self.queue.pod(&member).map(|p| p.pod.clone());
+                    let queued = self.queue.pod(&member).and_then(|p| p.parsed_pod().cloned());
                     (member, queued)
                 })
                 .collect();
@@ -419,7 +419,7 @@ impl Loop {
             return;
         }
         let without_pod_group = matches!(popped, gangs::Popped::WithoutPodGroup);
-        let queued = self.queue.pod(&key).map(|p| p.pod.clone());
+        let queued = self.queue.pod(&key).and_then(|p| p.parsed_pod().cloned());
         self.spawn(async move { scheduler.attempt(key, queued, without_pod_group, done).await });
     }
 
@@ -464,7 +464,7 @@ impl Loop {
                     }
                     Some(place) => {
                         let unchanged = self.queue.pod(&key).is_some_and(|queued| {
-                            queued.pod.metadata.resource_version == pod.metadata.resource_version
+                            queued.resource_version() == pod.metadata.resource_version.as_deref()
                         });
                         if unchanged {
                             return;

@@ -314,7 +314,7 @@ fn node_affinity_queues_when_a_node_starts_matching_the_pod() {
 }
 
 fn pod_of(pod: &HintPod) -> Arc<Pod> {
-    pod.pod.clone()
+    pod.pod().clone()
 }
 
 #[test]
