@@ -429,9 +429,8 @@ impl NodeSelector {
     }
 
     /// Whether any term matches the node.
-    pub fn matches(&self, node: &Node) -> bool {
-        let labels = labels_of(&node.metadata.labels);
-        let name = node.metadata.name.as_deref().unwrap_or_default();
+    pub fn matches(&self, node: &(impl NodeFields + ?Sized)) -> bool {
+        let (labels, name) = (node.node_labels(), node.node_name());
         self.terms.iter().any(|term| term.matches(labels, name))
     }
 }
@@ -466,9 +465,8 @@ impl PreferredTerms {
     }
 
     /// Sum of the weights of the terms the node matches.
-    pub fn score(&self, node: &Node) -> i64 {
-        let labels = labels_of(&node.metadata.labels);
-        let name = node.metadata.name.as_deref().unwrap_or_default();
+    pub fn score(&self, node: &(impl NodeFields + ?Sized)) -> i64 {
+        let (labels, name) = (node.node_labels(), node.node_name());
         self.terms
             .iter()
             .filter(|(term, _)| term.matches(labels, name))
@@ -509,9 +507,9 @@ impl RequiredNodeAffinity {
     }
 
     /// Whether the node satisfies both.
-    pub fn matches(&self, node: &Node) -> bool {
+    pub fn matches(&self, node: &(impl NodeFields + ?Sized)) -> bool {
         if let Some(selector) = &self.node_selector
-            && !selector.matches(labels_of(&node.metadata.labels))
+            && !selector.matches(node.node_labels())
         {
             return false;
         }
@@ -561,4 +559,29 @@ pub fn pod_tolerations(pod: &Pod) -> &[Toleration] {
 /// The node's taints.
 pub fn node_taints(node: &Node) -> &[Taint] {
     node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default()
+}
+
+/// What node selectors and taint checks read of a node: a node object, or the snapshot's node, which keeps them
+/// apart from its object.
+pub trait NodeFields {
+    /// `metadata.name`.
+    fn node_name(&self) -> &str;
+    /// `metadata.labels`.
+    fn node_labels(&self) -> &Labels;
+    /// `spec.taints`.
+    fn node_taints(&self) -> &[Taint];
+}
+
+impl NodeFields for Node {
+    fn node_name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    fn node_labels(&self) -> &Labels {
+        labels_of(&self.metadata.labels)
+    }
+
+    fn node_taints(&self) -> &[Taint] {
+        node_taints(self)
+    }
 }

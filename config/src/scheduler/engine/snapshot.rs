@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController, Service, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use serde_json::Value;
@@ -82,10 +82,19 @@ pub struct Workloads {
 }
 
 /// A node and what is placed on it.
+///
+/// The node object is kept as JSON text beside what filters and scores read of it (labels, taints,
+/// `spec.unschedulable`, allocatable, images): a typed node takes several times its text, and the snapshot holds
+/// every node of the cluster. [`NodeInfo::node`] parses it once where something reads it whole (a declarative
+/// plugin's JSONPath).
 #[derive(Debug)]
 pub struct NodeInfo {
-    node: Arc<Node>,
+    node: OnceLock<Arc<Node>>,
+    text: Option<Arc<str>>,
     name: Arc<str>,
+    labels: Labels,
+    taints: Vec<Taint>,
+    unschedulable: bool,
     /// `status.allocatable`.
     pub allocatable: Resource,
     /// Sum of the requests of the pods on the node.
@@ -98,7 +107,8 @@ pub struct NodeInfo {
     /// that have some, like kube-scheduler's `PodsWithAffinity` lists.
     affinity_pods: usize,
     required_anti_affinity_pods: usize,
-    images: HashSet<String>,
+    /// The node's images and their sizes (`status.images`).
+    images: HashMap<String, i64>,
     zone: String,
     /// The node as JSON and the values JSONPaths selected from it, computed on first use: declarative plugins
     /// evaluate the same paths for every pod.
@@ -110,7 +120,11 @@ impl Clone for NodeInfo {
     fn clone(&self) -> NodeInfo {
         NodeInfo {
             node: self.node.clone(),
+            text: self.text.clone(),
             name: self.name.clone(),
+            labels: self.labels.clone(),
+            taints: self.taints.clone(),
+            unschedulable: self.unschedulable,
             allocatable: self.allocatable.clone(),
             requested: self.requested.clone(),
             non_zero_requested: self.non_zero_requested,
@@ -148,11 +162,22 @@ impl NodeInfo {
             .status
             .iter()
             .flat_map(|s| s.images.iter().flatten())
-            .flat_map(|image| image.names.iter().flatten().cloned())
+            .flat_map(|image| image.names.iter().flatten())
+            .map(|name| (name.clone(), image_size(&node, name)))
             .collect();
+        // The text was written from a node: it always parses back (kept typed in the unlikely case it does not
+        // serialize).
+        let (text, typed) = match serde_json::to_string(&node) {
+            Ok(text) => (Some(Arc::from(text)), OnceLock::new()),
+            Err(_) => (None, OnceLock::from(Arc::new(node.clone()))),
+        };
         Ok(NodeInfo {
             zone: zone_key(labels_of(&node.metadata.labels)),
-            node: Arc::new(node),
+            labels: node.metadata.labels.clone().unwrap_or_default(),
+            taints: super::labels::node_taints(&node).to_vec(),
+            unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+            node: typed,
+            text,
             name,
             allocatable,
             requested: Resource::default(),
@@ -174,9 +199,10 @@ impl NodeInfo {
         {
             return selected.clone();
         }
-        let json = self
-            .json
-            .get_or_init(|| serde_json::to_value(&*self.node).unwrap_or(Value::Null));
+        let json = self.json.get_or_init(|| match self.text.as_deref() {
+            Some(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+            None => serde_json::to_value(&**self.node()).unwrap_or(Value::Null),
+        });
         let selected = path.select_one(json);
         if let Ok(mut cache) = self.selections.lock() {
             cache.insert(path.source().to_string(), selected.clone());
@@ -184,9 +210,39 @@ impl NodeInfo {
         selected
     }
 
-    /// The node object.
-    pub fn node(&self) -> &Node {
-        &self.node
+    /// The node object (parsed from its text on the first call, and kept).
+    pub fn node(&self) -> &Arc<Node> {
+        self.node.get_or_init(|| {
+            let node = self.text.as_deref().and_then(|text| serde_json::from_str(text).ok());
+            Arc::new(node.unwrap_or_default())
+        })
+    }
+
+    /// The node object, without keeping it parsed: for a node read whole once (an event).
+    pub fn to_node(&self) -> Arc<Node> {
+        match self.node.get() {
+            Some(node) => node.clone(),
+            None => {
+                let node = self.text.as_deref().and_then(|text| serde_json::from_str(text).ok());
+                Arc::new(node.unwrap_or_default())
+            }
+        }
+    }
+
+    /// Whether the node is kept as text and not parsed (yet).
+    #[cfg(test)]
+    pub(crate) fn is_compact(&self) -> bool {
+        self.node.get().is_none()
+    }
+
+    /// `spec.taints`.
+    pub fn taints(&self) -> &[Taint] {
+        &self.taints
+    }
+
+    /// `spec.unschedulable`.
+    pub fn unschedulable(&self) -> bool {
+        self.unschedulable
     }
 
     /// The node's name.
@@ -201,7 +257,7 @@ impl NodeInfo {
 
     /// The node's labels.
     pub fn labels(&self) -> &Labels {
-        labels_of(&self.node.metadata.labels)
+        &self.labels
     }
 
     /// The pods on the node.
@@ -222,7 +278,7 @@ impl NodeInfo {
 
     /// Whether the node lists the image under this exact name.
     pub fn has_image(&self, name: &str) -> bool {
-        self.images.contains(name)
+        self.images.contains_key(name)
     }
 
     /// Whether some pod on the node has pod affinity or anti-affinity.
@@ -360,11 +416,10 @@ impl Snapshot {
 
     fn insert_node(&mut self, node: Node) -> Result<(), SnapshotError> {
         let mut info = NodeInfo::new(node)?;
-        for image in &info.images {
+        for (image, &size) in &info.images {
             match self.images.get_mut(image) {
                 Some(summary) => summary.nodes += 1,
                 None => {
-                    let size = image_size(info.node(), image);
                     self.images.insert(image.clone(), ImageSummary { size, nodes: 1 });
                 }
             }
@@ -421,8 +476,8 @@ impl Snapshot {
         Ok(removed.pods)
     }
 
-    fn forget_images(&mut self, images: &HashSet<String>) {
-        for image in images {
+    fn forget_images(&mut self, images: &HashMap<String, i64>) {
+        for image in images.keys() {
             if let Some(summary) = self.images.get_mut(image) {
                 summary.nodes -= 1;
                 if summary.nodes == 0 {
@@ -760,4 +815,18 @@ fn nominated_node(pod: &Pod) -> Option<&str> {
         .as_ref()
         .and_then(|s| s.nominated_node_name.as_deref())
         .filter(|n| !n.is_empty() && !bound)
+}
+
+impl super::labels::NodeFields for NodeInfo {
+    fn node_name(&self) -> &str {
+        &self.name
+    }
+
+    fn node_labels(&self) -> &Labels {
+        &self.labels
+    }
+
+    fn node_taints(&self) -> &[Taint] {
+        &self.taints
+    }
 }

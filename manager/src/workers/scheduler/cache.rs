@@ -456,16 +456,16 @@ impl ClusterCache {
                 let Some(node) = typed::<Node>(&object) else { return };
                 let name = node.metadata.name.clone().unwrap_or_default();
                 let new = state.snapshot.get(&name).is_none();
-                // The events of this change, with the node before and after (cloned only when something the
-                // scheduler reads changed: heartbeats change nothing).
+                // The events of this change, with the node before and after (the new one cloned only when
+                // something the scheduler reads changed: heartbeats change nothing).
                 let events: Vec<ClusterEvent> = if !state.listening() {
                     Vec::new()
-                } else if let Some(old) = state.snapshot.get(&name).map(|info| info.node()) {
-                    let actions = node_update_actions(old, &node);
+                } else if let Some(old) = state.snapshot.get(&name).map(|info| info.to_node()) {
+                    let actions = node_update_actions(&old, &node);
                     if actions.is_empty() {
                         Vec::new()
                     } else {
-                        let (old, new) = (Arc::new(old.clone()), Arc::new(node.clone()));
+                        let new = Arc::new(node.clone());
                         actions
                             .into_iter()
                             .map(|action| ClusterEvent::node(action, Some(old.clone()), Some(new.clone())))
@@ -498,7 +498,7 @@ impl ClusterCache {
             Change::Deleted(object) => {
                 let name = object.metadata.name.clone().unwrap_or_default();
                 if state.listening()
-                    && let Some(old) = state.snapshot.get(&name).map(|info| Arc::new(info.node().clone()))
+                    && let Some(old) = state.snapshot.get(&name).map(|info| info.to_node())
                 {
                     state.emit(ClusterEvent::node(ActionType::DELETE, Some(old), None));
                 }
@@ -520,9 +520,18 @@ impl ClusterCache {
         let mut nodes: Vec<Node> = Vec::new();
         self.nodes.store.for_each(|o| nodes.extend(typed::<Node>(o)));
         let names: std::collections::HashSet<String> = nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
-        // One pass over the pods, each parsed and dropped in turn: bound ones for the snapshot, pending nominated
-        // ones for the nominator, and those assumed here whose binding the watch has not shown yet.
-        let mut pods: Vec<Pod> = Vec::new();
+        let mut snapshot = match Snapshot::build(nodes, Vec::new()) {
+            Ok(snapshot) => snapshot,
+            Err(error) => {
+                warn!(%error, "cannot build the scheduling snapshot; retried at the next decision");
+                return;
+            }
+        };
+        // One pass over the pods, each parsed and dropped in turn: bound ones placed in the snapshot at once (kept
+        // compact there; never all typed together), pending nominated ones for the nominator, and those assumed
+        // here whose binding the watch has not shown yet.
+        let mut bound: HashSet<String> = HashSet::new();
+        let mut failed = None;
         let mut observed = HashMap::new();
         let mut assumed_pods: HashMap<String, Pod> = HashMap::new();
         let mut waiting_for_node: HashMap<String, HashSet<String>> = HashMap::new();
@@ -541,7 +550,12 @@ impl ClusterCache {
                 .and_then(|n| n.as_str())
                 .filter(|n| !n.is_empty());
             if node.is_some_and(|n| names.contains(n)) {
-                pods.extend(typed::<Pod>(o));
+                if let Some(pod) = typed::<Pod>(o) {
+                    bound.insert(pod_key(&pod));
+                    if let Err(error) = snapshot.add_pod(pod) {
+                        failed.get_or_insert(error);
+                    }
+                }
             } else if let Some(node) = node {
                 waiting_for_node.entry(node.to_string()).or_default().insert(format!(
                     "{}/{}",
@@ -554,20 +568,15 @@ impl ClusterCache {
                 observed.insert(pod_key(&pod), pod);
             }
         });
-        let bound: std::collections::HashSet<String> = pods.iter().map(pod_key).collect();
+        if let Some(error) = failed {
+            warn!(%error, "cannot build the scheduling snapshot; retried at the next decision");
+            return;
+        }
         state.nominations.replace_observed(observed);
         state.waiting_for_node = waiting_for_node;
-        match Snapshot::build(nodes, pods) {
-            Ok(snapshot) => {
-                state.snapshot = snapshot;
-                state.context_dirty = true;
-                state.storage_changes.dirty = true;
-            }
-            Err(error) => {
-                warn!(%error, "cannot build the scheduling snapshot; retried at the next decision");
-                return;
-            }
-        }
+        state.snapshot = snapshot;
+        state.context_dirty = true;
+        state.storage_changes.dirty = true;
         // Assumed pods the watch has not shown bound yet stay accounted where they were placed.
         let assumed = std::mem::take(&mut state.assumed);
         for (key, node) in assumed {

@@ -494,8 +494,9 @@ impl Loop {
 
     /// Every pending pod of the policy is queued; queued pods no longer pending leave.
     fn resync_pending(&mut self) {
-        // Every pending pod's key, and the pods the queue does not hold yet (only those are parsed).
-        let (keys, new): (HashSet<PodKey>, Vec<(PodKey, Arc<Pod>)>) =
+        // Every pending pod's key, and the pods the queue does not hold yet (only those are parsed, each kept as
+        // the queue keeps it at once: a burst of pending pods is never held typed all together).
+        let (keys, new): (HashSet<PodKey>, Vec<(PodKey, HintPod)>) =
             crate::runner::whole_cache_step(usize::MAX, || {
                 let mut keys = HashSet::new();
                 let mut new = Vec::new();
@@ -507,7 +508,7 @@ impl Loop {
                     if self.queue.place(&key).is_none()
                         && let Ok(pod) = crate::watch_hub::typed::<Pod>(object)
                     {
-                        new.push((key.clone(), Arc::new(pod)));
+                        new.push((key.clone(), HintPod::new(Arc::new(pod))));
                     }
                     keys.insert(key);
                 });
@@ -524,8 +525,7 @@ impl Loop {
         }
         for (key, pod) in new {
             self.first_seen.entry(key.clone()).or_insert_with(Instant::now);
-            self.queue
-                .add(key, Arc::new(HintPod::new(pod)), now(), &self.scheduler.hints);
+            self.queue.add(key, Arc::new(pod), now(), &self.scheduler.hints);
         }
         // Coscheduling's QueueSort for the PodGroups' members.
         self.sort_all_groups();

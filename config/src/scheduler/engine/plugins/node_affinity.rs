@@ -97,11 +97,11 @@ impl PreFilterPlugin for NodeAffinity {
 impl NodeFilter for Check<'_> {
     fn filter(&self, node: &NodeInfo) -> Option<Verdict> {
         if let Some(added) = self.added
-            && !added.matches(node.node())
+            && !added.matches(node)
         {
             return Some(Verdict::unresolvable(REASON_ENFORCED));
         }
-        (!self.required.matches(node.node())).then(|| Verdict::unresolvable(REASON_POD))
+        (!self.required.matches(node)).then(|| Verdict::unresolvable(REASON_POD))
     }
 }
 
@@ -140,8 +140,7 @@ impl PreScorePlugin for NodeAffinity {
 
 impl NodeScorer for Score<'_> {
     fn score(&self, node: &NodeInfo) -> i64 {
-        self.added.map_or(0, |terms| terms.score(node.node()))
-            + self.preferred.as_ref().map_or(0, |terms| terms.score(node.node()))
+        self.added.map_or(0, |terms| terms.score(node)) + self.preferred.as_ref().map_or(0, |terms| terms.score(node))
     }
 
     fn normalize(&self, _nodes: &[&NodeInfo], scores: &mut [i64]) {

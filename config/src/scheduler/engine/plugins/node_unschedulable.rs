@@ -34,7 +34,7 @@ impl PreFilterPlugin for NodeUnschedulable {
 
 impl NodeFilter for Check {
     fn filter(&self, node: &NodeInfo) -> Option<Verdict> {
-        let unschedulable = node.node().spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+        let unschedulable = node.unschedulable();
         (unschedulable && !self.tolerates_unschedulable).then(|| Verdict::unresolvable(REASON))
     }
 }

@@ -9,13 +9,13 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::{Pod, TopologySpreadConstraint};
 
 use super::{Cycle, NodeFilter, PreFilter, PreFilterPlugin};
 use crate::scheduler::engine::args::{DefaultingType, PodTopologySpreadArgs};
 use crate::scheduler::engine::field::FieldPath;
 use crate::scheduler::engine::labels::{
-    Labels, RequiredNodeAffinity, Selector, labels_of, node_taints, pod_tolerations, untolerated_hard_taint,
+    Labels, NodeFields, RequiredNodeAffinity, Selector, pod_tolerations, untolerated_hard_taint,
 };
 use crate::scheduler::engine::pod_index::{DomainCounts, DomainQuery, PodMatcher, spread_counts};
 use crate::scheduler::engine::pod_info::PodInfo;
@@ -106,11 +106,11 @@ pub(in crate::scheduler::engine) struct Constraint {
 
 impl Constraint {
     /// Whether the node counts for this constraint under its node inclusion policies.
-    pub fn includes(&self, pod: &Pod, node: &Node, affinity: &RequiredNodeAffinity) -> bool {
+    pub fn includes(&self, pod: &Pod, node: &(impl NodeFields + ?Sized), affinity: &RequiredNodeAffinity) -> bool {
         if self.honor_node_affinity && !affinity.matches(node) {
             return false;
         }
-        !(self.honor_node_taints && untolerated_hard_taint(node_taints(node), pod_tolerations(pod)).is_some())
+        !(self.honor_node_taints && untolerated_hard_taint(node.node_taints(), pod_tolerations(pod)).is_some())
     }
 }
 
@@ -336,12 +336,12 @@ fn domain_counts(snapshot: &Snapshot, pod: &PodInfo, constraints: &[Constraint])
     }
     let mut counts = vec![DomainCounts::default(); constraints.len()];
     for node in snapshot.list() {
-        let labels = labels_of(&node.node().metadata.labels);
+        let labels = node.labels();
         if !has_all_topology_labels(labels, constraints) {
             continue;
         }
         for (i, constraint) in constraints.iter().enumerate() {
-            if !constraint.includes(pod.pod(), node.node(), &affinity) {
+            if !constraint.includes(pod.pod(), node, &affinity) {
                 continue;
             }
             let matching = count_matching(node, &constraint.selector, &pod.namespace);

@@ -104,7 +104,7 @@ impl PreScorePlugin for PodTopologySpread {
                     continue;
                 }
                 for (i, constraint) in constraints.iter().enumerate() {
-                    if !constraint.includes(cycle.pod.pod(), node.node(), &affinity) {
+                    if !constraint.includes(cycle.pod.pod(), node, &affinity) {
                         continue;
                     }
                     let value = node

@@ -6,7 +6,7 @@
 use k8s_openapi::api::core::v1::Toleration;
 
 use super::{Cycle, NodeFilter, NodeScorer, PreFilter, PreFilterPlugin, PreScore, PreScorePlugin, default_normalize};
-use crate::scheduler::engine::labels::{node_taints, pod_tolerations, tolerated, untolerated_hard_taint};
+use crate::scheduler::engine::labels::{pod_tolerations, tolerated, untolerated_hard_taint};
 use crate::scheduler::engine::snapshot::NodeInfo;
 use crate::scheduler::engine::status::Verdict;
 
@@ -31,7 +31,7 @@ impl PreFilterPlugin for TaintToleration {
 
 impl NodeFilter for Check<'_> {
     fn filter(&self, node: &NodeInfo) -> Option<Verdict> {
-        untolerated_hard_taint(node_taints(node.node()), self.tolerations).map(|_| Verdict::unresolvable(REASON))
+        untolerated_hard_taint(node.taints(), self.tolerations).map(|_| Verdict::unresolvable(REASON))
     }
 }
 
@@ -53,7 +53,7 @@ impl PreScorePlugin for TaintToleration {
 
 impl NodeScorer for Score {
     fn score(&self, node: &NodeInfo) -> i64 {
-        node_taints(node.node())
+        node.taints()
             .iter()
             .filter(|taint| taint.effect == "PreferNoSchedule" && !tolerated(&self.tolerations, taint))
             .count() as i64

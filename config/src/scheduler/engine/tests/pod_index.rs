@@ -236,7 +236,7 @@ fn decisions_on_a_kept_snapshot_equal_decisions_on_a_fresh_one() {
             let incoming = pod(&mut rng, &format!("p{step}"), None);
             // Asked on the kept snapshot first, so that its counts are kept and then updated by the placements.
             let decision = engine.schedule(&kept, &incoming).expect("schedule");
-            let nodes: Vec<Node> = kept.list().map(|n| n.node().clone()).collect();
+            let nodes: Vec<Node> = kept.list().map(|n| (*n.to_node()).clone()).collect();
             let pods: Vec<Pod> = kept
                 .list()
                 .flat_map(|n| n.pods().iter().map(|p| (*p.to_pod()).clone()))

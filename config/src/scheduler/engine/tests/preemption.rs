@@ -1056,12 +1056,13 @@ fn keeping_the_cycles_state_decides_as_running_pre_filter_for_every_check() {
 }
 
 #[test]
-fn placed_pods_stay_compact_through_filters_scores_and_preemption() {
+fn nodes_and_placed_pods_stay_compact_through_filters_scores_and_preemption() {
     let zone = |name: &str, z: &str| {
         let mut n = node(name, "2");
         merge(
             &mut n,
-            json!({"metadata": {"labels": {"topology.kubernetes.io/zone": z}}}),
+            json!({"metadata": {"labels": {"topology.kubernetes.io/zone": z}},
+                "spec": {"taints": [{"key": "soft", "effect": "PreferNoSchedule"}]}}),
         );
         n
     };
@@ -1107,6 +1108,8 @@ fn placed_pods_stay_compact_through_filters_scores_and_preemption() {
     assert_eq!(chosen(&decision), "n1");
     assert_eq!(victims(&decision), ["old", "young"]);
     for node in snapshot.list() {
+        assert!(node.is_compact(), "{} was parsed by the decision", node.name());
+        assert_eq!(node.taints().len(), 1);
         for placed in node.pods() {
             assert!(placed.is_compact(), "{} was parsed by the decision", placed.name());
         }
