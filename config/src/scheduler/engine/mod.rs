@@ -10,6 +10,7 @@ pub mod declarative;
 pub mod features;
 pub mod field;
 mod framework;
+pub mod kept;
 pub mod labels;
 mod nominated;
 mod plugins;

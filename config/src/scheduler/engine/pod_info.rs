@@ -1,12 +1,13 @@
 //! A pod with everything the plugins read from it parsed once: requests, host ports, pod-affinity terms.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, Volume, WeightedPodAffinityTerm};
 use k8s_openapi::jiff::Timestamp;
 
 use super::field::{FieldError, FieldPath};
+use super::kept::Kept;
 use super::labels::{Labels, Selector};
 use super::resources::{InvalidQuantity, ParsedPodResources, PodResources};
 
@@ -81,10 +82,8 @@ pub struct WeightedAffinityTerm {
 /// every pod of the cluster. [`PodInfo::pod`] parses a compact pod's text once, when something reads it whole.
 #[derive(Clone, Debug)]
 pub struct PodInfo {
-    /// The pod object: set for a pod kept whole, or parsed from `text` on first use.
-    pod: OnceLock<Arc<Pod>>,
-    /// A compact pod's object as JSON text.
-    text: Option<Box<str>>,
+    /// The pod object, parsed or (a compact pod) as text.
+    pod: Kept<Pod>,
     /// Identity in the snapshot: the UID, or `namespace/name` when the pod has none.
     pub key: String,
     /// Namespace (`default` when unset, as the API server defaults it).
@@ -224,8 +223,7 @@ impl PodInfo {
                 .unwrap_or_default()
                 .iter()
                 .any(is_storage_volume),
-            pod: OnceLock::from(pod),
-            text: None,
+            pod: Kept::parsed(pod),
             key,
             namespace,
             parsed_resources,
@@ -240,41 +238,24 @@ impl PodInfo {
 
     /// The pod object (a compact pod's text is parsed on the first call and kept).
     pub fn pod(&self) -> &Arc<Pod> {
-        self.pod.get_or_init(|| Arc::new(self.parse_text()))
+        self.pod.get()
     }
 
     /// The pod object, without keeping a compact pod parsed: for a pod read whole once (an event, a victim).
     pub fn to_pod(&self) -> Arc<Pod> {
-        match self.pod.get() {
-            Some(pod) => pod.clone(),
-            None => Arc::new(self.parse_text()),
-        }
+        self.pod.to_shared()
     }
 
-    fn parse_text(&self) -> Pod {
-        // The text was written from a pod: it always parses back.
-        self.text
-            .as_deref()
-            .and_then(|text| serde_json::from_str(text).ok())
-            .unwrap_or_default()
-    }
-
-    /// The pod kept as JSON text instead of parsed (for the snapshot's placed pods); unchanged if it does not
-    /// serialize.
+    /// The pod kept as JSON text instead of parsed (for the snapshot's placed pods).
     pub fn compact(mut self) -> PodInfo {
-        if let Some(pod) = self.pod.take() {
-            match serde_json::to_string(&*pod) {
-                Ok(text) => self.text = Some(text.into_boxed_str()),
-                Err(_) => self.pod = OnceLock::from(pod),
-            }
-        }
+        self.pod = self.pod.into_text();
         self
     }
 
     /// Whether the pod is kept as text and not parsed (yet).
     #[cfg(test)]
     pub(crate) fn is_compact(&self) -> bool {
-        self.pod.get().is_none()
+        self.pod.if_parsed().is_none()
     }
 
     /// The pod's labels.

@@ -11,12 +11,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::field::FieldPath;
+use super::kept::Kept;
 use super::labels::{Labels, NodeSelector, RequiredNodeAffinity, labels_of, node_taints, pod_tolerations};
 use super::labels::{tolerated, untolerated_hard_taint};
 use super::plugins::pod_topology_spread::{Constraint, PodTopologySpread};
@@ -464,10 +465,8 @@ pub const DEFAULT_PREEMPTION: &str = "DefaultPreemption";
 /// attempted, which parses it from the watch's cache anyway.
 #[derive(Debug)]
 pub struct HintPod {
-    /// The pod as it was last scheduled (or updated while waiting): set for a prepared pod, or parsed from `text`
-    /// on first use.
-    pod: OnceLock<Arc<Pod>>,
-    text: Option<Box<str>>,
+    /// The pod as it was last scheduled (or updated while waiting): parsed for a prepared pod, else as text.
+    pod: Kept<Pod>,
     uid: Option<String>,
     namespace: Option<String>,
     name: Option<String>,
@@ -491,17 +490,12 @@ impl HintPod {
     /// A pod not prepared, kept as text: enough to queue it (priority, gates); the hints that read its parsed
     /// terms answer Queue for it. [`QueueingHints::prepare`] makes the full one when it fails.
     pub fn new(pod: Arc<Pod>) -> HintPod {
-        let mut queued = HintPod::kept(pod, None);
-        if let Some(pod) = queued.pod.take() {
-            match serde_json::to_string(&*pod) {
-                Ok(text) => queued.text = Some(text.into_boxed_str()),
-                Err(_) => queued.pod = OnceLock::from(pod),
-            }
-        }
+        let mut queued = HintPod::with(pod, None);
+        queued.pod = queued.pod.into_text();
         queued
     }
 
-    fn kept(pod: Arc<Pod>, parsed: Option<Parsed>) -> HintPod {
+    fn with(pod: Arc<Pod>, parsed: Option<Parsed>) -> HintPod {
         let metadata = &pod.metadata;
         HintPod {
             uid: metadata.uid.clone().filter(|u| !u.is_empty()),
@@ -514,24 +508,19 @@ impl HintPod {
                 .as_ref()
                 .and_then(|s| s.scheduling_gates.as_ref())
                 .is_some_and(|g| !g.is_empty()),
-            pod: OnceLock::from(pod),
-            text: None,
+            pod: Kept::parsed(pod),
             parsed,
         }
     }
 
     /// The pod object (a pod kept as text is parsed on the first call and kept).
     pub fn pod(&self) -> &Arc<Pod> {
-        self.pod.get_or_init(|| {
-            // The text was written from a pod: it always parses back.
-            let pod = self.text.as_deref().and_then(|text| serde_json::from_str(text).ok());
-            Arc::new(pod.unwrap_or_default())
-        })
+        self.pod.get()
     }
 
     /// The pod object if it is kept parsed (prepared, or parsed already).
     pub fn parsed_pod(&self) -> Option<&Arc<Pod>> {
-        self.pod.get()
+        self.pod.if_parsed()
     }
 
     /// `metadata.resourceVersion`.
@@ -628,7 +617,7 @@ impl QueueingHints {
                 info,
             }
         });
-        HintPod::kept(pod, parsed)
+        HintPod::with(pod, parsed)
     }
 
     fn registered(&self, plugin: &str) -> Registered {

@@ -12,6 +12,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use serde_json::Value;
 
+use super::kept::Kept;
 use super::labels::{Labels, labels_of};
 use super::pod_index::{DomainCounts, DomainQuery, ExistingTerms, PodIndex};
 use super::pod_info::{HostPort, PodInfo};
@@ -89,8 +90,7 @@ pub struct Workloads {
 /// plugin's JSONPath).
 #[derive(Debug)]
 pub struct NodeInfo {
-    node: OnceLock<Arc<Node>>,
-    text: Option<Arc<str>>,
+    node: Kept<Node>,
     name: Arc<str>,
     labels: Labels,
     taints: Vec<Taint>,
@@ -120,7 +120,6 @@ impl Clone for NodeInfo {
     fn clone(&self) -> NodeInfo {
         NodeInfo {
             node: self.node.clone(),
-            text: self.text.clone(),
             name: self.name.clone(),
             labels: self.labels.clone(),
             taints: self.taints.clone(),
@@ -165,19 +164,12 @@ impl NodeInfo {
             .flat_map(|image| image.names.iter().flatten())
             .map(|name| (name.clone(), image_size(&node, name)))
             .collect();
-        // The text was written from a node: it always parses back (kept typed in the unlikely case it does not
-        // serialize).
-        let (text, typed) = match serde_json::to_string(&node) {
-            Ok(text) => (Some(Arc::from(text)), OnceLock::new()),
-            Err(_) => (None, OnceLock::from(Arc::new(node.clone()))),
-        };
         Ok(NodeInfo {
             zone: zone_key(labels_of(&node.metadata.labels)),
             labels: node.metadata.labels.clone().unwrap_or_default(),
             taints: super::labels::node_taints(&node).to_vec(),
             unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
-            node: typed,
-            text,
+            node: Kept::text(Arc::new(node)),
             name,
             allocatable,
             requested: Resource::default(),
@@ -199,7 +191,7 @@ impl NodeInfo {
         {
             return selected.clone();
         }
-        let json = self.json.get_or_init(|| match self.text.as_deref() {
+        let json = self.json.get_or_init(|| match self.node.json_text() {
             Some(text) => serde_json::from_str(text).unwrap_or(Value::Null),
             None => serde_json::to_value(&**self.node()).unwrap_or(Value::Null),
         });
@@ -212,27 +204,18 @@ impl NodeInfo {
 
     /// The node object (parsed from its text on the first call, and kept).
     pub fn node(&self) -> &Arc<Node> {
-        self.node.get_or_init(|| {
-            let node = self.text.as_deref().and_then(|text| serde_json::from_str(text).ok());
-            Arc::new(node.unwrap_or_default())
-        })
+        self.node.get()
     }
 
     /// The node object, without keeping it parsed: for a node read whole once (an event).
     pub fn to_node(&self) -> Arc<Node> {
-        match self.node.get() {
-            Some(node) => node.clone(),
-            None => {
-                let node = self.text.as_deref().and_then(|text| serde_json::from_str(text).ok());
-                Arc::new(node.unwrap_or_default())
-            }
-        }
+        self.node.to_shared()
     }
 
     /// Whether the node is kept as text and not parsed (yet).
     #[cfg(test)]
     pub(crate) fn is_compact(&self) -> bool {
-        self.node.get().is_none()
+        self.node.if_parsed().is_none()
     }
 
     /// `spec.taints`.
