@@ -381,13 +381,24 @@ impl Snapshot {
     pub fn build(nodes: Vec<Node>, pods: Vec<Pod>) -> Result<Snapshot, SnapshotError> {
         let mut snapshot = Snapshot::new();
         for node in nodes {
-            snapshot.insert_node(node)?;
+            snapshot.add_node_unordered(node)?;
         }
-        snapshot.rebuild_order();
+        snapshot.order_nodes();
         for pod in pods {
             snapshot.add_pod(pod)?;
         }
         Ok(snapshot)
+    }
+
+    /// [`Snapshot::upsert_node`] without ordering the nodes: for many nodes in a row (each kept compact as it
+    /// comes, never all typed at once), followed by [`Snapshot::order_nodes`] before any decision.
+    pub fn add_node_unordered(&mut self, node: Node) -> Result<(), SnapshotError> {
+        self.insert_node(node)
+    }
+
+    /// Orders the nodes (kube-scheduler's node tree) after [`Snapshot::add_node_unordered`].
+    pub fn order_nodes(&mut self) {
+        self.rebuild_order();
     }
 
     /// Adds a node, or replaces the node object of the same name keeping its pods.

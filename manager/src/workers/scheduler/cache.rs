@@ -517,21 +517,23 @@ impl ClusterCache {
     }
 
     fn rebuild(&self, state: &mut State) {
-        let mut nodes: Vec<Node> = Vec::new();
-        self.nodes.store.for_each(|o| nodes.extend(typed::<Node>(o)));
-        let names: std::collections::HashSet<String> = nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
-        let mut snapshot = match Snapshot::build(nodes, Vec::new()) {
-            Ok(snapshot) => snapshot,
-            Err(error) => {
-                warn!(%error, "cannot build the scheduling snapshot; retried at the next decision");
-                return;
-            }
-        };
-        // One pass over the pods, each parsed and dropped in turn: bound ones placed in the snapshot at once (kept
-        // compact there; never all typed together), pending nominated ones for the nominator, and those assumed
-        // here whose binding the watch has not shown yet.
-        let mut bound: HashSet<String> = HashSet::new();
+        // Nodes, then pods, each parsed and placed in the snapshot as it is read (kept compact there: never all
+        // typed together).
+        let mut snapshot = Snapshot::new();
+        let mut names: HashSet<String> = HashSet::new();
         let mut failed = None;
+        self.nodes.store.for_each(|o| {
+            if let Some(node) = typed::<Node>(o) {
+                names.extend(node.metadata.name.clone());
+                if let Err(error) = snapshot.add_node_unordered(node) {
+                    failed.get_or_insert(error);
+                }
+            }
+        });
+        snapshot.order_nodes();
+        // One pass over the pods: bound ones for the snapshot, pending nominated ones for the nominator, and those
+        // assumed here whose binding the watch has not shown yet.
+        let mut bound: HashSet<String> = HashSet::new();
         let mut observed = HashMap::new();
         let mut assumed_pods: HashMap<String, Pod> = HashMap::new();
         let mut waiting_for_node: HashMap<String, HashSet<String>> = HashMap::new();
