@@ -628,7 +628,8 @@ impl QueueingHints {
             return Registered::DefaultPreemption;
         }
         // Both gang dialects move their members by activating the group, not by cluster events.
-        if plugin == crate::scheduler::gang::GANG_SCHEDULING || plugin == crate::scheduler::cosched::COSCHEDULING {
+        if plugin == crate::scheduler::pod_group::GANG_SCHEDULING || plugin == crate::scheduler::pod_group::COSCHEDULING
+        {
             return Registered::GangScheduling;
         }
         if self.node_values.contains(plugin) {
