@@ -10,6 +10,7 @@ use super::field::{FieldError, FieldPath};
 use super::kept::Kept;
 use super::labels::{Labels, Selector};
 use super::resources::{InvalidQuantity, ParsedPodResources, PodResources};
+use super::storage::{is_counted_kind, needs_restrictions_check};
 
 /// A host port a pod binds (`ContainerPort` with `hostPort > 0`), sanitised as `HostPortInfo` stores it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -287,15 +288,9 @@ fn terminating_by_preemption(pod: &Pod) -> bool {
         .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler"))
 }
 
-/// A volume some volume plugin reads of the pods on a node: a claim, an ephemeral volume, an in-tree disk.
+/// A volume some volume plugin reads of the pods on a node: NodeVolumeLimits' kinds and VolumeRestrictions'.
 fn is_storage_volume(volume: &Volume) -> bool {
-    volume.persistent_volume_claim.is_some()
-        || volume.ephemeral.is_some()
-        || volume.gce_persistent_disk.is_some()
-        || volume.aws_elastic_block_store.is_some()
-        || volume.rbd.is_some()
-        || volume.iscsi.is_some()
-        || super::csi_translation::InTreePlugin::of_volume(volume).is_some()
+    is_counted_kind(volume) || needs_restrictions_check(volume)
 }
 
 /// All terms, or none when any fails to parse (kube-scheduler drops the whole list).

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Volume};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment};
 
 /// The annotation that names a claim's class before `spec.storageClassName` (still read first, as upstream).
@@ -235,4 +235,19 @@ pub fn ephemeral_owner_error(
             pod.metadata.name.as_deref().unwrap_or_default()
         )
     })
+}
+
+/// Whether NodeVolumeLimits looks at a volume (claims, ephemeral volumes, migratable in-tree inline volumes).
+pub fn is_counted_kind(volume: &Volume) -> bool {
+    volume.persistent_volume_claim.is_some()
+        || volume.ephemeral.is_some()
+        || super::csi_translation::InTreePlugin::of_volume(volume).is_some()
+}
+
+/// The volumes whose conflicts VolumeRestrictions checks (`needsRestrictionsCheck`).
+pub fn needs_restrictions_check(volume: &Volume) -> bool {
+    volume.gce_persistent_disk.is_some()
+        || volume.aws_elastic_block_store.is_some()
+        || volume.rbd.is_some()
+        || volume.iscsi.is_some()
 }

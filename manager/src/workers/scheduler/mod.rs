@@ -769,12 +769,17 @@ impl PodScheduler {
     /// A pod this policy should place: ours, not bound, not being deleted.
     fn is_pending_ours(&self, object: &DynamicObject) -> bool {
         let spec = object.data.get("spec");
-        let scheduler = spec.and_then(|s| s.get("schedulerName")).and_then(|v| v.as_str());
-        let node = spec
-            .and_then(|s| s.get("nodeName"))
-            .and_then(|v| v.as_str())
-            .unwrap_or_default();
-        scheduler == Some(self.scheduler_name()) && node.is_empty() && object.metadata.deletion_timestamp.is_none()
+        let field = |name| spec.and_then(|s| s.get(name)).and_then(|v| v.as_str());
+        self.is_pending(
+            field("schedulerName"),
+            field("nodeName"),
+            object.metadata.deletion_timestamp.is_some(),
+        )
+    }
+
+    /// [`Self::is_pending_ours`] on a pod's `spec.schedulerName`, `spec.nodeName` and deletion.
+    fn is_pending(&self, scheduler: Option<&str>, node: Option<&str>, deleting: bool) -> bool {
+        scheduler == Some(self.scheduler_name()) && node.unwrap_or_default().is_empty() && !deleting
     }
 
     fn count(&self, result: &str) {
@@ -875,13 +880,23 @@ impl PodScheduler {
     /// `queued` (the queue's copy) is used when it is current: most pods are attempted in the version they were
     /// queued in; else the pod is parsed from the cached text.
     fn pending_pod(&self, key: &PodKey, queued: Option<Arc<Pod>>) -> Option<Arc<Pod>> {
-        let object = self.cache.pods.get(Some(&key.namespace), &key.name)?;
-        if !self.is_pending_ours(&object) {
+        // Straight from the cached text into a pod: one parse (a JSON tree first, then the pod, was two).
+        let pod = self
+            .cache
+            .pods
+            .store
+            .get_typed::<Pod>(Some(&key.namespace), &key.name)?;
+        let spec = pod.spec.as_ref();
+        if !self.is_pending(
+            spec.and_then(|s| s.scheduler_name.as_deref()),
+            spec.and_then(|s| s.node_name.as_deref()),
+            pod.metadata.deletion_timestamp.is_some(),
+        ) {
             return None;
         }
         match queued {
-            Some(pod) if pod.metadata.resource_version == object.metadata.resource_version => Some(pod),
-            _ => crate::watch_hub::typed::<Pod>(&object).ok().map(Arc::new),
+            Some(queued) if queued.metadata.resource_version == pod.metadata.resource_version => Some(queued),
+            _ => Some(Arc::new(pod)),
         }
     }
 

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Volume};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::CSINode;
 
 use super::{Cycle, NodeFilter, PreFilter, PreFilterPlugin};
@@ -22,7 +22,9 @@ use crate::scheduler::engine::csi_translation::{
 };
 use crate::scheduler::engine::snapshot::NodeInfo;
 use crate::scheduler::engine::status::Verdict;
-use crate::scheduler::engine::storage::{Storage, claim_class, ephemeral_claim_name, ephemeral_owner_error};
+use crate::scheduler::engine::storage::{
+    Storage, claim_class, ephemeral_claim_name, ephemeral_owner_error, is_counted_kind,
+};
 
 /// The reason for nodes whose driver limit the pod's new volumes would exceed.
 pub const REASON: &str = "node(s) exceed max volume count";
@@ -42,11 +44,6 @@ struct Check<'a> {
     /// The pod's attachable volumes, per [`migration_case`] of a node's CSINode (all that they depend on), made
     /// at the first node of each case rather than for every node.
     new_volumes: [OnceLock<Result<HashMap<String, String>, Verdict>>; 3],
-}
-
-/// Whether NodeVolumeLimits looks at a volume (claims, ephemeral volumes, migratable in-tree inline volumes).
-pub fn is_counted_kind(volume: &Volume) -> bool {
-    volume.persistent_volume_claim.is_some() || volume.ephemeral.is_some() || InTreePlugin::of_volume(volume).is_some()
 }
 
 impl PreFilterPlugin for NodeVolumeLimits {

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Pod, Volume};
 use super::{Cycle, NodeFilter, PreFilter, PreFilterPlugin};
 use crate::scheduler::engine::snapshot::NodeInfo;
 use crate::scheduler::engine::status::Verdict;
+use crate::scheduler::engine::storage::needs_restrictions_check as needs_check;
 
 /// The reason for nodes where an in-tree disk of the pod is in use.
 pub const DISK_CONFLICT: &str = "node(s) had no available disk";
@@ -28,14 +29,6 @@ struct Check<'a> {
     volumes: &'a [Volume],
     /// ReadWriteOncePod claims of the pod that a placed pod already uses (counted once per claim).
     claims_in_use: usize,
-}
-
-/// The volumes whose conflicts the plugin checks (`needsRestrictionsCheck`).
-fn needs_check(volume: &Volume) -> bool {
-    volume.gce_persistent_disk.is_some()
-        || volume.aws_elastic_block_store.is_some()
-        || volume.rbd.is_some()
-        || volume.iscsi.is_some()
 }
 
 impl PreFilterPlugin for VolumeRestrictions {
