@@ -23,7 +23,7 @@ use super::pod_info::PodInfo;
 use super::preemption::{NodeStatuses, PostFilters, run_post_filters};
 use super::profile::{Profile, ProfileError, TieBreak};
 use super::rng::SplitMix64;
-use super::snapshot::{NodeInfo, Snapshot, pod_ref, pod_uses_claim};
+use super::snapshot::{NodeInfo, Snapshot, pod_ref, uses_claim};
 use super::status::{Code, NO_NODES_MESSAGE, Reason, Rejection, fit_error_message, pre_filter_message};
 
 /// Below this many nodes every node is examined.
@@ -817,7 +817,7 @@ impl<'p> CountedPods<'p> {
                     .iter()
                     .flat_map(|s| s.volumes.iter().flatten())
                     .filter_map(|v| v.persistent_volume_claim.as_ref())
-                    .any(|claim| other.has_storage_volumes && pod_uses_claim(other.pod(), &claim.claim_name))
+                    .any(|claim| uses_claim(&other.storage_volumes, &claim.claim_name))
         })
     }
 }

@@ -10,7 +10,7 @@ use super::field::{FieldError, FieldPath};
 use super::kept::Kept;
 use super::labels::{Labels, Selector};
 use super::resources::{InvalidQuantity, ParsedPodResources, PodResources};
-use super::storage::{is_counted_kind, needs_restrictions_check};
+use super::storage::{VolumeOwner, is_counted_kind, needs_restrictions_check};
 
 /// A host port a pod binds (`ContainerPort` with `hostPort > 0`), sanitised as `HostPortInfo` stores it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -101,9 +101,9 @@ pub struct PodInfo {
     /// Being deleted with a True `DisruptionTarget` condition of reason `PreemptionByScheduler`
     /// (`podTerminatingByPreemption`).
     pub terminating_by_preemption: bool,
-    /// The pod has volumes the volume plugins read (claims, ephemeral volumes, in-tree disks): only such pods'
-    /// volumes are read, through [`PodInfo::pod`].
-    pub has_storage_volumes: bool,
+    /// The volumes the volume plugins read of the pods on a node (claims, ephemeral volumes, in-tree disks); most
+    /// pods have none.
+    pub storage_volumes: Box<[Volume]>,
     /// Parsed quantities.
     pub parsed_resources: ParsedPodResources,
     /// What the pod adds to a node's accounting.
@@ -219,11 +219,13 @@ impl PodInfo {
             start_time: pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0),
             scheduler_name: spec.and_then(|s| s.scheduler_name.clone()),
             terminating_by_preemption: terminating_by_preemption(&pod),
-            has_storage_volumes: spec
+            storage_volumes: spec
                 .and_then(|s| s.volumes.as_deref())
                 .unwrap_or_default()
                 .iter()
-                .any(is_storage_volume),
+                .filter(|volume| is_storage_volume(volume))
+                .cloned()
+                .collect(),
             pod: Kept::parsed(pod),
             key,
             namespace,
@@ -245,6 +247,16 @@ impl PodInfo {
     /// The pod object, without keeping a compact pod parsed: for a pod read whole once (an event, a victim).
     pub fn to_pod(&self) -> Arc<Pod> {
         self.pod.to_shared()
+    }
+
+    /// What the ephemeral-claim rules read of the pod.
+    pub fn volume_owner(&self) -> VolumeOwner<'_> {
+        VolumeOwner {
+            namespace: &self.namespace,
+            name: &self.name,
+            // The key is the UID when the pod has one, `namespace/name` (never a UID) when it has none.
+            uid: (!self.key.contains('/')).then_some(self.key.as_str()),
+        }
     }
 
     /// The pod kept as JSON text instead of parsed (for the snapshot's placed pods).

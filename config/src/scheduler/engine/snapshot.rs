@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController, Service, Taint};
+use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController, Service, Taint, Volume};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use serde_json::Value;
@@ -617,7 +617,7 @@ impl Snapshot {
         self.nodes
             .iter()
             .flat_map(|node| &node.pods)
-            .any(|pod| pod.namespace == namespace && pod.has_storage_volumes && pod_uses_claim(pod.pod(), name))
+            .any(|pod| pod.namespace == namespace && uses_claim(&pod.storage_volumes, name))
     }
 
     /// Sets the services and controllers default topology spreading derives selectors from.
@@ -772,10 +772,9 @@ impl Snapshot {
 }
 
 /// Whether the pod has a `persistentVolumeClaim` volume naming this claim.
-pub(crate) fn pod_uses_claim(pod: &Pod, claim: &str) -> bool {
-    pod.spec
+pub(crate) fn uses_claim(volumes: &[Volume], claim: &str) -> bool {
+    volumes
         .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
         .filter_map(|v| v.persistent_volume_claim.as_ref())
         .any(|c| c.claim_name == claim)
 }

@@ -206,12 +206,36 @@ pub fn claim_class(claim: &PersistentVolumeClaim) -> &str {
         .unwrap_or_default()
 }
 
+/// What the ephemeral-claim rules read of a pod: its namespace, name and UID.
+#[derive(Clone, Copy, Debug)]
+pub struct VolumeOwner<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub uid: Option<&'a str>,
+}
+
+impl<'a> VolumeOwner<'a> {
+    /// A pod's (namespace `default` when unset).
+    pub fn of(pod: &'a k8s_openapi::api::core::v1::Pod) -> VolumeOwner<'a> {
+        VolumeOwner {
+            namespace: pod.metadata.namespace.as_deref().unwrap_or("default"),
+            name: pod.metadata.name.as_deref().unwrap_or_default(),
+            uid: pod.metadata.uid.as_deref(),
+        }
+    }
+}
+
 /// The claim of a generic ephemeral volume (`ephemeral.VolumeClaimName`): `<pod name>-<volume name>`.
 pub fn ephemeral_claim_name(
     pod: &k8s_openapi::api::core::v1::Pod,
     volume: &k8s_openapi::api::core::v1::Volume,
 ) -> String {
-    format!("{}-{}", pod.metadata.name.as_deref().unwrap_or_default(), volume.name)
+    ephemeral_claim_name_of(VolumeOwner::of(pod), volume)
+}
+
+/// [`ephemeral_claim_name`] of a pod known by its [`VolumeOwner`].
+pub fn ephemeral_claim_name_of(owner: VolumeOwner<'_>, volume: &k8s_openapi::api::core::v1::Volume) -> String {
+    format!("{}-{}", owner.name, volume.name)
 }
 
 /// Why an ephemeral volume's claim is not the pod's (`ephemeral.VolumeIsForPod`): another namespace, or not
@@ -221,18 +245,30 @@ pub fn ephemeral_owner_error(
     namespace: &str,
     claim: &PersistentVolumeClaim,
 ) -> Option<String> {
+    ephemeral_owner_error_of(
+        VolumeOwner {
+            namespace,
+            ..VolumeOwner::of(pod)
+        },
+        claim,
+    )
+}
+
+/// [`ephemeral_owner_error`] of a pod known by its [`VolumeOwner`].
+pub fn ephemeral_owner_error_of(owner: VolumeOwner<'_>, claim: &PersistentVolumeClaim) -> Option<String> {
     let claim_namespace = claim.metadata.namespace.as_deref().unwrap_or("default");
     let controlled = claim
         .metadata
         .owner_references
         .iter()
         .flatten()
-        .any(|owner| owner.controller == Some(true) && Some(owner.uid.as_str()) == pod.metadata.uid.as_deref());
-    (claim_namespace != namespace || !controlled).then(|| {
+        .any(|reference| reference.controller == Some(true) && Some(reference.uid.as_str()) == owner.uid);
+    (claim_namespace != owner.namespace || !controlled).then(|| {
         format!(
-            "PVC {claim_namespace}/{} was not created for pod {namespace}/{} (pod is not owner)",
+            "PVC {claim_namespace}/{} was not created for pod {}/{} (pod is not owner)",
             claim.metadata.name.as_deref().unwrap_or_default(),
-            pod.metadata.name.as_deref().unwrap_or_default()
+            owner.namespace,
+            owner.name
         )
     })
 }

@@ -62,7 +62,7 @@ pub fn restrictions_pod_deleted(pod: &Pod, deleted: Option<&Pod>) -> bool {
     }
     if volumes(pod)
         .iter()
-        .any(|volume| volume_restrictions::conflicts(volume, deleted))
+        .any(|volume| volume_restrictions::conflicts(volume, volumes(deleted)))
     {
         return true;
     }

@@ -13,17 +13,18 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Volume};
 use k8s_openapi::api::storage::v1::CSINode;
 
 use super::{Cycle, NodeFilter, PreFilter, PreFilterPlugin};
 use crate::scheduler::engine::csi_translation::{
     InTreePlugin, inline_handle, migrated_on_node, persistent_volume_handle,
 };
+use crate::scheduler::engine::pod_info::PodInfo;
 use crate::scheduler::engine::snapshot::NodeInfo;
 use crate::scheduler::engine::status::Verdict;
 use crate::scheduler::engine::storage::{
-    Storage, claim_class, ephemeral_claim_name, ephemeral_owner_error, is_counted_kind,
+    Storage, VolumeOwner, claim_class, ephemeral_claim_name_of, ephemeral_owner_error_of, is_counted_kind,
 };
 
 /// The reason for nodes whose driver limit the pod's new volumes would exceed.
@@ -38,8 +39,7 @@ const UNBOUND_HANDLE_PREFIX: &str = "ruleplane-unbound-claim";
 pub struct NodeVolumeLimits;
 
 struct Check<'a> {
-    pod: &'a Pod,
-    namespace: &'a str,
+    pod: &'a PodInfo,
     storage: &'a Storage,
     /// The pod's attachable volumes, per [`migration_case`] of a node's CSINode (all that they depend on), made
     /// at the first node of each case rather than for every node.
@@ -51,19 +51,11 @@ impl PreFilterPlugin for NodeVolumeLimits {
         let Some(storage) = cycle.snapshot.storage() else {
             return PreFilter::Skip;
         };
-        let volumes = cycle
-            .pod
-            .pod()
-            .spec
-            .as_ref()
-            .and_then(|s| s.volumes.as_deref())
-            .unwrap_or_default();
-        if !volumes.iter().any(is_counted_kind) {
+        if !cycle.pod.storage_volumes.iter().any(is_counted_kind) {
             return PreFilter::Skip;
         }
         PreFilter::run(Check {
-            pod: cycle.pod.pod(),
-            namespace: &cycle.pod.namespace,
+            pod: cycle.pod,
             storage,
             new_volumes: Default::default(),
         })
@@ -97,19 +89,19 @@ fn migration_case(csi_node: Option<&CSINode>) -> usize {
 /// A pod's attachable volumes (`filterAttachableVolumes`): unique name → driver. For the pod being scheduled a
 /// missing claim or a volume that cannot be counted rejects the node; another pod's are left out.
 fn attachable_volumes(
-    pod: &Pod,
-    namespace: &str,
+    volumes: &[Volume],
+    owner: VolumeOwner<'_>,
     storage: &Storage,
     csi_node: Option<&CSINode>,
     new_pod: bool,
     out: &mut HashMap<String, String>,
 ) -> Result<(), Verdict> {
-    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default();
+    let namespace = owner.namespace;
     for volume in volumes {
         let claim_name = if let Some(claim) = &volume.persistent_volume_claim {
             claim.claim_name.clone()
         } else if volume.ephemeral.is_some() {
-            ephemeral_claim_name(pod, volume)
+            ephemeral_claim_name_of(owner, volume)
         } else {
             if let Some(plugin) = InTreePlugin::of_volume(volume)
                 && migration_on(csi_node, plugin)
@@ -144,7 +136,7 @@ fn attachable_volumes(
             Err(_) => continue,
         };
         if volume.ephemeral.is_some()
-            && let Some(error) = ephemeral_owner_error(pod, namespace, claim)
+            && let Some(error) = ephemeral_owner_error_of(owner, claim)
         {
             if new_pod {
                 return Err(Verdict::unresolvable(error));
@@ -221,7 +213,8 @@ impl Check<'_> {
         let new = self.new_volumes[migration_case(csi_node)]
             .get_or_init(|| {
                 let mut new = HashMap::new();
-                attachable_volumes(self.pod, self.namespace, self.storage, csi_node, true, &mut new).map(|()| new)
+                let (volumes, owner) = (&self.pod.storage_volumes, self.pod.volume_owner());
+                attachable_volumes(volumes, owner, self.storage, csi_node, true, &mut new).map(|()| new)
             })
             .as_ref()
             .map_err(Clone::clone)?;
@@ -238,11 +231,11 @@ impl Check<'_> {
             return Ok(());
         }
         let mut attached = HashMap::new();
-        for other in node.pods().iter().filter(|p| p.has_storage_volumes) {
+        for other in node.pods().iter().filter(|p| !p.storage_volumes.is_empty()) {
             // Another pod's volumes that cannot be counted are left out (upstream fails the cycle on some).
             let _ = attachable_volumes(
-                other.pod(),
-                &other.namespace,
+                &other.storage_volumes,
+                other.volume_owner(),
                 self.storage,
                 csi_node,
                 false,

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{Pod, Volume};
+use k8s_openapi::api::core::v1::Volume;
 
 use super::{Cycle, NodeFilter, PreFilter, PreFilterPlugin};
 use crate::scheduler::engine::snapshot::NodeInfo;
@@ -69,7 +69,7 @@ impl NodeFilter for Check<'_> {
         let conflict = self.volumes.iter().filter(|v| needs_check(v)).any(|volume| {
             node.pods()
                 .iter()
-                .any(|other| other.has_storage_volumes && conflicts(volume, other.pod()))
+                .any(|other| conflicts(volume, &other.storage_volumes))
         });
         if conflict {
             return Some(Verdict::unschedulable(DISK_CONFLICT));
@@ -81,9 +81,8 @@ impl NodeFilter for Check<'_> {
 /// Whether `volume` conflicts with a volume of `pod` (`isVolumeConflict`): the same GCE PD unless both are
 /// read-only, the same EBS volume ID, the same iSCSI IQN unless both are read-only, or the same RBD pool and image
 /// with a shared monitor unless both are read-only.
-pub(crate) fn conflicts(volume: &Volume, pod: &Pod) -> bool {
-    let existing = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
-    existing.into_iter().any(|other| {
+pub(crate) fn conflicts(volume: &Volume, existing: &[Volume]) -> bool {
+    existing.iter().any(|other| {
         if let (Some(disk), Some(theirs)) = (&volume.gce_persistent_disk, &other.gce_persistent_disk)
             && disk.pd_name == theirs.pd_name
             && !(disk.read_only.unwrap_or(false) && theirs.read_only.unwrap_or(false))

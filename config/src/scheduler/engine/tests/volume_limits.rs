@@ -297,3 +297,36 @@ fn each_node_counts_the_new_pods_volumes_under_its_own_csi_nodes_migration() {
         None
     );
 }
+
+#[test]
+fn placed_pods_with_claims_and_disks_stay_compact_while_the_volume_plugins_read_them() {
+    let disk = json!({"name": "disk", "gcePersistentDisk": {"pdName": "shared"}});
+    let mut volumes = claims(&["a", "b"]);
+    volumes.as_array_mut().unwrap().push(disk.clone());
+    let placed = pod("old", volumes, Some("n1"));
+    let mut snapshot = Snapshot::build(vec![node("n1")], vec![placed]).unwrap();
+    snapshot.set_storage(four_volumes(3));
+    let mut engine = Engine::new(&Profile::default_provider(), 1).unwrap();
+    // NodeVolumeLimits counts the placed pod's two claims: 2 + 2 new > 3.
+    let decision = engine
+        .schedule(&snapshot, &pod("new", claims(&["c", "d"]), None))
+        .unwrap();
+    assert_eq!(verdict(&decision), exceeded());
+    // VolumeRestrictions sees the placed pod's disk; VolumeBinding sees its claim in use.
+    let decision = engine
+        .schedule(&snapshot, &pod("same-disk", json!([disk]), None))
+        .unwrap();
+    assert_eq!(
+        verdict(&decision),
+        Some((
+            "VolumeRestrictions".to_string(),
+            Code::Unschedulable,
+            "node(s) had no available disk".to_string()
+        ))
+    );
+    assert!(snapshot.is_claim_used("default", "a"));
+    assert!(!snapshot.is_claim_used("default", "c"));
+    let old = snapshot.pod("uid-old").expect("placed");
+    assert!(old.is_compact(), "the volume plugins parsed the placed pod");
+    assert_eq!(old.storage_volumes.len(), 3);
+}
