@@ -729,11 +729,11 @@ fn storage_hint(function: HintFn, pod: &Pod, event: &ClusterEvent) -> bool {
     macro_rules! pick {
         ($variant:ident) => {{
             let old_typed = match old {
-                Some(S::$variant(object)) => Some(object),
+                Some(S::$variant(object)) => Some(&**object),
                 _ => None,
             };
             let new_typed = match new {
-                Some(S::$variant(object)) => Some(object),
+                Some(S::$variant(object)) => Some(&**object),
                 _ => None,
             };
             if (old.is_some() && old_typed.is_none()) || (new.is_some() && new_typed.is_none()) {

@@ -5,31 +5,47 @@
 // text (`persistentvolumeclaim "x" not found`) becomes the plugin's reason, so the lookups here return that text.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Volume};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// The annotation that names a claim's class before `spec.storageClassName` (still read first, as upstream).
 pub const BETA_STORAGE_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
 
+/// A storage object: an entry of a [`Storage`] and what a storage event is about (the same allocation).
+#[derive(Clone, Debug)]
+pub enum StorageObject {
+    Claim(Arc<PersistentVolumeClaim>),
+    Volume(Arc<PersistentVolume>),
+    Class(Arc<StorageClass>),
+    CsiNode(Arc<CSINode>),
+    CsiDriver(Arc<CSIDriver>),
+    Capacity(Arc<CSIStorageCapacity>),
+    Attachment(Arc<VolumeAttachment>),
+}
+
 /// PersistentVolumeClaims (by namespace and name), PersistentVolumes, StorageClasses, CSINodes and CSIDrivers (by
-/// name), CSIStorageCapacities and VolumeAttachments.
+/// name), CSIStorageCapacities and VolumeAttachments. Built whole ([`Storage::new`]) or kept up to date object by
+/// object ([`Storage::apply`], [`Storage::remove`]); a clone shares the objects.
 #[derive(Clone, Debug, Default)]
 pub struct Storage {
-    claims: HashMap<(String, String), PersistentVolumeClaim>,
-    volumes: HashMap<String, PersistentVolume>,
-    classes: HashMap<String, StorageClass>,
+    claims: HashMap<(String, String), Arc<PersistentVolumeClaim>>,
+    volumes: HashMap<String, Arc<PersistentVolume>>,
+    classes: HashMap<String, Arc<StorageClass>>,
     /// Boxed: most stores (tests, `simulate`) have none.
     csi: Box<CsiStore>,
 }
 
 #[derive(Clone, Debug, Default)]
 struct CsiStore {
-    nodes: HashMap<String, CSINode>,
-    drivers: HashMap<String, CSIDriver>,
-    capacities: Vec<CSIStorageCapacity>,
-    /// By `spec.nodeName`: NodeVolumeLimits reads a node's own for every node it checks.
-    attachments: HashMap<String, Vec<VolumeAttachment>>,
+    nodes: HashMap<String, Arc<CSINode>>,
+    drivers: HashMap<String, Arc<CSIDriver>>,
+    /// By namespace and name.
+    capacities: HashMap<(String, String), Arc<CSIStorageCapacity>>,
+    /// By `spec.nodeName` (immutable), then name: NodeVolumeLimits reads a node's own for every node it checks.
+    attachments: HashMap<String, HashMap<String, Arc<VolumeAttachment>>>,
 }
 
 /// The CSI objects of a [`Storage`] (NodeVolumeLimits and VolumeBinding read them; none is fine).
@@ -41,16 +57,19 @@ pub struct CsiObjects {
     pub attachments: Vec<VolumeAttachment>,
 }
 
-fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+/// A namespaced object's key (`default` when the namespace is unset).
+fn namespaced_key(meta: &ObjectMeta) -> (String, String) {
+    let namespace = meta.namespace.clone().unwrap_or_else(|| "default".to_string());
+    (namespace, name_of(meta))
+}
+
+fn name_of(meta: &ObjectMeta) -> String {
     meta.name.clone().unwrap_or_default()
 }
 
 /// `seen` is a newer version than `assumed` (resource versions compared as numbers, as the apiserver's versioner).
-fn newer(
-    seen: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    assumed: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> bool {
-    let version = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+fn newer(seen: &ObjectMeta, assumed: &ObjectMeta) -> bool {
+    let version = |m: &ObjectMeta| {
         m.resource_version
             .as_deref()
             .and_then(|v| v.parse::<u64>().ok())
@@ -76,71 +95,115 @@ impl Storage {
         volumes: impl IntoIterator<Item = PersistentVolume>,
         classes: impl IntoIterator<Item = StorageClass>,
     ) -> Storage {
-        let name =
-            |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| meta.name.clone().unwrap_or_default();
-        Storage {
-            claims: claims
-                .into_iter()
-                .map(|c| {
-                    let namespace = c.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
-                    ((namespace, name(&c.metadata)), c)
-                })
-                .collect(),
-            volumes: volumes.into_iter().map(|v| (name(&v.metadata), v)).collect(),
-            classes: classes.into_iter().map(|c| (name(&c.metadata), c)).collect(),
-            ..Storage::default()
+        let mut storage = Storage::default();
+        let objects = (claims.into_iter().map(|c| StorageObject::Claim(Arc::new(c))))
+            .chain(volumes.into_iter().map(|v| StorageObject::Volume(Arc::new(v))))
+            .chain(classes.into_iter().map(|c| StorageObject::Class(Arc::new(c))));
+        for object in objects {
+            storage.apply(object);
         }
+        storage
     }
 
     /// The same store with these CSI objects.
     pub fn with_csi(mut self, csi: CsiObjects) -> Storage {
-        self.csi = Box::new(CsiStore {
-            nodes: csi.nodes.into_iter().map(|n| (name_of(&n.metadata), n)).collect(),
-            drivers: csi.drivers.into_iter().map(|d| (name_of(&d.metadata), d)).collect(),
-            capacities: csi.capacities,
-            attachments: csi
-                .attachments
-                .into_iter()
-                .fold(HashMap::new(), |mut by_node, attachment| {
-                    by_node
-                        .entry(attachment.spec.node_name.clone())
-                        .or_insert_with(Vec::new)
-                        .push(attachment);
-                    by_node
-                }),
-        });
+        let objects = (csi.nodes.into_iter().map(|n| StorageObject::CsiNode(Arc::new(n))))
+            .chain(csi.drivers.into_iter().map(|d| StorageObject::CsiDriver(Arc::new(d))))
+            .chain(csi.capacities.into_iter().map(|c| StorageObject::Capacity(Arc::new(c))))
+            .chain(
+                csi.attachments
+                    .into_iter()
+                    .map(|a| StorageObject::Attachment(Arc::new(a))),
+            );
+        for object in objects {
+            self.apply(object);
+        }
         self
+    }
+
+    /// Adds an object or replaces its version (a watch's add or update); returns the version replaced.
+    pub fn apply(&mut self, object: StorageObject) -> Option<StorageObject> {
+        use StorageObject as S;
+        match object {
+            S::Claim(c) => self.claims.insert(namespaced_key(&c.metadata), c).map(S::Claim),
+            S::Volume(v) => self.volumes.insert(name_of(&v.metadata), v).map(S::Volume),
+            S::Class(c) => self.classes.insert(name_of(&c.metadata), c).map(S::Class),
+            S::CsiNode(n) => self.csi.nodes.insert(name_of(&n.metadata), n).map(S::CsiNode),
+            S::CsiDriver(d) => self.csi.drivers.insert(name_of(&d.metadata), d).map(S::CsiDriver),
+            S::Capacity(c) => self
+                .csi
+                .capacities
+                .insert(namespaced_key(&c.metadata), c)
+                .map(S::Capacity),
+            S::Attachment(a) => self
+                .csi
+                .attachments
+                .entry(a.spec.node_name.clone())
+                .or_default()
+                .insert(name_of(&a.metadata), a)
+                .map(S::Attachment),
+        }
+    }
+
+    /// Removes an object (a watch's delete, known by its last version); returns the version removed.
+    pub fn remove(&mut self, object: &StorageObject) -> Option<StorageObject> {
+        use StorageObject as S;
+        match object {
+            S::Claim(c) => self.claims.remove(&namespaced_key(&c.metadata)).map(S::Claim),
+            S::Volume(v) => self.volumes.remove(&name_of(&v.metadata)).map(S::Volume),
+            S::Class(c) => self.classes.remove(&name_of(&c.metadata)).map(S::Class),
+            S::CsiNode(n) => self.csi.nodes.remove(&name_of(&n.metadata)).map(S::CsiNode),
+            S::CsiDriver(d) => self.csi.drivers.remove(&name_of(&d.metadata)).map(S::CsiDriver),
+            S::Capacity(c) => self
+                .csi
+                .capacities
+                .remove(&namespaced_key(&c.metadata))
+                .map(S::Capacity),
+            S::Attachment(a) => {
+                let on_node = self.csi.attachments.get_mut(&a.spec.node_name)?;
+                let removed = on_node.remove(&name_of(&a.metadata));
+                if on_node.is_empty() {
+                    self.csi.attachments.remove(&a.spec.node_name);
+                }
+                removed.map(S::Attachment)
+            }
+        }
     }
 
     /// The CSINode of a node (the same name), if any.
     pub fn csi_node(&self, node: &str) -> Option<&CSINode> {
-        self.csi.nodes.get(node)
+        self.csi.nodes.get(node).map(|n| &**n)
     }
 
     /// A CSIDriver, if any.
     pub fn csi_driver(&self, name: &str) -> Option<&CSIDriver> {
-        self.csi.drivers.get(name)
+        self.csi.drivers.get(name).map(|d| &**d)
     }
 
-    /// Every CSIStorageCapacity.
-    pub fn capacities(&self) -> &[CSIStorageCapacity] {
-        &self.csi.capacities
+    /// Every CSIStorageCapacity, in no particular order.
+    pub fn capacities(&self) -> impl Iterator<Item = &CSIStorageCapacity> {
+        self.csi.capacities.values().map(|c| &**c)
     }
 
-    /// The VolumeAttachments to a node.
-    pub fn attachments_to(&self, node: &str) -> &[VolumeAttachment] {
-        self.csi.attachments.get(node).map_or(&[], Vec::as_slice)
+    /// The VolumeAttachments to a node, in no particular order.
+    pub fn attachments_to(&self, node: &str) -> impl Iterator<Item = &VolumeAttachment> {
+        self.csi
+            .attachments
+            .get(node)
+            .into_iter()
+            .flat_map(|a| a.values().map(|a| &**a))
     }
 
     /// Every PersistentVolume, in no particular order.
     pub fn volumes(&self) -> impl Iterator<Item = &PersistentVolume> {
-        self.volumes.values()
+        self.volumes.values().map(|v| &**v)
     }
 
     /// A claim of a namespace.
     pub fn claim(&self, namespace: &str, name: &str) -> Result<&PersistentVolumeClaim, NotFound> {
         self.claims
             .get(&(namespace.to_string(), name.to_string()))
+            .map(|c| &**c)
             .ok_or_else(|| NotFound {
                 resource: "persistentvolumeclaim",
                 name: name.to_string(),
@@ -149,7 +212,7 @@ impl Storage {
 
     /// A PersistentVolume.
     pub fn volume(&self, name: &str) -> Result<&PersistentVolume, NotFound> {
-        self.volumes.get(name).ok_or_else(|| NotFound {
+        self.volumes.get(name).map(|v| &**v).ok_or_else(|| NotFound {
             resource: "persistentvolume",
             name: name.to_string(),
         })
@@ -164,30 +227,25 @@ impl Storage {
             .get(&name)
             .is_none_or(|seen| !newer(&seen.metadata, &volume.metadata))
         {
-            self.volumes.insert(name, volume);
+            self.volumes.insert(name, Arc::new(volume));
         }
     }
 
     /// Reserve's assumed version of a claim, as [`Storage::assume_volume`].
     pub fn assume_claim(&mut self, claim: PersistentVolumeClaim) {
-        let namespace = claim
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".to_string());
-        let key = (namespace, name_of(&claim.metadata));
+        let key = namespaced_key(&claim.metadata);
         if self
             .claims
             .get(&key)
             .is_none_or(|seen| !newer(&seen.metadata, &claim.metadata))
         {
-            self.claims.insert(key, claim);
+            self.claims.insert(key, Arc::new(claim));
         }
     }
 
     /// A StorageClass.
     pub fn class(&self, name: &str) -> Result<&StorageClass, NotFound> {
-        self.classes.get(name).ok_or_else(|| NotFound {
+        self.classes.get(name).map(|c| &**c).ok_or_else(|| NotFound {
             resource: "storageclass.storage.k8s.io",
             name: name.to_string(),
         })
@@ -286,4 +344,59 @@ pub fn needs_restrictions_check(volume: &Volume) -> bool {
         || volume.aws_elastic_block_store.is_some()
         || volume.rbd.is_some()
         || volume.iscsi.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn attachment(name: &str, node: &str) -> StorageObject {
+        StorageObject::Attachment(Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "spec": {"attacher": "ebs", "nodeName": node, "source": {"persistentVolumeName": "pv"}}
+            }))
+            .unwrap(),
+        ))
+    }
+
+    fn names(storage: &Storage, node: &str) -> Vec<String> {
+        let mut names: Vec<String> = storage
+            .attachments_to(node)
+            .filter_map(|a| a.metadata.name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn objects_are_applied_replaced_and_removed_one_by_one() {
+        let mut storage = Storage::default();
+        assert!(storage.apply(attachment("a", "n1")).is_none());
+        assert!(storage.apply(attachment("b", "n1")).is_none());
+        assert!(storage.apply(attachment("c", "n2")).is_none());
+        assert!(matches!(
+            storage.apply(attachment("a", "n1")),
+            Some(StorageObject::Attachment(_))
+        ));
+        assert_eq!(names(&storage, "n1"), ["a", "b"]);
+        assert!(storage.remove(&attachment("a", "n1")).is_some());
+        assert!(storage.remove(&attachment("a", "n1")).is_none(), "removed once");
+        assert_eq!(names(&storage, "n1"), ["b"]);
+        assert!(storage.remove(&attachment("c", "n2")).is_some());
+        assert!(names(&storage, "n2").is_empty());
+        assert!(
+            !storage.csi.attachments.contains_key("n2"),
+            "an emptied node's entry goes"
+        );
+
+        let claim: PersistentVolumeClaim = serde_json::from_value(json!({"metadata": {"name": "data"}})).unwrap();
+        storage.apply(StorageObject::Claim(Arc::new(claim.clone())));
+        assert!(storage.claim("default", "data").is_ok(), "no namespace is `default`");
+        let clone = storage.clone();
+        storage.remove(&StorageObject::Claim(Arc::new(claim)));
+        assert!(storage.claim("default", "data").is_err());
+        assert!(clone.claim("default", "data").is_ok(), "a clone keeps its own entries");
+    }
 }

@@ -16,17 +16,7 @@ use super::plugins::volume_restrictions;
 use super::quantity::parse;
 use super::storage::ephemeral_claim_name;
 
-/// A storage object an event is about.
-#[derive(Clone, Debug)]
-pub enum StorageObject {
-    Claim(PersistentVolumeClaim),
-    Volume(PersistentVolume),
-    Class(StorageClass),
-    CsiNode(CSINode),
-    CsiDriver(CSIDriver),
-    Capacity(CSIStorageCapacity),
-    Attachment(VolumeAttachment),
-}
+pub use super::storage::StorageObject;
 
 fn volumes(pod: &Pod) -> &[Volume] {
     pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default()

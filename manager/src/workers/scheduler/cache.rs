@@ -405,7 +405,7 @@ impl ClusterCache {
             state.emit(ClusterEvent::wildcard("CacheRebuilt"));
         }
         if state.storage_changes.dirty {
-            let mut storage = crate::runner::whole_cache_step(usize::MAX, || self.context.storage.storage());
+            let mut storage = state.storage_changes.store().clone();
             for plan in state.volumes.values().flatten() {
                 for binding in &plan.bindings {
                     storage.assume_volume(binding.volume.clone());

@@ -1,15 +1,14 @@
 //! The storage objects the volume plugins read, from the shared watches: the snapshot's store and the cluster
 //! events (claim added, CSINode updated, ...) their queueing hints decide on.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment};
 use kube::api::{ApiResource, DynamicObject};
+use ruleplane_config::scheduler::engine::Storage;
 use ruleplane_config::scheduler::engine::queueing_hints::{ActionType, ClusterEvent, StorageObject};
-use ruleplane_config::scheduler::engine::{CsiObjects, Storage};
 use tracing::warn;
 
 use crate::watch_hub::{Change, SharedWatch, Subscription, WatchHub};
@@ -80,18 +79,17 @@ impl StorageWatches {
         &self.watches
     }
 
-    /// The store the snapshot gives the volume plugins, from the watches' caches.
-    pub fn storage(&self) -> Storage {
-        fn all<T: serde::de::DeserializeOwned>(watch: &SharedWatch) -> Vec<T> {
-            watch.store.state().iter().filter_map(|o| typed(o)).collect()
+    /// Every object of the watches' caches, parsed.
+    fn storage(&self) -> Storage {
+        let mut storage = Storage::default();
+        for (kind, watch) in KINDS.into_iter().zip(&self.watches) {
+            for object in watch.store.state().iter() {
+                if let Some(object) = storage_object(kind, object) {
+                    storage.apply(object);
+                }
+            }
         }
-        let [claims, volumes, classes, nodes, drivers, capacities, attachments] = &self.watches;
-        Storage::new(all(claims), all(volumes), all(classes)).with_csi(CsiObjects {
-            nodes: all(nodes),
-            drivers: all(drivers),
-            capacities: all(capacities),
-            attachments: all(attachments),
-        })
+        storage
     }
 
     /// A store of only these claims (namespace, name) and the volumes named here or by the claims, from the
@@ -114,11 +112,14 @@ impl StorageWatches {
         Storage::new(claims, volumes, [])
     }
 
-    /// Subscriptions to every watch, from now on.
+    /// Subscriptions to every watch, from now on, and the objects already there.
     pub fn subscribe(&self) -> StorageChanges {
+        // Subscribed first: a change racing the read below is applied again, which is harmless.
+        let subscriptions = self.watches.iter().map(|w| w.subscribe()).collect();
         StorageChanges {
-            subscriptions: self.watches.iter().map(|w| w.subscribe()).collect(),
-            seen: HashMap::new(),
+            subscriptions,
+            watches: self.watches.clone(),
+            store: self.storage(),
             dirty: true,
         }
     }
@@ -136,21 +137,22 @@ fn typed<T: serde::de::DeserializeOwned>(object: &DynamicObject) -> Option<T> {
 
 fn storage_object(kind: Kind, object: &DynamicObject) -> Option<StorageObject> {
     Some(match kind {
-        Kind::Claim => StorageObject::Claim(typed(object)?),
-        Kind::Volume => StorageObject::Volume(typed(object)?),
-        Kind::Class => StorageObject::Class(typed(object)?),
-        Kind::CsiNode => StorageObject::CsiNode(typed(object)?),
-        Kind::CsiDriver => StorageObject::CsiDriver(typed(object)?),
-        Kind::Capacity => StorageObject::Capacity(typed(object)?),
-        Kind::Attachment => StorageObject::Attachment(typed(object)?),
+        Kind::Claim => StorageObject::Claim(Arc::new(typed(object)?)),
+        Kind::Volume => StorageObject::Volume(Arc::new(typed(object)?)),
+        Kind::Class => StorageObject::Class(Arc::new(typed(object)?)),
+        Kind::CsiNode => StorageObject::CsiNode(Arc::new(typed(object)?)),
+        Kind::CsiDriver => StorageObject::CsiDriver(Arc::new(typed(object)?)),
+        Kind::Capacity => StorageObject::Capacity(Arc::new(typed(object)?)),
+        Kind::Attachment => StorageObject::Attachment(Arc::new(typed(object)?)),
     })
 }
 
-/// The cache's subscriptions to the storage watches, with the last version of each object seen (the old object
-/// of an update event).
+/// The cache's subscriptions to the storage watches and the store they keep up to date, each object parsed once
+/// (its last version is the old object of an update event).
 pub struct StorageChanges {
     subscriptions: Vec<Subscription>,
-    seen: HashMap<(Kind, Option<String>, String), Arc<StorageObject>>,
+    watches: [Arc<SharedWatch>; 7],
+    store: Storage,
     /// Something changed since the store was last given to the snapshot.
     pub dirty: bool,
 }
@@ -172,35 +174,106 @@ impl StorageChanges {
                         continue;
                     }
                 };
-                let key = (
-                    kind,
-                    object.metadata.namespace.clone(),
-                    object.metadata.name.clone().unwrap_or_default(),
-                );
+                let Some(object) = storage_object(kind, object) else {
+                    continue;
+                };
                 if deleted {
-                    let last = self
-                        .seen
-                        .remove(&key)
-                        .or_else(|| storage_object(kind, object).map(Arc::new));
-                    if listening && let Some(last) = last {
-                        events.push(ClusterEvent::storage(ActionType::DELETE, Some(last), None));
+                    let last = self.store.remove(&object).unwrap_or(object);
+                    if listening {
+                        events.push(ClusterEvent::storage(ActionType::DELETE, Some(Arc::new(last)), None));
                     }
                     continue;
                 }
-                let Some(new) = storage_object(kind, object).map(Arc::new) else {
-                    continue;
-                };
-                let old = self.seen.insert(key, new.clone());
+                let old = self.store.apply(object.clone());
                 if listening {
                     let action = if old.is_some() {
                         ActionType::UPDATE
                     } else {
                         ActionType::ADD
                     };
-                    events.push(ClusterEvent::storage(action, old, Some(new)));
+                    events.push(ClusterEvent::storage(action, old.map(Arc::new), Some(Arc::new(object))));
                 }
             }
         }
+        if resynced {
+            // What was deleted during the relist is known only from the caches.
+            self.store = StorageWatches {
+                watches: self.watches.clone(),
+            }
+            .storage();
+        }
         (events, resynced)
+    }
+
+    /// The watches' objects as last applied (shared with the snapshot's copies).
+    pub fn store(&self) -> &Storage {
+        &self.store
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::WatchMetrics;
+    use kube::runtime::watcher::Event;
+    use ruleplane_config::scheduler::engine::queueing_hints::EventObjects;
+    use serde_json::json;
+
+    fn claim(name: &str, version: &str, class: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": "team-a", "resourceVersion": version},
+            "spec": {"storageClassName": class},
+        }))
+        .expect("claim")
+    }
+
+    fn class_of(storage: &Storage, name: &str) -> Option<String> {
+        let claim = storage.claim("team-a", name).ok()?;
+        claim.spec.as_ref()?.storage_class_name.clone()
+    }
+
+    #[test]
+    fn the_store_follows_the_watches_object_by_object_and_gives_each_update_its_old_version() {
+        let watches = StorageWatches::unwatched(&WatchMetrics::default());
+        let claims = &watches.all()[0];
+        claims.apply(Event::Apply(claim("before", "1", "slow")));
+        let mut changes = watches.subscribe();
+        assert_eq!(class_of(changes.store(), "before").as_deref(), Some("slow"));
+
+        claims.apply(Event::Apply(claim("added", "2", "fast")));
+        claims.apply(Event::Apply(claim("before", "3", "fast")));
+        claims.apply(Event::Delete(claim("added", "2", "fast")));
+        let (events, resynced) = changes.drain(true);
+        assert!(!resynced);
+        assert_eq!(class_of(changes.store(), "before").as_deref(), Some("fast"));
+        assert!(changes.store().claim("team-a", "added").is_err());
+        let version = |object: &Option<Arc<StorageObject>>| match object.as_deref() {
+            Some(StorageObject::Claim(claim)) => claim.metadata.resource_version.clone(),
+            _ => None,
+        };
+        let seen: Vec<(String, Option<String>, Option<String>)> = events
+            .iter()
+            .map(|event| match &event.objects {
+                EventObjects::Storage { old, new } => (event.label(), version(old), version(new)),
+                other => panic!("not a storage event: {other:?}"),
+            })
+            .collect();
+        let expected = [
+            ("PersistentVolumeClaimAdd", None, Some("2")),
+            ("PersistentVolumeClaimUpdate", Some("1"), Some("3")),
+            ("PersistentVolumeClaimDelete", Some("2"), None),
+        ]
+        .map(|(label, old, new)| (label.to_string(), old.map(str::to_string), new.map(str::to_string)));
+        assert_eq!(seen, expected);
+
+        // A relist that no longer has `before`: its deletion is known from the cache alone.
+        claims.apply(Event::Init);
+        claims.apply(Event::InitApply(claim("other", "5", "slow")));
+        claims.apply(Event::InitDone);
+        let (_, resynced) = changes.drain(false);
+        assert!(resynced);
+        assert!(changes.store().claim("team-a", "before").is_err());
+        assert_eq!(class_of(changes.store(), "other").as_deref(), Some("slow"));
     }
 }

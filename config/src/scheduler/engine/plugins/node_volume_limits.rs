@@ -270,7 +270,7 @@ impl Check<'_> {
 
     /// The node's VolumeAttachments of CSI PersistentVolumes (`getNodeVolumeAttachmentInfo`): unique name → driver.
     fn attachments_of<'s>(&'s self, node: &'s str) -> impl Iterator<Item = (String, &'s str)> + 's {
-        self.storage.attachments_to(node).iter().filter_map(move |attachment| {
+        self.storage.attachments_to(node).filter_map(move |attachment| {
             let spec = &attachment.spec;
             if spec.attacher.is_empty() {
                 return None;

@@ -489,7 +489,7 @@ impl Check<'_> {
         }
         // `Quantity.Value()`: whole units rounded up.
         let size = parse_value(requested(claim));
-        self.storage.capacities().iter().any(|capacity| {
+        self.storage.capacities().any(|capacity| {
             let limit = capacity.maximum_volume_size.as_ref().or(capacity.capacity.as_ref());
             let sufficient = limit
                 .and_then(|q| parse(&q.0).ok())

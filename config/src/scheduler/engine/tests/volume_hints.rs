@@ -36,12 +36,12 @@ fn object(kind: &str, value: Value) -> Arc<StorageObject> {
         serde_json::from_value(v).unwrap()
     }
     Arc::new(match kind {
-        "claim" => StorageObject::Claim(parse(value)),
-        "volume" => StorageObject::Volume(parse(value)),
-        "class" => StorageObject::Class(parse(value)),
-        "csiNode" => StorageObject::CsiNode(parse(value)),
-        "attachment" => StorageObject::Attachment(parse(value)),
-        _ => StorageObject::Capacity(parse(value)),
+        "claim" => StorageObject::Claim(std::sync::Arc::new(parse(value))),
+        "volume" => StorageObject::Volume(std::sync::Arc::new(parse(value))),
+        "class" => StorageObject::Class(std::sync::Arc::new(parse(value))),
+        "csiNode" => StorageObject::CsiNode(std::sync::Arc::new(parse(value))),
+        "attachment" => StorageObject::Attachment(std::sync::Arc::new(parse(value))),
+        _ => StorageObject::Capacity(std::sync::Arc::new(parse(value))),
     })
 }
 
