@@ -3,14 +3,14 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, Volume, WeightedPodAffinityTerm};
+use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, WeightedPodAffinityTerm};
 use k8s_openapi::jiff::Timestamp;
 
 use super::field::{FieldError, FieldPath};
 use super::kept::Kept;
 use super::labels::{Labels, Selector};
 use super::resources::{InvalidQuantity, ParsedPodResources, PodResources};
-use super::storage::{VolumeOwner, is_counted_kind, needs_restrictions_check};
+use super::storage::{StorageVolume, VolumeOwner};
 
 /// A host port a pod binds (`ContainerPort` with `hostPort > 0`), sanitised as `HostPortInfo` stores it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -103,7 +103,7 @@ pub struct PodInfo {
     pub terminating_by_preemption: bool,
     /// The volumes the volume plugins read of the pods on a node (claims, ephemeral volumes, in-tree disks); most
     /// pods have none.
-    pub storage_volumes: Box<[Volume]>,
+    pub storage_volumes: Box<[StorageVolume]>,
     /// Parsed quantities.
     pub parsed_resources: ParsedPodResources,
     /// What the pod adds to a node's accounting.
@@ -223,8 +223,7 @@ impl PodInfo {
                 .and_then(|s| s.volumes.as_deref())
                 .unwrap_or_default()
                 .iter()
-                .filter(|volume| is_storage_volume(volume))
-                .cloned()
+                .filter_map(StorageVolume::of)
                 .collect(),
             pod: Kept::parsed(pod),
             key,
@@ -298,11 +297,6 @@ fn terminating_by_preemption(pod: &Pod) -> bool {
         .flat_map(|s| s.conditions.iter().flatten())
         .find(|c| c.type_ == "DisruptionTarget")
         .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler"))
-}
-
-/// A volume some volume plugin reads of the pods on a node: NodeVolumeLimits' kinds and VolumeRestrictions'.
-fn is_storage_volume(volume: &Volume) -> bool {
-    is_counted_kind(volume) || needs_restrictions_check(volume)
 }
 
 /// All terms, or none when any fails to parse (kube-scheduler drops the whole list).

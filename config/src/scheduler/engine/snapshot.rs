@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController, Service, Taint, Volume};
+use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController, Service, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use serde_json::Value;
@@ -17,7 +17,7 @@ use super::labels::{Labels, labels_of};
 use super::pod_index::{DomainCounts, DomainQuery, ExistingTerms, PodIndex};
 use super::pod_info::{HostPort, PodInfo};
 use super::resources::{InvalidQuantity, Resource, parse_list};
-use super::storage::Storage;
+use super::storage::{Storage, StorageVolume};
 use crate::jsonpath::CompiledPath;
 
 /// Why the snapshot refused a change.
@@ -772,11 +772,10 @@ impl Snapshot {
 }
 
 /// Whether the pod has a `persistentVolumeClaim` volume naming this claim.
-pub(crate) fn uses_claim(volumes: &[Volume], claim: &str) -> bool {
+pub(crate) fn uses_claim(volumes: &[StorageVolume], claim: &str) -> bool {
     volumes
         .iter()
-        .filter_map(|v| v.persistent_volume_claim.as_ref())
-        .any(|c| c.claim_name == claim)
+        .any(|v| matches!(v, StorageVolume::Claim(name) if name == claim))
 }
 
 fn image_size(node: &Node, name: &str) -> i64 {

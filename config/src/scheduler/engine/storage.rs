@@ -288,12 +288,12 @@ pub fn ephemeral_claim_name(
     pod: &k8s_openapi::api::core::v1::Pod,
     volume: &k8s_openapi::api::core::v1::Volume,
 ) -> String {
-    ephemeral_claim_name_of(VolumeOwner::of(pod), volume)
+    ephemeral_claim_name_of(VolumeOwner::of(pod), &volume.name)
 }
 
-/// [`ephemeral_claim_name`] of a pod known by its [`VolumeOwner`].
-pub fn ephemeral_claim_name_of(owner: VolumeOwner<'_>, volume: &k8s_openapi::api::core::v1::Volume) -> String {
-    format!("{}-{}", owner.name, volume.name)
+/// [`ephemeral_claim_name`] of a pod known by its [`VolumeOwner`], for the volume named `volume`.
+pub fn ephemeral_claim_name_of(owner: VolumeOwner<'_>, volume: &str) -> String {
+    format!("{}-{volume}", owner.name)
 }
 
 /// Why an ephemeral volume's claim is not the pod's (`ephemeral.VolumeIsForPod`): another namespace, or not
@@ -329,6 +329,40 @@ pub fn ephemeral_owner_error_of(owner: VolumeOwner<'_>, claim: &PersistentVolume
             owner.name
         )
     })
+}
+
+/// A volume the volume plugins read of a pod on a node, kept small: most are claims, and a typed volume is large
+/// (every kind of source is inline).
+#[derive(Clone, Debug, PartialEq)]
+pub enum StorageVolume {
+    /// A `persistentVolumeClaim` volume: the claim's name.
+    Claim(String),
+    /// A generic ephemeral volume: the volume's name (its claim is `<pod>-<volume>`).
+    Ephemeral(String),
+    /// An inline volume (an in-tree disk), whole.
+    Inline(Box<Volume>),
+}
+
+impl StorageVolume {
+    /// The volume, if a volume plugin reads it: NodeVolumeLimits' kinds and VolumeRestrictions'.
+    pub fn of(volume: &Volume) -> Option<StorageVolume> {
+        if let Some(claim) = &volume.persistent_volume_claim {
+            Some(StorageVolume::Claim(claim.claim_name.clone()))
+        } else if volume.ephemeral.is_some() {
+            Some(StorageVolume::Ephemeral(volume.name.clone()))
+        } else {
+            (is_counted_kind(volume) || needs_restrictions_check(volume))
+                .then(|| StorageVolume::Inline(Box::new(volume.clone())))
+        }
+    }
+
+    /// The inline volume, if this is one.
+    pub fn inline(&self) -> Option<&Volume> {
+        match self {
+            StorageVolume::Inline(volume) => Some(volume),
+            _ => None,
+        }
+    }
 }
 
 /// Whether NodeVolumeLimits looks at a volume (claims, ephemeral volumes, migratable in-tree inline volumes).

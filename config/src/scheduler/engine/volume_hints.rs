@@ -52,7 +52,7 @@ pub fn restrictions_pod_deleted(pod: &Pod, deleted: Option<&Pod>) -> bool {
     }
     if volumes(pod)
         .iter()
-        .any(|volume| volume_restrictions::conflicts(volume, volumes(deleted)))
+        .any(|volume| volume_restrictions::conflicts(volume, volumes(deleted).iter()))
     {
         return true;
     }

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Volume};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::CSINode;
 
 use super::{Cycle, NodeFilter, PreFilter, PreFilterPlugin};
@@ -24,7 +24,8 @@ use crate::scheduler::engine::pod_info::PodInfo;
 use crate::scheduler::engine::snapshot::NodeInfo;
 use crate::scheduler::engine::status::Verdict;
 use crate::scheduler::engine::storage::{
-    Storage, VolumeOwner, claim_class, ephemeral_claim_name_of, ephemeral_owner_error_of, is_counted_kind,
+    Storage, StorageVolume, VolumeOwner, claim_class, ephemeral_claim_name_of, ephemeral_owner_error_of,
+    is_counted_kind,
 };
 
 /// The reason for nodes whose driver limit the pod's new volumes would exceed.
@@ -51,7 +52,8 @@ impl PreFilterPlugin for NodeVolumeLimits {
         let Some(storage) = cycle.snapshot.storage() else {
             return PreFilter::Skip;
         };
-        if !cycle.pod.storage_volumes.iter().any(is_counted_kind) {
+        let counted = |volume: &StorageVolume| volume.inline().is_none_or(is_counted_kind);
+        if !cycle.pod.storage_volumes.iter().any(counted) {
             return PreFilter::Skip;
         }
         PreFilter::run(Check {
@@ -89,7 +91,7 @@ fn migration_case(csi_node: Option<&CSINode>) -> usize {
 /// A pod's attachable volumes (`filterAttachableVolumes`): unique name → driver. For the pod being scheduled a
 /// missing claim or a volume that cannot be counted rejects the node; another pod's are left out.
 fn attachable_volumes(
-    volumes: &[Volume],
+    volumes: &[StorageVolume],
     owner: VolumeOwner<'_>,
     storage: &Storage,
     csi_node: Option<&CSINode>,
@@ -98,27 +100,27 @@ fn attachable_volumes(
 ) -> Result<(), Verdict> {
     let namespace = owner.namespace;
     for volume in volumes {
-        let claim_name = if let Some(claim) = &volume.persistent_volume_claim {
-            claim.claim_name.clone()
-        } else if volume.ephemeral.is_some() {
-            ephemeral_claim_name_of(owner, volume)
-        } else {
-            if let Some(plugin) = InTreePlugin::of_volume(volume)
-                && migration_on(csi_node, plugin)
-            {
-                match inline_handle(volume) {
-                    Ok(Some(handle)) => insert(out, plugin.driver(), &handle),
-                    Ok(None) => {}
-                    Err(error) if new_pod => {
-                        return Err(Verdict::unresolvable(format!(
-                            "converting volume({}) from inline to csi: {error}",
-                            volume.name
-                        )));
+        let (claim_name, ephemeral) = match volume {
+            StorageVolume::Claim(claim) => (claim.clone(), false),
+            StorageVolume::Ephemeral(name) => (ephemeral_claim_name_of(owner, name), true),
+            StorageVolume::Inline(volume) => {
+                if let Some(plugin) = InTreePlugin::of_volume(volume)
+                    && migration_on(csi_node, plugin)
+                {
+                    match inline_handle(volume) {
+                        Ok(Some(handle)) => insert(out, plugin.driver(), &handle),
+                        Ok(None) => {}
+                        Err(error) if new_pod => {
+                            return Err(Verdict::unresolvable(format!(
+                                "converting volume({}) from inline to csi: {error}",
+                                volume.name
+                            )));
+                        }
+                        Err(_) => {}
                     }
-                    Err(_) => {}
                 }
+                continue;
             }
-            continue;
         };
         if claim_name.is_empty() {
             if new_pod {
@@ -135,9 +137,7 @@ fn attachable_volumes(
             }
             Err(_) => continue,
         };
-        if volume.ephemeral.is_some()
-            && let Some(error) = ephemeral_owner_error_of(owner, claim)
-        {
+        if ephemeral && let Some(error) = ephemeral_owner_error_of(owner, claim) {
             if new_pod {
                 return Err(Verdict::unresolvable(error));
             }

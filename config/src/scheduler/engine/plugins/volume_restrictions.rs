@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Volume;
 use super::{Cycle, NodeFilter, PreFilter, PreFilterPlugin};
 use crate::scheduler::engine::snapshot::NodeInfo;
 use crate::scheduler::engine::status::Verdict;
-use crate::scheduler::engine::storage::needs_restrictions_check as needs_check;
+use crate::scheduler::engine::storage::{StorageVolume, needs_restrictions_check as needs_check};
 
 /// The reason for nodes where an in-tree disk of the pod is in use.
 pub const DISK_CONFLICT: &str = "node(s) had no available disk";
@@ -69,7 +69,7 @@ impl NodeFilter for Check<'_> {
         let conflict = self.volumes.iter().filter(|v| needs_check(v)).any(|volume| {
             node.pods()
                 .iter()
-                .any(|other| conflicts(volume, &other.storage_volumes))
+                .any(|other| conflicts(volume, other.storage_volumes.iter().filter_map(StorageVolume::inline)))
         });
         if conflict {
             return Some(Verdict::unschedulable(DISK_CONFLICT));
@@ -81,8 +81,8 @@ impl NodeFilter for Check<'_> {
 /// Whether `volume` conflicts with a volume of `pod` (`isVolumeConflict`): the same GCE PD unless both are
 /// read-only, the same EBS volume ID, the same iSCSI IQN unless both are read-only, or the same RBD pool and image
 /// with a shared monitor unless both are read-only.
-pub(crate) fn conflicts(volume: &Volume, existing: &[Volume]) -> bool {
-    existing.iter().any(|other| {
+pub(crate) fn conflicts<'a>(volume: &Volume, mut existing: impl Iterator<Item = &'a Volume>) -> bool {
+    existing.any(|other| {
         if let (Some(disk), Some(theirs)) = (&volume.gce_persistent_disk, &other.gce_persistent_disk)
             && disk.pd_name == theirs.pd_name
             && !(disk.read_only.unwrap_or(false) && theirs.read_only.unwrap_or(false))
