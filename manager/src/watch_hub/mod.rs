@@ -33,6 +33,10 @@ use tracing::{debug, warn};
 
 use crate::metrics::WatchMetrics;
 
+/// Objects per list page. A page is decoded whole before its objects are cached as text, so the page size bounds
+/// the decoded objects a list holds at once (kube-runtime's default is 500).
+const PAGE_SIZE: u32 = 100;
+
 /// Identifies a shared watch: group/version/kind is what rules name, plus an optional label selector (children
 /// are watched only where Ruleplane's label is, so a cluster's other Deployments are not cached).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
@@ -196,7 +200,7 @@ impl WatchHub {
         key.field_selector = field_selector.map(str::to_owned);
         key.indexed_by = indexed_by;
         self.shared_or_started(key, resource, admission, |shared| {
-            let mut config = watcher::Config::default();
+            let mut config = watcher::Config::default().page_size(PAGE_SIZE);
             if let Some(selector) = label_selector {
                 config = config.labels(selector);
             }
@@ -273,7 +277,7 @@ impl WatchHub {
     ) -> Arc<SharedWatch> {
         let feed_key = key.clone();
         self.shared_or_started(key, resource, admission, |shared| {
-            let mut config = watcher::Config::default();
+            let mut config = watcher::Config::default().page_size(PAGE_SIZE);
             if let Some(selector) = label_selector {
                 config = config.labels(selector);
             }
