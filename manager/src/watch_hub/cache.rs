@@ -222,6 +222,15 @@ impl ObjectCache {
         }
     }
 
+    /// Every cached object parsed straight into `T`, one at a time (no JSON tree, none kept): a store built from
+    /// thousands of objects holds only its own typed copies. `visit` runs under the cache's read lock.
+    pub fn for_each_typed<T: serde::de::DeserializeOwned>(&self, mut visit: impl FnMut(Result<T, serde_json::Error>)) {
+        let contents = self.contents.read().unwrap_or_else(|e| e.into_inner());
+        for stored in contents.objects.values() {
+            visit(serde_json::from_str(&stored.0));
+        }
+    }
+
     /// Every cached object (a resync or a rebuild reads them all).
     pub fn state(&self) -> Vec<Arc<DynamicObject>> {
         let contents = self.contents.read().unwrap_or_else(|e| e.into_inner());

@@ -425,18 +425,14 @@ impl ClusterCache {
             .context
             .namespaces
             .store
-            .state()
-            .iter()
-            .map(|ns| {
-                (
-                    ns.metadata.name.clone().unwrap_or_default(),
-                    ns.metadata.labels.clone().unwrap_or_default(),
-                )
-            })
+            .map_metadata(|meta| Some((meta.name.clone()?, meta.labels.clone().unwrap_or_default())))
+            .into_iter()
             .collect();
         state.snapshot.set_namespaces(namespaces);
         fn all<T: serde::de::DeserializeOwned>(watch: &Arc<SharedWatch>) -> Vec<T> {
-            watch.store.state().iter().filter_map(|o| typed(o)).collect()
+            let mut all = Vec::new();
+            watch.store.for_each_typed(|object| all.extend(object.ok()));
+            all
         }
         state.snapshot.set_workloads(Workloads {
             services: all(&self.context.services),
@@ -522,8 +518,8 @@ impl ClusterCache {
         let mut snapshot = Snapshot::new();
         let mut names: HashSet<String> = HashSet::new();
         let mut failed = None;
-        self.nodes.store.for_each(|o| {
-            if let Some(node) = typed::<Node>(o) {
+        self.nodes.store.for_each_typed(|node: Result<Node, _>| {
+            if let Ok(node) = node {
                 names.extend(node.metadata.name.clone());
                 if let Err(error) = snapshot.add_node_unordered(node) {
                     failed.get_or_insert(error);

@@ -79,16 +79,29 @@ impl StorageWatches {
         &self.watches
     }
 
-    /// Every object of the watches' caches, parsed.
+    /// Every object of the watches' caches, parsed one at a time.
     fn storage(&self) -> Storage {
-        let mut storage = Storage::default();
-        for (kind, watch) in KINDS.into_iter().zip(&self.watches) {
-            for object in watch.store.state().iter() {
-                if let Some(object) = storage_object(kind, object) {
-                    storage.apply(object);
+        fn add<T: serde::de::DeserializeOwned>(
+            storage: &mut Storage,
+            watch: &SharedWatch,
+            wrap: fn(Arc<T>) -> StorageObject,
+        ) {
+            watch.store.for_each_typed(|object: Result<T, _>| match object {
+                Ok(object) => {
+                    storage.apply(wrap(Arc::new(object)));
                 }
-            }
+                Err(error) => warn!(%error, "cached storage object does not parse; ignored"),
+            });
         }
+        let mut storage = Storage::default();
+        let [claims, volumes, classes, nodes, drivers, capacities, attachments] = &self.watches;
+        add(&mut storage, claims, StorageObject::Claim);
+        add(&mut storage, volumes, StorageObject::Volume);
+        add(&mut storage, classes, StorageObject::Class);
+        add(&mut storage, nodes, StorageObject::CsiNode);
+        add(&mut storage, drivers, StorageObject::CsiDriver);
+        add(&mut storage, capacities, StorageObject::Capacity);
+        add(&mut storage, attachments, StorageObject::Attachment);
         storage
     }
 
