@@ -32,7 +32,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::engine::PostFilter;
-use super::engine::preemption::{NO_CLAIMS_TO_DEALLOCATE, NOT_ELIGIBLE_NEVER, NOT_HELPFUL};
+use super::engine::preemption::{NO_CLAIMS_TO_DEALLOCATE, NOT_ELIGIBLE_NEVER, NOT_HELPFUL, PostFilters};
 use super::engine::snapshot::{NodeInfo, Snapshot};
 use super::engine::status::{Reason, fit_error_message};
 use super::gang::GroupKey;
@@ -137,6 +137,17 @@ pub struct Chain {
     pub preemption: bool,
     /// `CoschedulingArgs.podGroupRejectPercentage` (defaulted).
     pub reject_percentage: i32,
+}
+
+impl Chain {
+    /// The chain of a policy whose engine has `post_filters` (`None`: DefaultPreemption off, no PostFilter).
+    pub fn of(post_filters: Option<&PostFilters>, reject_percentage: i32) -> Chain {
+        Chain {
+            dynamic_resources: post_filters.is_some_and(|chain| chain.dynamic_resources),
+            preemption: post_filters.is_some(),
+            reject_percentage,
+        }
+    }
 }
 
 /// The member Coscheduling decides on.
