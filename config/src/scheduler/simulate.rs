@@ -1,7 +1,7 @@
 //! `ruleplane simulate`, pure: a policy places pods one after another on a snapshot, each placement seen by the
 //! next, and reports what the scheduler would decide (the JSON contract of docs/scheduler.md).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -470,24 +470,26 @@ pub fn simulate_in(
     };
     let by_key: BTreeMap<String, &Pod> = pods.iter().map(|pod| (pod_ref(pod), pod)).collect();
     let mut placements: Vec<Placement> = Vec::with_capacity(pods.len());
+    let mut decided: HashSet<String> = HashSet::with_capacity(pods.len());
+    let chain = placer.chain(policy.profile().args.coscheduling.reject_percentage());
     for pod in &pods {
-        let key = pod_ref(pod);
         // A gang's run decides its members together: a member already decided is not popped again.
-        if placements.iter().any(|placement| placement.pod == key) {
+        if decided.contains(&pod_ref(pod)) {
             continue;
         }
-        let chain = placer.chain(policy.profile().args.coscheduling.reject_percentage());
         let nodes = placer.snapshot.num_nodes();
-        let queued = |member: &str| by_key.contains_key(member) && placements.iter().all(|p| p.pod != member);
-        match gangs.popped(pod, chain, nodes, queued) {
-            Popped::Alone => placements.push(placer.alone(pod)?),
+        let queued = |member: &str| by_key.contains_key(member) && !decided.contains(member);
+        let now = match gangs.popped(pod, chain, nodes, queued) {
+            Popped::Alone => vec![placer.alone(pod)?],
             Popped::Held {
                 message,
                 clear_nomination,
-            } => placements.push(placer.held(pod, message, clear_nomination)),
-            Popped::WithoutPodGroup => placements.push(placer.without_pod_group(pod)?),
-            Popped::Run(runner, spec) => placements.extend(gangs.run(&mut placer, *runner, spec, &by_key)?),
-        }
+            } => vec![placer.held(pod, message, clear_nomination)],
+            Popped::WithoutPodGroup => vec![placer.without_pod_group(pod)?],
+            Popped::Run(runner, spec) => gangs.run(&mut placer, *runner, spec, &by_key)?,
+        };
+        decided.extend(now.iter().map(|placement| placement.pod.clone()));
+        placements.extend(now);
     }
     Ok(Simulation {
         scheduler: policy.spec.scheduler_name.clone(),
