@@ -35,7 +35,7 @@ use super::engine::PostFilter;
 use super::engine::preemption::{NO_CLAIMS_TO_DEALLOCATE, NOT_ELIGIBLE_NEVER, NOT_HELPFUL, PostFilters};
 use super::engine::snapshot::{NodeInfo, Snapshot};
 use super::engine::status::{Reason, fit_error_message};
-use super::gang::GroupKey;
+use super::gang::{GroupCounts, GroupKey};
 pub use super::pod_group::{COSCHEDULING, POD_GROUP_LABEL, group_of};
 use super::queue::{GroupOrder, Moment};
 
@@ -125,6 +125,17 @@ pub struct Members {
     pub gated: usize,
     /// Members bound or being bound (upstream's assigned pods; nothing waits at Permit in Ruleplane).
     pub assigned: usize,
+}
+
+impl From<GroupCounts> for Members {
+    /// What Coscheduling reads of a group's counts: its assigned pods are those bound (or being bound).
+    fn from(counts: GroupCounts) -> Members {
+        Members {
+            known: counts.known,
+            gated: counts.gated,
+            assigned: counts.bound,
+        }
+    }
 }
 
 /// The PostFilter chain of the member's policy ahead of Coscheduling's own PostFilter (scheduler-plugins' profile

@@ -14,7 +14,7 @@ use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
-use super::cosched::{self, Backoffs, Chain, Gate, Members, PodGroupSpec};
+use super::cosched::{self, Backoffs, Chain, Gate, PodGroupSpec};
 use super::engine::pod_info::key_of;
 use super::engine::snapshot::pod_ref;
 use super::gang::{Dialect, GroupKey, MemberState, PodGroups};
@@ -183,12 +183,7 @@ impl Gangs {
                     pod_name: name,
                     never_preempts: never_preempts(pod),
                 };
-                let members = Members {
-                    known: counts.known,
-                    gated: counts.gated,
-                    assigned: counts.bound,
-                };
-                match cosched::pre_filter(member, spec.as_ref(), backed_off, members, Some(chain), nodes) {
+                match cosched::pre_filter(member, spec.as_ref(), backed_off, counts.into(), Some(chain), nodes) {
                     Gate::Pass { min_member } => (min_member, spec),
                     Gate::NoPodGroup => return Popped::WithoutPodGroup,
                     Gate::Held(held) => {
@@ -461,6 +456,53 @@ mod tests {
             gang_objects(vec![workload(2)]),
         );
         assert_eq!(after.placements[2].node.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn a_gang_whose_quorum_needs_a_preemption_reports_it_and_its_other_members_wait() {
+        // `w-0` fits on the empty node; `w-1` fits only by preempting `low`: the quorum (2) needs the preemption,
+        // so the preemptor reports it, and `w-0` gives its room back and waits, as the worker's run ends `Deferred`.
+        let mut preemptor = worker("w-1", "2");
+        preemptor["spec"]["priority"] = json!(100);
+        let mut fits = worker("w-0", "1");
+        fits["spec"]["priority"] = json!(100);
+        let existing = objects_of_kind(
+            vec![json!({"kind": "Pod", "metadata": {"name": "low", "namespace": "ns"},
+                        "spec": {"nodeName": "b", "priority": 0,
+                                 "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}})],
+            "Pod",
+        )
+        .expect("existing");
+        let pods = objects_of_kind(vec![fits, preemptor], "Pod").expect("pods");
+        let result = simulate_in(
+            &policy(""),
+            nodes(&[("a", "2"), ("b", "2")]),
+            existing,
+            pods,
+            gang_objects(vec![workload(2)]),
+            1,
+            false,
+        )
+        .expect("runs");
+        assert_eq!(
+            outcomes(&result),
+            [
+                (
+                    "ns/w-0",
+                    None,
+                    Some(
+                        "pod group ns/train/workers waits for the preemption by ns/w-1 (2 of 2 members can be placed \
+                         once its victims are gone)"
+                    )
+                ),
+                ("ns/w-1", None, Some("0/2 nodes are available: 2 Insufficient cpu.")),
+            ]
+        );
+        let preemption = result.placements[1].preemption.as_ref().expect("w-1 preempts");
+        assert_eq!(
+            (preemption.node.as_str(), &preemption.victims[..]),
+            ("b", &["ns/low".to_string()][..])
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
 use ruleplane_config::scheduler::cosched::{
-    self, Backoffs, Chain, Gate, Held, Members, NoPodGroup, POD_GROUP_API, PodGroupSpec, QueueSort,
+    self, Backoffs, Chain, Gate, Held, NoPodGroup, POD_GROUP_API, PodGroupSpec, QueueSort,
 };
 use ruleplane_config::scheduler::engine::{Nominate, Outcome, Preemption};
 use ruleplane_config::scheduler::gang::{
@@ -191,7 +191,7 @@ impl Gangs {
                     never_preempts: false,
                 };
                 matches!(
-                    cosched::pre_filter(member, self.pod_group(group).as_ref(), false, members(counts), None, 1),
+                    cosched::pre_filter(member, self.pod_group(group).as_ref(), false, counts.into(), None, 1),
                     Gate::Pass { .. }
                 )
             }
@@ -301,7 +301,7 @@ impl Loop {
             never_preempts,
         };
         let chain = Some(self.scheduler.chain());
-        match cosched::pre_filter(member, spec.as_ref(), backed_off, members(counts), chain, nodes) {
+        match cosched::pre_filter(member, spec.as_ref(), backed_off, counts.into(), chain, nodes) {
             Gate::Pass { min_member } => {
                 let (run, members) = self.start_run(key, group, min_member, counts.bound);
                 Popped::Run(Box::new(run), members, spec.map(Box::new))
@@ -498,15 +498,6 @@ impl Loop {
             _ => gangs.on_workload(Dialect::Workload, change),
         };
         self.activate_groups(groups);
-    }
-}
-
-/// What Coscheduling's PreFilter and PostFilter read of a group's counts (its assigned pods: those bound).
-fn members(counts: ruleplane_config::scheduler::gang::GroupCounts) -> Members {
-    Members {
-        known: counts.known,
-        gated: counts.gated,
-        assigned: counts.bound,
     }
 }
 
