@@ -12,6 +12,7 @@ use std::fmt::Display;
 
 use k8s_openapi::api::scheduling::v1alpha1::Workload;
 
+use super::cosched::{self, PodGroupSpec};
 use super::gang::{
     Deferred, GangRun, GroupCounts, GroupKey, GroupPolicy, PreEnqueue, Rejected, Step, group_policy, pre_enqueue,
     preempting_note, rejected_member_message, rejected_note, waiting_note,
@@ -144,6 +145,23 @@ impl<K: Clone + PartialEq + Display> GangRunner<K> {
     /// The run's counts so far (its group, its quorum, Permit's assumed ∪ assigned).
     pub fn run(&self) -> &GangRun<K> {
         &self.run
+    }
+
+    /// Coscheduling's PostFilter reason, should the member `pod_name` about to run find no node: the group's
+    /// assigned members are those ready so far in the run (`cosched::post_filter_reason`). `None` without a PodGroup
+    /// (the Workload dialect has no PostFilter).
+    pub fn post_filter_reason(
+        &self,
+        pod_group: Option<&PodGroupSpec>,
+        pod_name: &str,
+        reject_percentage: i32,
+    ) -> Option<String> {
+        let member = cosched::Member {
+            group: self.run.group(),
+            pod_name,
+            never_preempts: false,
+        };
+        cosched::post_filter_reason(member, Some(pod_group?), self.run.assigned(), reject_percentage)
     }
 
     /// The member whose cycle comes next; `None` once the run has ended or every member was tried.

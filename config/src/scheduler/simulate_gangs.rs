@@ -259,15 +259,8 @@ impl Gangs {
         let mut decided: Vec<Placement> = Vec::new();
         while let Some(key) = runner.next_member() {
             let pod = pod_of(&key)?;
-            // Coscheduling's PostFilter reason, should this member find no node (its assigned: those ready).
-            let reason = spec.as_ref().and_then(|spec| {
-                let member = cosched::Member {
-                    group: &group,
-                    pod_name: pod.metadata.name.as_deref().unwrap_or_default(),
-                    never_preempts: false,
-                };
-                cosched::post_filter_reason(member, Some(spec), runner.run().assigned(), self.reject_percentage)
-            });
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            let reason = runner.post_filter_reason(spec.as_ref(), name, self.reject_percentage);
             let (decision, explained) = placer.decide(pod)?;
             let cycle = match decision.chosen() {
                 Some(node) => {

@@ -581,15 +581,7 @@ impl PodScheduler {
         let mut told: Vec<Done> = Vec::new();
         let mut preemptors: HashMap<PodKey, Preemptor> = HashMap::new();
         while let Some(key) = runner.next_member() {
-            // Coscheduling's PostFilter reason, should this member find no node (its assigned: those ready).
-            let reason = pod_group.as_ref().and_then(|spec| {
-                let member = cosched::Member {
-                    group: runner.run().group(),
-                    pod_name: &key.name,
-                    never_preempts: false,
-                };
-                cosched::post_filter_reason(member, Some(spec), runner.run().assigned(), reject_percentage)
-            });
+            let reason = runner.post_filter_reason(pod_group.as_ref(), &key.name, reject_percentage);
             let queued = queued.remove(&key).flatten();
             let cycle = match self.member_cycle(&key, queued, reason).await {
                 Member::Reserved { pod, node } => {
