@@ -118,7 +118,12 @@ impl Gangs {
             backoff_seconds: args.backoff_seconds(),
             reject_percentage: args.reject_percentage(),
         };
-        for pod in existing.iter().chain(pods) {
+        // A terminated pod is no live member (the snapshot leaves it out too).
+        let live = |pod: &&Pod| {
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            !matches!(phase, Some("Succeeded" | "Failed"))
+        };
+        for pod in existing.iter().chain(pods).filter(live) {
             if let Some(group) = gangs.group_of(pod) {
                 let spec = pod.spec.as_ref();
                 let state = MemberState {
@@ -511,6 +516,15 @@ mod tests {
             outcomes(&result),
             [("ns/w-0", None, Some(note)), ("ns/w-1", None, Some(note))]
         );
+        // A member that has terminated is no live member: the gang stays short.
+        let mut done = worker("w-2", "1");
+        done["status"] = json!({"phase": "Succeeded"});
+        let existing = objects_of_kind(vec![done], "Pod").expect("existing");
+        let pods = objects_of_kind(vec![worker("w-0", "1"), worker("w-1", "1")], "Pod").expect("pods");
+        let cluster = gang_objects(vec![workload(3)]);
+        let with_done =
+            simulate_in(&policy(""), nodes(&[("a", "2")]), existing, pods, cluster, 1, false).expect("runs");
+        assert_eq!(with_done.placements[0].message.as_deref(), Some(note));
         // No Workload given: the Workload API is taken as not served, as is `disabledPlugins: [GangScheduling]`.
         for (policy, cluster) in [
             (policy(""), ClusterObjects::default()),
