@@ -3,7 +3,8 @@
 //! deadlock, kube-scheduler with the gates on agrees, and kill -9 of the scheduling replica mid-gang leaves the gang
 //! whole; the Coscheduling dialect (a PodGroup and its label) goes through the same run, and a pod whose PodGroup
 //! does not exist is told as Coscheduling tells it, and of two PodGroups competing for room the older is placed; a
-//! member's preemption evicts only for a gang whose quorum it completes.
+//! member's preemption evicts only for a gang whose quorum it completes; `simulate` gives the members the worker's
+//! verdicts and texts.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -55,7 +56,17 @@ async fn create_member(
     cpu: &str,
     id: &str,
 ) {
-    let pod: Pod = serde_json::from_value(json!({
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .create(
+            &PostParams::default(),
+            &member(namespace, name, workload, scheduler, cpu, id),
+        )
+        .await
+        .expect("create pod");
+}
+
+fn member(namespace: &str, name: &str, workload: &str, scheduler: &str, cpu: &str, id: &str) -> Pod {
+    serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": {"gang": workload}},
         "spec": {
@@ -65,11 +76,7 @@ async fn create_member(
             "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
         },
     }))
-    .expect("pod");
-    Api::<Pod>::namespaced(client.clone(), namespace)
-        .create(&PostParams::default(), &pod)
-        .await
-        .expect("create pod");
+    .expect("pod")
 }
 
 /// Deletes every pod of the test's namespace at once, before its nodes go (schedulers stopped first), so no pod is
@@ -275,6 +282,117 @@ async fn a_gang_that_fits_is_placed_whole_and_one_that_cannot_places_none_and_sa
     .await;
     assert_eq!(theirs, messages[failing]);
     drop(kube_scheduler);
+    drop(manager);
+    delete_pods(&client, &ns).await;
+    delete_nodes(&client, &names).await;
+}
+
+/// What `ruleplane simulate` and `ruleplane test` say of gangs is what the cluster gets: the same nodes, pods and
+/// Workloads given to `simulate_in` give every member the verdict and the text the worker gave it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_gives_gang_members_the_verdicts_and_texts_the_worker_gives() {
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "gangs-offline").await;
+    let id = format!("o{}", std::process::id());
+    let scheduler = format!("gangs-{id}");
+    let names = gang_nodes(&client, &id, 2, "2").await;
+    // The cluster as the simulation will see it: every node, and the pods bound to them.
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("nodes")
+        .items;
+    let existing: Vec<Pod> = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .filter(|pod| pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .collect();
+    let dir = temp_dir("gangs-offline");
+    write(&dir, "policy.yaml", &policy(&scheduler));
+    let manager = ManagerProcess::start(&dir, &ns, "gangs-o", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+
+    // `fits` (two of 1 cpu) is placed whole; `big` (1 cpu and 3 cpu) cannot be: none of it is placed.
+    let members = [
+        ("fits-0", "fits", "1"),
+        ("fits-1", "fits", "1"),
+        ("big-0", "big", "1"),
+        ("big-1", "big", "3"),
+    ];
+    create_workload(&client, &ns, "fits", 2).await;
+    for (name, workload, cpu) in &members[..2] {
+        create_member(&client, &ns, name, workload, &scheduler, cpu, &id).await;
+    }
+    eventually(Duration::from_secs(30), "the fitting gang placed whole", || async {
+        (bound_members(&client, &ns, "fits").await.len() == 2).then_some(())
+    })
+    .await;
+    create_workload(&client, &ns, "big", 2).await;
+    for (name, workload, cpu) in &members[2..] {
+        create_member(&client, &ns, name, workload, &scheduler, cpu, &id).await;
+    }
+    let mut cluster = BTreeMap::new();
+    for (name, _, _) in &members[2..] {
+        cluster.insert(format!("{ns}/{name}"), unschedulable_message(&client, &ns, name).await);
+    }
+    let fits = bound_members(&client, &ns, "fits").await;
+
+    // The same input offline.
+    let rules = ruleplane_config::load_str("policy.yaml", &policy(&scheduler)).expect("policy");
+    let offline_policy = rules.scheduler_policies().next().expect("one policy");
+    let workloads = ["fits", "big"]
+        .map(|name| {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": 2}}}]},
+            }))
+            .expect("workload")
+        })
+        .to_vec();
+    let pods = members
+        .iter()
+        .map(|(name, workload, cpu)| member(&ns, name, workload, &scheduler, cpu, &id))
+        .collect();
+    let objects = ruleplane_config::scheduler::simulate::ClusterObjects {
+        workloads,
+        ..Default::default()
+    };
+    let simulation =
+        ruleplane_config::scheduler::simulate::simulate_in(offline_policy, nodes, existing, pods, objects, 1, false)
+            .expect("simulates");
+    let placed: Vec<(&str, bool)> = simulation
+        .placements
+        .iter()
+        .map(|p| (p.pod.as_str(), p.node.is_some()))
+        .collect();
+    let (fits_0, fits_1) = (format!("{ns}/fits-0"), format!("{ns}/fits-1"));
+    let (big_0, big_1) = (format!("{ns}/big-0"), format!("{ns}/big-1"));
+    assert_eq!(
+        placed,
+        [
+            (fits_0.as_str(), true),
+            (fits_1.as_str(), true),
+            (big_0.as_str(), false),
+            (big_1.as_str(), false)
+        ],
+        "the cluster placed {fits:?}"
+    );
+    // The worker's PodScheduled message is the FailedScheduling text: the placement's message and PostFilter text.
+    let offline: BTreeMap<String, String> = simulation.placements[2..]
+        .iter()
+        .map(|p| {
+            let mut text = p.message.clone().unwrap_or_default();
+            if let Some(post_filter) = &p.post_filter_message {
+                text = format!("{text} {post_filter}");
+            }
+            (p.pod.clone(), text)
+        })
+        .collect();
+    assert_eq!(offline, cluster);
     drop(manager);
     delete_pods(&client, &ns).await;
     delete_nodes(&client, &names).await;
