@@ -458,8 +458,13 @@ pub fn simulate_in(
     if let Some(storage) = storage {
         snapshot.set_storage(storage);
     }
-    // The scheduling queue pops the highest priority first; a stable sort keeps the given order within one.
-    pods.sort_by_key(|pod| std::cmp::Reverse(pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)));
+    // The scheduling queue pops the highest priority first; a stable sort keeps the given order within one, but for
+    // Coscheduling's QueueSort of PodGroup members (by their group's creation, then name).
+    pods.sort_by_cached_key(|pod| {
+        let priority = std::cmp::Reverse(pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0));
+        let group = gangs.queue_order(pod);
+        (priority, group.is_none(), group.map(|g| (g.time, g.name)))
+    });
     let engine = policy.engine_with_post_filters(seed)?;
     let filters: Vec<String> = engine.filter_names().map(str::to_string).collect();
     let mut placer = Placer {

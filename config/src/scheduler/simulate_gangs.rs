@@ -3,8 +3,7 @@
 
 // What stands in for the cluster: the pods given (to place, and existing, bound or not) are the group's live
 // pods; no time passes, so a PodGroup backed off (`podGroupBackoffSeconds` > 0) stays backed off for the rest of
-// the simulation. The queue's order stays the simulation's (priority, then as given): Coscheduling's QueueSort by
-// the PodGroup's creation is the worker's only.
+// the simulation.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,11 +13,12 @@ use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
-use super::cosched::{self, Backoffs, Chain, Gate, PodGroupSpec};
+use super::cosched::{self, Backoffs, Chain, Gate, PodGroupSpec, QueueSort};
 use super::engine::pod_info::key_of;
 use super::engine::snapshot::pod_ref;
 use super::gang::{Dialect, GroupKey, MemberState, PodGroups};
 use super::gang_run::{Admission, GangRunner, MemberCycle, RunVerdict, Told, admit};
+use super::queue::GroupOrder;
 use super::resolved::SchedulerPolicy;
 use super::simulate::{Placement, Placer, SimulateError, record_nominations};
 
@@ -153,6 +153,16 @@ impl Gangs {
         self.pod_groups
             .as_ref()?
             .get(&(group.namespace.clone(), group.workload.clone()))
+    }
+
+    /// Where Coscheduling's QueueSort puts a pod among those of its priority (`cosched::QueueSort`): a member of a
+    /// PodGroup given with a `creationTimestamp` by that time, then `namespace/name`; `None` for any other pod,
+    /// which keeps the simulation's order. Every pod is taken as queued when the simulation starts, after the
+    /// PodGroups were created, so the members sort first, as in the worker's queue.
+    pub(super) fn queue_order(&self, pod: &Pod) -> Option<GroupOrder> {
+        let group = self.group_of(pod).filter(|g| g.dialect == Dialect::PodGroup)?;
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        QueueSort::default().order(&group, self.pod_group(&group), name)
     }
 
     /// GangScheduling's PreEnqueue or Coscheduling's PreFilter for a popped pod, as the worker's `gang_of`;
@@ -594,6 +604,49 @@ mod tests {
                 "no new claims to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful for \
                  scheduling., PodGroup ns/ps gets rejected due to Pod ps-1 is unschedulable even after PostFilter"
             )
+        );
+    }
+
+    #[test]
+    fn of_two_pod_groups_competing_for_room_for_one_the_older_is_placed_whatever_the_pods_order() {
+        let group = |name: &str, created: &str| {
+            json!({"kind": "PodGroup", "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
+                   "spec": {"minMember": 2}})
+        };
+        let member = |name: &str, group: &str| {
+            json!({"kind": "Pod", "metadata": {"name": name, "namespace": "ns",
+                                              "labels": {"scheduling.x-k8s.io/pod-group": group}},
+                   "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}})
+        };
+        let loner = json!({"kind": "Pod", "metadata": {"name": "loner", "namespace": "ns"},
+                           "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}});
+        // The younger group's pods and a pod of no group come first in the file.
+        let pods = vec![
+            loner,
+            member("young-0", "young"),
+            member("young-1", "young"),
+            member("old-0", "old"),
+            member("old-1", "old"),
+        ];
+        let cluster = gang_objects(vec![
+            group("young", "2026-02-01T00:00:00Z"),
+            group("old", "2026-01-01T00:00:00Z"),
+        ]);
+        let result = simulate(&policy(""), nodes(&[("a", "2")]), pods, cluster);
+        let order: Vec<(&str, bool)> = result
+            .placements
+            .iter()
+            .map(|p| (p.pod.as_str(), p.node.is_some()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("ns/old-0", true),
+                ("ns/old-1", true),
+                ("ns/young-0", false),
+                ("ns/young-1", false),
+                ("ns/loner", false)
+            ]
         );
     }
 
