@@ -261,6 +261,10 @@ pub struct SimulateArgs {
     /// VolumeAttachments (mixed), which the volume plugins read: with them pods with claims are evaluated.
     #[arg(long, env = "RULEPLANE_STORAGE")]
     pub storage: Option<PathBuf>,
+    /// Workloads (`scheduling.k8s.io/v1alpha1`) and PodGroups (`scheduling.x-k8s.io/v1alpha1`), mixed: the pods
+    /// that name their pod groups are placed all or nothing, as the scheduler worker places gangs.
+    #[arg(long, env = "RULEPLANE_GANGS")]
+    pub gangs: Option<PathBuf>,
     /// Every node's filter verdicts and score breakdown for every pod.
     #[arg(long)]
     pub explain: bool,

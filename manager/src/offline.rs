@@ -351,11 +351,20 @@ pub fn simulate(args: &SimulateArgs) -> ExitCode {
             }
             None => None,
         };
+        let (workloads, pod_groups) = match &args.gangs {
+            Some(path) => simulate::gangs_of(read_objects(path)?).map_err(|e| format!("{}: {e}", path.display()))?,
+            None => (Vec::new(), Vec::new()),
+        };
         Ok((
             read_kind(&args.nodes, "Node")?,
             read_kind(&args.pods, "Pod")?,
             existing,
-            simulate::ClusterObjects { pdbs, storage },
+            simulate::ClusterObjects {
+                pdbs,
+                storage,
+                workloads,
+                pod_groups,
+            },
         ))
     })();
     let (nodes, pods, existing, cluster) = match input {

@@ -335,6 +335,89 @@ fn simulate_reads_storage_objects_for_the_volume_plugins() {
     );
 }
 
+/// Gangs, offline: Workloads and PodGroups from `--gangs`, members placed all or nothing with the worker's texts.
+#[test]
+fn simulate_places_gangs_all_or_nothing_from_the_gangs_file() {
+    let args = [
+        "simulate",
+        "--policy",
+        "examples/gang-scheduler.yaml",
+        "--nodes",
+        "tests/scheduler/simulate/nodes.yaml",
+        "--pods",
+        "tests/scheduler/simulate/gangs/pods.yaml",
+        "--gangs",
+        "tests/scheduler/simulate/gangs/gangs.yaml",
+        "--seed",
+        "1",
+        "-o",
+        "json",
+    ];
+    let out = ruleplane(&args, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let placements = result["placements"].as_array().expect("placements");
+    let outcome = |i: usize| {
+        (
+            placements[i]["pod"].as_str().unwrap_or_default(),
+            placements[i]["node"].as_str(),
+            placements[i]["message"].as_str(),
+        )
+    };
+    for (i, placement) in placements.iter().enumerate().take(3) {
+        assert!(outcome(i).1.is_some(), "the training gang is placed whole: {placement}");
+    }
+    assert_eq!(
+        outcome(3),
+        (
+            "default/too-big-0",
+            None,
+            Some(
+                "0/1 nodes are available: 1 rejected due to unschedulable gang member default/too-big-1 at plugin \
+                 GangScheduling."
+            )
+        )
+    );
+    assert_eq!(
+        outcome(4),
+        (
+            "default/too-big-1",
+            None,
+            Some("0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu.")
+        )
+    );
+    assert!(
+        outcome(5)
+            .2
+            .is_some_and(|m| m.contains("pre-filter pod eval-0 cannot find enough sibling pods")),
+        "{}",
+        placements[5]
+    );
+
+    // Without --gangs no Workload is served (`workloadRef` ignored) and the PodGroup is missing.
+    let without: Vec<&str> = [&args[..7], &args[9..]].concat();
+    let out = ruleplane(&without, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(result["placements"][3]["node"], "node-2", "{result}");
+    assert_eq!(
+        result["placements"][5]["message"],
+        "0/1 nodes are available: 1 PodGroup not found."
+    );
+
+    // A file of the wrong kind is invalid input, named.
+    let mut wrong = args.to_vec();
+    wrong[8] = "tests/scheduler/simulate/nodes.yaml";
+    let bad = ruleplane(&wrong, &[]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad.stderr)
+            .contains("nodes.yaml: document 1: expected a Workload (scheduling.k8s.io/v1alpha1) or PodGroup"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
+
 #[test]
 fn simulate_text_is_a_table_and_exit_codes_are_0_1_2() {
     let out = ruleplane(&simulate_args(&[]), &[]);

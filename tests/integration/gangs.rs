@@ -3,7 +3,8 @@
 //! deadlock, kube-scheduler with the gates on agrees, and kill -9 of the scheduling replica mid-gang leaves the gang
 //! whole; the Coscheduling dialect (a PodGroup and its label) goes through the same run, and a pod whose PodGroup
 //! does not exist is told as Coscheduling tells it, and of two PodGroups competing for room the older is placed; a
-//! member's preemption evicts only for a gang whose quorum it completes.
+//! member's preemption evicts only for a gang whose quorum it completes; `simulate` gives the members the worker's
+//! verdicts and texts.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -55,7 +56,17 @@ async fn create_member(
     cpu: &str,
     id: &str,
 ) {
-    let pod: Pod = serde_json::from_value(json!({
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .create(
+            &PostParams::default(),
+            &member(namespace, name, workload, scheduler, cpu, id),
+        )
+        .await
+        .expect("create pod");
+}
+
+fn member(namespace: &str, name: &str, workload: &str, scheduler: &str, cpu: &str, id: &str) -> Pod {
+    serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": {"gang": workload}},
         "spec": {
@@ -65,11 +76,7 @@ async fn create_member(
             "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
         },
     }))
-    .expect("pod");
-    Api::<Pod>::namespaced(client.clone(), namespace)
-        .create(&PostParams::default(), &pod)
-        .await
-        .expect("create pod");
+    .expect("pod")
 }
 
 /// Deletes every pod of the test's namespace at once, before its nodes go (schedulers stopped first), so no pod is
@@ -280,6 +287,81 @@ async fn a_gang_that_fits_is_placed_whole_and_one_that_cannot_places_none_and_sa
     delete_nodes(&client, &names).await;
 }
 
+/// What `ruleplane simulate` and `ruleplane test` say of gangs is what the cluster gets: the same nodes, pods and
+/// Workloads given to `simulate_in` give every member the verdict and the text the worker gave it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_gives_gang_members_the_verdicts_and_texts_the_worker_gives() {
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "gangs-offline").await;
+    let id = format!("o{}", std::process::id());
+    let scheduler = format!("gangs-{id}");
+    let names = gang_nodes(&client, &id, 2, "2").await;
+    // The cluster as the simulation will see it: every node, and the pods bound to them.
+    let (nodes, existing) = cluster_state(&client).await;
+    let dir = temp_dir("gangs-offline");
+    write(&dir, "policy.yaml", &policy(&scheduler));
+    let manager = ManagerProcess::start(&dir, &ns, "gangs-o", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+
+    // `fits` (two of 1 cpu) is placed whole; `big` (1 cpu and 3 cpu) cannot be: none of it is placed.
+    let members = [
+        ("fits-0", "fits", "1"),
+        ("fits-1", "fits", "1"),
+        ("big-0", "big", "1"),
+        ("big-1", "big", "3"),
+    ];
+    create_workload(&client, &ns, "fits", 2).await;
+    for (name, workload, cpu) in &members[..2] {
+        create_member(&client, &ns, name, workload, &scheduler, cpu, &id).await;
+    }
+    eventually(Duration::from_secs(30), "the fitting gang placed whole", || async {
+        (bound_members(&client, &ns, "fits").await.len() == 2).then_some(())
+    })
+    .await;
+    create_workload(&client, &ns, "big", 2).await;
+    for (name, workload, cpu) in &members[2..] {
+        create_member(&client, &ns, name, workload, &scheduler, cpu, &id).await;
+    }
+    let mut cluster = BTreeMap::new();
+    for (name, workload, _) in &members {
+        let verdict = match *workload {
+            "fits" => Ok(true),
+            _ => Err(unschedulable_message(&client, &ns, name).await),
+        };
+        cluster.insert(format!("{ns}/{name}"), verdict);
+    }
+    assert_eq!(bound_members(&client, &ns, "fits").await.len(), 2);
+
+    // The same input offline.
+    let rules = ruleplane_config::load_str("policy.yaml", &policy(&scheduler)).expect("policy");
+    let offline_policy = rules.scheduler_policies().next().expect("one policy");
+    let workloads = ["fits", "big"]
+        .map(|name| {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": 2}}}]},
+            }))
+            .expect("workload")
+        })
+        .to_vec();
+    let pods = members
+        .iter()
+        .map(|(name, workload, cpu)| member(&ns, name, workload, &scheduler, cpu, &id))
+        .collect();
+    let objects = ruleplane_config::scheduler::simulate::ClusterObjects {
+        workloads,
+        ..Default::default()
+    };
+    let simulation =
+        ruleplane_config::scheduler::simulate::simulate_in(offline_policy, nodes, existing, pods, objects, 1, false)
+            .expect("simulates");
+    assert_eq!(verdicts(&simulation), cluster);
+    drop(manager);
+    delete_pods(&client, &ns).await;
+    delete_nodes(&client, &names).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_gangs_competing_for_the_same_nodes_never_deadlock() {
     let _nodes = nodes_lock().await;
@@ -462,7 +544,17 @@ async fn create_labelled_pod(
     id: &str,
     cpu: &str,
 ) {
-    let pod: Pod = serde_json::from_value(json!({
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .create(
+            &PostParams::default(),
+            &labelled_pod(namespace, name, group, scheduler, id, cpu),
+        )
+        .await
+        .expect("create pod");
+}
+
+fn labelled_pod(namespace: &str, name: &str, group: &str, scheduler: &str, id: &str, cpu: &str) -> Pod {
+    serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace,
                      "labels": {"gang": group, "scheduling.x-k8s.io/pod-group": group}},
@@ -472,11 +564,121 @@ async fn create_labelled_pod(
             "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
         },
     }))
-    .expect("pod");
-    Api::<Pod>::namespaced(client.clone(), namespace)
-        .create(&PostParams::default(), &pod)
+    .expect("pod")
+}
+
+/// The cluster a simulation is given: every node, and every pod bound to one.
+async fn cluster_state(client: &Client) -> (Vec<Node>, Vec<Pod>) {
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
         .await
-        .expect("create pod");
+        .expect("nodes")
+        .items;
+    let bound = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .filter(|pod| pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .collect();
+    (nodes, bound)
+}
+
+/// Each placement's verdict as the worker reports it: its node, or its PodScheduled message (the FailedScheduling
+/// text: the message, then the PostFilter text after a space).
+fn verdicts(simulation: &ruleplane_config::scheduler::simulate::Simulation) -> BTreeMap<String, Result<bool, String>> {
+    simulation
+        .placements
+        .iter()
+        .map(|p| {
+            let message = p.message.clone().unwrap_or_default();
+            let verdict = match (&p.node, &p.post_filter_message) {
+                (Some(_), _) => Ok(true),
+                (None, Some(post_filter)) => Err(format!("{message} {post_filter}")),
+                (None, None) => Err(message),
+            };
+            (p.pod.clone(), verdict)
+        })
+        .collect()
+}
+
+/// What `ruleplane simulate` and `ruleplane test` say of PodGroups is what the cluster gets (as for Workloads,
+/// `simulate_gives_gang_members_the_verdicts_and_texts_the_worker_gives`): a group placed whole, a group rejected by
+/// a member with Coscheduling's reason, a labelled pod whose PodGroup does not exist, a group short of `minMember`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_gives_pod_group_members_the_verdicts_and_texts_the_worker_gives() {
+    install_pod_group_crd();
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "cosched-offline").await;
+    let id = format!("{}co", std::process::id());
+    let scheduler = format!("cosched-{id}");
+    let names = gang_nodes(&client, &id, 2, "2").await;
+    let (nodes, existing) = cluster_state(&client).await;
+    let dir = temp_dir("cosched-offline");
+    write(&dir, "policy.yaml", &policy(&scheduler));
+    let manager = ManagerProcess::start(&dir, &ns, "cosched-o", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+
+    let groups = [("fits", 2), ("big", 2), ("eval", 2)];
+    let members = [
+        ("fits-0", "fits", "1"),
+        ("fits-1", "fits", "1"),
+        ("big-0", "big", "1"),
+        ("big-1", "big", "3"),
+        ("orphan-0", "orphan", "1"),
+        ("eval-0", "eval", "1"),
+    ];
+    create_pod_group(&client, &ns, "fits", 2).await;
+    for (name, group, cpu) in &members[..2] {
+        create_labelled_pod(&client, &ns, name, group, &scheduler, &id, cpu).await;
+    }
+    eventually(Duration::from_secs(30), "the fitting group placed whole", || async {
+        (bound_members(&client, &ns, "fits").await.len() == 2).then_some(())
+    })
+    .await;
+    for (group, min_member) in &groups[1..] {
+        create_pod_group(&client, &ns, group, *min_member).await;
+    }
+    for (name, group, cpu) in &members[2..] {
+        create_labelled_pod(&client, &ns, name, group, &scheduler, &id, cpu).await;
+    }
+    let mut cluster = BTreeMap::new();
+    for (name, group, _) in &members {
+        let verdict = match *group {
+            "fits" => Ok(true),
+            _ => Err(unschedulable_message(&client, &ns, name).await),
+        };
+        cluster.insert(format!("{ns}/{name}"), verdict);
+    }
+    assert_eq!(bound_members(&client, &ns, "fits").await.len(), 2);
+
+    let rules = ruleplane_config::load_str("policy.yaml", &policy(&scheduler)).expect("policy");
+    let offline_policy = rules.scheduler_policies().next().expect("one policy");
+    let pod_groups = groups
+        .iter()
+        .map(|(name, min_member)| {
+            ruleplane_config::scheduler::simulate::PodGroupObject::of(&json!({
+                "metadata": {"name": name, "namespace": ns}, "spec": {"minMember": min_member},
+            }))
+        })
+        .collect();
+    let pods = members
+        .iter()
+        .map(|(name, group, cpu)| labelled_pod(&ns, name, group, &scheduler, &id, cpu))
+        .collect();
+    let objects = ruleplane_config::scheduler::simulate::ClusterObjects {
+        pod_groups,
+        ..Default::default()
+    };
+    let simulation =
+        ruleplane_config::scheduler::simulate::simulate_in(offline_policy, nodes, existing, pods, objects, 1, false)
+            .expect("simulates");
+    assert_eq!(verdicts(&simulation), cluster);
+    drop(manager);
+    delete_pods(&client, &ns).await;
+    delete_nodes(&client, &names).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

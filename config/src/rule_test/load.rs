@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use k8s_openapi::api::storage::v1::StorageClass;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -19,6 +20,7 @@ use crate::reconciler::ObjectKey;
 use crate::rule_set::{Rule, RuleSet};
 use crate::scheduler::engine::snapshot::pod_ref;
 use crate::scheduler::engine::{CsiObjects, Storage};
+use crate::scheduler::simulate::PodGroupObject;
 use crate::schema::{cached_schema, rule_test_schema_ref};
 use crate::yaml_tree::{Node, NodeValue, PathStep, each_document};
 
@@ -98,6 +100,10 @@ pub enum CaseCheck {
         pdbs: Vec<PodDisruptionBudget>,
         /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, when the case gives any.
         storage: Option<Storage>,
+        /// Workloads.
+        workloads: Vec<Workload>,
+        /// PodGroups.
+        pod_groups: Vec<PodGroupObject>,
         /// Expected outcomes.
         placements: Vec<ExpectedPlacement>,
     },
@@ -298,6 +304,8 @@ fn reconciler_case(
             ("csiDrivers", !case.csi_drivers.is_empty()),
             ("csiStorageCapacities", !case.csi_storage_capacities.is_empty()),
             ("volumeAttachments", !case.volume_attachments.is_empty()),
+            ("workloads", !case.workloads.is_empty()),
+            ("podGroups", !case.pod_groups.is_empty()),
             ("expect.placements", !expect.placements.is_empty()),
         ],
         "Reconciler",
@@ -443,6 +451,12 @@ fn scheduler_case(case: &TestCase, at: &CaseAt, out: &mut FileDiagnostics) -> Op
         !csi.nodes.is_empty() || !csi.drivers.is_empty() || !csi.capacities.is_empty() || !csi.attachments.is_empty();
     let storage = (!claims.is_empty() || !volumes.is_empty() || !classes.is_empty() || any_csi)
         .then(|| Storage::new(claims, volumes, classes).with_csi(csi));
+    let workloads: Vec<Workload> = typed_objects(&case.workloads, "Workload", "workloads", at, out);
+    // A PodGroup is read as the worker reads it (scheduler-plugins' CRD has no typed model here).
+    let pod_groups: Vec<PodGroupObject> = typed_objects::<Value>(&case.pod_groups, "PodGroup", "podGroups", at, out)
+        .iter()
+        .map(PodGroupObject::of)
+        .collect();
     if case.pods.is_empty() {
         out.error(
             at.pos(&[]),
@@ -489,6 +503,8 @@ fn scheduler_case(case: &TestCase, at: &CaseAt, out: &mut FileDiagnostics) -> Op
         seed: case.seed.unwrap_or(0),
         pdbs,
         storage,
+        workloads,
+        pod_groups,
         placements: expect.placements.clone(),
     })
 }

@@ -243,6 +243,8 @@ fn scheduler_failures(policy: &SchedulerPolicy, case: &ResolvedCase) -> Vec<Stri
         seed,
         pdbs,
         storage,
+        workloads,
+        pod_groups,
         placements,
     } = &case.check
     else {
@@ -251,6 +253,8 @@ fn scheduler_failures(policy: &SchedulerPolicy, case: &ResolvedCase) -> Vec<Stri
     let cluster = ClusterObjects {
         pdbs: pdbs.clone(),
         storage: storage.clone(),
+        workloads: workloads.clone(),
+        pod_groups: pod_groups.clone(),
     };
     let simulation = match simulate_in(
         policy,

@@ -100,6 +100,16 @@ pub struct TestCase {
     /// SchedulerPolicy: VolumeAttachments (NodeVolumeLimits counts them as attached).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volume_attachments: Vec<Map<String, Value>>,
+    /// SchedulerPolicy: Workloads (`scheduling.k8s.io/v1alpha1`) whose pod groups the pods name with
+    /// `spec.workloadRef`, as `simulate --gangs`: a gang's members are placed all or nothing, as the worker places
+    /// them. Without any, `workloadRef` is ignored (as in a cluster that does not serve the Workload API).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<Map<String, Value>>,
+    /// SchedulerPolicy: PodGroups (`scheduling.x-k8s.io/v1alpha1`) that pods join with the label
+    /// `scheduling.x-k8s.io/pod-group` (Coscheduling), as `simulate --gangs`. A labelled pod whose PodGroup is not
+    /// listed is told as one whose PodGroup does not exist.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_groups: Vec<Map<String, Value>>,
     /// What the rule must produce.
     pub expect: Expectation,
 }

@@ -32,10 +32,10 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::engine::PostFilter;
-use super::engine::preemption::{NO_CLAIMS_TO_DEALLOCATE, NOT_ELIGIBLE_NEVER, NOT_HELPFUL};
+use super::engine::preemption::{NO_CLAIMS_TO_DEALLOCATE, NOT_ELIGIBLE_NEVER, NOT_HELPFUL, PostFilters};
 use super::engine::snapshot::{NodeInfo, Snapshot};
 use super::engine::status::{Reason, fit_error_message};
-use super::gang::GroupKey;
+use super::gang::{GroupCounts, GroupKey};
 pub use super::pod_group::{COSCHEDULING, POD_GROUP_LABEL, group_of};
 use super::queue::{GroupOrder, Moment};
 
@@ -127,6 +127,17 @@ pub struct Members {
     pub assigned: usize,
 }
 
+impl From<GroupCounts> for Members {
+    /// What Coscheduling reads of a group's counts: its assigned pods are those bound (or being bound).
+    fn from(counts: GroupCounts) -> Members {
+        Members {
+            known: counts.known,
+            gated: counts.gated,
+            assigned: counts.bound,
+        }
+    }
+}
+
 /// The PostFilter chain of the member's policy ahead of Coscheduling's own PostFilter (scheduler-plugins' profile
 /// keeps kube-scheduler's default plugins, then adds Coscheduling: DynamicResources, DefaultPreemption, Coscheduling).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,6 +148,17 @@ pub struct Chain {
     pub preemption: bool,
     /// `CoschedulingArgs.podGroupRejectPercentage` (defaulted).
     pub reject_percentage: i32,
+}
+
+impl Chain {
+    /// The chain of a policy whose engine has `post_filters` (`None`: DefaultPreemption off, no PostFilter).
+    pub fn of(post_filters: Option<&PostFilters>, reject_percentage: i32) -> Chain {
+        Chain {
+            dynamic_resources: post_filters.is_some_and(|chain| chain.dynamic_resources),
+            preemption: post_filters.is_some(),
+            reject_percentage,
+        }
+    }
 }
 
 /// The member Coscheduling decides on.

@@ -6,11 +6,13 @@ pub mod convert;
 pub mod cosched;
 pub mod engine;
 pub mod gang;
+pub mod gang_run;
 mod plugins;
 pub mod pod_group;
 pub mod queue;
 mod resolved;
 pub mod simulate;
+mod simulate_gangs;
 mod types;
 
 pub(crate) use checks::check_scheduler_policy;

@@ -1,20 +1,24 @@
 //! `ruleplane simulate`, pure: a policy places pods one after another on a snapshot, each placement seen by the
 //! next, and reports what the scheduler would decide (the JSON contract of docs/scheduler.md).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::cosched::{self, Chain, NoPodGroup};
 use super::engine::snapshot::pod_ref;
 use super::engine::{
-    CsiObjects, Decision, NodeResult, Nominate, Outcome, PodRef, Preemption, ProfileError, Rejection, ScheduleError,
-    Snapshot, SnapshotError, Storage,
+    CsiObjects, Decision, Engine, NodeResult, Nominate, Outcome, PodRef, Preemption, ProfileError, Rejection,
+    ScheduleError, Snapshot, SnapshotError, Storage,
 };
 use super::resolved::SchedulerPolicy;
+pub use super::simulate_gangs::PodGroupObject;
+use super::simulate_gangs::{Gangs, Popped};
 
 /// Why the input of a simulation is not usable.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +54,9 @@ pub enum SimulateError {
     /// The policy's profile does not build (a loaded policy always does: the loader built one).
     #[error(transparent)]
     Profile(#[from] ProfileError),
+    /// A gang's run named a pod the simulation does not hold (a bug, not an input problem).
+    #[error("gang scheduling: {0}")]
+    Gang(String),
 }
 
 /// The objects of one kind in parsed documents: plain objects, `List`s and `<Kind>List`s (what `kubectl get -o
@@ -119,12 +126,18 @@ pub fn objects_of_kind<T: DeserializeOwned>(
 const STORAGE_KINDS: &str =
     "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, CSIStorageCapacity or VolumeAttachment";
 
-/// The storage objects (claims, volumes, classes, CSI nodes, drivers, capacities, attachments) from parsed
-/// documents, mixed in any order: plain
-/// objects, `List`s and `<Kind>List`s.
-pub fn storage_of(documents: Vec<Value>) -> Result<Storage, SimulateError> {
-    let (mut claims, mut volumes, mut classes) = (Vec::new(), Vec::new(), Vec::new());
-    let mut csi = CsiObjects::default();
+/// One object of a mixed-kind file: its document's number, its kind, its name and the object.
+struct MixedObject {
+    document: usize,
+    kind: String,
+    name: String,
+    object: Value,
+}
+
+/// The objects of parsed documents of mixed kinds, in order: plain objects, `List`s and `<Kind>List`s (an item
+/// without `kind` is taken as its list's kind). `expected` names the kinds allowed, for errors.
+fn mixed_objects(documents: Vec<Value>, expected: &'static str) -> Result<Vec<MixedObject>, SimulateError> {
+    let mut objects = Vec::new();
     for (i, document) in documents.into_iter().enumerate() {
         let number = i + 1;
         let kind = document
@@ -139,7 +152,7 @@ pub fn storage_of(documents: Vec<Value>) -> Result<Storage, SimulateError> {
                 Some(other) => {
                     return Err(SimulateError::WrongKind {
                         document: number,
-                        expected: STORAGE_KINDS,
+                        expected,
                         found: format!("a {kind} whose items are {}", type_name(&other)),
                     });
                 }
@@ -148,7 +161,7 @@ pub fn storage_of(documents: Vec<Value>) -> Result<Storage, SimulateError> {
             (other, _) => {
                 return Err(SimulateError::WrongKind {
                     document: number,
-                    expected: STORAGE_KINDS,
+                    expected,
                     found: type_name(&other).to_string(),
                 });
             }
@@ -159,56 +172,86 @@ pub fn storage_of(documents: Vec<Value>) -> Result<Storage, SimulateError> {
                 .and_then(Value::as_str)
                 .unwrap_or(&list_kind)
                 .to_string();
+            if item_kind.is_empty() {
+                return Err(SimulateError::WrongKind {
+                    document: number,
+                    expected,
+                    found: "an object without a kind".to_string(),
+                });
+            }
             let name = item
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or("(unnamed)")
                 .to_string();
-            let invalid = |kind: &'static str| {
-                let name = name.clone();
-                move |error| SimulateError::Invalid {
-                    document: number,
-                    kind,
-                    name,
-                    error,
-                }
-            };
-            match item_kind.as_str() {
-                "PersistentVolumeClaim" => {
-                    claims.push(serde_json::from_value(item).map_err(invalid("PersistentVolumeClaim"))?)
-                }
-                "PersistentVolume" => volumes.push(serde_json::from_value(item).map_err(invalid("PersistentVolume"))?),
-                "StorageClass" => classes.push(serde_json::from_value(item).map_err(invalid("StorageClass"))?),
-                "CSINode" => csi
-                    .nodes
-                    .push(serde_json::from_value(item).map_err(invalid("CSINode"))?),
-                "CSIDriver" => csi
-                    .drivers
-                    .push(serde_json::from_value(item).map_err(invalid("CSIDriver"))?),
-                "CSIStorageCapacity" => csi
-                    .capacities
-                    .push(serde_json::from_value(item).map_err(invalid("CSIStorageCapacity"))?),
-                "VolumeAttachment" => csi
-                    .attachments
-                    .push(serde_json::from_value(item).map_err(invalid("VolumeAttachment"))?),
-                "" => {
-                    return Err(SimulateError::WrongKind {
-                        document: number,
-                        expected: STORAGE_KINDS,
-                        found: "an object without a kind".to_string(),
-                    });
-                }
-                other => {
-                    return Err(SimulateError::WrongKind {
-                        document: number,
-                        expected: STORAGE_KINDS,
-                        found: format!("a {other}"),
-                    });
-                }
-            }
+            objects.push(MixedObject {
+                document: number,
+                kind: item_kind,
+                name,
+                object: item,
+            });
+        }
+    }
+    Ok(objects)
+}
+
+impl MixedObject {
+    /// The object as `T`, whose kind is `kind`.
+    fn typed<T: DeserializeOwned>(self, kind: &'static str) -> Result<T, SimulateError> {
+        let MixedObject {
+            document, name, object, ..
+        } = self;
+        serde_json::from_value(object).map_err(|error| SimulateError::Invalid {
+            document,
+            kind,
+            name,
+            error,
+        })
+    }
+
+    fn unexpected(&self, expected: &'static str) -> SimulateError {
+        SimulateError::WrongKind {
+            document: self.document,
+            expected,
+            found: format!("a {}", self.kind),
+        }
+    }
+}
+
+/// The storage objects (claims, volumes, classes, CSI nodes, drivers, capacities, attachments) from parsed
+/// documents, mixed in any order: plain objects, `List`s and `<Kind>List`s.
+pub fn storage_of(documents: Vec<Value>) -> Result<Storage, SimulateError> {
+    let (mut claims, mut volumes, mut classes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut csi = CsiObjects::default();
+    for object in mixed_objects(documents, STORAGE_KINDS)? {
+        match object.kind.as_str() {
+            "PersistentVolumeClaim" => claims.push(object.typed("PersistentVolumeClaim")?),
+            "PersistentVolume" => volumes.push(object.typed("PersistentVolume")?),
+            "StorageClass" => classes.push(object.typed("StorageClass")?),
+            "CSINode" => csi.nodes.push(object.typed("CSINode")?),
+            "CSIDriver" => csi.drivers.push(object.typed("CSIDriver")?),
+            "CSIStorageCapacity" => csi.capacities.push(object.typed("CSIStorageCapacity")?),
+            "VolumeAttachment" => csi.attachments.push(object.typed("VolumeAttachment")?),
+            _ => return Err(object.unexpected(STORAGE_KINDS)),
         }
     }
     Ok(Storage::new(claims, volumes, classes).with_csi(csi))
+}
+
+/// The kinds a gangs file may hold.
+const GANG_KINDS: &str = "Workload (scheduling.k8s.io/v1alpha1) or PodGroup (scheduling.x-k8s.io/v1alpha1)";
+
+/// The pod groups' objects, Workloads and PodGroups, from parsed documents mixed in any order (as [`storage_of`]).
+pub fn gangs_of(documents: Vec<Value>) -> Result<(Vec<Workload>, Vec<PodGroupObject>), SimulateError> {
+    let (mut workloads, mut pod_groups) = (Vec::new(), Vec::new());
+    for object in mixed_objects(documents, GANG_KINDS)? {
+        match object.kind.as_str() {
+            "Workload" => workloads.push(object.typed("Workload")?),
+            "PodGroup" => pod_groups.push(PodGroupObject::of(&object.object)),
+            _ => return Err(object.unexpected(GANG_KINDS)),
+        }
+    }
+    Ok((workloads, pod_groups))
 }
 
 fn is_true(value: &bool) -> bool {
@@ -354,7 +397,10 @@ pub fn simulate_with_budgets(
     seed: u64,
     explain: bool,
 ) -> Result<Simulation, SimulateError> {
-    let cluster = ClusterObjects { pdbs, storage: None };
+    let cluster = ClusterObjects {
+        pdbs,
+        ..ClusterObjects::default()
+    };
     simulate_in(policy, nodes, existing, pods, cluster, seed, explain)
 }
 
@@ -366,6 +412,12 @@ pub struct ClusterObjects {
     /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, which VolumeRestrictions and VolumeZone read
     /// (without them those plugins skip what needs them).
     pub storage: Option<Storage>,
+    /// Workloads (`scheduling.k8s.io/v1alpha1`): their pod groups' gang policies. With none, the Workload API is
+    /// taken as not served and a pod's `workloadRef` is ignored, as by the worker.
+    pub workloads: Vec<Workload>,
+    /// PodGroups (`scheduling.x-k8s.io/v1alpha1`): Coscheduling's groups. A labelled pod whose PodGroup is not
+    /// given is told as one whose PodGroup does not exist.
+    pub pod_groups: Vec<PodGroupObject>,
 }
 
 /// [`simulate_with_budgets`] with every cluster object the engine reads.
@@ -378,7 +430,13 @@ pub fn simulate_in(
     seed: u64,
     explain: bool,
 ) -> Result<Simulation, SimulateError> {
-    let ClusterObjects { pdbs, storage } = cluster;
+    let ClusterObjects {
+        pdbs,
+        storage,
+        workloads,
+        pod_groups,
+    } = cluster;
+    let mut gangs = Gangs::new(policy, workloads, pod_groups, &existing, &pods);
     let (bound, pending): (Vec<Pod>, Vec<Pod>) = existing.into_iter().partition(|pod| {
         pod.spec
             .as_ref()
@@ -400,30 +458,43 @@ pub fn simulate_in(
     if let Some(storage) = storage {
         snapshot.set_storage(storage);
     }
-    // The scheduling queue pops the highest priority first; a stable sort keeps the given order within one.
-    pods.sort_by_key(|pod| std::cmp::Reverse(pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)));
-    let mut engine = policy.engine_with_post_filters(seed)?;
+    // The scheduling queue pops the highest priority first; a stable sort keeps the given order within one, but for
+    // Coscheduling's QueueSort of PodGroup members (by their group's creation, then name).
+    pods.sort_by_cached_key(|pod| {
+        let priority = std::cmp::Reverse(pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0));
+        let group = gangs.queue_order(pod);
+        (priority, group.is_none(), group.map(|g| (g.time, g.name)))
+    });
+    let engine = policy.engine_with_post_filters(seed)?;
     let filters: Vec<String> = engine.filter_names().map(str::to_string).collect();
-    let mut placements = Vec::with_capacity(pods.len());
+    let mut placer = Placer {
+        engine,
+        snapshot,
+        filters,
+        explain,
+    };
+    let by_key: BTreeMap<String, &Pod> = pods.iter().map(|pod| (pod_ref(pod), pod)).collect();
+    let mut placements: Vec<Placement> = Vec::with_capacity(pods.len());
+    let mut decided: HashSet<String> = HashSet::with_capacity(pods.len());
+    let chain = placer.chain(policy.profile().args.coscheduling.reject_percentage());
     for pod in &pods {
-        let decision = engine.schedule(&snapshot, pod)?;
-        let node = decision.chosen().map(str::to_string);
-        let nodes = explain.then(|| explain_nodes(&snapshot, &decision, &filters));
-        if let Some(node) = &node {
-            snapshot.assume(pod, node)?;
+        // A gang's run decides its members together: a member already decided is not popped again.
+        if decided.contains(&pod_ref(pod)) {
+            continue;
         }
-        record_nominations(&mut snapshot, pod, &decision);
-        placements.push(Placement {
-            pod: pod_ref(pod),
-            node,
-            message: decision.message().map(str::to_string),
-            post_filter_message: decision.post_filter().and_then(|p| p.message.clone()),
-            preemption: decision
-                .post_filter()
-                .and_then(|p| p.preemption.as_ref())
-                .map(PreemptionReport::of),
-            nodes,
-        });
+        let nodes = placer.snapshot.num_nodes();
+        let queued = |member: &str| by_key.contains_key(member) && !decided.contains(member);
+        let now = match gangs.popped(pod, chain, nodes, queued) {
+            Popped::Alone => vec![placer.alone(pod)?],
+            Popped::Held {
+                message,
+                clear_nomination,
+            } => vec![placer.held(pod, message, clear_nomination)],
+            Popped::WithoutPodGroup => vec![placer.without_pod_group(pod)?],
+            Popped::Run(runner, spec) => gangs.run(&mut placer, *runner, spec, &by_key)?,
+        };
+        decided.extend(now.iter().map(|placement| placement.pod.clone()));
+        placements.extend(now);
     }
     Ok(Simulation {
         scheduler: policy.spec.scheduler_name.clone(),
@@ -432,9 +503,136 @@ pub fn simulate_in(
     })
 }
 
+/// The engine and the snapshot a simulation places pods with.
+pub(super) struct Placer {
+    engine: Engine,
+    snapshot: Snapshot,
+    filters: Vec<String>,
+    explain: bool,
+}
+
+impl Placer {
+    pub(super) fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    pub(super) fn snapshot_mut(&mut self) -> &mut Snapshot {
+        &mut self.snapshot
+    }
+
+    /// The policy's PostFilter chain as Coscheduling's texts need it.
+    pub(super) fn chain(&self, reject_percentage: i32) -> Chain {
+        Chain::of(self.engine.post_filters(), reject_percentage)
+    }
+
+    /// One cycle for `pod`, and every node's verdict with explain.
+    pub(super) fn decide(
+        &mut self,
+        pod: &Pod,
+    ) -> Result<(Decision, Option<BTreeMap<String, NodeExplanation>>), SimulateError> {
+        let decision = self.engine.schedule(&self.snapshot, pod)?;
+        let nodes = self
+            .explain
+            .then(|| explain_nodes(&self.snapshot, &decision, &self.filters));
+        Ok((decision, nodes))
+    }
+
+    /// Accounts `pod` on `node` (Reserve): the next decision sees it.
+    pub(super) fn assume(&mut self, pod: &Pod, node: &str) -> Result<(), SimulateError> {
+        Ok(self.snapshot.assume(pod, node)?)
+    }
+
+    /// A pod placed on its own: placed where its cycle chose.
+    fn alone(&mut self, pod: &Pod) -> Result<Placement, SimulateError> {
+        let (decision, nodes) = self.decide(pod)?;
+        if let Some(node) = decision.chosen() {
+            self.snapshot.assume(pod, node)?;
+        }
+        record_nominations(&mut self.snapshot, pod, &decision);
+        Ok(Placer::placement(pod, &decision, nodes, None))
+    }
+
+    /// A labelled pod whose PodGroup is not given: tried like a pod of no group, then decided by Coscheduling
+    /// (`cosched::without_pod_group`), as the worker decides it.
+    fn without_pod_group(&mut self, pod: &Pod) -> Result<Placement, SimulateError> {
+        let (decision, nodes) = self.decide(pod)?;
+        let verdict = cosched::without_pod_group(
+            decision.chosen().is_some(),
+            decision.event_message().unwrap_or_default(),
+            decision.post_filter(),
+        );
+        Ok(match verdict {
+            NoPodGroup::RejectedAtPermit => {
+                // Rejected at Permit: the node it was assumed on is not kept, and its nomination goes.
+                let mut placement = self.held(pod, cosched::POD_GROUP_NOT_FOUND.to_string(), true);
+                placement.nodes = nodes;
+                placement
+            }
+            NoPodGroup::Unschedulable { .. } => {
+                record_nominations(&mut self.snapshot, pod, &decision);
+                let reason = Some(cosched::CAN_NOT_FIND_POD_GROUP.to_string());
+                Placer::placement(pod, &decision, nodes, reason)
+            }
+        })
+    }
+
+    /// A pod not placed, told `message` whole (held, or rejected with its gang); its nomination cleared when
+    /// `clear_nomination`.
+    pub(super) fn held(&mut self, pod: &Pod, message: String, clear_nomination: bool) -> Placement {
+        if clear_nomination {
+            self.snapshot.nominate(pod, None);
+        }
+        Placement {
+            pod: pod_ref(pod),
+            node: None,
+            message: Some(message),
+            post_filter_message: None,
+            preemption: None,
+            nodes: None,
+        }
+    }
+
+    /// What a cycle decided for `pod`, with Coscheduling's PostFilter `reason` after the chain's (see
+    /// `cosched::with_post_filter_reason`).
+    pub(super) fn placement(
+        pod: &Pod,
+        decision: &Decision,
+        nodes: Option<BTreeMap<String, NodeExplanation>>,
+        reason: Option<String>,
+    ) -> Placement {
+        let message = decision.message().map(str::to_string);
+        let post_filter = decision.post_filter();
+        let post_filter_message = match (&message, reason) {
+            (Some(message), Some(reason)) => {
+                let whole = cosched::with_post_filter_reason(
+                    decision.event_message().unwrap_or_default(),
+                    post_filter,
+                    Some(reason),
+                );
+                whole
+                    .strip_prefix(message.as_str())
+                    .map(str::trim_start)
+                    .filter(|rest| !rest.is_empty())
+                    .map(str::to_string)
+            }
+            _ => post_filter.and_then(|p| p.message.clone()),
+        };
+        Placement {
+            pod: pod_ref(pod),
+            node: decision.chosen().map(str::to_string),
+            message,
+            post_filter_message,
+            preemption: post_filter
+                .and_then(|p| p.preemption.as_ref())
+                .map(PreemptionReport::of),
+            nodes,
+        }
+    }
+}
+
 /// What a failed cycle did to the nominator, seen by the next decisions: the pod nominated (or its nomination
 /// dropped), and the lower nominations preemption cleared on the chosen node.
-fn record_nominations(snapshot: &mut Snapshot, pod: &Pod, decision: &Decision) {
+pub(super) fn record_nominations(snapshot: &mut Snapshot, pod: &Pod, decision: &Decision) {
     let Some(post_filter) = decision.post_filter() else {
         return;
     };
@@ -618,8 +816,8 @@ mod tests {
             objects_of_kind(vec![claiming("db", "data"), claiming("far", "elsewhere")], "Pod").unwrap();
         let ignoring = format!("{SPREAD}  ignoredFeatures: [persistentVolumeClaims]\n");
         let cluster = ClusterObjects {
-            pdbs: Vec::new(),
             storage: Some(storage),
+            ..ClusterObjects::default()
         };
         let result = simulate_in(&policy(&ignoring), nodes, Vec::new(), pods, cluster, 1, false).expect("runs");
         assert_eq!(result.placements[0].node.as_deref(), Some("in-b"));

@@ -9,6 +9,7 @@
 // hold partial reservations at the same time. The per-member verdicts and messages are kube-scheduler's.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, WorkloadReference};
@@ -16,13 +17,13 @@ use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
 use ruleplane_config::scheduler::cosched::{
-    self, Backoffs, Chain, Gate, Held, Members, NoPodGroup, POD_GROUP_API, PodGroupSpec, QueueSort,
+    self, Backoffs, Chain, Gate, Held, NoPodGroup, POD_GROUP_API, PodGroupSpec, QueueSort,
 };
 use ruleplane_config::scheduler::engine::{Nominate, Outcome, Preemption};
 use ruleplane_config::scheduler::gang::{
-    Deferred, Dialect, GANG_SCHEDULING, GangRun, GroupKey, GroupPolicy, MemberState, PodGroups, PreEnqueue, Rejected,
-    Step, group_policy, pre_enqueue, preempting_note, rejected_member_message, rejected_note, waiting_note,
+    Dialect, GANG_SCHEDULING, GangRun, GroupKey, MemberState, PodGroups, PreEnqueue, pre_enqueue,
 };
+use ruleplane_config::scheduler::gang_run::{Admission, GangRunner, MemberCycle, RunVerdict, Told, admit};
 use ruleplane_config::scheduler::queue::{Failure, Place};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
@@ -190,7 +191,7 @@ impl Gangs {
                     never_preempts: false,
                 };
                 matches!(
-                    cosched::pre_filter(member, self.pod_group(group).as_ref(), false, members(counts), None, 1),
+                    cosched::pre_filter(member, self.pod_group(group).as_ref(), false, counts.into(), None, 1),
                     Gate::Pass { .. }
                 )
             }
@@ -264,19 +265,13 @@ impl Loop {
         }
         let workload = gangs.workload(&group);
         let counts = gangs.groups.counts(&group);
-        let min_count = match pre_enqueue(&group, workload.as_ref(), counts.known) {
-            PreEnqueue::Pass => match workload.as_ref().and_then(|w| group_policy(w, &group.pod_group)) {
-                Some(GroupPolicy::Gang { min_count }) => min_count,
-                _ => return Popped::Alone,
-            },
-            PreEnqueue::Gated(message) => {
-                let note = match workload.as_ref().and_then(|w| group_policy(w, &group.pod_group)) {
-                    Some(GroupPolicy::Gang { min_count }) => waiting_note(&group, counts.known, min_count),
-                    _ => message,
-                };
+        let min_count = match admit(&group, workload.as_ref(), counts) {
+            Admission::Alone => return Popped::Alone,
+            Admission::Held(note) => {
                 self.hold(key, &object, note);
                 return Popped::Held;
             }
+            Admission::Run { min_count } => min_count,
         };
         let (run, members) = self.start_run(key, group, min_count, counts.bound);
         Popped::Run(Box::new(run), members, None)
@@ -306,7 +301,7 @@ impl Loop {
             never_preempts,
         };
         let chain = Some(self.scheduler.chain());
-        match cosched::pre_filter(member, spec.as_ref(), backed_off, members(counts), chain, nodes) {
+        match cosched::pre_filter(member, spec.as_ref(), backed_off, counts.into(), chain, nodes) {
             Gate::Pass { min_member } => {
                 let (run, members) = self.start_run(key, group, min_member, counts.bound);
                 Popped::Run(Box::new(run), members, spec.map(Box::new))
@@ -506,15 +501,6 @@ impl Loop {
     }
 }
 
-/// What Coscheduling's PreFilter and PostFilter read of a group's counts (its assigned pods: those bound).
-fn members(counts: ruleplane_config::scheduler::gang::GroupCounts) -> Members {
-    Members {
-        known: counts.known,
-        gated: counts.gated,
-        assigned: counts.bound,
-    }
-}
-
 /// One member's cycle in a run, as the run records it.
 enum Member {
     /// Assumed on `node`.
@@ -541,7 +527,7 @@ impl PodScheduler {
     /// the last cycle, so no other pod of the policy is decided in between.
     pub(super) async fn run_gang(
         self: &Arc<Self>,
-        mut run: GangRun<PodKey>,
+        run: GangRun<PodKey>,
         members: Vec<(PodKey, Option<Arc<Pod>>)>,
         pod_group: Option<PodGroupSpec>,
         done: mpsc::UnboundedSender<Done>,
@@ -588,116 +574,74 @@ impl PodScheduler {
             send(Done::Run(told));
             return;
         }
+        let keys = members.iter().map(|(key, _)| key.clone()).collect();
+        let mut queued: HashMap<PodKey, Option<Arc<Pod>>> = members.into_iter().collect();
+        let mut runner = GangRunner::of(run, keys);
         let mut reserved: HashMap<PodKey, (Arc<Pod>, String)> = HashMap::new();
-        let mut allowed: Vec<PodKey> = Vec::new();
         let mut told: Vec<Done> = Vec::new();
-        let mut rejection: Option<Rejected<PodKey>> = None;
-        let mut deferred: Option<Deferred<PodKey>> = None;
         let mut preemptors: HashMap<PodKey, Preemptor> = HashMap::new();
-        // Preemptions carried out once the run is told: after the quorum one by one, or those that met it.
-        let mut carried: Vec<PodKey> = Vec::new();
-        let mut untried = Vec::new();
-        for (key, queued) in members {
-            if rejection.is_some() || deferred.is_some() {
-                untried.push(key);
-                continue;
-            }
-            // Coscheduling's PostFilter reason, should this member find no node (its assigned: those ready).
-            let reason = pod_group.as_ref().and_then(|spec| {
-                let member = cosched::Member {
-                    group: run.group(),
-                    pod_name: &key.name,
-                    never_preempts: false,
-                };
-                cosched::post_filter_reason(member, Some(spec), run.assigned(), reject_percentage)
-            });
-            let step = match self.member_cycle(&key, queued, reason).await {
+        while let Some(key) = runner.next_member() {
+            let reason = runner.post_filter_reason(pod_group.as_ref(), &key.name, reject_percentage);
+            let queued = queued.remove(&key).flatten();
+            let cycle = match self.member_cycle(&key, queued, reason).await {
                 Member::Reserved { pod, node } => {
                     reserved.insert(key.clone(), (pod, node));
-                    run.reserved(key)
+                    MemberCycle::Reserved
                 }
                 Member::Preempting(preemptor) => {
                     preemptors.insert(key.clone(), preemptor);
-                    run.preempting(key)
+                    MemberCycle::Preempting
                 }
                 Member::Failed(failed) => {
                     told.push(failed);
-                    run.failed(key)
+                    MemberCycle::Failed
                 }
             };
-            match step {
-                Step::Next => {}
-                Step::Allowed(keys) => allowed.extend(keys),
-                Step::Rejected(rejected) => rejection = Some(rejected),
-                Step::Preempt(key) => carried.push(key),
-                Step::Deferred(waiting) => deferred = Some(waiting),
-            }
+            runner.record(key, cycle);
         }
-        // A run short of its quorum (members counted at PreEnqueue left meanwhile) gives its reservations back.
-        let waiting = run.waiting_note();
-        let short = if rejection.is_none() && deferred.is_none() {
-            run.finish()
-        } else {
-            None
-        };
-        let group = run.group().clone();
-        let mut given_back = Vec::new();
-        if let Some(rejected) = rejection {
-            let failing = format!("{}/{}", rejected.failing.namespace, rejected.failing.name);
-            let placed = run.ready() + rejected.reserved.len() + rejected.preemptors.len();
-            let note = rejected_note(&group, &failing, placed, run.min_count());
-            let message = rejected_member_message(&failing, group.plugin());
-            for key in rejected.reserved.iter().chain(&rejected.preemptors).chain(&untried) {
-                given_back.extend(reserved.get(key).map(|(pod, _)| pod.clone()));
-                // A preemptor of a rejected run evicts nothing and loses the nomination its cycle took.
-                let nominate = self.drop_nomination(preemptors.remove(key)).await;
-                told.push(gang_failure(key.clone(), group.plugin(), message.clone(), nominate));
-            }
-            for key in rejected
-                .reserved
-                .iter()
-                .chain(&rejected.preemptors)
-                .chain(&untried)
-                .chain([&rejected.failing])
-            {
-                self.publish_gang(key, EventType::Warning, "GangRejected", note.clone());
-            }
-            if group.dialect == Dialect::PodGroup {
-                told.push(Done::GroupRejected(group.clone()));
-            }
-        } else if let Some(waiting_for) = deferred {
-            // The quorum needs preemption: only now are victims evicted; the other members wait for the next run,
-            // which a preemptor starts once its victims are gone (their deletion is the event that retries it).
-            let names: Vec<String> = waiting_for
-                .preemptors
-                .iter()
-                .map(|key| format!("{}/{}", key.namespace, key.name))
-                .collect();
-            let ready = run.ready() + waiting_for.reserved.len() + waiting_for.preemptors.len();
-            let note = preempting_note(&group, &names, ready, run.min_count());
-            for key in waiting_for.reserved.iter().chain(&untried) {
-                given_back.extend(reserved.get(key).map(|(pod, _)| pod.clone()));
-                self.publish_gang(key, EventType::Normal, "GangWaiting", note.clone());
-                told.push(Done::Waiting {
-                    key: key.clone(),
+        let group = runner.run().group().clone();
+        // What becomes of each member is decided in `config` (`gang_run`), as `ruleplane simulate` decides it.
+        let outcome = runner.finish();
+        for event in outcome.events {
+            let type_ = if event.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            self.publish_gang(&event.member, type_, event.reason, event.note);
+        }
+        for (key, verdict) in outcome.told {
+            match verdict {
+                Told::Unschedulable {
+                    message,
+                    clear_nomination,
+                } => {
+                    // A preemptor of a run that is not placed evicts nothing and loses the nomination its cycle took.
+                    let preemptor = if clear_nomination {
+                        preemptors.remove(&key)
+                    } else {
+                        None
+                    };
+                    let nominate = self.drop_nomination(preemptor).await;
+                    told.push(gang_failure(key, group.plugin(), message, nominate));
+                }
+                Told::Waiting => told.push(Done::Waiting {
+                    key,
                     plugin: group.plugin(),
                     seen: 0,
-                });
-            }
-            carried.extend(waiting_for.preemptors);
-        } else if let Some(short) = short {
-            for key in short {
-                given_back.extend(reserved.get(&key).map(|(pod, _)| pod.clone()));
-                self.publish_gang(&key, EventType::Normal, "GangWaiting", waiting.clone());
-                let nominate = self.drop_nomination(preemptors.remove(&key)).await;
-                told.push(gang_failure(
-                    key,
-                    group.plugin(),
-                    format!("0/1 nodes are available: 1 {waiting}."),
-                    nominate,
-                ));
+                }),
             }
         }
+        if outcome.verdict == RunVerdict::Rejected && group.dialect == Dialect::PodGroup {
+            told.push(Done::GroupRejected(group.clone()));
+        }
+        let given_back: Vec<Arc<Pod>> = outcome
+            .given_back
+            .iter()
+            .filter_map(|key| reserved.get(key).map(|(pod, _)| pod.clone()))
+            .collect();
+        let allowed = outcome.allowed;
+        let carried = outcome.preemptions;
         let mut evictions = Vec::new();
         for key in carried {
             if let Some(preemptor) = preemptors.remove(&key) {
@@ -916,24 +860,20 @@ impl PodScheduler {
     pub(super) fn chain(&self) -> Chain {
         let reject_percentage = self.policy.profile().args.coscheduling.reject_percentage();
         let engine = self.engine.lock().unwrap_or_else(|e| e.into_inner());
-        match engine.post_filters() {
-            Some(chain) => Chain {
-                dynamic_resources: chain.dynamic_resources,
-                preemption: true,
-                reject_percentage,
-            },
-            None => Chain {
-                dynamic_resources: false,
-                preemption: false,
-                reject_percentage,
-            },
-        }
+        Chain::of(engine.post_filters(), reject_percentage)
     }
 
     fn publish_gang(&self, key: &PodKey, type_: EventType, reason: &str, note: String) {
         if let Some(pod) = self.cache.pods.store.get_typed::<Pod>(Some(&key.namespace), &key.name) {
             self.publish(&pod, type_, reason, "Scheduling", note);
         }
+    }
+}
+
+/// `namespace/name`, as the gang texts name a member.
+impl fmt::Display for PodKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
     }
 }
 
