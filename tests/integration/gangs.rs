@@ -323,16 +323,6 @@ async fn simulate_gives_gang_members_the_verdicts_and_texts_the_worker_gives() {
     for (name, workload, cpu) in &members[2..] {
         create_member(&client, &ns, name, workload, &scheduler, cpu, &id).await;
     }
-    let mut cluster = BTreeMap::new();
-    for (name, workload, _) in &members {
-        let verdict = match *workload {
-            "fits" => Ok(true),
-            _ => Err(unschedulable_message(&client, &ns, name).await),
-        };
-        cluster.insert(format!("{ns}/{name}"), verdict);
-    }
-    assert_eq!(bound_members(&client, &ns, "fits").await.len(), 2);
-
     // The same input offline.
     let rules = ruleplane_config::load_str("policy.yaml", &policy(&scheduler)).expect("policy");
     let offline_policy = rules.scheduler_policies().next().expect("one policy");
@@ -356,10 +346,12 @@ async fn simulate_gives_gang_members_the_verdicts_and_texts_the_worker_gives() {
     let simulation =
         ruleplane_config::scheduler::simulate::simulate_in(offline_policy, nodes, existing, pods, objects, 1, false)
             .expect("simulates");
-    assert_eq!(verdicts(&simulation), cluster);
+    let expected = verdicts(&simulation);
+    let cluster = settled_verdicts(&client, &ns, &members.map(|(name, ..)| name), &expected).await;
     drop(manager);
     delete_pods(&client, &ns).await;
     delete_nodes(&client, &names).await;
+    assert_eq!(expected, cluster);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -567,6 +559,36 @@ fn labelled_pod(namespace: &str, name: &str, group: &str, scheduler: &str, id: &
     .expect("pod")
 }
 
+/// The members' verdicts as the cluster shows them (bound, or the PodScheduled=False message), once they equal
+/// `expected` or after 30 s: a member tried before its siblings exist is told an interim text (held, short group),
+/// then its run's verdict once they do, so an early read is not the worker's last word. Read before cleaning up and
+/// asserting, so that a difference leaves no node behind for the tests after it.
+async fn settled_verdicts(
+    client: &Client,
+    namespace: &str,
+    names: &[&str],
+    expected: &BTreeMap<String, Result<bool, String>>,
+) -> BTreeMap<String, Result<bool, String>> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut seen = BTreeMap::new();
+        for name in names {
+            let pod = Api::<Pod>::namespaced(client.clone(), namespace).get(name).await.ok();
+            let bound = pod.and_then(|p| p.spec?.node_name).is_some_and(|node| !node.is_empty());
+            let verdict = if bound {
+                Ok(true)
+            } else {
+                Err(pod_scheduled_message(client, namespace, name).await.unwrap_or_default())
+            };
+            seen.insert(format!("{namespace}/{name}"), verdict);
+        }
+        if &seen == expected || std::time::Instant::now() > deadline {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// The cluster a simulation is given: every node, and every pod bound to one.
 async fn cluster_state(client: &Client) -> (Vec<Node>, Vec<Pod>) {
     let nodes = Api::<Node>::all(client.clone())
@@ -644,16 +666,6 @@ async fn simulate_gives_pod_group_members_the_verdicts_and_texts_the_worker_give
     for (name, group, cpu) in &members[2..] {
         create_labelled_pod(&client, &ns, name, group, &scheduler, &id, cpu).await;
     }
-    let mut cluster = BTreeMap::new();
-    for (name, group, _) in &members {
-        let verdict = match *group {
-            "fits" => Ok(true),
-            _ => Err(unschedulable_message(&client, &ns, name).await),
-        };
-        cluster.insert(format!("{ns}/{name}"), verdict);
-    }
-    assert_eq!(bound_members(&client, &ns, "fits").await.len(), 2);
-
     let rules = ruleplane_config::load_str("policy.yaml", &policy(&scheduler)).expect("policy");
     let offline_policy = rules.scheduler_policies().next().expect("one policy");
     let pod_groups = groups
@@ -675,10 +687,12 @@ async fn simulate_gives_pod_group_members_the_verdicts_and_texts_the_worker_give
     let simulation =
         ruleplane_config::scheduler::simulate::simulate_in(offline_policy, nodes, existing, pods, objects, 1, false)
             .expect("simulates");
-    assert_eq!(verdicts(&simulation), cluster);
+    let expected = verdicts(&simulation);
+    let cluster = settled_verdicts(&client, &ns, &members.map(|(name, ..)| name), &expected).await;
     drop(manager);
     delete_pods(&client, &ns).await;
     delete_nodes(&client, &names).await;
+    assert_eq!(expected, cluster);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
