@@ -324,8 +324,6 @@ async fn simulate_gives_gang_members_the_verdicts_and_texts_the_worker_gives() {
         create_member(&client, &ns, name, workload, &scheduler, cpu, &id).await;
     }
     // The same input offline.
-    let rules = ruleplane_config::load_str("policy.yaml", &policy(&scheduler)).expect("policy");
-    let offline_policy = rules.scheduler_policies().next().expect("one policy");
     let workloads = ["fits", "big"]
         .map(|name| {
             serde_json::from_value(json!({
@@ -343,15 +341,13 @@ async fn simulate_gives_gang_members_the_verdicts_and_texts_the_worker_gives() {
         workloads,
         ..Default::default()
     };
-    let simulation =
-        ruleplane_config::scheduler::simulate::simulate_in(offline_policy, nodes, existing, pods, objects, 1, false)
-            .expect("simulates");
-    let expected = verdicts(&simulation);
-    let cluster = settled_verdicts(&client, &ns, &members.map(|(name, ..)| name), &expected).await;
-    drop(manager);
-    delete_pods(&client, &ns).await;
-    delete_nodes(&client, &names).await;
-    assert_eq!(expected, cluster);
+    let offline = Offline {
+        scheduler: &scheduler,
+        cluster: (nodes, existing),
+        pods,
+        objects,
+    };
+    agrees_with_the_worker(&client, &ns, offline, &members.map(|(name, ..)| name), manager, &names).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -559,6 +555,46 @@ fn labelled_pod(namespace: &str, name: &str, group: &str, scheduler: &str, id: &
     .expect("pod")
 }
 
+/// What `simulate` is given: the policy's scheduler name, the cluster before the members (nodes, bound pods), the
+/// members, and the gang objects.
+struct Offline<'a> {
+    scheduler: &'a str,
+    cluster: (Vec<Node>, Vec<Pod>),
+    pods: Vec<Pod>,
+    objects: ruleplane_config::scheduler::simulate::ClusterObjects,
+}
+
+/// Simulates the members offline with the worker's policy, waits for the worker's verdicts on the `members` to
+/// settle, cleans up (the manager, the pods, the `nodes`), then checks both say the same of every member.
+async fn agrees_with_the_worker(
+    client: &Client,
+    namespace: &str,
+    offline: Offline<'_>,
+    members: &[&str],
+    manager: ManagerProcess,
+    nodes: &[String],
+) {
+    let rules = ruleplane_config::load_str("policy.yaml", &policy(offline.scheduler)).expect("policy");
+    let offline_policy = rules.scheduler_policies().next().expect("one policy");
+    let (cluster_nodes, existing) = offline.cluster;
+    let simulation = ruleplane_config::scheduler::simulate::simulate_in(
+        offline_policy,
+        cluster_nodes,
+        existing,
+        offline.pods,
+        offline.objects,
+        1,
+        false,
+    )
+    .expect("simulates");
+    let expected = verdicts(&simulation);
+    let cluster = settled_verdicts(client, namespace, members, &expected).await;
+    drop(manager);
+    delete_pods(client, namespace).await;
+    delete_nodes(client, nodes).await;
+    assert_eq!(expected, cluster);
+}
+
 /// The members' verdicts as the cluster shows them (bound, or the PodScheduled=False message), once they equal
 /// `expected` or after 30 s: a member tried before its siblings exist is told an interim text (held, short group),
 /// then its run's verdict once they do, so an early read is not the worker's last word. Read before cleaning up and
@@ -666,8 +702,6 @@ async fn simulate_gives_pod_group_members_the_verdicts_and_texts_the_worker_give
     for (name, group, cpu) in &members[2..] {
         create_labelled_pod(&client, &ns, name, group, &scheduler, &id, cpu).await;
     }
-    let rules = ruleplane_config::load_str("policy.yaml", &policy(&scheduler)).expect("policy");
-    let offline_policy = rules.scheduler_policies().next().expect("one policy");
     let pod_groups = groups
         .iter()
         .map(|(name, min_member)| {
@@ -684,15 +718,13 @@ async fn simulate_gives_pod_group_members_the_verdicts_and_texts_the_worker_give
         pod_groups,
         ..Default::default()
     };
-    let simulation =
-        ruleplane_config::scheduler::simulate::simulate_in(offline_policy, nodes, existing, pods, objects, 1, false)
-            .expect("simulates");
-    let expected = verdicts(&simulation);
-    let cluster = settled_verdicts(&client, &ns, &members.map(|(name, ..)| name), &expected).await;
-    drop(manager);
-    delete_pods(&client, &ns).await;
-    delete_nodes(&client, &names).await;
-    assert_eq!(expected, cluster);
+    let offline = Offline {
+        scheduler: &scheduler,
+        cluster: (nodes, existing),
+        pods,
+        objects,
+    };
+    agrees_with_the_worker(&client, &ns, offline, &members.map(|(name, ..)| name), manager, &names).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
