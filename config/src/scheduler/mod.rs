@@ -13,6 +13,7 @@ pub mod queue;
 mod resolved;
 pub mod simulate;
 mod simulate_gangs;
+mod simulate_place;
 mod types;
 
 pub(crate) use checks::check_scheduler_policy;

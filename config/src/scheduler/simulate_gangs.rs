@@ -20,7 +20,7 @@ use super::gang::{Dialect, GroupKey, MemberState, PodGroups};
 use super::gang_run::{Admission, GangRunner, MemberCycle, RunVerdict, Told, admit};
 use super::queue::GroupOrder;
 use super::resolved::SchedulerPolicy;
-use super::simulate::{Placement, Placer, SimulateError, record_nominations};
+use super::simulate_place::{Placement, Placer, SimulateError, record_nominations};
 
 /// A PodGroup (`scheduling.x-k8s.io/v1alpha1`, scheduler-plugins' CRD) as a simulation reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
