@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::cosched::{self, Backoffs, Chain, Gate, PodGroupSpec, QueueSort};
 use super::engine::pod_info::key_of;
+use super::engine::preemption::never_preempts;
 use super::engine::snapshot::pod_ref;
 use super::gang::{Dialect, GroupKey, MemberState, PodGroups};
 use super::gang_run::{Admission, GangRunner, MemberCycle, RunVerdict, Told, admit};
@@ -330,10 +331,6 @@ impl Gangs {
         }
         Ok(decided)
     }
-}
-
-fn never_preempts(pod: &Pod) -> bool {
-    pod.spec.as_ref().and_then(|s| s.preemption_policy.as_deref()) == Some("Never")
 }
 
 #[cfg(test)]

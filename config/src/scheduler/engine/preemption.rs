@@ -318,10 +318,14 @@ fn preempt(
     })
 }
 
+/// `preemptionPolicy: Never`: the pod never preempts (DefaultPreemption refuses before looking at nodes).
+pub fn never_preempts(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.preemption_policy.as_deref()) == Some("Never")
+}
+
 /// `PodEligibleToPreemptOthers`: the reason the pod may not preempt, if any.
 fn not_eligible(snapshot: &Snapshot, pod: &PodInfo, statuses: &NodeStatuses<'_>) -> Option<&'static str> {
-    let spec = pod.pod().spec.as_ref();
-    if spec.and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
+    if never_preempts(pod.pod()) {
         return Some(NOT_ELIGIBLE_NEVER);
     }
     let nominated = pod

@@ -19,6 +19,7 @@ use kube::runtime::events::EventType;
 use ruleplane_config::scheduler::cosched::{
     self, Backoffs, Chain, Gate, Held, NoPodGroup, POD_GROUP_API, PodGroupSpec, QueueSort,
 };
+use ruleplane_config::scheduler::engine::preemption::never_preempts;
 use ruleplane_config::scheduler::engine::{Nominate, Outcome, Preemption};
 use ruleplane_config::scheduler::gang::{
     Dialect, GANG_SCHEDULING, GangRun, GroupKey, MemberState, PodGroups, PreEnqueue, pre_enqueue,
@@ -553,9 +554,7 @@ impl PodScheduler {
                             .get_typed::<Pod>(Some(&key.namespace), &key.name)
                             .map(Arc::new)
                     });
-                    let never_preempts = pod
-                        .and_then(|pod| pod.spec.as_ref()?.preemption_policy.clone())
-                        .is_some_and(|policy| policy == "Never");
+                    let never_preempts = pod.is_some_and(|pod| never_preempts(&pod));
                     let member = cosched::Member {
                         group: run.group(),
                         pod_name: &key.name,
