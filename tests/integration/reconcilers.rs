@@ -1604,11 +1604,12 @@ async fn a_reconciler_on_a_declared_kind_served_otherwise_by_a_foreign_crd_waits
          metadata: { name: \"{{metadata.name}}-config\" }\n",
     );
     let manager = ManagerProcess::start(&rules, &ns, "rc-foreign", &[]);
-    let (_, body) = eventually(Duration::from_secs(40), "the Reconciler says why it waits", || async {
-        manager
-            .readyz()
-            .await
-            .filter(|(_, b)| b.contains("rule widget-config (Reconciler): degraded"))
+    // Both workers report on their own first attempts, in either order: wait for both before reading the text.
+    let (_, body) = eventually(Duration::from_secs(40), "both rules say why they wait", || async {
+        manager.readyz().await.filter(|(_, b)| {
+            b.contains("rule widget-config (Reconciler): degraded")
+                && b.contains("rule widget.foreign-scope.test (ResourceDefinition): degraded")
+        })
     })
     .await;
     assert!(
@@ -1618,7 +1619,7 @@ async fn a_reconciler_on_a_declared_kind_served_otherwise_by_a_foreign_crd_waits
         "{body}"
     );
     assert!(
-        body.contains("rule widget.foreign-scope.test (ResourceDefinition): degraded"),
+        body.contains("CustomResourceDefinition widgets.foreign-scope.test exists and is not managed by ruleplane"),
         "the conflict is reported on the ResourceDefinition rule too:\n{body}"
     );
     crds.delete("widgets.foreign-scope.test", &Default::default())
