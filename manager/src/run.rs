@@ -201,6 +201,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let (owned_tx, mut owned_rx) = watch::channel(Owned::default());
     let mut supervisor = Supervisor::new(ctx, owned_rx.clone(), args.allow_empty_rule_set);
+    if !args.leader_elect {
+        supervisor = supervisor.with_fixed_units();
+    }
 
     // Initial load. Invalid rules do not stop the process: it stays unready, shows the errors in /readyz and
     // picks up the fixed files, which is what a ConfigMap rollout needs.

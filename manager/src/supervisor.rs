@@ -30,8 +30,11 @@ pub struct Supervisor {
     running: BTreeMap<String, RunningWorker>,
     /// What runs here, as last applied.
     owned: Owned,
-    /// When the workers start on `owned` (it changed less than [`SETTLE`] ago).
+    /// When the workers start on `owned` (it changed less than `settle` ago).
     settle_at: Option<tokio::time::Instant>,
+    /// How long the units must stay unchanged before workers start on them: [`SETTLE`] where replicas share them
+    /// through Leases, nothing where one process owns everything for good (`--leader-elect=false`).
+    settle: Duration,
     /// Whether the Reconciler workers' scope was ever set from `owned`.
     shards_started: bool,
     /// Reconciler rules removed while this replica did not coordinate: their removal hook (releasing their
@@ -67,6 +70,7 @@ impl Supervisor {
             running: BTreeMap::new(),
             owned: Owned::default(),
             settle_at: None,
+            settle: SETTLE,
             shards_started: false,
             missed_removals: Vec::new(),
             ownership,
@@ -74,6 +78,13 @@ impl Supervisor {
             takeovers: BTreeMap::new(),
             scheduling: Default::default(),
         }
+    }
+
+    /// Units that never move (one process owns everything, without Leases): workers start on them at once, as
+    /// there is no other replica to settle with.
+    pub fn with_fixed_units(mut self) -> Self {
+        self.settle = Duration::ZERO;
+        self
     }
 
     /// Replaces the rule set: unchanged rules keep running untouched, changed ones restart, removed ones stop
@@ -189,7 +200,7 @@ impl Supervisor {
         if self.shards_started && gained {
             self.settle().await;
         } else {
-            self.settle_at = Some(tokio::time::Instant::now() + SETTLE);
+            self.settle_at = Some(tokio::time::Instant::now() + self.settle);
         }
     }
 
