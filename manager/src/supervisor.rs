@@ -569,6 +569,25 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn without_leases_workers_start_at_once_and_with_leases_once_the_units_settled() {
+        let mut fixed = Supervisor::new(crate::context::offline_context(), not_leading(), false).with_fixed_units();
+        fixed.set_owned(Owned::everything(4)).await;
+        assert_eq!(
+            fixed.settle_due(),
+            Some(tokio::time::Instant::now()),
+            "no other replica to wait for"
+        );
+
+        let mut shared = Supervisor::new(crate::context::offline_context(), not_leading(), false);
+        shared.set_owned(Owned::everything(4)).await;
+        assert_eq!(
+            shared.settle_due(),
+            Some(tokio::time::Instant::now() + SETTLE),
+            "a replica's first start waits for its units to stay unchanged"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn at_startup_an_empty_rule_set_is_accepted() {
         let mut supervisor = Supervisor::new(crate::context::offline_context(), not_leading(), false);
         supervisor
