@@ -56,7 +56,8 @@ pub struct Supervisor {
     scheduling: workers::scheduler::SchedulingCache,
 }
 
-/// How long the units must stay unchanged before workers start on them (see [`Supervisor::set_owned`]).
+/// How long the units must stay unchanged before workers start on them, where replicas share them through Leases
+/// (see [`Supervisor::set_owned`]).
 pub const SETTLE: Duration = Duration::from_secs(1);
 
 /// How long a stopping worker may take to finish its current step before it is aborted.
@@ -162,10 +163,10 @@ impl Supervisor {
     /// Applies a new set of units. What no longer runs here stops at once (aborted: another replica may act on
     /// the same objects soon), and every Reconciler worker when a hold was abandoned or lost. Units gained by a
     /// replica already working start at once; the replica's first start, and the restart of its Reconciler
-    /// workers on a smaller set of shards, wait until the units have been unchanged for [`SETTLE`]
-    /// ([`Supervisor::settle`]): replicas started together move units for a moment, and workers started on a
-    /// passing set would list and cache what they give up a second later (a shard handed over meanwhile has its
-    /// gate closed: its keys are dropped, its reconciles in flight finish).
+    /// workers on a smaller set of shards, wait until the units have been unchanged for [`SETTLE`] (not at all
+    /// with fixed units) ([`Supervisor::settle`]): replicas started together move units for a moment, and workers
+    /// started on a passing set would list and cache what they give up a second later (a shard handed over
+    /// meanwhile has its gate closed: its keys are dropped, its reconciles in flight finish).
     pub async fn set_owned(&mut self, owned: Owned) {
         let before = std::mem::replace(&mut self.owned, owned);
         let now = self.owned.clone();
