@@ -36,6 +36,8 @@ struct Inner {
     signing_key: Option<Result<(), String>>,
     /// What runs on this replica (its units of work), once the unit loop has ticked.
     units: Option<String>,
+    /// Whether this replica is a member of the installation; why not, if it is not.
+    membership: Option<Result<(), String>>,
     rules: BTreeMap<String, RuleHealth>,
     /// Per rule (or `manager`), RBAC permissions this identity lacks.
     missing_permissions: BTreeMap<String, Vec<String>>,
@@ -81,6 +83,11 @@ impl Health {
         self.write().caches_synced = synced;
     }
 
+    /// Whether this replica is a member of the installation (`Membership::ready`).
+    pub fn set_membership(&self, membership: Result<(), String>) {
+        self.write().membership = Some(membership);
+    }
+
     /// What runs here, as `Owned::describe` says it.
     pub fn set_units(&self, units: String) {
         self.write().units = Some(units);
@@ -107,7 +114,7 @@ impl Health {
         self.write().rules.remove(name);
     }
 
-    /// Ready = rules loaded, caches synced, the child signing key read, its units of work known. A failed or refused reload or a degraded rule is
+    /// Ready = rules loaded, caches synced, the child signing key read, its units of work known, a member of the installation (or shut out only because the apiserver does not answer). A failed or refused reload or a degraded rule is
     /// listed in the verbose output but does not make the replica unready: the last good rules keep running, and
     /// an unready manager would only hold up the rollout that may carry the fix.
     pub fn readiness(&self, verbose: bool) -> Readiness {
@@ -119,6 +126,14 @@ impl Health {
                 "signing-key",
                 matches!(inner.signing_key, Some(Ok(()))),
                 match &inner.signing_key {
+                    Some(Err(why)) => format!(" ({why})"),
+                    _ => String::new(),
+                },
+            ),
+            (
+                "member",
+                matches!(inner.membership, Some(Ok(()))),
+                match &inner.membership {
                     Some(Err(why)) => format!(" ({why})"),
                     _ => String::new(),
                 },

@@ -66,6 +66,12 @@ pub struct ResultLabels {
     pub result: String,
 }
 
+/// A replica's membership state (`member`, `joining`, `retrying`, `leaving`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: String,
+}
+
 /// A scheduler policy and an outcome (`scheduled`, `unschedulable`, `error`) or a queue
 /// (`active`, `backoff`, `unschedulable`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -102,6 +108,7 @@ pub struct Metrics {
     pub unit_owned: Family<UnitLabels, Gauge>,
     pub unit_transitions: Family<ResultLabels, Counter>,
     pub members: Gauge,
+    pub membership_state: Family<StateLabels, Gauge>,
     pub shard_reconciles: Family<UnitLabels, Counter>,
     pub shard_queue_depth: Family<UnitLabels, Gauge>,
     pub rules_loaded: Gauge,
@@ -166,6 +173,14 @@ impl Metrics {
             "members",
             "Live replicas this replica counts, itself included (from their member Leases)",
             members.clone(),
+        );
+        let membership_state = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "membership_state",
+            "1 for this replica's membership state, 0 for the others: member (its member Lease confirmed, it may \
+             run units), joining (starting), retrying (not a member while it should be: no unit is assigned to \
+             it), leaving (shutting down)",
+            membership_state.clone(),
         );
         let shard_queue_depth = Family::<UnitLabels, Gauge>::default();
         registry.register(
@@ -338,6 +353,7 @@ impl Metrics {
             unit_owned,
             unit_transitions,
             members,
+            membership_state,
             shard_reconciles,
             shard_queue_depth,
             rules_loaded,

@@ -254,6 +254,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
                 if changed.is_err() { break; }
                 let owned = owned_rx.borrow_and_update().clone();
                 health.set_units(owned.describe(args.shards));
+                health.set_membership(owned.membership.ready());
                 metrics.members.set(i64::try_from(owned.members).unwrap_or(i64::MAX));
                 supervisor.set_owned(owned).await;
             }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
-use super::handover::{LeaseRecord, Observed};
+use super::handover::LeaseRecord;
 use crate::ownership::HANDOVER_ANNOTATION;
 
 /// What the protocol reads of `lease`: the holder (an empty `holderIdentity` is none: released), the duration
@@ -31,23 +31,6 @@ pub fn record_of(lease: &Lease, default_duration: Duration) -> LeaseRecord {
             .filter(|member| !member.is_empty())
             .cloned(),
     }
-}
-
-/// `lease` as seen at `now` after `previous` (see [`Observed::see`]); `None` for an object without a
-/// resourceVersion, which was never stored.
-pub fn observe(
-    previous: Option<Observed>,
-    lease: &Lease,
-    default_duration: Duration,
-    now: Duration,
-) -> Option<Observed> {
-    let version = lease.metadata.resource_version.as_deref()?;
-    Some(Observed::see(
-        previous,
-        version,
-        record_of(lease, default_duration),
-        now,
-    ))
 }
 
 /// The write of [`super::Action::Acquire`]: `base` (the observed Lease; `None` to create one named `name`)
@@ -132,11 +115,6 @@ mod tests {
                 handover_to: None
             }
         );
-        assert_eq!(
-            observe(None, &lease, Duration::from_secs(15), Duration::ZERO),
-            None,
-            "never stored"
-        );
     }
 
     #[test]
@@ -176,11 +154,8 @@ mod tests {
     }
 
     #[test]
-    fn an_observation_keeps_its_first_sighting_while_the_version_stays() {
+    fn a_released_or_negative_lease_reads_as_no_holder_for_the_default_duration() {
         let lease = stored("7", acquired(None, "l", "a", Duration::from_secs(15), at(100)));
-        let first = observe(None, &lease, Duration::from_secs(15), Duration::from_secs(5));
-        let again = observe(first.clone(), &lease, Duration::from_secs(15), Duration::from_secs(9));
-        assert_eq!(again.map(|o| o.first_seen), Some(Duration::from_secs(5)));
         let mut odd = lease.clone();
         if let Some(spec) = odd.spec.as_mut() {
             spec.lease_duration_seconds = Some(-1);

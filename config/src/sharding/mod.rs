@@ -1,6 +1,6 @@
-//! Active-active sharding's pure decisions (issue 26): the units, which member owns each, and the Lease handover.
+//! Active-active sharding's pure decisions: the units, which member owns each, and the Lease handover.
 //!
-//! Not wired into the manager yet. The parts, each with its reasons in its own docs:
+//! The parts, each with its reasons in its own docs:
 //! - [`units`]: Reconciler parents hashed into [`DEFAULT_SHARDS`] virtual shards by [`shard_of`] (FNV-1a 64 of
 //!   `namespace/name`, stable across releases), plus one ResourceDefinition unit and one SchedulerPolicy unit;
 //!   each unit is owned through its own Lease ([`unit_lease_name`]);
@@ -10,7 +10,10 @@
 //!   (`manager/src/leader/mod.rs`): every write preconditioned on the resourceVersion it was based on, expiry
 //!   counted by each observer on its own clock, and a holder's work ending at its renew deadline. A deterministic
 //!   simulation (`simulation.rs`) checks it under conflicts, lost answers, crashes, pauses, joins and leaves;
-//! - [`record_of`] and the write bodies ([`acquired`], [`renewed`], [`released`], [`marked`]): the Lease objects.
+//! - [`record_of`] and the write bodies ([`acquired`], [`renewed`], [`released`], [`marked`]): the Lease objects;
+//! - [`LeaseView`]: what a replica knows of the Leases (a relist replaces it, a read finding nothing forgets);
+//! - [`plan_tick`]: one replica's tick (members, deletes of gone members' Leases, an action per Lease) and
+//!   [`after_refusal`], carried out by the manager and by the simulation alike.
 //!
 //! `docs/design.md` ("Active-active sharding: the protocol") describes the whole and what is left to wire.
 
@@ -19,12 +22,16 @@ mod handover;
 mod lease;
 #[cfg(test)]
 mod simulation;
+mod tick;
 mod units;
+mod view;
 
 pub use assignment::{Assignment, assign};
 pub use handover::{Action, Event, LeaseRecord, Local, Observed, TimingError, Timings, UnitView, decide, members};
-pub use lease::{acquired, marked, observe, record_of, released, renewed};
+pub use lease::{acquired, marked, record_of, released, renewed};
+pub use tick::{AfterRefusal, Slot, TickInput, TickPlan, after_refusal, based_on_seen, plan_tick, slot_lease_name};
 pub use units::{
     DEFAULT_SHARDS, MAX_SHARDS, ShardCountError, Unit, check_shard_count, fnv1a_64, member_lease_name,
     member_lease_prefix, shard_label_value, shard_of, unit_lease_name, unit_lease_prefix, units,
 };
+pub use view::LeaseView;

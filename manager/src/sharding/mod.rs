@@ -3,7 +3,7 @@
 
 mod gate;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::Duration;
 
@@ -14,8 +14,9 @@ use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use ruleplane_config::sharding::{
-    Action, Event, Local, Observed, Timings, Unit, UnitView, acquired, assign, decide, marked, member_lease_name,
-    member_lease_prefix, members, observe, released, renewed, unit_lease_name, unit_lease_prefix, units,
+    Action, AfterRefusal, Event, LeaseView, Local, Slot, TickInput, Timings, Unit, acquired, after_refusal,
+    based_on_seen, marked, member_lease_name, member_lease_prefix, plan_tick, record_of, released, renewed,
+    slot_lease_name, unit_lease_prefix, units,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -24,6 +25,49 @@ use tracing::{debug, info, warn};
 pub use gate::{Open, QueuedShare, ShardGate, ShardScope, WorkGuard};
 
 use crate::metrics::Metrics;
+
+/// Whether this replica is a member of the installation: only a member is assigned units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Membership {
+    /// Started, its member Lease not confirmed yet.
+    #[default]
+    Joining,
+    /// Its member Lease confirmed: the others count it and it may run units.
+    Member,
+    /// Not a member while it should be one: its member Lease is not confirmed (retrying). No unit is assigned to
+    /// it; `answered` says whether the apiserver answered its last requests (if not, every replica is in the same
+    /// place and nothing is wrong with this one).
+    Retrying { answered: bool },
+    /// Shutting down: everything handed back.
+    Leaving,
+}
+
+impl Membership {
+    pub fn label(self) -> &'static str {
+        match self {
+            Membership::Joining => "joining",
+            Membership::Member => "member",
+            Membership::Retrying { .. } => "retrying",
+            Membership::Leaving => "leaving",
+        }
+    }
+
+    /// Whether the replica may report ready: a member, or shut out only because the apiserver does not answer.
+    /// A replica that the apiserver answers but that is no member runs nothing while looking healthy: not ready.
+    pub fn ready(self) -> Result<(), String> {
+        match self {
+            Membership::Member => Ok(()),
+            Membership::Retrying { answered: false } => Ok(()),
+            Membership::Joining => Err("its member Lease is not confirmed yet".into()),
+            Membership::Retrying { answered: true } => Err(
+                "not a member: the apiserver answers but its member Lease is not confirmed; no unit is assigned \
+                 to this replica (retrying)"
+                    .into(),
+            ),
+            Membership::Leaving => Err("shutting down".into()),
+        }
+    }
+}
 
 /// What runs on this replica, as the unit loop last published it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -38,6 +82,7 @@ pub struct Owned {
     /// The live members this replica counts (itself included while its member Lease is confirmed); 0 before the
     /// first tick.
     pub members: usize,
+    pub membership: Membership,
 }
 
 impl Owned {
@@ -49,6 +94,7 @@ impl Owned {
             schedulers: true,
             aborts: 0,
             members: 1,
+            membership: Membership::Member,
         }
     }
 
@@ -105,6 +151,8 @@ enum LeaseError {
     Timeout(Duration),
     #[error("the Lease changed since it was read")]
     Conflict,
+    #[error("the Lease does not exist")]
+    NotFound,
     #[error(transparent)]
     Api(kube::Error),
 }
@@ -113,8 +161,19 @@ impl From<kube::Error> for LeaseError {
     fn from(e: kube::Error) -> Self {
         match e {
             kube::Error::Api(status) if status.code == 409 => LeaseError::Conflict,
+            kube::Error::Api(status) if status.code == 404 => LeaseError::NotFound,
             e => LeaseError::Api(e),
         }
+    }
+}
+
+impl LeaseError {
+    /// Whether the apiserver answered (a status of its own), as opposed to no answer at all.
+    fn answered(&self) -> bool {
+        matches!(
+            self,
+            LeaseError::Conflict | LeaseError::NotFound | LeaseError::Api(kube::Error::Api(_))
+        )
     }
 }
 
@@ -131,7 +190,7 @@ impl Leases {
         }
     }
 
-    /// Deletes the version `observed` of a Lease (a 409 if it changed since, a 404 if it is gone).
+    /// Deletes the version `observed` of a Lease (a conflict if it changed since, NotFound if it is gone).
     async fn delete(&self, name: &str, observed: &str) -> Result<(), LeaseError> {
         let params = kube::api::DeleteParams {
             preconditions: Some(kube::api::Preconditions {
@@ -167,19 +226,29 @@ fn holds(lease: &Lease, identity: &str) -> bool {
     lease.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some(identity)
 }
 
-/// The member Lease or one unit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Slot {
-    Member,
-    Unit(Unit),
-}
-
 /// What one Lease request came back with.
 struct Outcome {
     slot: Slot,
     events: Vec<Event>,
     stored: Option<Lease>,
+    /// The Lease was read back and does not exist: forget it, so the next write is a create.
+    gone: bool,
     transition: Option<&'static str>,
+    /// Whether the apiserver answered the request.
+    answered: bool,
+}
+
+impl Outcome {
+    fn new(slot: Slot) -> Self {
+        Outcome {
+            slot,
+            events: Vec::new(),
+            stored: None,
+            gone: false,
+            transition: None,
+            answered: true,
+        }
+    }
 }
 
 /// The loop's state: the Leases as last seen, and this replica's own state of each unit.
@@ -190,23 +259,20 @@ struct UnitLoop {
     metrics: std::sync::Arc<Metrics>,
     units: Vec<Unit>,
     origin: Instant,
-    objects: HashMap<String, Lease>,
-    observed: HashMap<String, Observed>,
+    view: LeaseView<Lease>,
     local: BTreeMap<Slot, Local>,
     owned: Owned,
     member_name: String,
+    /// Whether the apiserver answered every request of the last tick that sent any.
+    answered: bool,
+    /// When this replica was last a member, and when it last warned that it is not.
+    member_at: Option<Instant>,
+    warned_at: Option<Instant>,
 }
 
 impl UnitLoop {
     fn now(&self) -> Duration {
         self.origin.elapsed()
-    }
-
-    fn name(&self, slot: Slot) -> String {
-        match slot {
-            Slot::Member => self.member_name.clone(),
-            Slot::Unit(unit) => unit_lease_name(&self.config.prefix, unit),
-        }
     }
 
     fn ours(&self, name: &str) -> bool {
@@ -215,38 +281,45 @@ impl UnitLoop {
     }
 
     /// Takes in a Lease read from the watch or returned by a write; an older version than the one known is
-    /// ignored (a watch event can trail a write's answer).
+    /// ignored (a watch event can trail a write's answer). One without a resourceVersion was never stored.
     fn see(&mut self, lease: Lease) {
         let name = lease.name_any();
-        if !self.ours(&name) {
+        let Some(version) = lease.metadata.resource_version.clone() else {
             return;
-        }
-        let version = |l: &Lease| {
-            l.metadata
-                .resource_version
-                .as_deref()
-                .and_then(|v| v.parse::<u64>().ok())
         };
-        if let (Some(known), Some(new)) = (self.objects.get(&name).and_then(version), version(&lease))
-            && new < known
-        {
-            return;
+        if self.ours(&name) {
+            let record = record_of(&lease, self.config.timings.lease_duration);
+            let now = self.now();
+            self.view.see(&name, &version, record, lease, now);
         }
-        let now = self.now();
-        if let Some(seen) = observe(
-            self.observed.remove(&name),
-            &lease,
-            self.config.timings.lease_duration,
-            now,
-        ) {
-            self.observed.insert(name.clone(), seen);
-        }
-        self.objects.insert(name, lease);
     }
 
     fn forget(&mut self, name: &str) {
-        self.objects.remove(name);
-        self.observed.remove(name);
+        self.view.forget(name);
+    }
+
+    /// One event of the Lease watch. A relist replaces the view: a Lease deleted while the watch was down (a
+    /// peer deleting this replica's expired member Lease during an outage) is forgotten at its end.
+    fn take_in(&mut self, event: watcher::Event<Lease>) {
+        match event {
+            watcher::Event::Apply(lease) => self.see(lease),
+            watcher::Event::Delete(lease) => self.forget(&lease.name_any()),
+            watcher::Event::Init => self.view.begin_relist(),
+            watcher::Event::InitApply(lease) => {
+                let name = lease.name_any();
+                if let (true, Some(version)) = (self.ours(&name), lease.metadata.resource_version.clone()) {
+                    let record = record_of(&lease, self.config.timings.lease_duration);
+                    let now = self.now();
+                    self.view.relisted(&name, &version, record, lease, now);
+                }
+            }
+            watcher::Event::InitDone => {
+                let now = self.now();
+                for name in self.view.end_relist(now) {
+                    debug!(lease = %name, "deleted while the Lease watch was down: forgotten");
+                }
+            }
+        }
     }
 
     fn local(&self, slot: Slot) -> Local {
@@ -255,136 +328,118 @@ impl UnitLoop {
 
     /// One round: drained work noted, each Lease decided and written, what runs here published.
     async fn tick(&mut self, leaving: bool) -> Owned {
-        let timings = self.config.timings;
-        let slots: Vec<Slot> = std::iter::once(Slot::Member)
-            .chain(self.units.iter().map(|u| Slot::Unit(*u)))
-            .collect();
-        for slot in &slots {
-            if let (Slot::Unit(unit), Local::Stopping { .. }) = (*slot, self.local(*slot)) {
-                let left = self.gate.in_flight(unit);
-                self.local.insert(*slot, self.local(*slot).on(Event::Drained { left }));
+        for unit in &self.units {
+            let slot = Slot::Unit(*unit);
+            if let Local::Stopping { .. } = self.local(slot) {
+                let left = self.gate.in_flight(*unit);
+                self.local.insert(slot, self.local(slot).on(Event::Drained { left }));
             }
         }
         let now = self.now();
-        let member_prefix = member_lease_prefix(&self.config.prefix);
-        let member_leases: Vec<&Observed> = self
-            .observed
-            .iter()
-            .filter(|(name, _)| name.starts_with(&member_prefix) && **name != self.member_name)
-            .map(|(_, seen)| seen)
-            .collect();
-        // Member Leases of replicas gone (released, or expired by this replica's own count) are deleted, each on
-        // the version seen to expire: a replica joining later would otherwise count such a member alive for a
-        // whole lease duration of its own, and every rollout would leave its pods' Leases behind.
-        let gone: Vec<(String, String)> = self
-            .observed
-            .iter()
-            .filter(|(name, seen)| name.starts_with(&member_prefix) && **name != self.member_name && seen.is_free(now))
-            .map(|(name, seen)| (name.clone(), seen.version.clone()))
-            .collect();
-        let mut live = members(member_leases, now);
-        live.remove(&self.config.identity);
-        if self.local(Slot::Member).runs_work(now, &timings) && !leaving {
-            live.insert(self.config.identity.clone());
-        }
-        let assignment = assign(live.iter().map(String::as_str), &self.units);
-        let me = self.config.identity.clone();
+        let plan = plan_tick(&TickInput {
+            me: &self.config.identity,
+            prefix: &self.config.prefix,
+            units: &self.units,
+            view: &self.view,
+            local: &self.local,
+            leaving,
+            now,
+            timings: &self.config.timings,
+        });
         let mut requests = Vec::new();
         let mut aborted = false;
-        for slot in &slots {
-            let name = self.name(*slot);
-            let desired = match slot {
-                Slot::Member => (!leaving).then_some(me.as_str()),
-                Slot::Unit(unit) => assignment.owner(*unit),
-            };
-            let local = self.local(*slot);
-            let view = UnitView {
-                me: &me,
-                lease: self.observed.get(&name),
-                local,
-                desired_owner: desired,
-                leaving,
-                now,
-            };
-            match decide(&view, &timings) {
-                Action::Wait => {}
+        for (slot, name, action) in plan.actions {
+            let local = self.local(slot);
+            match action {
                 Action::StopWork => {
                     let left = match slot {
                         Slot::Unit(unit) => {
-                            self.gate.set(*unit, Open::Closed);
-                            self.gate.in_flight(*unit)
+                            self.gate.set(unit, Open::Closed);
+                            self.gate.in_flight(unit)
                         }
                         Slot::Member => 0,
                     };
                     debug!(lease = %name, in_flight = left, "stopping the unit's work for a handover");
                     self.local
-                        .insert(*slot, local.on(Event::StopRequested { in_flight: left }));
+                        .insert(slot, local.on(Event::StopRequested { in_flight: left }));
                 }
                 Action::Abandon => {
                     warn!(lease = %name, "no renewal confirmed within the renew deadline; abandoning the unit at once");
                     if let Slot::Unit(unit) = slot {
-                        self.gate.set(*unit, Open::Closed);
+                        self.gate.set(unit, Open::Closed);
                     }
                     aborted |= !matches!(local, Local::Stopped { .. });
-                    self.local.insert(*slot, local.on(Event::Abandoned));
+                    self.local.insert(slot, local.on(Event::Abandoned));
                     self.transition("abandoned");
                 }
-                Action::MarkForHandover
-                    if self
-                        .observed
-                        .get(&name)
-                        .and_then(|seen| seen.record.holder.as_deref())
-                        .is_some_and(|holder| !live.contains(holder)) =>
-                {
-                    // A holder that is no member any more (its member Lease expired) cannot answer: a mark would
-                    // only change the Lease's version and so restart the expiry count of every replica waiting
-                    // for it (a takeover after a kill -9 took 29 s instead of 15).
-                }
                 action => {
-                    let base = self.objects.get(&name).cloned();
-                    requests.push((*slot, name, action, base));
+                    let holding = local != Local::Idle;
+                    let base = self
+                        .view
+                        .body(&name)
+                        .filter(|seen| {
+                            let record = record_of(seen, self.config.timings.lease_duration);
+                            based_on_seen(action, holding, Some(&record), &self.config.identity)
+                        })
+                        .cloned();
+                    requests.push((slot, name, action, base, holding));
                 }
             }
         }
         let this = &*self;
-        let deleted = futures::future::join_all(gone.iter().map(|(name, version)| async move {
+        let deleted = futures::future::join_all(plan.deletes.iter().map(|(name, version)| async move {
             match this.leases.delete(name, version).await {
                 Ok(()) => {
                     debug!(lease = %name, "deleted the member Lease of a replica gone");
-                    Some(name.clone())
+                    (Some(name.clone()), true)
                 }
-                Err(LeaseError::Api(kube::Error::Api(status))) if status.code == 404 => Some(name.clone()),
-                Err(_) => None,
+                Err(LeaseError::NotFound) => (Some(name.clone()), true),
+                Err(e) => (None, e.answered()),
             }
         }));
         let outcomes = futures::future::join_all(
             requests
                 .into_iter()
-                .map(|(slot, name, action, base)| this.request(slot, name, action, base)),
+                .map(|(slot, name, action, base, holding)| this.request(slot, name, action, base, holding)),
         )
         .await;
-        for name in deleted.await.into_iter().flatten() {
-            self.forget(&name);
+        let mut answered = true;
+        for (name, reply) in deleted.await {
+            answered &= reply;
+            if let Some(name) = name {
+                self.forget(&name);
+            }
         }
         for outcome in outcomes {
-            if let Some(lease) = outcome.stored {
-                self.see(lease);
-            }
-            if let Some(transition) = outcome.transition {
-                self.transition(transition);
-            }
-            for event in outcome.events {
-                let before = self.local(outcome.slot);
-                if event == Event::Lost {
-                    if let Slot::Unit(unit) = outcome.slot {
-                        self.gate.set(unit, Open::Closed);
-                    }
-                    aborted |= !matches!(before, Local::Stopped { .. } | Local::Idle);
-                }
-                self.local.insert(outcome.slot, before.on(event));
-            }
+            answered &= outcome.answered;
+            self.take_outcome(outcome, &mut aborted);
         }
-        self.publish(live.len(), aborted)
+        self.answered = answered;
+        self.publish(plan.live.len(), aborted, leaving)
+    }
+
+    /// Takes in what one request came back with: the Lease stored or read back (or its absence), the slot's
+    /// events.
+    fn take_outcome(&mut self, outcome: Outcome, aborted: &mut bool) {
+        if let Some(lease) = outcome.stored {
+            self.see(lease);
+        } else if outcome.gone {
+            let name = slot_lease_name(&self.config.prefix, &self.config.identity, outcome.slot);
+            self.forget(&name);
+        }
+        if let Some(transition) = outcome.transition {
+            self.transition(transition);
+        }
+        for event in outcome.events {
+            let before = self.local(outcome.slot);
+            if event == Event::Lost {
+                if let Slot::Unit(unit) = outcome.slot {
+                    self.gate.set(unit, Open::Closed);
+                }
+                *aborted |= !matches!(before, Local::Stopped { .. } | Local::Idle);
+            }
+            self.local.insert(outcome.slot, before.on(event));
+        }
     }
 
     fn transition(&self, what: &'static str) {
@@ -394,14 +449,52 @@ impl UnitLoop {
             .inc();
     }
 
+    /// Whether this replica is a member now, and what it says about it (a warning while it should be one and the
+    /// apiserver answers, at most every lease duration).
+    fn membership(&mut self, leaving: bool) -> Membership {
+        let timings = self.config.timings;
+        let state = if leaving {
+            Membership::Leaving
+        } else if self.local(Slot::Member).runs_work(self.now(), &timings) {
+            self.member_at = Some(Instant::now());
+            Membership::Member
+        } else if self.member_at.is_none() && self.origin.elapsed() < timings.lease_duration {
+            Membership::Joining
+        } else {
+            Membership::Retrying {
+                answered: self.answered,
+            }
+        };
+        if let Membership::Retrying { answered: true } = state
+            && self.warned_at.is_none_or(|at| at.elapsed() >= timings.lease_duration)
+        {
+            warn!(
+                lease = %self.member_name,
+                "not a member: the apiserver answers but this replica's member Lease is not confirmed; no unit \
+                 is assigned to it while it retries"
+            );
+            self.warned_at = Some(Instant::now());
+        }
+        for candidate in ["joining", "member", "retrying", "leaving"] {
+            self.metrics
+                .membership_state
+                .get_or_create(&crate::metrics::StateLabels {
+                    state: candidate.into(),
+                })
+                .set(i64::from(candidate == state.label()));
+        }
+        state
+    }
+
     /// Opens the units whose work may run (until their renew deadline), marks the started ones running, and
     /// says what runs here.
-    fn publish(&mut self, members: usize, aborted: bool) -> Owned {
+    fn publish(&mut self, members: usize, aborted: bool, leaving: bool) -> Owned {
         let timings = self.config.timings;
         let now = self.now();
         let mut owned = Owned {
             aborts: self.owned.aborts + u64::from(aborted),
             members,
+            membership: self.membership(leaving),
             ..Owned::default()
         };
         for unit in &self.units {
@@ -434,108 +527,125 @@ impl UnitLoop {
         owned
     }
 
-    /// One Lease request for `action`, based on `base` (the Lease as last known).
+    /// One Lease request for `action`, based on `base` (the Lease as last known); `holding` when the slot's
+    /// state holds the Lease.
     fn request(
         &self,
         slot: Slot,
         name: String,
         action: Action,
         base: Option<Lease>,
+        holding: bool,
     ) -> impl Future<Output = Outcome> + use<'_> {
         let identity = self.config.identity.clone();
         let duration = self.config.timings.lease_duration;
         async move {
-            let mut outcome = Outcome {
-                slot,
-                events: Vec::new(),
-                stored: None,
-                transition: None,
-            };
+            let mut outcome = Outcome::new(slot);
             let sent = self.now();
-            let answer = match action {
-                Action::Acquire => {
-                    self.leases
-                        .write(&acquired(base.as_ref(), &name, &identity, duration, micro_now()))
-                        .await
+            let body = match (action, &base) {
+                (Action::Acquire, base) => acquired(base.as_ref(), &name, &identity, duration, micro_now()),
+                (Action::Renew, Some(held)) => renewed(held, micro_now()),
+                (Action::Release, Some(held)) => released(held, micro_now()),
+                (Action::MarkForHandover, Some(observed)) => marked(observed, &identity),
+                // Nothing known to base the write on: read it, as after a refusal.
+                (Action::Renew | Action::Release | Action::MarkForHandover, None) => {
+                    self.after_refusal(&name, action, holding, &mut outcome).await;
+                    return outcome;
                 }
-                Action::Renew => match &base {
-                    Some(held) => match self.leases.write(&renewed(held, micro_now())).await {
-                        Err(LeaseError::Conflict) => match self.leases.get(&name).await {
-                            Ok(Some(now)) if holds(&now, &identity) => {
-                                let again = self.now();
-                                let answer = self.leases.write(&renewed(&now, micro_now())).await;
-                                if let Ok(lease) = &answer
-                                    && holds(lease, &identity)
-                                {
-                                    outcome.events.push(Event::Renewed { sent: again });
-                                    outcome.stored = Some(lease.clone());
-                                    return outcome;
-                                }
-                                answer
-                            }
-                            Ok(other) => {
-                                info!(lease = %name, holder = ?other.as_ref().and_then(|l| l.spec.as_ref()).and_then(|s| s.holder_identity.clone()), "lost the unit's Lease");
-                                outcome.events.push(Event::Lost);
-                                outcome.transition = Some("lost");
-                                outcome.stored = other;
-                                return outcome;
-                            }
-                            Err(e) => Err(e),
-                        },
-                        answer => answer,
-                    },
-                    None => Err(LeaseError::Conflict),
-                },
-                Action::Release => match &base {
-                    Some(held) => self.leases.write(&released(held, micro_now())).await,
-                    None => Err(LeaseError::Conflict),
-                },
-                Action::MarkForHandover => match &base {
-                    Some(observed) => self.leases.write(&marked(observed, &identity)).await,
-                    None => Err(LeaseError::Conflict),
-                },
-                Action::Wait | Action::StopWork | Action::Abandon => return outcome,
+                (Action::Wait | Action::StopWork | Action::Abandon, _) => return outcome,
             };
-            match answer {
+            match self.leases.write(&body).await {
                 Ok(lease) => {
-                    let ours = holds(&lease, &identity);
-                    match action {
-                        Action::Acquire if ours => {
-                            outcome.events.push(Event::Acquired { sent });
-                            outcome.transition = Some("acquired");
-                            if slot != Slot::Member {
-                                info!(lease = %name, "acquired");
-                            }
-                        }
-                        Action::Renew if ours => outcome.events.push(Event::Renewed { sent }),
-                        Action::Renew => {
-                            outcome.events.push(Event::Lost);
-                            outcome.transition = Some("lost");
-                        }
-                        Action::Release => {
-                            outcome.events.push(Event::Released);
-                            outcome.transition = Some("released");
-                            if slot != Slot::Member {
-                                info!(lease = %name, "released for a handover");
-                            }
-                        }
-                        Action::MarkForHandover => {
-                            outcome.transition = Some("marked");
-                            debug!(lease = %name, "asked its holder to hand it over");
-                        }
-                        _ => {}
-                    }
+                    self.stored(&name, slot, action, sent, &lease, &mut outcome);
                     outcome.stored = Some(lease);
                 }
-                Err(LeaseError::Conflict) => {
-                    debug!(lease = %name, ?action, "conflict; deciding again on the next version");
-                    if let Ok(Some(fresh)) = self.leases.get(&name).await {
-                        outcome.stored = Some(fresh);
-                    }
+                // A replace of a Lease deleted since it was read is refused (409 on its uid precondition, or 404):
+                // read it back; the answer decides, and a Lease that is gone is forgotten.
+                Err(LeaseError::Conflict | LeaseError::NotFound) => {
+                    debug!(lease = %name, ?action, "refused; reading the Lease back");
+                    self.after_refusal(&name, action, holding, &mut outcome).await;
                 }
-                Err(e) => warn!(lease = %name, ?action, error = %e, "Lease request failed"),
+                Err(e) => {
+                    outcome.answered = e.answered();
+                    warn!(lease = %name, ?action, error = %e, "Lease request failed");
+                }
             }
             outcome
+        }
+    }
+
+    /// What a stored write means for the slot.
+    fn stored(&self, name: &str, slot: Slot, action: Action, sent: Duration, lease: &Lease, outcome: &mut Outcome) {
+        let ours = holds(lease, &self.config.identity);
+        match action {
+            Action::Acquire if ours => {
+                outcome.events.push(Event::Acquired { sent });
+                outcome.transition = Some("acquired");
+                match slot {
+                    Slot::Unit(_) => info!(lease = %name, "acquired"),
+                    Slot::Member if self.member_at.is_some() => info!(lease = %name, "a member again"),
+                    Slot::Member => {}
+                }
+            }
+            Action::Renew if ours => outcome.events.push(Event::Renewed { sent }),
+            Action::Renew => {
+                outcome.events.push(Event::Lost);
+                outcome.transition = Some("lost");
+            }
+            Action::Release => {
+                outcome.events.push(Event::Released);
+                outcome.transition = Some("released");
+                if slot != Slot::Member {
+                    info!(lease = %name, "released for a handover");
+                }
+            }
+            Action::MarkForHandover => {
+                outcome.transition = Some("marked");
+                debug!(lease = %name, "asked its holder to hand it over");
+            }
+            _ => {}
+        }
+    }
+
+    /// Reads the Lease back after a refused write of `action` and carries out [`after_refusal`]'s answer: a
+    /// renewal still ours is sent again on the version read.
+    async fn after_refusal(&self, name: &str, action: Action, holding: bool, outcome: &mut Outcome) {
+        let identity = &self.config.identity;
+        let current = match self.leases.get(name).await {
+            Ok(current) => current,
+            Err(e) => {
+                outcome.answered = e.answered();
+                warn!(lease = %name, ?action, error = %e, "reading the Lease back failed");
+                return;
+            }
+        };
+        let record = current
+            .as_ref()
+            .map(|lease| record_of(lease, self.config.timings.lease_duration));
+        outcome.gone = current.is_none();
+        match after_refusal(holding, record.as_ref(), identity) {
+            AfterRefusal::StillHeld if action == Action::Renew => {
+                let Some(now) = current else { return };
+                let again = self.now();
+                match self.leases.write(&renewed(&now, micro_now())).await {
+                    Ok(lease) if holds(&lease, identity) => {
+                        outcome.events.push(Event::Renewed { sent: again });
+                        outcome.stored = Some(lease);
+                    }
+                    Ok(lease) => outcome.stored = Some(lease),
+                    Err(e) => {
+                        outcome.answered = e.answered();
+                        outcome.stored = Some(now);
+                    }
+                }
+            }
+            AfterRefusal::StillHeld | AfterRefusal::Refreshed => outcome.stored = current,
+            AfterRefusal::Lost => {
+                info!(lease = %name, holder = ?record.and_then(|r| r.holder), "lost the Lease");
+                outcome.events.push(Event::Lost);
+                outcome.transition = Some("lost");
+                outcome.stored = current;
+            }
         }
     }
 
@@ -590,29 +700,13 @@ pub async fn run_units(
                     }
                 }
                 Err(e) => {
-                    warn!(error = %e, "Lease watch error; retrying");
+                    warn!(error = %e, "Lease watch error; relisting");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }
         }
     });
-    let member_name = member_lease_name(&config.prefix, &config.identity);
-    let mut state = UnitLoop {
-        leases: Leases {
-            api,
-            timeout: config.request_timeout(),
-        },
-        units: units(config.shards),
-        gate,
-        metrics,
-        origin: Instant::now(),
-        objects: HashMap::new(),
-        observed: HashMap::new(),
-        local: BTreeMap::new(),
-        owned: Owned::default(),
-        member_name,
-        config,
-    };
+    let mut state = UnitLoop::new(api, gate, metrics, config);
     info!(
         identity = %state.config.identity,
         namespace = %state.config.namespace,
@@ -641,11 +735,11 @@ pub async fn run_units(
                 left_by = Some(Instant::now() + Duration::from_secs(5));
             }
             Some(event) = changes.recv() => {
-                take_in(&mut state, event);
+                state.take_in(event);
                 // Changes come in bursts (a handover touches several Leases): take the rest in before deciding.
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 while let Ok(event) = changes.try_recv() {
-                    take_in(&mut state, event);
+                    state.take_in(event);
                 }
             }
         }
@@ -654,11 +748,31 @@ pub async fn run_units(
     owned.send_replace(Owned::default());
 }
 
-fn take_in(state: &mut UnitLoop, event: watcher::Event<Lease>) {
-    match event {
-        watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) => state.see(lease),
-        watcher::Event::Delete(lease) => state.forget(&lease.name_any()),
-        watcher::Event::Init | watcher::Event::InitDone => {}
+impl UnitLoop {
+    fn new(
+        api: Api<Lease>,
+        gate: std::sync::Arc<ShardGate>,
+        metrics: std::sync::Arc<Metrics>,
+        config: ShardingConfig,
+    ) -> Self {
+        UnitLoop {
+            leases: Leases {
+                api,
+                timeout: config.request_timeout(),
+            },
+            units: units(config.shards),
+            gate,
+            metrics,
+            origin: Instant::now(),
+            view: LeaseView::default(),
+            local: BTreeMap::new(),
+            owned: Owned::default(),
+            member_name: member_lease_name(&config.prefix, &config.identity),
+            answered: true,
+            member_at: None,
+            warned_at: None,
+            config,
+        }
     }
 }
 
@@ -676,22 +790,12 @@ mod tests {
             timings: Timings::default(),
             shards,
         };
-        UnitLoop {
-            leases: Leases {
-                api: Api::namespaced(client, "ns"),
-                timeout: config.request_timeout(),
-            },
-            gate: ShardGate::closed(shards),
-            metrics: std::sync::Arc::new(Metrics::new()),
-            units: units(shards),
-            origin: Instant::now(),
-            objects: HashMap::new(),
-            observed: HashMap::new(),
-            local: BTreeMap::new(),
-            owned: Owned::default(),
-            member_name: member_lease_name("ruleplane", "me"),
+        UnitLoop::new(
+            Api::namespaced(client, "ns"),
+            ShardGate::closed(shards),
+            std::sync::Arc::new(Metrics::new()),
             config,
-        }
+        )
     }
 
     fn lease(name: &str, version: &str, holder: &str) -> Lease {
@@ -711,15 +815,108 @@ mod tests {
         let mut state = unit_loop(4);
         state.see(lease("ruleplane-unit-schedulers", "12", "b"));
         state.see(lease("ruleplane-unit-schedulers", "9", "a"));
-        let seen = &state.observed["ruleplane-unit-schedulers"];
+        let seen = state.view.observed("ruleplane-unit-schedulers").expect("seen");
         assert_eq!(
             (seen.version.as_str(), seen.record.holder.as_deref()),
             ("12", Some("b"))
         );
         state.see(lease("kube-scheduler", "3", "x"));
-        assert!(!state.objects.contains_key("kube-scheduler"), "not one of ours");
-        state.forget("ruleplane-unit-schedulers");
-        assert!(state.observed.is_empty());
+        assert!(!state.view.contains("kube-scheduler"), "not one of ours");
+        state.take_in(watcher::Event::Delete(lease("ruleplane-unit-schedulers", "13", "b")));
+        assert!(state.view.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_relist_forgets_a_member_lease_deleted_while_the_watch_was_down() {
+        let mut state = unit_loop(2);
+        state.take_in(watcher::Event::Apply(lease("ruleplane-member-me", "40", "me")));
+        state.take_in(watcher::Event::Apply(lease("ruleplane-member-peer", "41", "peer")));
+        // The watch failed (410), a peer deleted this replica's member Lease meanwhile, the watch relists.
+        state.take_in(watcher::Event::Init);
+        state.take_in(watcher::Event::InitApply(lease("ruleplane-member-peer", "41", "peer")));
+        state.take_in(watcher::Event::InitApply(lease("kube-scheduler", "3", "x")));
+        assert!(
+            state.view.contains("ruleplane-member-me"),
+            "swapped only at the relist's end"
+        );
+        state.take_in(watcher::Event::InitDone);
+        assert!(!state.view.contains("ruleplane-member-me"), "deleted during the gap");
+        assert!(state.view.contains("ruleplane-member-peer") && state.view.len() == 1);
+        let plan = plan_tick(&TickInput {
+            me: "me",
+            prefix: "ruleplane",
+            units: &state.units,
+            view: &state.view,
+            local: &state.local,
+            leaving: false,
+            now: state.now(),
+            timings: &state.config.timings,
+        });
+        let (slot, _, action) = plan.actions.first().expect("an action");
+        assert_eq!((*slot, *action), (Slot::Member, Action::Acquire));
+        let body = acquired(
+            state.view.body("ruleplane-member-me"),
+            "ruleplane-member-me",
+            "me",
+            Duration::from_secs(15),
+            micro_now(),
+        );
+        assert_eq!(
+            body.metadata.resource_version, None,
+            "a create, not a PUT of a stale body"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_back_that_finds_nothing_forgets_the_lease_and_a_lost_hold_closes_the_unit() {
+        let mut state = unit_loop(2);
+        state.see(lease("ruleplane-member-me", "40", "me"));
+        let mut outcome = Outcome::new(Slot::Member);
+        outcome.gone = true;
+        let mut aborted = false;
+        state.take_outcome(outcome, &mut aborted);
+        assert!(!state.view.contains("ruleplane-member-me"));
+        let unit = Slot::Unit(Unit::ReconcilerShard(1));
+        state.local.insert(unit, Local::Running { confirmed: state.now() });
+        state.see(lease("ruleplane-unit-reconciler-shard-1", "50", "me"));
+        let mut outcome = Outcome::new(unit);
+        outcome.gone = true;
+        outcome.events.push(Event::Lost);
+        state.take_outcome(outcome, &mut aborted);
+        assert_eq!(state.local(unit), Local::Idle);
+        assert!(aborted, "its work was running: aborted at once");
+        assert!(!state.view.contains("ruleplane-unit-reconciler-shard-1"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn membership_is_joining_then_member_then_retrying_and_ready_only_when_it_should_be() {
+        let mut state = unit_loop(2);
+        assert_eq!(state.membership(false), Membership::Joining);
+        assert!(Membership::Joining.ready().is_err());
+        state
+            .local
+            .insert(Slot::Member, Local::Running { confirmed: state.now() });
+        assert_eq!(state.membership(false), Membership::Member);
+        assert!(Membership::Member.ready().is_ok());
+        state.local.insert(Slot::Member, Local::Idle);
+        assert_eq!(state.membership(false), Membership::Retrying { answered: true });
+        let why = Membership::Retrying { answered: true }.ready().expect_err("not ready");
+        assert!(why.contains("not a member"), "{why}");
+        state.answered = false;
+        assert_eq!(state.membership(false), Membership::Retrying { answered: false });
+        assert!(
+            Membership::Retrying { answered: false }.ready().is_ok(),
+            "the apiserver does not answer anyone: not this replica's fault"
+        );
+        assert_eq!(state.membership(true), Membership::Leaving);
+        let metric = |s: &str| {
+            state
+                .metrics
+                .membership_state
+                .get_or_create(&crate::metrics::StateLabels { state: s.into() })
+                .get()
+        };
+        assert_eq!((metric("leaving"), metric("member")), (1, 0));
     }
 
     #[tokio::test(start_paused = true)]
@@ -739,7 +936,7 @@ mod tests {
                 in_flight: 1,
             },
         );
-        let owned = state.publish(2, false);
+        let owned = state.publish(2, false, false);
         assert_eq!(owned.shards, BTreeSet::from([1]));
         assert!(owned.schedulers && !owned.resource_definitions);
         assert_eq!(
@@ -758,7 +955,7 @@ mod tests {
             !state.gate.admits(Unit::ReconcilerShard(1)),
             "the gate closes at the renew deadline without the loop"
         );
-        let later = state.publish(2, true);
+        let later = state.publish(2, true, false);
         assert!(
             later.shards.is_empty() && !later.schedulers,
             "past the deadline nothing runs"
