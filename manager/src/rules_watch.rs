@@ -87,4 +87,35 @@ mod tests {
         assert_ne!(edited, fingerprint(&dir), "a new empty file is seen");
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    fn policy(name: &str) -> String {
+        format!(
+            "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: {{ name: {name} }}\nspec:\n  schedulerName: {name}\n"
+        )
+    }
+
+    /// The rules are reloaded whole, never patched: a removed rule file changes the fingerprint, and the set
+    /// loaded after it no longer has its rule.
+    #[tokio::test]
+    async fn a_removed_rule_file_is_forgotten_by_the_next_reload() {
+        let dir = std::env::temp_dir().join(format!("ruleplane-removed-rule-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.yaml"), policy("a")).unwrap();
+        std::fs::write(dir.join("b.yaml"), policy("b")).unwrap();
+        let options = LoadOptions::at_run_time(Vec::new());
+        let first = ruleplane_config::load_paths_with(std::slice::from_ref(&dir), &options).expect("loads");
+        assert!(first.get("a").is_some() && first.get("b").is_some());
+        let mut reloads = spawn(dir.clone(), options, Duration::from_millis(10), fingerprint(&dir));
+
+        std::fs::remove_file(dir.join("b.yaml")).unwrap();
+        let reloaded = tokio::time::timeout(Duration::from_secs(10), reloads.recv())
+            .await
+            .expect("a reload within 10 s")
+            .expect("the watch runs")
+            .expect("the remaining rules load");
+        assert!(reloaded.get("a").is_some());
+        assert!(reloaded.get("b").is_none(), "the removed file's rule is gone");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

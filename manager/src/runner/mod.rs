@@ -234,17 +234,17 @@ impl Runner {
         for key in initial {
             reports.enqueue(&mut queue, key);
         }
+        let mut failures: HashMap<R::Key, u32> = HashMap::new();
+        let mut reported: HashMap<R::Key, String> = HashMap::new();
         // Changes heard while the caches filled (a watch's first list ends in a resync) are taken in before the
         // first reconcile starts. Taken in after, such a resync queued every key a second time and fell on the
         // first writes in flight, which a worker then cannot trust: 1,000 rules starting together sent a few
         // dozen children a second create.
         while let Some(Some((kind, change))) = changes.next().now_or_never() {
-            for key in keys_for(&*reconciler, &kind, &change) {
+            for key in keys_for(&*reconciler, &kind, &change, &reported) {
                 reports.enqueue(&mut queue, key);
             }
         }
-        let mut failures: HashMap<R::Key, u32> = HashMap::new();
-        let mut reported: HashMap<R::Key, String> = HashMap::new();
         let mut in_flight: JoinSet<Finished<R>> = JoinSet::new();
         let concurrency = self.concurrency.max(1);
         // Keys waiting per shard, sampled about once a second: counting them is a pass over the queue.
@@ -317,14 +317,14 @@ impl Runner {
                 _ = stop.cancelled() => return Ok(()),
                 change = changes.next(), if watching => match change {
                     Some((kind, change)) => {
-                        for key in keys_for(&*reconciler, &kind, &change) {
+                        for key in keys_for(&*reconciler, &kind, &change, &reported) {
                             reports.enqueue(&mut queue, key);
                         }
                         // Take in everything already waiting before dispatching: under churn, ten changes of
                         // one object become one reconcile instead of one now and another right after.
                         for _ in 0..MAX_DRAINED {
                             let Some(Some((kind, change))) = changes.next().now_or_never() else { break };
-                            for key in keys_for(&*reconciler, &kind, &change) {
+                            for key in keys_for(&*reconciler, &kind, &change, &reported) {
                                 reports.enqueue(&mut queue, key);
                             }
                         }
@@ -475,12 +475,24 @@ impl<R: Reconcile> Reports<R> {
 
 /// The keys a change concerns; a resync reads every cached object of a kind (30,000 metadata parses, a
 /// quarter of a second, after a relist of 10,000 parents), so it is a [`whole_cache_step`].
-fn keys_for<R: Reconcile>(reconciler: &R, kind: &KindKey, change: &Change) -> Vec<R::Key> {
-    if matches!(change, Change::Resync) {
-        whole_cache_step(reconciler.resync_reads(), || reconciler.keys_for(kind, change))
-    } else {
-        reconciler.keys_for(kind, change)
+///
+/// A resync also brings back every key whose last reconcile failed (`reported`): a key deleted while the watch
+/// was down is in no cache any more, so no other change names it, and its error (a permanent one is never
+/// retried) would keep the rule degraded. Its reconcile finds it gone and clears that.
+fn keys_for<R: Reconcile>(
+    reconciler: &R,
+    kind: &KindKey,
+    change: &Change,
+    reported: &HashMap<R::Key, String>,
+) -> Vec<R::Key> {
+    if !matches!(change, Change::Resync) {
+        return reconciler.keys_for(kind, change);
     }
+    let mut keys = whole_cache_step(reconciler.resync_reads(), || reconciler.keys_for(kind, change));
+    let listed: std::collections::HashSet<&R::Key> = keys.iter().collect();
+    let failed: Vec<R::Key> = reported.keys().filter(|key| !listed.contains(key)).cloned().collect();
+    keys.extend(failed);
+    keys
 }
 
 /// Below this many objects a whole-cache step runs in place (about 10 ms of metadata parsing at most): handing

@@ -272,6 +272,63 @@ async fn requeue_after_resyncs_and_a_resync_enqueues_every_known_key() {
     task.await.unwrap().unwrap();
 }
 
+/// A key whose reconcile failed for good, deleted while the watch was down: the relist does not list it, yet the
+/// resync reconciles it once more, which finds it gone and clears its error (the rule is no longer degraded).
+#[tokio::test(start_paused = true)]
+async fn a_relist_without_a_failed_key_reconciles_it_as_gone_and_clears_its_error() {
+    let metrics = Arc::new(Metrics::new());
+    let watch = SharedWatch::new(resource(), &Default::default());
+    let recorder = Arc::new(Recorder::default());
+    *recorder.names.lock().unwrap() = vec!["kept".into(), "gone".into()];
+    recorder
+        .script
+        .lock()
+        .unwrap()
+        .insert("gone".into(), vec![Err((true, "conflict"))]);
+    let runner = runner(&metrics, 2);
+    let health = runner.health.clone();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let (recorder, subscription, stop) = (recorder.clone(), watch.subscribe(), stop.clone());
+        async move {
+            runner
+                .run(
+                    recorder,
+                    vec![subscription],
+                    Requeued::none(),
+                    vec!["kept".into(), "gone".into()],
+                    stop,
+                )
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(attempts_of(&recorder, "gone").len(), 1);
+    assert!(
+        health.readiness(true).body.contains("conflict"),
+        "degraded by the permanent error"
+    );
+
+    // `gone` is deleted while the watch is down: the relist lists `kept` only.
+    *recorder.names.lock().unwrap() = vec!["kept".into()];
+    watch.apply(Event::Init);
+    watch.apply(Event::InitApply(object("kept")));
+    watch.apply(Event::InitDone);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        attempts_of(&recorder, "gone").len(),
+        2,
+        "reconciled once more, as gone, though no cache names it"
+    );
+    assert!(
+        !health.readiness(true).body.contains("conflict"),
+        "its error is forgotten: {}",
+        health.readiness(true).body
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_key_requeued_during_its_reconcile_runs_again_after_it_and_an_idle_one_runs_now() {
     let metrics = Arc::new(Metrics::new());

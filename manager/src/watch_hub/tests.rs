@@ -374,3 +374,69 @@ async fn a_lagging_subscriber_recovers_every_key() {
     assert_eq!(seen.len(), total, "every key recovered");
     assert_eq!(metrics.resyncs.get_or_create(&KindLabels::of(&config_maps())).get(), 1);
 }
+
+/// A relist is a replacement: an object deleted while the watch was down (absent from the list) leaves the cache
+/// and its label index, and every subscriber, labelled ones included, is told to resync (no deletion is sent for
+/// it: a subscriber forgets what it keeps of objects the cache no longer has).
+#[tokio::test]
+async fn a_relist_forgets_objects_it_no_longer_lists_in_the_cache_and_its_index() {
+    let metrics = WatchMetrics::default();
+    let watch = SharedWatch::indexed(config_maps(), &metrics, ["rule", "parent"]);
+    let labelled = |name: &str| {
+        let mut object = object(name, "1");
+        let labels = [("rule", "r"), ("parent", "u1")].map(|(k, v)| (k.to_owned(), v.to_owned()));
+        object.metadata.labels = Some(labels.into_iter().collect());
+        object
+    };
+    let mut routed = watch.subscribe_labelled("r");
+    let mut every = watch.subscribe();
+    watch.apply(Event::Apply(labelled("kept")));
+    watch.apply(Event::Apply(labelled("gone")));
+    assert_eq!(watch.store.labelled(["r", "u1"]).len(), 2);
+
+    watch.apply(Event::Init);
+    watch.apply(Event::InitApply(labelled("kept")));
+    watch.apply(Event::InitDone);
+    assert_eq!(names(&watch), BTreeSet::from(["kept".to_string()]));
+    assert!(watch.get(Some("default"), "gone").is_none());
+    let indexed: Vec<String> = watch.store.labelled(["r", "u1"]).into_iter().map(|o| o.name).collect();
+    assert_eq!(indexed, ["kept"], "the index forgets it too");
+    for subscription in [&mut routed, &mut every] {
+        let mut heard = Vec::new();
+        while let Ok(Some(change)) = tokio::time::timeout(Duration::from_millis(10), subscription.recv()).await {
+            heard.push(match change {
+                Change::Applied(o) => format!("applied {}", o.name_any()),
+                Change::Deleted(o) => format!("deleted {}", o.name_any()),
+                Change::Resync => "resync".to_owned(),
+            });
+        }
+        assert_eq!(heard, ["applied kept", "applied gone", "resync"]);
+    }
+}
+
+/// The identity-only watch's relist is a replacement too: an identity the list no longer has is gone, so a
+/// lookup reading through it no longer finds the object.
+#[test]
+fn an_identity_only_relist_forgets_identities_it_no_longer_lists() {
+    let mut key = KindKey::of(&config_maps());
+    key.metadata_only = true;
+    let watch = SharedWatch::selected(config_maps(), key, &WatchMetrics::default(), None);
+    let identity = |name: &str| -> PartialObjectMeta<DynamicObject> {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": { "name": name, "namespace": "shop", "uid": format!("u-{name}"), "resourceVersion": "1" }
+        }))
+        .unwrap()
+    };
+    watch.apply(identity_event(Event::Apply(identity("kept")), &config_maps()));
+    watch.apply(identity_event(Event::Apply(identity("gone")), &config_maps()));
+    for event in [Event::Init, Event::InitApply(identity("kept")), Event::InitDone] {
+        watch.apply(identity_event(event, &config_maps()));
+    }
+    assert!(watch.get(Some("shop"), "kept").is_some());
+    assert!(
+        watch.get(Some("shop"), "gone").is_none(),
+        "deleted while the watch was down"
+    );
+    assert_eq!(watch.store.len(), 1);
+}

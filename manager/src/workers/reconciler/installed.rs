@@ -189,4 +189,23 @@ mod tests {
             "another group"
         );
     }
+
+    /// The CRD watch is read straight from its cache, which a relist replaces: a CRD deleted while the watch was
+    /// down is not in the list, and its kind is no longer served.
+    #[test]
+    fn a_crd_missing_from_a_relist_no_longer_serves_its_kind() {
+        let crds = SharedWatch::new(crd_resource(), &WatchMetrics::default());
+        crds.apply(Event::Apply(crd("certs.example.org", "Cluster", true)));
+        crds.apply(Event::Apply(crd("other.example.org", "Cluster", true)));
+        assert!(established_crd(&crds, &wanted("certs.example.org/v1")).is_some());
+
+        crds.apply(Event::Init);
+        crds.apply(Event::InitApply(crd("other.example.org", "Cluster", true)));
+        crds.apply(Event::InitDone);
+        assert_eq!(established_crd(&crds, &wanted("certs.example.org/v1")), None, "gone");
+        assert!(
+            established_crd(&crds, &wanted("other.example.org/v1")).is_some(),
+            "the listed CRD still serves"
+        );
+    }
 }

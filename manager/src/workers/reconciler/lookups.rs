@@ -400,6 +400,34 @@ impl Lookups {
         readers.of(read)
     }
 
+    /// The parents that read something at their last reconcile.
+    pub(super) fn readers(&self) -> Vec<ParentKey> {
+        let readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        readers.of_parent.keys().cloned().collect()
+    }
+
+    /// A relist of `kind`'s watch: content fetched for an object its identities no longer list (deleted while the
+    /// watch was down, no deletion heard) or list at another version is dropped, as its deletion or change would
+    /// have dropped it.
+    pub(super) fn resynced(&self, kind: &KindKey) {
+        let Some(watched) = self
+            .watches
+            .values()
+            .find(|w| w.watch.key == *kind && w.fetch.is_some())
+        else {
+            return;
+        };
+        self.keep(|fetched| {
+            fetched.retain(|read, content| {
+                read.watch != *kind
+                    || watched
+                        .watch
+                        .get(read.namespace.as_deref(), &read.name)
+                        .is_some_and(|identity| identity.resource_version() == content.resource_version)
+            });
+        });
+    }
+
     /// Changes what is kept, and says how much that is.
     fn keep(&self, change: impl FnOnce(&mut HashMap<WatchedObject, Fetched>)) {
         let mut fetched = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
@@ -428,6 +456,7 @@ fn members(lookup: &Lookup, watched: &LookupWatch, namespace: Option<&str>) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::runtime::watcher::Event;
 
     fn services(selector: Option<&str>) -> KindKey {
         let mut key = KindKey::of(&ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()));
@@ -508,5 +537,81 @@ mod tests {
         assert!(readers.forget(&parent("shop", "a")).is_empty(), "b still reads it");
         assert_eq!(readers.forget(&parent("shop", "b")), std::slice::from_ref(&settings));
         assert!(readers.of(settings).is_empty());
+    }
+
+    /// Content fetched through an identity-only watch, of an object deleted while that watch was down: the relist
+    /// does not list it, and the resync drops its content (and that of an object listed at a newer version); the
+    /// identity is gone, so no parent is served it either.
+    #[tokio::test]
+    async fn a_relist_drops_the_content_of_objects_it_no_longer_lists() {
+        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&());
+        let watch = SharedWatch::new(resource.clone(), &Default::default());
+        let identity = |name: &str, version: &str| {
+            let mut object = DynamicObject::new(name, &resource).within("shop");
+            object.metadata.resource_version = Some(version.to_owned());
+            object
+        };
+        let kind = KindRef {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+        };
+        let lookups = Lookups {
+            watches: HashMap::from([(
+                (kind, LookupSource::Named(None)),
+                LookupWatch {
+                    watch: watch.clone(),
+                    fetch: Some(Fetch {
+                        client: crate::context::offline_context().client,
+                        resource: resource.clone(),
+                        namespaced: true,
+                    }),
+                },
+            )]),
+            readers: Mutex::default(),
+            fetched: Mutex::default(),
+            kept: Gauge::default(),
+        };
+        for (name, version) in [("kept", "1"), ("gone", "1"), ("changed", "1")] {
+            watch.apply(Event::Apply(identity(name, version)));
+            let read = object(&watch.key, "shop", name);
+            lookups.remember(&parent("shop", name), vec![Read::Object(read.clone())]);
+            lookups.keep(|fetched| {
+                fetched.insert(
+                    read,
+                    Fetched {
+                        resource_version: Some(version.to_owned()),
+                        object: Arc::new(serde_json::json!({"data": {"token": name}})),
+                    },
+                );
+            });
+        }
+        assert_eq!(lookups.kept.get(), 3);
+
+        watch.apply(Event::Init);
+        watch.apply(Event::InitApply(identity("kept", "1")));
+        watch.apply(Event::InitApply(identity("changed", "2")));
+        watch.apply(Event::InitDone);
+        assert!(
+            watch.get(Some("shop"), "gone").is_none(),
+            "the identity is gone: no parent reads it"
+        );
+        lookups.resynced(&watch.key);
+        let fetched = lookups.fetched.lock().unwrap();
+        let mut left: Vec<&str> = fetched.keys().map(|read| read.name.as_str()).collect();
+        left.sort();
+        assert_eq!(left, ["kept"]);
+        assert_eq!(lookups.kept.get(), 1, "the gauge follows");
+        drop(fetched);
+        let mut readers = lookups.readers();
+        readers.sort();
+        assert_eq!(
+            readers,
+            [
+                parent("shop", "changed"),
+                parent("shop", "gone"),
+                parent("shop", "kept")
+            ],
+            "every reader is named to the resync, the one of the gone object too"
+        );
     }
 }

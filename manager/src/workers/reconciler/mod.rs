@@ -390,6 +390,21 @@ impl ParentReconciler {
         })
     }
 
+    /// The parents a resync of `kind` reconciles: every selected parent, and those this worker still keeps state
+    /// for (fights, lookups read) that the parents' relist no longer lists. Deleted while the watch was down, they
+    /// are heard of no other way; their reconcile finds them gone and forgets them.
+    fn resync_parents(&self, kind: &KindKey) -> Vec<ParentKey> {
+        self.lookups.resynced(kind);
+        let mut parents: BTreeSet<ParentKey> = self.all_parents().into_iter().collect();
+        if *kind == self.parent.watch.key {
+            let fights = self.fights.lock().unwrap_or_else(|e| e.into_inner());
+            parents.extend(fights.keys().cloned());
+            drop(fights);
+            parents.extend(self.lookups.readers());
+        }
+        parents.into_iter().collect()
+    }
+
     /// The selected parents whose patches may select `object` (of the patched kind `kind`): among those in its
     /// namespace (and a Namespace parent of that name; every parent for a cluster-scoped object), the ones
     /// `may_patch` keeps.
@@ -704,7 +719,7 @@ impl Reconcile for ParentReconciler {
     fn keys_for(&self, kind: &KindKey, change: &Change) -> Vec<ParentKey> {
         let Some(object) = change.object() else {
             self.writes.resynced(kind);
-            return self.all_parents();
+            return self.resync_parents(kind);
         };
         // The echo of our own write needs no reconcile of the parent it belongs to, nor does an event that
         // arrives while our write is in flight until the answer tells whether it was the echo; parents that read

@@ -553,3 +553,50 @@ async fn an_update_refused_as_immutable_is_reported_for_a_child_without_recreate
     // Nothing deleted: the object is left as it is.
     assert_eq!(recording.take(), ["update ConfigMap team-a/web-settings"]);
 }
+
+/// A parent deleted while the parents' watch was down: the relist does not list it, yet the resync names it
+/// (this worker still keeps its fights), and its reconcile finds it gone and forgets them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_without_a_parent_reconciles_it_as_gone_and_forgets_its_state() {
+    use crate::runner::Reconcile;
+    use crate::watch_hub::Change;
+    let worker = worker().await;
+    let (web, _) = parent(json!({"size": "3"}), false);
+    let mut other = web.clone();
+    other.metadata.name = Some("other".into());
+    let watch = &worker.parent.watch;
+    watch.apply(Event::Apply(web));
+    worker
+        .fights
+        .lock()
+        .unwrap()
+        .insert(key(), ruleplane_config::Fights::default());
+
+    watch.apply(Event::Init);
+    watch.apply(Event::InitApply(other));
+    watch.apply(Event::InitDone);
+    assert!(watch.get(Some("team-a"), "web").is_none(), "the cache forgot it");
+    let mut keys = worker.keys_for(&watch.key, &Change::Resync);
+    keys.sort();
+    let other_key = ParentKey {
+        namespace: Some("team-a".into()),
+        name: "other".into(),
+    };
+    assert_eq!(
+        keys,
+        [other_key, key()],
+        "the listed parent, and the one state is kept for"
+    );
+
+    let reconciled = worker.reconcile(&key()).await.expect("a gone parent reconciles");
+    assert!(matches!(reconciled.action, Action::AwaitChange));
+    assert!(worker.fights.lock().unwrap().is_empty(), "its fights are forgotten");
+    assert_eq!(
+        worker.keys_for(&watch.key, &Change::Resync),
+        [ParentKey {
+            namespace: Some("team-a".into()),
+            name: "other".into(),
+        }],
+        "the next resync no longer names it"
+    );
+}

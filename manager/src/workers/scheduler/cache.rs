@@ -534,6 +534,9 @@ impl ClusterCache {
         let mut assumed_pods: HashMap<String, Pod> = HashMap::new();
         let mut waiting_for_node: HashMap<String, HashSet<String>> = HashMap::new();
         let assumed = &state.assumed;
+        let nominations = &state.nominations;
+        // The pods with a nomination made here that are still pending: the others' nominations are forgotten.
+        let mut made_pending: HashSet<String> = HashSet::new();
         self.pods.store.for_each(|o| {
             if let Some(uid) = o.metadata.uid.as_deref()
                 && assumed.contains_key(uid)
@@ -547,6 +550,9 @@ impl ClusterCache {
                 .pointer("/spec/nodeName")
                 .and_then(|n| n.as_str())
                 .filter(|n| !n.is_empty());
+            if node.is_none() && nominations.is_made(&nomination_key(o)) {
+                made_pending.insert(nomination_key(o));
+            }
             if node.is_some_and(|n| names.contains(n)) {
                 if let Some(pod) = typed::<Pod>(o) {
                     bound.insert(pod_key(&pod));
@@ -570,7 +576,7 @@ impl ClusterCache {
             warn!(%error, "cannot build the scheduling snapshot; retried at the next decision");
             return;
         }
-        state.nominations.replace_observed(observed);
+        state.nominations.replace_observed(observed, &made_pending);
         state.waiting_for_node = waiting_for_node;
         state.snapshot = snapshot;
         state.context_dirty = true;
@@ -705,15 +711,20 @@ fn apply_pod(state: &mut State, change: Change) {
 
 /// Keeps the nominator up to date with a pod from the watch. Only nominated pods are converted.
 fn track_nomination(state: &mut State, object: &DynamicObject) {
-    let key = match object.metadata.uid.as_deref() {
+    let key = nomination_key(object);
+    state.nominations.observe(key, object, || typed::<Pod>(object));
+}
+
+/// The nominator's key of a pod from the watch ([`pod_key`] without converting the object).
+fn nomination_key(object: &DynamicObject) -> String {
+    match object.metadata.uid.as_deref() {
         Some(uid) if !uid.is_empty() => uid.to_string(),
         _ => format!(
             "{}/{}",
             object.metadata.namespace.as_deref().unwrap_or("default"),
             object.metadata.name.as_deref().unwrap_or_default()
         ),
-    };
-    state.nominations.observe(key, object, || typed::<Pod>(object));
+    }
 }
 
 /// Records (or, with `waiting` false, forgets) a pod bound to a node the snapshot does not have.
@@ -740,7 +751,7 @@ fn remove(state: &mut State, key: &str) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::metrics::WatchMetrics;
     use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
@@ -754,7 +765,8 @@ mod tests {
         SharedWatch::new(ApiResource::erase::<K>(&()), metrics)
     }
 
-    fn cache() -> Arc<ClusterCache> {
+    /// A cache over watches fed by the tests, not by an apiserver.
+    pub(in crate::workers::scheduler) fn cache() -> Arc<ClusterCache> {
         let metrics = WatchMetrics::default();
         let context = Context {
             namespaces: unwatched::<Namespace>(&metrics),
@@ -825,5 +837,59 @@ mod tests {
             "a pod deleted meanwhile does not come back"
         );
         assert!(cache.state.lock().await.waiting_for_node.is_empty());
+    }
+
+    fn pending(name: &str) -> DynamicObject {
+        let mut object = pod(name, "");
+        object.data["spec"]["nodeName"] = serde_json::Value::Null;
+        object
+    }
+
+    /// Nodes and pods deleted while the watches were down are not in the relists: the rebuild forgets them, and
+    /// what was derived from them (a pod assumed here, a nomination made here, a pod waiting for its node).
+    #[tokio::test]
+    async fn a_relist_forgets_nodes_and_pods_it_no_longer_lists_with_what_was_derived_from_them() {
+        let cache = cache();
+        for name in ["n0", "n1"] {
+            cache.nodes.apply(Event::Apply(node(name)));
+        }
+        for object in [
+            pod("a", "n0"),
+            pod("b", "n0"),
+            pod("early", "n2"),
+            pending("p"),
+            pending("q"),
+        ] {
+            cache.pods.apply(Event::Apply(object));
+        }
+        assert_eq!(placed(&cache, "n0").await, ["a", "b"]);
+        {
+            let mut state = cache.state.lock().await;
+            let assumed: Pod = typed(&pending("p")).expect("pod");
+            state.snapshot.assume(&assumed, "n1").expect("room on n1");
+            state.assumed.insert(pod_key(&assumed), "n1".into());
+            let nominated: Pod = typed(&pending("q")).expect("pod");
+            state
+                .nominations
+                .record(pod_key(&nominated), &nominated, &Nominate::Set("n0".into()));
+            assert!(state.waiting_for_node.contains_key("n2"));
+        }
+
+        // While the watches were down: n1 was deleted, and every pod but `a`.
+        cache.nodes.apply(Event::Init);
+        cache.nodes.apply(Event::InitApply(node("n0")));
+        cache.nodes.apply(Event::InitDone);
+        cache.pods.apply(Event::Init);
+        cache.pods.apply(Event::InitApply(pod("a", "n0")));
+        cache.pods.apply(Event::InitDone);
+        assert_eq!(placed(&cache, "n0").await, ["a"]);
+        let state = cache.state.lock().await;
+        assert!(state.snapshot.get("n1").is_none(), "the node is forgotten");
+        assert!(state.assumed.is_empty(), "the pod assumed on it is forgotten");
+        assert!(
+            !state.nominations.is_made("uid-q"),
+            "the nomination made for `q` is forgotten"
+        );
+        assert!(state.waiting_for_node.is_empty(), "`early` no longer waits for n2");
     }
 }

@@ -199,7 +199,8 @@ impl Gangs {
         }
     }
 
-    /// Every member from the pod watch's cache.
+    /// Every member from the pod watch's cache. A pod the relist no longer lists was deleted while the watch was
+    /// down: what it was told is forgotten too, as its deletion would have (a pod of that name later is told anew).
     pub(super) fn resync(&mut self, pods: &SharedWatch) {
         self.groups.clear();
         pods.store.for_each(|object| {
@@ -207,6 +208,23 @@ impl Gangs {
                 self.groups.apply(PodKey::of(object), group, member_state(object));
             }
         });
+        self.noted.retain(|key| self.groups.contains(key));
+        self.told.retain(|key, _| self.groups.contains(key));
+    }
+
+    /// Forgets the last rejection of `groups` whose PodGroup is gone, so they sort by their creation again:
+    /// deleted, or not in a relist (deleted while the watch was down).
+    fn forget_rejections(&mut self, change: &Change, groups: &[GroupKey]) {
+        for group in groups.iter().filter(|group| group.dialect == Dialect::PodGroup) {
+            let gone = match change {
+                Change::Deleted(_) => true,
+                Change::Resync => self.pod_group(group).is_none(),
+                Change::Applied(_) => false,
+            };
+            if gone {
+                self.queue_sort.forget(group);
+            }
+        }
     }
 
     /// A pod change; returns the group of a member seen for the first time (its siblings may now be complete).
@@ -487,11 +505,7 @@ impl Loop {
             _ if is_pods => gangs.on_pod(change).into_iter().collect(),
             _ if kind == "PodGroup" => {
                 let groups = gangs.on_workload(Dialect::PodGroup, change);
-                if matches!(change, Change::Deleted(_)) {
-                    for group in &groups {
-                        gangs.queue_sort.forget(group);
-                    }
-                }
+                gangs.forget_rejections(change, &groups);
                 // The PodGroup's creation time is its members' QueueSort time.
                 self.sort_groups(&groups);
                 groups
@@ -888,5 +902,103 @@ fn gang_failure(key: PodKey, plugin: &str, message: String, nominate: Nominate) 
         seen: 0,
         error: Box::new(SchedulingError::Unschedulable { message, nominate }),
         preempting: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::WatchMetrics;
+    use kube::runtime::watcher::Event;
+    use ruleplane_config::scheduler::cosched::POD_GROUP_LABEL;
+    use ruleplane_config::scheduler::queue::Moment;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn member(name: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "uid": name, "labels": {POD_GROUP_LABEL: "train"}},
+            "spec": {"containers": []},
+        }))
+        .expect("pod")
+    }
+
+    fn pod_group() -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": POD_GROUP_API, "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"minMember": 2},
+        }))
+        .expect("pod group")
+    }
+
+    fn key(name: &str) -> PodKey {
+        PodKey {
+            namespace: "ns".into(),
+            name: name.into(),
+        }
+    }
+
+    /// Pods and a PodGroup deleted while their watches were down: the relists do not list them, and the gangs
+    /// forget the members, what they were told, and the group's last rejection.
+    #[test]
+    fn a_relist_forgets_members_and_pod_groups_it_no_longer_lists() {
+        let metrics = WatchMetrics::default();
+        let pods = SharedWatch::new(ApiResource::erase::<Pod>(&()), &metrics);
+        let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            "scheduling.x-k8s.io",
+            "v1alpha1",
+            "PodGroup",
+        ));
+        let pod_groups = SharedWatch::new(resource, &metrics);
+        pod_groups.apply(Event::Apply(pod_group()));
+        let mut gangs = Gangs {
+            workloads: None,
+            pod_groups: Some(pod_groups.clone()),
+            groups: PodGroups::default(),
+            noted: HashSet::new(),
+            told: HashMap::new(),
+            backoffs: Backoffs::default(),
+            queue_sort: QueueSort::default(),
+        };
+        pods.apply(Event::Apply(member("m1")));
+        pods.apply(Event::Apply(member("m2")));
+        gangs.resync(&pods);
+        let group = group_of(&member("m1")).expect("a member");
+        assert_eq!(gangs.groups.counts(&group).known, 2);
+        gangs.noted.extend([key("m1"), key("m2")]);
+        gangs.told.insert(key("m2"), "PodGroup ns/train: 1/2 pods".into());
+
+        pods.apply(Event::Init);
+        pods.apply(Event::InitApply(member("m1")));
+        pods.apply(Event::InitDone);
+        gangs.resync(&pods);
+        assert_eq!(gangs.groups.counts(&group).known, 1, "m2 is no member any more");
+        assert!(!gangs.groups.contains(&key("m2")));
+        assert_eq!(gangs.noted, HashSet::from([key("m1")]), "what m2 was told is forgotten");
+        assert!(gangs.told.is_empty());
+
+        let spec = gangs.pod_group(&group).expect("the PodGroup is cached");
+        let created = spec.created.expect("a creation time");
+        let rejected = Moment(created.0 + Duration::from_secs(60));
+        gangs.queue_sort.rejected(&group, rejected);
+        let sorted_at = |gangs: &Gangs| gangs.queue_sort.order(&group, Some(&spec), "m1").map(|o| o.time);
+        gangs.forget_rejections(&Change::Resync, &gangs.groups.groups());
+        assert_eq!(
+            sorted_at(&gangs),
+            Some(rejected),
+            "a relist that lists the PodGroup keeps its rejection"
+        );
+
+        pod_groups.apply(Event::Init);
+        pod_groups.apply(Event::InitDone);
+        gangs.forget_rejections(&Change::Resync, &gangs.groups.groups());
+        assert!(gangs.pod_group(&group).is_none());
+        assert_eq!(
+            sorted_at(&gangs),
+            Some(created),
+            "the rejection of a PodGroup gone is forgotten"
+        );
     }
 }

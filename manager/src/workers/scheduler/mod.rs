@@ -514,11 +514,19 @@ impl Loop {
                 });
                 (keys, new)
             });
-        let gone: Vec<PodKey> = self
+        // Pods no longer pending (deleted while the watch was down, or bound) leave, with every trace kept of them:
+        // those queued, and those only reported on (a fault would keep the policy degraded). A pod being bound is
+        // its binding's to settle.
+        let known = self
             .first_seen
             .keys()
-            .filter(|key| !keys.contains(*key) && self.queue.place(key).is_some_and(|p| p != Place::Binding))
+            .chain(self.faults.iter())
+            .chain(self.reported.keys());
+        let gone: Vec<PodKey> = known
+            .filter(|key| !keys.contains(*key) && self.queue.place(key) != Some(Place::Binding))
             .cloned()
+            .collect::<HashSet<_>>()
+            .into_iter()
             .collect();
         for key in gone {
             self.settle(&key);
@@ -1060,5 +1068,68 @@ impl PodScheduler {
         self.count("scheduled");
         self.publish_scheduled(pod, node);
         Done::Bound { key, conflict: false }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::watcher::Event;
+
+    fn policy() -> SchedulerPolicy {
+        let yaml = "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: { name: s }\nspec:\n  schedulerName: s\n";
+        let rules = ruleplane_config::load_str("policy.yaml", yaml).expect("valid policy");
+        rules.scheduler_policies().next().expect("one policy").clone()
+    }
+
+    fn pending(name: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "uid": name},
+            "spec": {"schedulerName": "s", "containers": [{"name": "c"}]},
+        }))
+        .expect("pod")
+    }
+
+    fn key(name: &str) -> PodKey {
+        PodKey {
+            namespace: "ns".into(),
+            name: name.into(),
+        }
+    }
+
+    /// A pending pod deleted while the pod watch was down: the relist does not list it, and the resync takes it out
+    /// of the queue with what was kept of it (its first sighting, its reported fault: the policy is no longer
+    /// degraded by it).
+    #[tokio::test]
+    async fn a_relist_without_a_pending_pod_settles_it() {
+        let policy = policy();
+        let scheduler = Arc::new(PodScheduler {
+            engine: Mutex::new(policy.engine_with_post_filters(1).expect("an engine")),
+            hints: QueueingHints::new(policy.profile()),
+            policy,
+            ctx: crate::context::offline_context(),
+            cache: cache::tests::cache(),
+        });
+        let pods = scheduler.cache.pods.clone();
+        let mut looped = Loop::new(scheduler, None);
+        pods.apply(Event::Apply(pending("kept")));
+        pods.apply(Event::Apply(pending("gone")));
+        looped.resync_pending();
+        assert_eq!(looped.queue.place(&key("gone")), Some(Place::Active));
+        looped.faults.insert(key("gone"));
+        looped.reported.insert(key("gone"), "0/0 nodes are available".into());
+
+        pods.apply(Event::Init);
+        pods.apply(Event::InitApply(pending("kept")));
+        pods.apply(Event::InitDone);
+        looped.on_change(&pods.key, &Change::Resync).await;
+        assert_eq!(looped.queue.place(&key("kept")), Some(Place::Active));
+        assert_eq!(looped.queue.place(&key("gone")), None, "out of the queue");
+        assert!(!looped.first_seen.contains_key(&key("gone")));
+        assert!(
+            looped.faults.is_empty() && looped.reported.is_empty(),
+            "its fault is forgotten"
+        );
     }
 }

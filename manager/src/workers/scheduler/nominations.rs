@@ -6,7 +6,7 @@
 // way to the watch once the watch shows the pod with that nomination (or without one, for a cleared one), or the
 // pod bound or deleted.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -72,8 +72,16 @@ impl Nominations {
         self.dirty |= observed || made;
     }
 
-    /// Every nominated pod from a relist; made nominations stay until echoed.
-    pub(super) fn replace_observed(&mut self, observed: HashMap<String, Pod>) {
+    /// Whether a nomination decided here for the pod `key` waits for its echo.
+    pub(super) fn is_made(&self, key: &str) -> bool {
+        self.made.contains_key(key)
+    }
+
+    /// Every nominated pod from a relist. A made nomination stays until echoed while its pod is still pending
+    /// (`pending`: those of the made nominations' pods the relist shows pending): a pod deleted or bound while the
+    /// watch was down never echoes it, and its nomination would keep the node's room for good.
+    pub(super) fn replace_observed(&mut self, observed: HashMap<String, Pod>, pending: &HashSet<String>) {
+        self.made.retain(|key, _| pending.contains(key));
         self.observed = observed
             .into_iter()
             .filter_map(|(key, pod)| Some((key, parsed(pod)?)))
@@ -195,5 +203,20 @@ mod tests {
         nominations.observe("u1".into(), &cleared, || pod(&cleared));
         assert!(nominations.made.is_empty());
         assert!(nominations.observed.is_empty());
+    }
+
+    #[test]
+    fn a_relist_drops_made_nominations_of_pods_no_longer_pending() {
+        let mut nominations = Nominations::default();
+        let pending = object(None, None);
+        let pod = pod(&pending).unwrap();
+        nominations.record("u1".into(), &pod, &Nominate::Set("n1".into()));
+        nominations.record("u2".into(), &pod, &Nominate::Set("n2".into()));
+        nominations.take_changed();
+        // The relist shows `u1` still pending (its echo not in yet); `u2` was deleted while the watch was down.
+        nominations.replace_observed(HashMap::new(), &HashSet::from(["u1".to_string()]));
+        assert_eq!(nodes(&mut nominations), Some(vec!["n1".to_string()]));
+        assert!(nominations.is_made("u1"));
+        assert!(!nominations.is_made("u2"), "forgotten with its pod");
     }
 }
