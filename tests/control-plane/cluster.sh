@@ -5,6 +5,14 @@
 #                                                   idempotent; last line: export KUBECONFIG=DIR/kubeconfig
 #   cluster.sh down [--dir DIR]                     stops every process it started and removes DIR
 #   cluster.sh status [--dir DIR]
+#   cluster.sh stop|start|restart COMPONENT [--dir DIR]
+#                                                   one component of a running plane (etcd, kube-apiserver): stopped
+#                                                   (SIGTERM, SIGKILL after 5 s) or started again on the same port with
+#                                                   the same flags and data; `start` returns once it serves again
+#   cluster.sh compact [--dir DIR]                  compacts etcd at its current revision (prints it); restart
+#                                                   kube-apiserver after it and every watch resumed from an older
+#                                                   resourceVersion is answered 410 Expired (its watch cache starts
+#                                                   afresh and etcd no longer has the history)
 # --owner-pid: a watchdog stops the plane as soon as that process exits (test binaries, even on panic or ^C).
 # --no-controller-manager: etcd and kube-apiserver only (no garbage collection, namespaces never finish deleting,
 #   no KWOK), for benchmarks that want nothing else on the CPU.
@@ -13,6 +21,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
 cmd=${1:-}; shift || true
+component=""
+case "$cmd" in stop|start|restart) component=${1:-}; shift || true ;; esac
 dir="$cache/cluster"; owner=""; with_kcm=1
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -64,18 +74,27 @@ controller_manager_healthy() {
   curl -fsSk --max-time 3 "$CONTROLLER_MANAGER_URL/healthz" >/dev/null 2>&1
 }
 
-stop() {
-  [ -d "$dir" ] || return 0
-  for name in watchdog kwok kube-controller-manager kube-apiserver etcd; do
-    local f="$dir/$name.pid"
-    [ -f "$f" ] || continue
-    local pid; pid=$(cat "$f")
-    [ "$name" = watchdog ] && [ "$pid" = "${WATCHDOG_SELF:-}" ] && continue
-    # A stale pid file (machine rebooted, session ended) may name a reused PID: only signal our own processes.
-    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$name" || continue
+# Stops one process the plane started (SIGTERM, SIGKILL after 5 s) and forgets its pid file.
+stop_process() { # name
+  local f="$dir/$1.pid"
+  [ -f "$f" ] || return 0
+  local pid; pid=$(cat "$f")
+  # A stale pid file (machine rebooted, session ended) may name a reused PID: only signal our own processes.
+  if tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$1"; then
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
+  rm -f "$f"
+}
+
+stop() {
+  [ -d "$dir" ] || return 0
+  for name in watchdog kwok kube-controller-manager kube-apiserver etcd; do
+    [ "$name" = watchdog ] && [ -f "$dir/watchdog.pid" ] && [ "$(cat "$dir/watchdog.pid")" = "${WATCHDOG_SELF:-}" ] \
+      && continue
+    stop_process "$name"
   done
   rm -rf "$dir"
 }
@@ -113,6 +132,82 @@ current-context: $1@ruleplane-local
 KC
 }
 
+# etcd and kube-apiserver are started from DIR/env alone, so `start`/`restart` bring them back on the same ports
+# with the same flags and data.
+start_etcd() {
+  log "starting etcd on ${ETCD_URL#http://}"
+  setsid "$BIN_DIR/etcd" --name default --data-dir "$dir/etcd" --unsafe-no-fsync \
+    --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
+    --listen-peer-urls "$ETCD_PEER_URL" --initial-advertise-peer-urls "$ETCD_PEER_URL" \
+    --initial-cluster "default=$ETCD_PEER_URL" --log-level warn \
+    >> "$dir/etcd.log" 2>&1 < /dev/null &
+  echo $! > "$dir/etcd.pid"
+}
+
+etcd_ready() { curl -fsS --max-time 3 "$ETCD_URL/health" 2>/dev/null | grep -q '"health":"true"'; }
+
+# The audit log records who wrote what (user agent, verb, object, time) for every write but Leases and
+# Events: tests read it as the witness of which replica wrote which object (docs/control-plane.md).
+write_audit_policy() {
+  cat > "$dir/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    resources:
+      - group: coordination.k8s.io
+        resources: [leases]
+      - group: ""
+        resources: [events]
+      - group: events.k8s.io
+        resources: [events]
+  - level: Metadata
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+POLICY
+}
+
+# GenericWorkload + scheduling.k8s.io/v1alpha1: the Workload API (alpha in v1.35) for the gang tests; without
+# the gate the apiserver drops pods' spec.workloadRef. It adds that API and field and changes nothing else.
+# Its logs are appended to (the audit log too), so a restarted apiserver keeps the record of the one before.
+start_apiserver() {
+  log "starting kube-apiserver on ${APISERVER_URL#https://}"
+  setsid "$BIN_DIR/kube-apiserver" --etcd-servers "$ETCD_URL" \
+    --secure-port "${APISERVER_URL##*:}" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
+    --tls-cert-file "$dir/certs/apiserver.crt" --tls-private-key-file "$dir/certs/apiserver.key" \
+    --cert-dir "$dir/certs" --client-ca-file "$dir/certs/ca.crt" \
+    --service-cluster-ip-range 10.0.0.0/24 --authorization-mode RBAC \
+    --disable-admission-plugins ServiceAccount --allow-privileged=true \
+    --service-account-issuer https://kubernetes.default.svc \
+    --service-account-key-file "$dir/certs/sa.pub" --service-account-signing-key-file "$dir/certs/sa.key" \
+    --token-auth-file "$dir/tokens.csv" --profiling="${APISERVER_PROFILING:-false}" \
+    --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" --audit-log-format json \
+    --audit-log-mode batch --audit-log-batch-max-wait 1s --audit-log-maxsize 2048 \
+    --feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1alpha1=true \
+    >> "$dir/kube-apiserver.log" 2>&1 < /dev/null &
+  echo $! > "$dir/kube-apiserver.pid"
+}
+
+# Until kube-apiserver serves (ready, and the default namespace readable): 1 if etcd or kube-apiserver exits or
+# SECONDS pass, with the last lines of the culprit's log.
+wait_apiserver() { # seconds
+  local start=$SECONDS p
+  until apiserver_ready && curl -fsS --max-time 3 --cacert "$dir/certs/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
+        "$APISERVER_URL/api/v1/namespaces/default" >/dev/null 2>&1; do
+    for p in etcd kube-apiserver; do
+      if ! process_alive "$p"; then
+        log "$p exited during startup; last lines of its log:"; tail -n 30 "$dir/$p.log" >&2; return 1
+      fi
+    done
+    if [ $((SECONDS - start)) -gt "$1" ]; then
+      log "kube-apiserver not ready after $1 s; last lines of its log:"; tail -n 30 "$dir/kube-apiserver.log" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
 up() {
   if healthy && { [ $with_kcm = 0 ] || [ -n "$CONTROLLER_MANAGER_URL" ]; }; then
     log "control plane already running at $APISERVER_URL"
@@ -139,54 +234,15 @@ APISERVER_URL=https://127.0.0.1:$api_port
 ADMIN_TOKEN=$token
 USER_TOKEN=$user_token
 ETCD_URL=http://127.0.0.1:$etcd_port
+ETCD_PEER_URL=http://127.0.0.1:$peer_port
 CONTROLLER_MANAGER_URL=$kcm_url
 BIN_DIR=$bin
 ENV
   # shellcheck disable=SC1091
   . "$dir/env"
-  log "starting etcd on 127.0.0.1:$etcd_port"
-  setsid "$bin/etcd" --name default --data-dir "$dir/etcd" --unsafe-no-fsync \
-    --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
-    --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
-    --initial-cluster "default=http://127.0.0.1:$peer_port" --log-level warn \
-    > "$dir/etcd.log" 2>&1 < /dev/null &
-  echo $! > "$dir/etcd.pid"
-  # The audit log records who wrote what (user agent, verb, object, time) for every write but Leases and
-  # Events: tests read it as the witness of which replica wrote which object (docs/control-plane.md).
-  cat > "$dir/audit-policy.yaml" <<'POLICY'
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-  - level: None
-    resources:
-      - group: coordination.k8s.io
-        resources: [leases]
-      - group: ""
-        resources: [events]
-      - group: events.k8s.io
-        resources: [events]
-  - level: Metadata
-    verbs: [create, update, patch, delete, deletecollection]
-  - level: None
-POLICY
-  # GenericWorkload + scheduling.k8s.io/v1alpha1: the Workload API (alpha in v1.35) for the gang tests; without
-  # the gate the apiserver drops pods' spec.workloadRef. It adds that API and field and changes nothing else.
-  log "starting kube-apiserver on 127.0.0.1:$api_port"
-  setsid "$bin/kube-apiserver" --etcd-servers "$ETCD_URL" \
-    --secure-port "$api_port" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
-    --tls-cert-file "$dir/certs/apiserver.crt" --tls-private-key-file "$dir/certs/apiserver.key" \
-    --cert-dir "$dir/certs" --client-ca-file "$dir/certs/ca.crt" \
-    --service-cluster-ip-range 10.0.0.0/24 --authorization-mode RBAC \
-    --disable-admission-plugins ServiceAccount --allow-privileged=true \
-    --service-account-issuer https://kubernetes.default.svc \
-    --service-account-key-file "$dir/certs/sa.pub" --service-account-signing-key-file "$dir/certs/sa.key" \
-    --token-auth-file "$dir/tokens.csv" --profiling="${APISERVER_PROFILING:-false}" \
-    --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" --audit-log-format json \
-    --audit-log-mode batch --audit-log-batch-max-wait 1s --audit-log-maxsize 2048 \
-    --feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1alpha1=true \
-    > "$dir/kube-apiserver.log" 2>&1 < /dev/null &
-  echo $! > "$dir/kube-apiserver.pid"
+  start_etcd
+  write_audit_policy
+  start_apiserver
   if [ -n "$owner" ]; then
     # Detached watchdog: survives the caller, stops the plane when the owner process is gone.
     setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; WATCHDOG_SELF=$$ exec "$2" down --dir "$3"' \
@@ -198,19 +254,7 @@ POLICY
   write_kubeconfig user "$user_token"
   write_kubeconfig kube-controller-manager "$kcm_token"
   local start=$SECONDS
-  until apiserver_ready && curl -fsS --max-time 3 --cacert "$dir/certs/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
-        "$APISERVER_URL/api/v1/namespaces/default" >/dev/null 2>&1; do
-    for p in etcd kube-apiserver; do
-      if ! kill -0 "$(cat "$dir/$p.pid")" 2>/dev/null; then
-        log "$p exited during startup; last lines of its log:"; tail -n 30 "$dir/$p.log" >&2; stop; exit 1
-      fi
-    done
-    if [ $((SECONDS - start)) -gt 180 ]; then
-      log "kube-apiserver not ready after 180 s; last lines of its log:"; tail -n 30 "$dir/kube-apiserver.log" >&2
-      stop; exit 1
-    fi
-    sleep 0.5
-  done
+  wait_apiserver 180 || { stop; exit 1; }
   log "kube-apiserver ready in $((SECONDS - start)) s: $APISERVER_URL (Kubernetes $(basename "$bin"))"
   [ -z "$kcm_url" ] || start_controller_manager "$bin" "${kcm_url##*:}"
   [ -z "$kcm_url" ] || start_kwok "$bin"
@@ -269,9 +313,64 @@ start_kwok() { # bin
   done
 }
 
+# The plane's env, for the commands that act on a running plane.
+load_env() {
+  [ -f "$dir/env" ] || { log "no control plane in $dir (cluster.sh up first)"; exit 1; }
+  # shellcheck disable=SC1091
+  . "$dir/env"
+  [ -n "${ETCD_PEER_URL:-}" ] || { log "the plane in $dir predates restarts: cluster.sh down, then up"; exit 1; }
+}
+
+check_component() {
+  case "$component" in
+    etcd|kube-apiserver) ;;
+    *) echo "usage: $0 stop|start|restart etcd|kube-apiserver [--dir DIR]" >&2; exit 2 ;;
+  esac
+}
+
+# Starts a stopped component again and returns once it serves: kube-apiserver ready; etcd healthy (and, if
+# kube-apiserver runs, kube-apiserver ready again on it). Starting one that runs is a no-op.
+start_component() {
+  if process_alive "$component"; then log "$component already running"; return; fi
+  local start=$SECONDS
+  case "$component" in
+    etcd)
+      start_etcd
+      until etcd_ready; do
+        if ! process_alive etcd; then
+          log "etcd exited during startup; last lines of its log:"; tail -n 30 "$dir/etcd.log" >&2; exit 1
+        fi
+        [ $((SECONDS - start)) -le 60 ] || { log "etcd not healthy after 60 s"; tail -n 30 "$dir/etcd.log" >&2; exit 1; }
+        sleep 0.2
+      done
+      ! process_alive kube-apiserver || wait_apiserver 120 || exit 1 ;;
+    kube-apiserver)
+      start_apiserver
+      wait_apiserver 120 || exit 1 ;;
+  esac
+  log "$component serving again in $((SECONDS - start)) s"
+}
+
+# Compacts etcd's history at its current revision through etcd's v3 JSON gateway (the Debian package ships no
+# etcdctl). kube-apiserver's watch cache then relists, and watches resumed from before it are answered 410 Expired.
+compact() {
+  local revision
+  revision=$(curl -fsS --max-time 5 -X POST "$ETCD_URL/v3/kv/range" -d '{"key":"AA==","limit":1}' \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+  curl -fsS --max-time 30 -X POST "$ETCD_URL/v3/kv/compaction" -d "{\"revision\":\"$revision\",\"physical\":true}" \
+    >/dev/null
+  log "etcd compacted at revision $revision"
+  echo "$revision"
+}
+
 case "$cmd" in
   up) up ;;
   down) stop; log "control plane stopped" ;;
+  stop) check_component; load_env; stop_process "$component"; log "$component stopped" ;;
+  start) check_component; load_env; start_component ;;
+  restart) check_component; load_env; stop_process "$component"; log "$component stopped"; start_component ;;
+  compact) load_env; compact ;;
   status) if healthy; then echo "running: $APISERVER_URL"; echo "export KUBECONFIG=$dir/kubeconfig"; else echo "not running"; exit 1; fi ;;
-  *) echo "usage: $0 up|down|status [--dir DIR] [--owner-pid PID] [--no-controller-manager]" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|compact [--dir DIR] [--owner-pid PID] [--no-controller-manager]" >&2
+     echo "       $0 stop|start|restart etcd|kube-apiserver [--dir DIR]" >&2; exit 2 ;;
 esac
