@@ -10,6 +10,8 @@
 //! peers deleting a member Lease they saw expire; lost answers of stored writes; replicas that crash, pause, join
 //! or leave; each replica's clock drifting ±2%. Now and then nobody ticks for up to 40 s at once (the whole
 //! cluster stalled). Wall clocks are not modelled: no decision reads one.
+//!
+//! Longer than most files: the model apiserver, the replicas' watches and their checks are one model, read together.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::assign;
+use super::assignment::assign;
 use super::handover::{Action, LeaseRecord, Local, Timings, UnitView, decide, members};
 use super::units::{Unit, member_lease_name, member_lease_prefix, unit_lease_name};
 use super::view::LeaseView;
