@@ -295,7 +295,7 @@ async fn replicas_and_scheduler_keep_their_guarantees_through_kills_freezes_outa
 
     let mut checks = vec![
         Check {
-            name: "every replica a member again, holding its fair share of the 34 units",
+            name: "every replica a member again and ready, holding its fair share of the 34 units",
             outcome: membership,
         },
         Check {
@@ -664,9 +664,21 @@ async fn rejoined(replicas: &Replicas) -> Result<String, String> {
         counted.push(members(replica).await);
     }
     let members_ok = counted.iter().all(|m| *m == Some(running.len() as f64));
-    if balanced(&held) && members_ok {
-        Ok(format!("units held {held:?}, members counted {counted:?}"))
+    // Each is ready and says it is a member (`/readyz?verbose`): a replica left out must not look healthy.
+    let mut unready = Vec::new();
+    for replica in &running {
+        match replica.readyz().await {
+            Some((200, body)) if body.contains("[+] member") => {}
+            other => unready.push(format!("{}: {other:?}", replica.identity)),
+        }
+    }
+    if balanced(&held) && members_ok && unready.is_empty() {
+        Ok(format!(
+            "units held {held:?}, members counted {counted:?}, every replica ready as a member"
+        ))
     } else {
-        Err(format!("units held {held:?} (of {UNITS}), members counted {counted:?}"))
+        Err(format!(
+            "units held {held:?} (of {UNITS}), members counted {counted:?}, not ready as members: {unready:?}"
+        ))
     }
 }
