@@ -275,14 +275,11 @@ impl UnitLoop {
                 }
                 action => {
                     let holding = local != Local::Idle;
-                    let base = self
-                        .view
-                        .body(&name)
-                        .filter(|seen| {
-                            let record = record_of(seen, self.config.timings.lease_duration);
-                            based_on_seen(action, holding, Some(&record), &self.config.identity)
-                        })
-                        .cloned();
+                    // The view's reading of the Lease was taken when it was seen: no need to read the body again.
+                    let seen = self.view.observed(&name).map(|observed| &observed.record);
+                    let base = based_on_seen(action, holding, seen, &self.config.identity)
+                        .then(|| self.view.body(&name).cloned())
+                        .flatten();
                     requests.push((slot, name, action, base, holding));
                 }
             }
