@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Builds (once per version) kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from the pinned k8s.io/kubernetes module and
+# Builds (once per version, K8S_VERSION: see versions.sh) kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from the pinned k8s.io/kubernetes module and
 # fetches etcd 3.5 from Debian's etcd-server package, builds helm (chart tests) and KWOK (the kubelet stand-in for
 # labelled nodes); all in the user's cache.
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-version=$(cat "$here/K8S_VERSION")
+# shellcheck source=versions.sh
+. "$here/versions.sh"
+version=$k8s_version
+module="$here/modules/$version"
 cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
 bin="$cache/k8s/$version"
 log() { printf '[control-plane] %s\n' "$*" >&2; }
@@ -14,7 +17,7 @@ build_kube() {
   local b missing=0
   for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do [ -x "$bin/$b" ] || missing=1; done
   [ $missing = 1 ] || return 0
-  command -v go >/dev/null || { log "Go toolchain not found: install Go >= $(awk '$1=="go"{print $2}' "$here/go.mod")"; exit 1; }
+  command -v go >/dev/null || { log "Go toolchain not found: install Go >= $(awk '$1=="go"{print $2}' "$module/go.mod")"; exit 1; }
   local major=${version#v}; major=${major%%.*}
   local minor=${version#v*.}; minor=${minor%%.*}
   local pkg=k8s.io/component-base/version
@@ -25,7 +28,7 @@ build_kube() {
   ( while sleep 30; do log "  still compiling ($((SECONDS - start)) s so far)..."; done ) &
   local beat=$!
   trap 'kill $beat 2>/dev/null || true' RETURN
-  (cd "$here" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod \
+  (cd "$module" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod \
      GOMODCACHE="${GOMODCACHE:-$cache/go-mod}" GOCACHE="${GOCACHE:-$cache/go-build}" \
      go build -trimpath -o "$tmp/" \
        -ldflags "-s -w -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean" \

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Starts and stops a real local Kubernetes control plane (etcd 3.5 + kube-apiserver + kube-controller-manager, and
+# Starts and stops a real local Kubernetes control plane of the version K8S_VERSION names (default the newest
+# supported; versions.sh) (etcd 3.5 + kube-apiserver + kube-controller-manager, and
 # KWOK playing the kubelet for nodes labelled ruleplane.dev/kwok=true) on free loopback ports.
 #   cluster.sh up   [--dir DIR] [--owner-pid PID] [--no-controller-manager]
 #                                                   idempotent; last line: export KUBECONFIG=DIR/kubeconfig
@@ -19,6 +20,8 @@
 # APISERVER_PROFILING=true: kube-apiserver serves /debug/pprof (benchmarks' PROFILE=1 reads it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.sh
+. "$here/versions.sh"
 cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
 cmd=${1:-}; shift || true
 component=""
@@ -168,11 +171,21 @@ rules:
 POLICY
 }
 
-# GenericWorkload + scheduling.k8s.io/v1alpha1: the Workload API (alpha in v1.35) for the gang tests; without
-# the gate the apiserver drops pods' spec.workloadRef. It adds that API and field and changes nothing else.
+# GenericWorkload + the Workload API's version of the plane's Kubernetes (scheduling.k8s.io/v1alpha1 in v1.35,
+# v1alpha2 in v1.36, v1beta1 in v1.37; none is served by default) for the gang tests; without the gate the apiserver
+# drops pods' reference to their group (spec.workloadRef in v1.35, spec.schedulingGroup since v1.36). It adds that
+# API and field and changes nothing else.
 # Its logs are appended to (the audit log too), so a restarted apiserver keeps the record of the one before.
+workload_api_version() { # the plane's Kubernetes version (v1.MINOR.PATCH) → the Workload API version it serves
+  case "$1" in
+    v1.35.*) echo v1alpha1 ;;
+    v1.36.*) echo v1alpha2 ;;
+    *) echo v1beta1 ;;
+  esac
+}
+
 start_apiserver() {
-  log "starting kube-apiserver on ${APISERVER_URL#https://}"
+  log "starting kube-apiserver $(basename "$BIN_DIR") on ${APISERVER_URL#https://}"
   setsid "$BIN_DIR/kube-apiserver" --etcd-servers "$ETCD_URL" \
     --secure-port "${APISERVER_URL##*:}" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
     --tls-cert-file "$dir/certs/apiserver.crt" --tls-private-key-file "$dir/certs/apiserver.key" \
@@ -184,7 +197,8 @@ start_apiserver() {
     --token-auth-file "$dir/tokens.csv" --profiling="${APISERVER_PROFILING:-false}" \
     --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" --audit-log-format json \
     --audit-log-mode batch --audit-log-batch-max-wait 1s --audit-log-maxsize 2048 \
-    --feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1alpha1=true \
+    --feature-gates=GenericWorkload=true \
+    --runtime-config="scheduling.k8s.io/$(workload_api_version "$(basename "$BIN_DIR")")=true" \
     >> "$dir/kube-apiserver.log" 2>&1 < /dev/null &
   echo $! > "$dir/kube-apiserver.pid"
 }
@@ -209,7 +223,9 @@ wait_apiserver() { # seconds
 }
 
 up() {
-  if healthy && { [ $with_kcm = 0 ] || [ -n "$CONTROLLER_MANAGER_URL" ]; }; then
+  # A running plane of another version (K8S_VERSION) is started afresh.
+  if healthy && [ "$(basename "$BIN_DIR")" = "$k8s_version" ] \
+     && { [ $with_kcm = 0 ] || [ -n "$CONTROLLER_MANAGER_URL" ]; }; then
     log "control plane already running at $APISERVER_URL"
     echo "export KUBECONFIG=$dir/kubeconfig"; return
   fi

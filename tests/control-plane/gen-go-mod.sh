@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Regenerates go.mod/go.sum of the control-plane build module for the pinned Kubernetes version.
-# The replace list is derived from that version's own go.mod so it never drifts by hand.
+# Writes modules/<version>/ (go.mod, go.sum, tools.go): the Go module the control plane of that Kubernetes version is
+# built from. The replace list is derived from that version's own go.mod so it never drifts by hand.
+#   gen-go-mod.sh v1.37.2      adds or regenerates one supported version
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-version=$(cat "$here/K8S_VERSION")            # e.g. v1.35.4
-minor=${version#v1.}                          # 35.4
-staging_version="v0.${minor}"                 # staging modules are tagged v0.35.4
+version=${1:?usage: gen-go-mod.sh vX.Y.Z}
+version=v${version#v}
+minor=${version#v1.}                          # 37.2
+staging_version="v0.${minor}"                 # staging modules are tagged v0.37.2
+dir="$here/modules/$version"
+mkdir -p "$dir"
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod
+cache=${RULEPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ruleplane}
+export GOMODCACHE="${GOMODCACHE:-$cache/go-mod}"
 gomod=$(go mod download -json "k8s.io/kubernetes@${version}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
 goversion=$(awk '$1=="go"{print $2; exit}' "$gomod")
 {
@@ -21,6 +27,19 @@ goversion=$(awk '$1=="go"{print $2; exit}' "$gomod")
   grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/src/' "$gomod" \
     | awk -v v="$staging_version" '{print "\t" $1 " => " $1 " " v}'
   echo ")"
-} > "$here/go.mod"
-rm -f "$here/go.sum"
-(cd "$here" && go mod tidy)
+} > "$dir/go.mod"
+cat > "$dir/tools.go" <<'GO'
+//go:build tools
+
+// Package tools pins the Kubernetes commands the local control plane is built from.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+rm -f "$dir/go.sum"
+(cd "$dir" && go mod tidy)
