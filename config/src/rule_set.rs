@@ -61,12 +61,21 @@ pub struct RuleSet {
     /// offline), never written.
     #[serde(skip)]
     pub(crate) installed: InstalledKinds,
+    /// The Kubernetes version the set was loaded for ([`crate::LoadOptions::kubernetes_version`]).
+    #[serde(skip)]
+    pub(crate) kubernetes_version: crate::KubernetesVersion,
 }
 
 impl RuleSet {
     /// The kinds of the CRD manifests the set was loaded with (`--crds`; none at run time).
     pub fn installed(&self) -> &InstalledKinds {
         &self.installed
+    }
+
+    /// The Kubernetes version the set was loaded for: the built-in schemas and kube-scheduler behaviour it is
+    /// checked and run with.
+    pub fn kubernetes_version(&self) -> crate::KubernetesVersion {
+        self.kubernetes_version
     }
 
     /// All rules in load order.

@@ -176,11 +176,23 @@ pub struct InstalledCrds {
     pub crds: Vec<PathBuf>,
 }
 
+/// The Kubernetes version an offline command checks for (`ruleplane run` and `diff` use the server's own).
+#[derive(Debug, Args)]
+pub struct TargetVersion {
+    /// The Kubernetes version to check for: its built-in kinds' fields and its kube-scheduler's behaviour
+    /// (`1.35`, `1.36`, `1.37`, or a patch release such as `1.36.3`; default the newest supported).
+    #[arg(long = "kubernetes-version", value_name = "VERSION", env = "RULEPLANE_KUBERNETES_VERSION",
+          default_value_t = ruleplane_config::KubernetesVersion::NEWEST)]
+    pub kubernetes_version: ruleplane_config::KubernetesVersion,
+}
+
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// Rule files or directories.
     #[arg(required = true, env = "RULEPLANE_RULES", value_delimiter = ',')]
     pub paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub target: TargetVersion,
     #[command(flatten)]
     pub installed: InstalledCrds,
     /// Output format.
@@ -202,6 +214,8 @@ pub struct RenderArgs {
     /// Only this Reconciler rule (default: every rule whose `for` matches the object's kind).
     #[arg(long, env = "RULEPLANE_RULE")]
     pub rule: Option<String>,
+    #[command(flatten)]
+    pub target: TargetVersion,
     #[command(flatten)]
     pub installed: InstalledCrds,
     /// Output format: YAML documents, or a JSON array of them.
@@ -276,6 +290,8 @@ pub struct SimulateArgs {
     pub output: OutputFormat,
     // The policy's rule set may hold Reconcilers on kinds other tools install.
     #[command(flatten)]
+    pub target: TargetVersion,
+    #[command(flatten)]
     pub installed: InstalledCrds,
 }
 
@@ -332,6 +348,8 @@ pub struct TestArgs {
     /// `text` for people, `junit` (JUnit XML on standard output) for CI systems, `json` for tools.
     #[arg(long, short, env = "RULEPLANE_OUTPUT", value_enum, default_value_t = TestOutput::Text)]
     pub output: TestOutput,
+    #[command(flatten)]
+    pub target: TargetVersion,
     #[command(flatten)]
     pub installed: InstalledCrds,
 }

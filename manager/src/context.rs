@@ -30,6 +30,9 @@ pub struct WorkerContext {
     pub signer: ruleplane_config::provenance::ChildSigner,
     /// The Reconciler parents this replica works on (every one without Leases).
     pub shards: crate::sharding::ShardScope,
+    /// The Kubernetes version the apiserver runs, as the supported version Ruleplane behaves as
+    /// (`docs/compatibility.md`): kube-scheduler's rules and the APIs spoken follow it.
+    pub kubernetes_version: ruleplane_config::KubernetesVersion,
 }
 
 /// A worker failure the supervisor restarts from; errors a worker can live with are handled inside it.
@@ -68,5 +71,6 @@ pub(crate) fn offline_context() -> WorkerContext {
         health: Arc::new(Health::default()),
         self_ref: None,
         shards: crate::sharding::ShardScope::everything(ruleplane_config::sharding::DEFAULT_SHARDS),
+        kubernetes_version: ruleplane_config::KubernetesVersion::NEWEST,
     }
 }

@@ -34,6 +34,8 @@ pub fn main(args: DiffArgs) -> ExitCode {
             installed,
             unknown_kinds: ruleplane_config::UnknownKinds::AtRunTime,
             not_rules: args.installed.crds.clone(),
+            // The diff renders what the manager would apply; no schema check or scheduling depends on the version.
+            kubernetes_version: ruleplane_config::KubernetesVersion::NEWEST,
         });
     let loaded =
         options.and_then(|options| ruleplane_config::load_paths_with(std::slice::from_ref(&args.rules), &options));

@@ -8,7 +8,7 @@ use ruleplane_config::{Diagnostics, LoadOptions, Reconciler, RuleSet, SchedulerP
 use serde_json::Value;
 
 use crate::cli::{
-    CompletionArgs, ConvertSchedulerConfigArgs, CrdsArgs, DocumentFormat, InstalledCrds, OutputFormat, RbacArgs,
+    CompletionArgs, ConvertSchedulerConfigArgs, CrdsArgs, DocumentFormat, InstalledCrds, OutputFormat, TargetVersion, RbacArgs,
     RbacOutput, RenderArgs, SimulateArgs, TestArgs, TestOutput, ValidateArgs, VersionArgs,
 };
 
@@ -17,19 +17,20 @@ const INVALID: u8 = 1;
 
 /// What the offline commands load rules with: the kinds of the `--crds` manifests known, every other unknown
 /// kind an error (`UnknownKinds::Refuse`, whose message names `--crds`).
-pub fn load_options(installed: &InstalledCrds) -> Result<LoadOptions, Diagnostics> {
+pub fn load_options(installed: &InstalledCrds, target: &TargetVersion) -> Result<LoadOptions, Diagnostics> {
     Ok(LoadOptions {
         installed: ruleplane_config::load_crd_paths(&installed.crds)?,
         unknown_kinds: UnknownKinds::Refuse,
         // The manifests may sit among the rules (`examples/crds/`): they are not rules.
         not_rules: installed.crds.clone(),
+        kubernetes_version: target.kubernetes_version,
     })
 }
 
 pub fn validate(args: &ValidateArgs) -> ExitCode {
     // Rules that load are also rendered for a synthetic parent each, their children checked against their kinds'
     // schemas: a child the apiserver would reject is as invalid as a rule that does not load.
-    let result = load_options(&args.installed)
+    let result = load_options(&args.installed, &args.target)
         .and_then(|options| ruleplane_config::load_paths_with(&args.paths, &options))
         .and_then(|rules| {
             let schemas = ruleplane_config::object_schema::KindSchemas::of_rule_set(&rules);
@@ -79,8 +80,8 @@ fn read_objects(path: &Path) -> Result<Vec<Value>, String> {
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
-fn load_one(path: &Path, installed: &InstalledCrds) -> Result<RuleSet, ExitCode> {
-    load_options(installed)
+fn load_one(path: &Path, installed: &InstalledCrds, target: &TargetVersion) -> Result<RuleSet, ExitCode> {
+    load_options(installed, target)
         .and_then(|options| ruleplane_config::load_paths_with(&[path.to_path_buf()], &options))
         .map_err(|d| {
             eprintln!("{d}");
@@ -93,7 +94,7 @@ fn field<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a str> {
 }
 
 pub fn render(args: &RenderArgs) -> ExitCode {
-    let rules = match load_one(&args.rules, &args.installed) {
+    let rules = match load_one(&args.rules, &args.installed, &args.target) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -183,7 +184,11 @@ pub fn render(args: &RenderArgs) -> ExitCode {
 }
 
 pub fn crds(args: &CrdsArgs) -> ExitCode {
-    let rules = match load_one(&args.rules, &args.installed) {
+    // CRD manifests are the same for every supported version.
+    let newest = TargetVersion {
+        kubernetes_version: ruleplane_config::KubernetesVersion::NEWEST,
+    };
+    let rules = match load_one(&args.rules, &args.installed, &newest) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -204,6 +209,8 @@ pub fn rbac(args: &RbacArgs) -> ExitCode {
             installed,
             unknown_kinds: UnknownKinds::AtRunTime,
             not_rules: args.installed.crds.clone(),
+            // Permissions are the same for every supported version.
+            kubernetes_version: ruleplane_config::KubernetesVersion::NEWEST,
         },
         Err(diagnostics) => {
             eprintln!("{diagnostics}");
@@ -300,7 +307,7 @@ fn print_yaml_documents(docs: &[Value]) -> ExitCode {
 const USAGE: u8 = 2;
 
 pub fn simulate(args: &SimulateArgs) -> ExitCode {
-    let rules = match load_one(&args.policy, &args.installed) {
+    let rules = match load_one(&args.policy, &args.installed, &args.target) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -578,7 +585,7 @@ pub fn test(args: &TestArgs) -> ExitCode {
         eprintln!("no test files (*.test.yaml) found in the paths given");
         return ExitCode::from(INVALID);
     }
-    let rules = match load_options(&args.installed).and_then(|options| {
+    let rules = match load_options(&args.installed, &args.target).and_then(|options| {
         rule_files.retain(|file| options.is_rule_file(file));
         ruleplane_config::load_paths_with(&rule_files, &options)
     }) {

@@ -103,7 +103,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("a.yaml"), policy("a")).unwrap();
         std::fs::write(dir.join("b.yaml"), policy("b")).unwrap();
-        let options = LoadOptions::at_run_time(Vec::new());
+        let options = LoadOptions::at_run_time(Vec::new(), ruleplane_config::KubernetesVersion::NEWEST);
         let first = ruleplane_config::load_paths_with(std::slice::from_ref(&dir), &options).expect("loads");
         assert!(first.get("a").is_some() && first.get("b").is_some());
         let mut reloads = spawn(dir.clone(), options, Duration::from_millis(10), fingerprint(&dir));

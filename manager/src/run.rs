@@ -133,7 +133,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .apiserver_version()
         .await
         .context("asking the apiserver for its version")?;
-    info!(server = %version.git_version, platform = %version.platform, "connected to Kubernetes");
+    let kubernetes_version = behave_as(&version)?;
+    info!(server = %version.git_version, platform = %version.platform, behave_as = %kubernetes_version, "connected to Kubernetes");
 
     let recorder = Recorder::new(
         client.clone(),
@@ -155,7 +156,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let first_print = rules_watch::fingerprint(&root);
     // Kinds another tool installs need no manifest here: the worker asks the apiserver, and waits while it is not
     // served (the tool may come later).
-    let load_options = ruleplane_config::LoadOptions::at_run_time(args.installed.crds.clone());
+    let load_options = ruleplane_config::LoadOptions::at_run_time(args.installed.crds.clone(), kubernetes_version);
     let initial = ruleplane_config::load_paths_with(std::slice::from_ref(&root), &load_options);
     // Said before waiting for the signing key: a replica that may not read it must still say what it lacks.
     if let Ok(rules) = &initial {
@@ -198,6 +199,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         health: health.clone(),
         recorder,
         events,
+        kubernetes_version,
     };
     let (owned_tx, mut owned_rx) = watch::channel(Owned::default());
     let mut supervisor = Supervisor::new(ctx, owned_rx.clone(), args.allow_empty_rule_set);
@@ -392,4 +394,21 @@ mod tests {
         let err = parse_bind_address("localhost").unwrap_err().to_string();
         assert!(err.contains("not an address like :8080"), "{err}");
     }
+}
+
+/// The supported Kubernetes version to behave as on this apiserver: its own minor, or the nearest end of the
+/// supported window with a warning (as kubectl warns of skew).
+fn behave_as(info: &k8s_openapi::apimachinery::pkg::version::Info) -> anyhow::Result<ruleplane_config::KubernetesVersion> {
+    use ruleplane_config::{KubernetesVersion, ServerVersion};
+    let server = KubernetesVersion::of_server(&info.major, &info.minor)
+        .with_context(|| format!("reading the apiserver's version {}", info.git_version))?;
+    match server {
+        ServerVersion::Supported(_) => {}
+        ServerVersion::Newer(newest, _) | ServerVersion::Older(newest, _) => warn!(
+            server = %info.git_version,
+            supported = %KubernetesVersion::supported_list(),
+            "the apiserver's Kubernetes version is outside the supported window: behaving as Kubernetes {newest}"
+        ),
+    }
+    Ok(server.behave_as())
 }

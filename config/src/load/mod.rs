@@ -21,6 +21,7 @@ pub(crate) use fields::{
 
 use crate::diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, FileDiagnostics, SourceLocation};
 use crate::installed_kinds::InstalledKinds;
+use crate::kubernetes_version::KubernetesVersion;
 use crate::reconciler::ReconcilerRule;
 use crate::resource_definition::ResourceDefinitionRule;
 use crate::rule_set::{Rule, RuleSet};
@@ -37,16 +38,20 @@ pub struct LoadOptions {
     /// Files and directories that are not rule files although they may sit among them: the `--crds` manifests
     /// (`examples/crds/` beside `examples/`). A CRD document read as a rule is an error (`kind-crd`).
     pub not_rules: Vec<PathBuf>,
+    /// The Kubernetes version the rules are checked for (`--kubernetes-version` offline, the server's at run
+    /// time): which fields and kinds the built-in schemas have, which kube-scheduler the policies behave as.
+    pub kubernetes_version: KubernetesVersion,
 }
 
 impl LoadOptions {
     /// What `ruleplane run` loads with: no manifests, every kind the rule set does not know left to the apiserver;
     /// `not_rules`: CRD manifests among the rules, skipped.
-    pub fn at_run_time(not_rules: Vec<PathBuf>) -> Self {
+    pub fn at_run_time(not_rules: Vec<PathBuf>, kubernetes_version: KubernetesVersion) -> Self {
         LoadOptions {
             installed: InstalledKinds::default(),
             unknown_kinds: UnknownKinds::AtRunTime,
             not_rules,
+            kubernetes_version,
         }
     }
 
@@ -229,6 +234,7 @@ fn load_files(files: &[(String, String)], options: &LoadOptions) -> Result<RuleS
             return Ok(RuleSet {
                 rules,
                 installed: options.installed.clone(),
+                kubernetes_version: options.kubernetes_version,
             });
         }
     }
