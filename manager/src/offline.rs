@@ -8,8 +8,8 @@ use ruleplane_config::{Diagnostics, LoadOptions, Reconciler, RuleSet, SchedulerP
 use serde_json::Value;
 
 use crate::cli::{
-    CompletionArgs, ConvertSchedulerConfigArgs, CrdsArgs, DocumentFormat, InstalledCrds, OutputFormat, TargetVersion, RbacArgs,
-    RbacOutput, RenderArgs, SimulateArgs, TestArgs, TestOutput, ValidateArgs, VersionArgs,
+    CompletionArgs, ConvertSchedulerConfigArgs, CrdsArgs, DocumentFormat, InstalledCrds, OutputFormat, RbacArgs,
+    RbacOutput, RenderArgs, SimulateArgs, TargetVersion, TestArgs, TestOutput, ValidateArgs, VersionArgs,
 };
 
 /// Exit code for invalid input (rules, objects); clap already uses 2 for usage errors.
@@ -371,6 +371,7 @@ pub fn simulate(args: &SimulateArgs) -> ExitCode {
                 storage,
                 workloads,
                 pod_groups,
+                kubernetes_version: rules.kubernetes_version(),
             },
         ))
     })();

@@ -24,7 +24,7 @@ use serde_json::json;
 use crate::support::cluster_nodes::{
     KubeScheduler, create_node, create_priority_classes, delete_nodes, delete_priority_classes, node, nodes_lock,
 };
-use crate::support::{admin_client, test_namespace};
+use crate::support::{admin_client, plane_version, test_namespace};
 
 const NODES: usize = 5;
 const APPS: [&str; 3] = ["a", "b", "c"];
@@ -134,6 +134,8 @@ async fn preemption_decisions_match_kube_scheduler_on_a_random_corpus() {
         .unwrap_or(2026);
     let mut rng = SplitMix64::new(seed);
     let client = admin_client().await;
+    // The engine behaves as the plane's kube-scheduler: the apiserver's minor.
+    let version = plane_version(&client).await;
     let namespace = test_namespace(&client, "preemption-corpus").await;
     let run = format!("{}-{seed}", std::process::id());
     let scheduler = format!("corpus-{run}");
@@ -218,7 +220,7 @@ async fn preemption_decisions_match_kube_scheduler_on_a_random_corpus() {
     }
 
     let _kube_scheduler = KubeScheduler::start(&dir, vec![json!({"schedulerName": scheduler})]);
-    let mut engine = Engine::new(&Profile::default_provider(), seed).expect("engine");
+    let mut engine = Engine::for_version(&Profile::default_provider(), version, seed).expect("engine");
     engine.enable_preemption();
     engine.nominate_only_for([scheduler.clone()].into());
 

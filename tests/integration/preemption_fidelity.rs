@@ -14,7 +14,7 @@ use crate::support::cluster_nodes::{
     KubeScheduler, create_blocking_budget, create_node, create_priority_classes, delete_nodes, delete_priority_classes,
     node, nodes_lock,
 };
-use crate::support::{admin_client, eventually_seen, test_namespace};
+use crate::support::{admin_client, eventually_seen, plane_version, test_namespace};
 
 /// Every node and every bound pod, terminating ones included (kube-scheduler's cache keeps them until deleted),
 /// every PodDisruptionBudget, and the pending pods' nominations.
@@ -80,6 +80,8 @@ fn preemption_of(decision: &Decision) -> Option<(String, Vec<String>)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preemption_decisions_match_kube_scheduler() {
     let client = admin_client().await;
+    // The engine behaves as the plane's kube-scheduler: the apiserver's minor.
+    let version = plane_version(&client).await;
     let namespace = test_namespace(&client, "preemption-fidelity").await;
     let run = std::process::id().to_string();
     let scheduler = format!("preempt-{run}");
@@ -147,7 +149,7 @@ async fn preemption_decisions_match_kube_scheduler() {
     create_blocking_budget(&client, &namespace).await;
     let kube_scheduler = KubeScheduler::start(&dir, vec![json!({"schedulerName": scheduler})]);
 
-    let mut engine = Engine::new(&Profile::default_provider(), 1).expect("engine");
+    let mut engine = Engine::for_version(&Profile::default_provider(), version, 1).expect("engine");
     engine.enable_preemption();
     // kube-scheduler's nominator holds its own profile's pods only.
     engine.nominate_only_for([scheduler.clone()].into());
@@ -333,6 +335,8 @@ async fn preemption_decisions_match_kube_scheduler() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_preemptor_waits_for_its_terminating_victims_as_kube_scheduler_does() {
     let client = admin_client().await;
+    // The engine behaves as the plane's kube-scheduler: the apiserver's minor.
+    let version = plane_version(&client).await;
     let namespace = test_namespace(&client, "terminating-victims").await;
     let run = std::process::id().to_string();
     let dir = crate::support::manager::temp_dir(&format!("terminating-victims-{run}"));
@@ -433,7 +437,7 @@ async fn a_preemptor_waits_for_its_terminating_victims_as_kube_scheduler_does() 
     names.push(create_node(&client, node(&spare, "8", "16Gi", json!({"side": "spare"}), json!([]))).await);
     // The engine's prediction from that state (the spare node's not-ready taint is gone once `create_node` returns;
     // a retry that saw it is followed by another on its removal): both preemptors' texts must become it.
-    let mut engine = Engine::new(&Profile::default_provider(), 1).expect("engine");
+    let mut engine = Engine::for_version(&Profile::default_provider(), version, 1).expect("engine");
     engine.enable_preemption();
     engine.nominate_only_for([scheduler("ks")].into());
     let preemptor = pods.get("ks-p").await.expect("get preemptor");

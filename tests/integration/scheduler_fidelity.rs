@@ -19,7 +19,7 @@ use ruleplane_config::scheduler::engine::{Decision, Snapshot, SplitMix64};
 use serde_json::{Value, json};
 
 use crate::support::cluster_nodes::{KubeScheduler, create_node, delete_nodes, nodes_lock};
-use crate::support::{admin_client, test_namespace};
+use crate::support::{admin_client, plane_version, test_namespace};
 
 /// A profile in both languages: the Ruleplane rule and kube-scheduler's equivalent `profiles[]` entry.
 struct Case {
@@ -259,6 +259,8 @@ async fn engine_decides_as_kube_scheduler_on_a_random_corpus() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2026);
     let client = admin_client().await;
+    // The engine behaves as the plane's kube-scheduler: the apiserver's minor.
+    let version = plane_version(&client).await;
     let namespace = test_namespace(&client, "scheduler-fidelity").await;
     let run = format!("{}-{seed}", std::process::id());
     let cases = cases(&run);
@@ -297,7 +299,7 @@ async fn engine_decides_as_kube_scheduler_on_a_random_corpus() {
         let snapshot = cluster_snapshot(&client).await;
         // With the PostFilter chain (DynamicResources, DefaultPreemption), as kube-scheduler's profiles have it:
         // the whole FailedScheduling text is compared, its `preemption: …` part included.
-        let mut engine = policy.engine_with_post_filters(seed).expect("engine");
+        let mut engine = policy.engine_with_post_filters(seed, version).expect("engine");
         engine.nominate_only_for([case.scheduler.clone()].into());
         let decision = engine.schedule(&snapshot, &pod).expect("engine decides");
 

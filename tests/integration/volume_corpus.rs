@@ -30,7 +30,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::support::cluster_nodes::{KubeScheduler, create_node, delete_nodes, node, nodes_lock};
-use crate::support::{admin_client, test_namespace};
+use crate::support::{admin_client, plane_version, test_namespace};
 
 const NODES: usize = 6;
 const ZONE: &str = "topology.kubernetes.io/zone";
@@ -314,6 +314,8 @@ async fn volume_decisions_match_kube_scheduler_on_a_random_corpus() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2026);
     let client = admin_client().await;
+    // The engine behaves as the plane's kube-scheduler: the apiserver's minor.
+    let version = plane_version(&client).await;
     let namespace = test_namespace(&client, "volume-corpus").await;
     let run = format!("{}-{seed}", std::process::id());
     let scheduler = format!("volume-corpus-{run}");
@@ -546,7 +548,7 @@ async fn volume_decisions_match_kube_scheduler_on_a_random_corpus() {
             pod.spec.as_mut().expect("spec").scheduling_gates = None;
         }
         let cluster = snapshot(&client).await;
-        let mut engine = policy.engine_with_post_filters(seed).expect("engine");
+        let mut engine = policy.engine_with_post_filters(seed, version).expect("engine");
         engine.nominate_only_for([scheduler.clone()].into());
         let decision = engine.schedule(&cluster, &pod).expect("engine decides");
         if ephemeral {

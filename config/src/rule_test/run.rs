@@ -63,7 +63,9 @@ pub fn run_suite(rules: &RuleSet, suite: &RuleTestSuite) -> SuiteOutcome {
                 (Some(Rule::Reconciler(rule)), CaseCheck::Reconciler { .. }) => {
                     reconciler_failures(rule, case, &schemas)
                 }
-                (Some(Rule::SchedulerPolicy(policy)), CaseCheck::Scheduler { .. }) => scheduler_failures(policy, case),
+                (Some(Rule::SchedulerPolicy(policy)), CaseCheck::Scheduler { .. }) => {
+                    scheduler_failures(policy, rules.kubernetes_version(), case)
+                }
                 _ => vec![format!("rule `{}` is not a rule this case can test", suite.rule)],
             },
         })
@@ -235,7 +237,8 @@ fn children_failures(expected: &[Value], rendered: &[Value], waiting: &[String])
     failures
 }
 
-fn scheduler_failures(policy: &SchedulerPolicy, case: &ResolvedCase) -> Vec<String> {
+/// A scheduler case's failures, its pods placed as kube-scheduler of `version` places them.
+fn scheduler_failures(policy: &SchedulerPolicy, version: crate::KubernetesVersion, case: &ResolvedCase) -> Vec<String> {
     let CaseCheck::Scheduler {
         nodes,
         existing,
@@ -255,6 +258,7 @@ fn scheduler_failures(policy: &SchedulerPolicy, case: &ResolvedCase) -> Vec<Stri
         storage: storage.clone(),
         workloads: workloads.clone(),
         pod_groups: pod_groups.clone(),
+        kubernetes_version: version,
     };
     let simulation = match simulate_in(
         policy,

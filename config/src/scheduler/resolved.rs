@@ -8,6 +8,7 @@ use serde::{Serialize, Serializer};
 
 use super::engine::{Engine, Profile, ProfileError};
 use super::types::{SchedulerPolicyRule, VictimScope};
+use crate::KubernetesVersion;
 
 /// A loaded SchedulerPolicy: legacy names expanded, the preset's plugins, weights and args filled in,
 /// shorthands merged into the plugin args, everything validated as kube-scheduler validates a profile. Only the
@@ -32,10 +33,11 @@ impl SchedulerPolicy {
         &self.profile
     }
 
-    /// A new engine for this policy; `seed` seeds tie-breaking among the best nodes. The loader built one from
-    /// the same profile already, so the error is only there to keep the engine's constructor total.
-    pub fn engine(&self, seed: u64) -> Result<Engine, ProfileError> {
-        Engine::new(&self.profile, seed)
+    /// A new engine for this policy behaving as kube-scheduler of `version` (the server's minor for the worker,
+    /// the rule set's for the offline tools); `seed` seeds tie-breaking among the best nodes. The loader built one
+    /// from the same profile already, so the error is only there to keep the engine's constructor total.
+    pub fn engine(&self, seed: u64, version: KubernetesVersion) -> Result<Engine, ProfileError> {
+        Engine::for_version(&self.profile, version, seed)
     }
 
     /// Whether the profile has kube-scheduler's PostFilter plugins (DynamicResources, DefaultPreemption): every
@@ -45,8 +47,8 @@ impl SchedulerPolicy {
     }
 
     /// [`SchedulerPolicy::engine`] with the PostFilter chain on when the profile has it ([`SchedulerPolicy::preempts`]).
-    pub fn engine_with_post_filters(&self, seed: u64) -> Result<Engine, ProfileError> {
-        let mut engine = self.engine(seed)?;
+    pub fn engine_with_post_filters(&self, seed: u64, version: KubernetesVersion) -> Result<Engine, ProfileError> {
+        let mut engine = self.engine(seed, version)?;
         if self.preempts() {
             engine.enable_preemption();
             if self.limits_victims() {
@@ -178,7 +180,7 @@ spec:
         .unwrap();
         let victims = |policy: &super::SchedulerPolicy| -> Vec<String> {
             let decision = policy
-                .engine_with_post_filters(1)
+                .engine_with_post_filters(1, crate::KubernetesVersion::NEWEST)
                 .unwrap()
                 .schedule(&snapshot, &high)
                 .unwrap();

@@ -263,6 +263,9 @@ pub struct ClusterObjects {
     /// Workloads (`scheduling.k8s.io/v1alpha1`): their pod groups' gang policies. With none, the Workload API is
     /// taken as not served and a pod's `workloadRef` is ignored, as by the worker.
     pub workloads: Vec<Workload>,
+    /// The cluster's Kubernetes version: the kube-scheduler minor the simulation behaves as (callers pass the
+    /// rule set's, [`crate::RuleSet::kubernetes_version`]; the default is the newest supported).
+    pub kubernetes_version: crate::KubernetesVersion,
     /// PodGroups (`scheduling.x-k8s.io/v1alpha1`): Coscheduling's groups. A labelled pod whose PodGroup is not
     /// given is told as one whose PodGroup does not exist.
     pub pod_groups: Vec<PodGroupObject>,
@@ -283,6 +286,7 @@ pub fn simulate_in(
         storage,
         workloads,
         pod_groups,
+        kubernetes_version,
     } = cluster;
     let mut gangs = Gangs::new(policy, workloads, pod_groups, &existing, &pods);
     let (bound, pending): (Vec<Pod>, Vec<Pod>) = existing.into_iter().partition(|pod| {
@@ -313,7 +317,7 @@ pub fn simulate_in(
         let group = gangs.queue_order(pod);
         (priority, group.is_none(), group.map(|g| (g.time, g.name)))
     });
-    let engine = policy.engine_with_post_filters(seed)?;
+    let engine = policy.engine_with_post_filters(seed, kubernetes_version)?;
     let filters: Vec<String> = engine.filter_names().map(str::to_string).collect();
     let mut placer = Placer {
         engine,
@@ -542,7 +546,14 @@ mod tests {
                 placement.message.as_deref(),
                 Some("0/2 nodes are available: 2 Insufficient cpu.")
             );
-            assert_eq!(placement.post_filter_message, None, "a preemption appends nothing");
+            // The newest minor (the default) says where the preemption placed the pod; before v1.37 nothing.
+            assert_eq!(
+                placement.post_filter_message,
+                Some(format!(
+                    "preemption: found a potential placement for pod on node {node}, preempting {} victims",
+                    victims.len()
+                ))
+            );
             assert_eq!(
                 placement.preemption,
                 Some(PreemptionReport {

@@ -84,6 +84,19 @@ pub async fn client_for(kubeconfig: &Path) -> Client {
     Client::try_from(config).expect("client")
 }
 
+/// The supported Kubernetes version the plane's kube-apiserver runs (its `/version`): what a test comparing
+/// Ruleplane with the plane's own kube-scheduler makes the engine behave as.
+pub async fn plane_version(client: &Client) -> ruleplane_config::KubernetesVersion {
+    let info = client.apiserver_version().await.expect("the apiserver's /version");
+    match ruleplane_config::KubernetesVersion::of_server(&info.major, &info.minor) {
+        Ok(ruleplane_config::ServerVersion::Supported(version)) => version,
+        _ => panic!(
+            "the plane's kube-apiserver {} is not a supported version",
+            info.git_version
+        ),
+    }
+}
+
 /// Creates a fresh namespace named after the test: tests run in parallel and never share one. It is not deleted
 /// at the end (namespaces do finish deleting, kube-controller-manager runs): what a failed test left is there to
 /// look at until the plane stops.

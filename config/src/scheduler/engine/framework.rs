@@ -13,6 +13,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::KubernetesVersion;
+
+use super::behaviour::Behaviour;
 use super::decision::{Decision, NodeResult, Outcome, PluginScore, ScheduleError};
 use super::features::{Feature, needed_features, unsupported_verdict};
 use super::field::FieldPath;
@@ -73,6 +76,8 @@ struct Compiled {
     tie_break: TieBreak,
     /// DefaultPreemption's args from the profile, for [`Engine::enable_preemption`].
     preemption_args: super::args::DefaultPreemptionArgs,
+    /// Which kube-scheduler minor's behaviour the plugins and the PostFilter chain follow.
+    behaviour: Behaviour,
     /// Keep each feasible node's per-plugin score breakdown in the decision (explain, fidelity); a scheduler
     /// that only binds turns it off and keeps the totals.
     breakdown: bool,
@@ -86,8 +91,16 @@ struct Prepared<'a> {
 }
 
 impl Engine {
-    /// Compiles and checks a profile; `seed` seeds random tie-breaking.
+    /// [`Engine::for_version`] as kube-scheduler v1.35, the oldest supported (unit tests, profile checks that do
+    /// not depend on the version).
     pub fn new(profile: &Profile, seed: u64) -> Result<Engine, ProfileError> {
+        Engine::for_version(profile, KubernetesVersion::OLDEST, seed)
+    }
+
+    /// Compiles and checks a profile to behave as kube-scheduler of `version`; `seed` seeds random
+    /// tie-breaking.
+    pub fn for_version(profile: &Profile, version: KubernetesVersion, seed: u64) -> Result<Engine, ProfileError> {
+        let behaviour = Behaviour::of(version);
         if profile.percentage_of_nodes_to_score > 100 {
             return Err(ProfileError::InvalidPercentage(profile.percentage_of_nodes_to_score));
         }
@@ -116,7 +129,7 @@ impl Engine {
                 errors,
             })?;
         let mut filters: Vec<BuiltFilter> = Vec::new();
-        for entry in &profile.filters {
+        for entry in behaviour.filter_order(&profile.filters) {
             let built = build_filter(entry, &profile.args)?;
             if filters.iter().any(|(name, _)| *name == built.0) {
                 return Err(ProfileError::DuplicateName {
@@ -129,7 +142,7 @@ impl Engine {
         let mut scores: Vec<BuiltScore> = Vec::new();
         let mut total_weight: i64 = 0;
         for entry in &profile.scores {
-            let built = build_score(entry, &profile.args)?;
+            let built = build_score(entry, &profile.args, behaviour)?;
             if scores.iter().any(|(name, _, _)| *name == built.0) {
                 return Err(ProfileError::DuplicateName {
                     name: built.0.to_string(),
@@ -151,6 +164,7 @@ impl Engine {
                 ignored_features: profile.ignored_features.clone(),
                 tie_break: profile.tie_break,
                 preemption_args: profile.args.default_preemption.clone(),
+                behaviour,
                 breakdown: true,
             },
             next_start_node_index: 0,
@@ -176,6 +190,7 @@ impl Engine {
             dynamic_resources: true,
             preemption: self.compiled.preemption_args.clone(),
             victim_schedulers: None,
+            behaviour: self.compiled.behaviour,
         });
     }
 
@@ -202,6 +217,11 @@ impl Engine {
     /// Sets the PostFilter chain (`None`: no PostFilter plugins, kube-scheduler then never preempts).
     pub fn set_post_filters(&mut self, post_filters: Option<PostFilters>) {
         self.post_filters = post_filters;
+    }
+
+    /// Which kube-scheduler minor the engine behaves as.
+    pub fn behaviour(&self) -> Behaviour {
+        self.compiled.behaviour
     }
 
     /// The filters' names in the order they run.

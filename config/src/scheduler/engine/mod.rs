@@ -4,6 +4,7 @@
 // [`Engine::schedule`] for each pending pod; [`Snapshot::assume`] the chosen node so the next decision sees it.
 
 pub mod args;
+pub mod behaviour;
 pub mod csi_translation;
 mod decision;
 pub mod declarative;
@@ -32,6 +33,7 @@ pub mod volume_plan;
 #[cfg(test)]
 mod tests;
 
+pub use behaviour::Behaviour;
 pub use decision::{Decision, NodeResult, Outcome, PluginScore, ScheduleError};
 #[cfg(test)]
 use framework::heap_top;

@@ -22,6 +22,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 
 use super::args::DefaultPreemptionArgs;
+use super::behaviour::Behaviour;
 use super::field::FieldPath;
 use super::labels::Selector;
 use super::nominated::Nominator;
@@ -97,8 +98,8 @@ pub enum Nominate {
 /// The PostFilter chain's result for an unschedulable pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PostFilter {
-    /// kube-scheduler's `PostFilterMsg`, appended to the FitError after a space; `None` when preemption found a
-    /// node (kube-scheduler appends nothing then).
+    /// kube-scheduler's `PostFilterMsg`, appended to the FitError after a space; when preemption found a node,
+    /// `None` before v1.37 (nothing appended), v1.37's placement text from then on.
     pub message: Option<String>,
     /// The preemptor's nomination.
     pub nominate: Nominate,
@@ -116,6 +117,8 @@ pub struct PostFilters {
     /// When set, only pods whose `spec.schedulerName` is one of these may be victims (Ruleplane's victim-scope
     /// option, kube-scheduler's `IsEligiblePod` hook); `None` is kube-scheduler's rule: any lower-priority pod.
     pub victim_schedulers: Option<Arc<BTreeSet<String>>>,
+    /// The kube-scheduler minor whose texts the chain writes.
+    pub behaviour: Behaviour,
 }
 
 impl Default for PostFilters {
@@ -125,6 +128,7 @@ impl Default for PostFilters {
             dynamic_resources: true,
             preemption: DefaultPreemptionArgs::default(),
             victim_schedulers: None,
+            behaviour: Behaviour::of(crate::KubernetesVersion::V1_35),
         }
     }
 }
@@ -171,12 +175,17 @@ pub(crate) fn run_post_filters(
                 preemption: None,
             };
         }
-        reasons.push(NO_CLAIMS_TO_DEALLOCATE.to_string());
+        if chain.behaviour.dynamic_resources_explains_no_claims() {
+            reasons.push(NO_CLAIMS_TO_DEALLOCATE.to_string());
+        }
     }
     let (nominate, preemption) = match preempt(chain, snapshot, nominator, pod, statuses, rng, fits) {
         Evaluation::Nominated(preemption) => {
             return PostFilter {
-                message: None,
+                message: chain
+                    .behaviour
+                    .preemption_reports_its_placement()
+                    .then(|| placement_message(&preemption)),
                 nominate: Nominate::Set(preemption.node.clone()),
                 preemption: Some(preemption),
             };
@@ -199,6 +208,16 @@ pub(crate) fn run_post_filters(
         nominate,
         preemption,
     }
+}
+
+/// v1.37's DefaultPreemption status on success (`preemption.go` `Preempt`, prefixed by `PostFilter`); the chain
+/// returns it alone, without DynamicResources' reason.
+fn placement_message(preemption: &Preemption) -> String {
+    format!(
+        "preemption: found a potential placement for pod on node {}, preempting {} victims",
+        preemption.node,
+        preemption.victims.len()
+    )
 }
 
 /// DefaultPreemption's `Preempt` result.

@@ -207,9 +207,10 @@ pub async fn run(
     stop: CancellationToken,
 ) -> Result<(), WorkerError> {
     let name = policy.metadata.name.clone();
-    // DefaultPreemption (with DynamicResources' PostFilter before it) is on when the profile has it.
+    // DefaultPreemption (with DynamicResources' PostFilter before it) is on when the profile has it; the engine
+    // behaves as the kube-scheduler of the apiserver's minor.
     let mut engine = policy
-        .engine_with_post_filters(seed())
+        .engine_with_post_filters(seed(), ctx.kubernetes_version)
         .map_err(|error| WorkerError::Unrunnable {
             rule: name.clone(),
             reason: error.to_string(),
@@ -1105,7 +1106,11 @@ mod tests {
     async fn a_relist_without_a_pending_pod_settles_it() {
         let policy = policy();
         let scheduler = Arc::new(PodScheduler {
-            engine: Mutex::new(policy.engine_with_post_filters(1).expect("an engine")),
+            engine: Mutex::new(
+                policy
+                    .engine_with_post_filters(1, ruleplane_config::KubernetesVersion::NEWEST)
+                    .expect("an engine"),
+            ),
             hints: QueueingHints::new(policy.profile()),
             policy,
             ctx: crate::context::offline_context(),

@@ -22,6 +22,7 @@ use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::sync::Arc;
 
+use super::behaviour::Behaviour;
 use super::pod_info::PodInfo;
 use super::profile::{FilterEntry, FilterPlugin, PluginArgs, ProfileError, ScoreEntry, ScorePlugin};
 use super::snapshot::{NodeInfo, Snapshot};
@@ -164,7 +165,7 @@ pub fn build_filter(entry: &FilterEntry, args: &PluginArgs) -> Result<BuiltFilte
 }
 
 /// Builds a score from a profile entry, validating its args and weight (0 means 1).
-pub fn build_score(entry: &ScoreEntry, args: &PluginArgs) -> Result<BuiltScore, ProfileError> {
+pub fn build_score(entry: &ScoreEntry, args: &PluginArgs, behaviour: Behaviour) -> Result<BuiltScore, ProfileError> {
     let (plugin, weight) = match entry {
         ScoreEntry::NodeLabel(label_args) => {
             let path = label_args.compile().map_err(|e| invalid_args(&label_args.name, e))?;
@@ -197,9 +198,9 @@ pub fn build_score(entry: &ScoreEntry, args: &PluginArgs) -> Result<BuiltScore, 
         ScorePlugin::NodeResourcesBalancedAllocation => {
             let balanced = args.node_resources_balanced_allocation.defaulted();
             balanced.validate().map_err(|e| invalid_args(plugin.as_str(), e))?;
-            Box::new(balanced_allocation::BalancedAllocation::new(&balanced))
+            Box::new(balanced_allocation::BalancedAllocation::new(&balanced, behaviour))
         }
-        ScorePlugin::ImageLocality => Box::new(image_locality::ImageLocality),
+        ScorePlugin::ImageLocality => Box::new(image_locality::ImageLocality::new(behaviour)),
         ScorePlugin::PodTopologySpread => {
             args.pod_topology_spread
                 .validate()

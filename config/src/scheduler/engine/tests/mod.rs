@@ -13,6 +13,7 @@ mod preemption;
 mod quantity;
 mod queueing_hints;
 mod snapshot;
+mod versions;
 mod volume_binding;
 mod volume_hints;
 mod volume_limits;

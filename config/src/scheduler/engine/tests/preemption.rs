@@ -908,6 +908,7 @@ fn an_unresolvable_pre_filter_ends_the_chain_at_dynamic_resources() {
         dynamic_resources: false,
         preemption: DefaultPreemptionArgs::default(),
         victim_schedulers: None,
+        behaviour: engine.behaviour(),
     }));
     let decision = decide(&mut engine, &snapshot, pod("p", "1", 10, pinned));
     assert_eq!(

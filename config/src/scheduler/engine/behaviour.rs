@@ -1,0 +1,89 @@
+//! Which kube-scheduler minor the engine behaves as: every v1.35/v1.36/v1.37 difference it mirrors, decided here.
+
+// The engine gets a Kubernetes version once, when it is built (`Engine::for_version`); plugins and the PostFilter
+// chain ask this type, never the version, so each difference is one named question with its upstream source. Only
+// differences that change a verdict, a score, a message or an Event of a pod without gangs or resource claims
+// are here; `docs/scheduler.md` ("Behaviour by Kubernetes version") lists them with how each is tested.
+
+use super::profile::{FilterEntry, FilterPlugin};
+use crate::KubernetesVersion;
+
+/// kube-scheduler's behaviour at one supported minor version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Behaviour(KubernetesVersion);
+
+/// Which image volumes (`spec.volumes[].image`) ImageLocality counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageVolumes {
+    /// v1.35: containers' images only.
+    Ignored,
+    /// v1.36: an image volume on the node adds to the sum; the threshold still counts containers only.
+    InSum,
+    /// v1.37: in the sum and in the image count the threshold is scaled by.
+    InSumAndCount,
+}
+
+impl Behaviour {
+    /// kube-scheduler of `version`'s behaviour.
+    pub fn of(version: KubernetesVersion) -> Behaviour {
+        Behaviour(version)
+    }
+
+    /// The version behaved as.
+    pub fn version(self) -> KubernetesVersion {
+        self.0
+    }
+
+    /// NodeResourcesBalancedAllocation scores how much the pod improves the node's balance,
+    /// `50 + (50 + withPod − withoutPod) / 2`, instead of the balance with the pod alone (v1.36:
+    /// `noderesources/balanced_allocation.go` `balancedResourceScorer`).
+    pub fn balance_scores_the_change(self) -> bool {
+        self.0 >= KubernetesVersion::V1_36
+    }
+
+    /// What ImageLocality makes of image volumes (v1.36 and v1.37: `imagelocality/image_locality.go`
+    /// `sumImageScores`, `calculatePriority`).
+    pub fn image_volumes(self) -> ImageVolumes {
+        match self.0 {
+            KubernetesVersion::V1_35 => ImageVolumes::Ignored,
+            KubernetesVersion::V1_36 => ImageVolumes::InSum,
+            KubernetesVersion::V1_37 => ImageVolumes::InSumAndCount,
+        }
+    }
+
+    /// NodeName filters before NodeUnschedulable, so a node failing both is reported by NodeName (v1.37:
+    /// `apis/config/v1/default_plugins.go` `getDefaultPlugins`).
+    pub fn node_name_filters_first(self) -> bool {
+        self.0 >= KubernetesVersion::V1_37
+    }
+
+    /// A successful preemption says where it placed the pod, `preemption: found a potential placement for pod on
+    /// node N, preempting V victims`, appended to FailedScheduling (v1.37: `framework/preemption/preemption.go`
+    /// `Preempt`; before, a success appends nothing).
+    pub fn preemption_reports_its_placement(self) -> bool {
+        self.0 >= KubernetesVersion::V1_37
+    }
+
+    /// DynamicResources' PostFilter gives a reason, `no new claims to deallocate`, for a pod without claims, which
+    /// FailedScheduling carries before DefaultPreemption's; from v1.37 it rejects without one
+    /// (`dynamicresources/dynamicresources.go` `PostFilter`).
+    pub fn dynamic_resources_explains_no_claims(self) -> bool {
+        self.0 <= KubernetesVersion::V1_36
+    }
+
+    /// The profile's filters in the order this version runs them: the profile lists built-in filters in v1.35's
+    /// default order (NodeUnschedulable, then NodeName); from v1.37 NodeName comes first.
+    pub fn filter_order(self, filters: &[FilterEntry]) -> Vec<&FilterEntry> {
+        let mut ordered: Vec<&FilterEntry> = filters.iter().collect();
+        if self.node_name_filters_first() {
+            let at = |plugin| ordered.iter().position(|e| **e == FilterEntry::Plugin(plugin));
+            if let (Some(unschedulable), Some(name)) = (at(FilterPlugin::NodeUnschedulable), at(FilterPlugin::NodeName))
+                && name > unschedulable
+            {
+                let entry = ordered.remove(name);
+                ordered.insert(unschedulable, entry);
+            }
+        }
+        ordered
+    }
+}
