@@ -108,10 +108,11 @@ impl RuleSet {
 
     /// Reconciler rules.
     /// What `ruleplane validate` warns about: valid rules with forms worth a second look (raw template output,
-    /// Secret data in a status), in load order.
+    /// Secret data in a status) in load order, then the CRDs' CEL rules that are not checked offline.
     pub fn warnings(&self) -> Vec<crate::reconciler::RuleWarning> {
         self.reconcilers()
             .flat_map(crate::reconciler::reconciler_warnings)
+            .chain(crate::object_schema::KindSchemas::of_rule_set(self).skipped_rule_warnings())
             .collect()
     }
 

@@ -5,8 +5,9 @@
 //! `openapi_snapshot` integration test), kinds of CRDs from their `openAPIV3Schema`. What is checked is what the
 //! apiserver rejects an apply for: fields the schema does not declare, types, required fields, enums, integer
 //! formats, base64 bytes, quantities, and for CRDs the value limits of their schema (minimum/maximum, lengths,
-//! item counts, patterns). CEL rules (`x-kubernetes-validations`) and built-in kinds' Go validation beyond the
-//! schema stay the apiserver's: at run time it remains the authority.
+//! item counts, patterns), and the schemas' CEL rules (`x-kubernetes-validations`, see `cel.rs`: what cannot be
+//! evaluated offline is skipped, never failed). Built-in kinds' Go validation beyond the schema stays the
+//! apiserver's: at run time it remains the authority.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::{self, Write as _};
@@ -14,7 +15,11 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value, json};
 
+mod cel;
+mod cel_functions;
 mod synthetic;
+
+pub use cel::{COST_BUDGET, SkippedRule};
 
 /// The compact snapshot of the built-in kinds' schemas.
 const BUILTIN_SNAPSHOT: &str = include_str!("../../schemas/kubernetes.json");
@@ -84,13 +89,17 @@ pub enum PathSegment {
 pub struct KindSchemas {
     /// `apiVersion kind` → the compacted `openAPIV3Schema` of that CRD version.
     custom: HashMap<String, Value>,
+    /// The CEL rules of the `custom` schemas, compiled once.
+    cel: cel::Rules,
 }
 
 impl KindSchemas {
     /// Adds the schema of one served version of a CRD (`openAPIV3Schema` as written in the CRD).
     pub fn add_custom(&mut self, api_version: &str, kind: &str, open_api_v3_schema: &Value) {
-        self.custom
-            .insert(kind_key(api_version, kind), compact(open_api_v3_schema, &mut |_| None));
+        let key = kind_key(api_version, kind);
+        let compacted = compact(open_api_v3_schema, &mut |_| None);
+        self.cel.compile_schema(&key, &compacted);
+        self.custom.insert(key, compacted);
     }
 
     /// The built-in snapshot plus the schema of every served version the rule set's ResourceDefinitions declare
@@ -105,13 +114,21 @@ impl KindSchemas {
                 let schema = version.schema.as_ref().map_or(&open, |s| &s.open_api_v3_schema);
                 schemas.add_custom(&api_version, &definition.names.kind, schema);
             }
+            schemas.cel.locate_skipped(&definition.source);
         }
         for installed in rules.installed().kinds() {
             for (version, schema) in &installed.schemas {
                 schemas.add_custom(&format!("{}/{version}", installed.group), &installed.kind, schema);
             }
+            schemas.cel.locate_skipped(&installed.source);
         }
         schemas
+    }
+
+    /// The CEL rules of the CRDs' schemas that are not evaluated offline, each with why, as warnings located at
+    /// the ResourceDefinition or CRD manifest (transition rules are not among them: skipping those is expected).
+    pub fn skipped_rule_warnings(&self) -> Vec<crate::reconciler::RuleWarning> {
+        self.cel.warnings()
     }
 
     /// Whether a schema is known for this kind.
@@ -129,6 +146,7 @@ impl KindSchemas {
             definitions: &builtin().definitions,
             problems: Vec::new(),
             path: Vec::new(),
+            cel: [&self.cel, cel::builtin_rules(&builtin().definitions)],
         };
         if let Some(custom) = self.custom.get(&key) {
             checker.check_custom_resource(custom, object);
@@ -226,6 +244,9 @@ pub fn compact(node: &Value, reference: &mut dyn FnMut(&str) -> Option<String>) 
     }
     if object.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true)) {
         out.insert("embeddedResource".into(), true.into());
+    }
+    if let Some(rules) = object.get("x-kubernetes-validations").and_then(Value::as_array) {
+        out.insert("validations".into(), rules.clone().into());
     }
     if let Some(properties) = object.get("properties").and_then(Value::as_object) {
         let compacted: Map<String, Value> = properties
@@ -333,6 +354,8 @@ pub fn builtin_snapshot(kubernetes_version: &str, documents: &[Value], kinds: &[
 
 struct Checker<'a> {
     definitions: &'a HashMap<String, Value>,
+    /// The compiled CEL rules: the CRDs', the built-in definitions'.
+    cel: [&'a cel::Rules; 2],
     problems: Vec<SchemaProblem>,
     path: Vec<PathSegment>,
 }
@@ -369,6 +392,7 @@ impl Checker<'_> {
             }
         }
         self.check_required(schema, fields);
+        self.check_rules(schema, object, true);
     }
 
     fn check(&mut self, schema: &Value, value: &Value, depth: usize) {
@@ -404,6 +428,7 @@ impl Checker<'_> {
             _ => {}
         }
         self.check_enum(schema, value);
+        self.check_rules(schema, value, false);
     }
 
     fn check_object(&mut self, schema: &Value, value: &Value, depth: usize) {
