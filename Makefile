@@ -3,7 +3,7 @@ CACHE_DIR        ?= $(or $(RULEPLANE_CACHE),$(if $(XDG_CACHE_HOME),$(XDG_CACHE_H
 export CARGO_TARGET_DIR ?= $(CACHE_DIR)/target
 CLUSTER          := tests/control-plane/cluster.sh
 
-.PHONY: demo test soak lint fmt build install check-install image dist bench control-plane cluster-up cluster-down cluster-status
+.PHONY: demo test test-matrix soak lint fmt build install check-install image dist bench control-plane cluster-up cluster-down cluster-status
 
 ## demo: bring up the local control plane (building it the first time) and run the manager on examples/
 demo: build cluster-up
@@ -18,6 +18,11 @@ test: control-plane
 	@# A debug install here reuses the test build; a release one would add a cold release build to every CI run.
 	@$(MAKE) --no-print-directory check-install INSTALL_FLAGS=--debug
 	$(CARGO_TARGET_DIR)/debug/ruleplane test examples/ --crds examples/crds
+
+## test-matrix: the integration tests whose behaviour depends on the Kubernetes version, on every supported
+## version but the default (each plane built once; docs/compatibility.md). K8S_VERSION=1.36 make test runs all.
+test-matrix: control-plane
+	tests/control-plane/matrix.sh
 
 ## soak: the chaos soak (tests/chaos) for 30 minutes: replicas killed, frozen and cut off from a restarted
 ## kube-apiserver under a stream of changes and pods; `make test` runs it for 150 s

@@ -398,7 +398,9 @@ mod tests {
 
 /// The supported Kubernetes version to behave as on this apiserver: its own minor, or the nearest end of the
 /// supported window with a warning (as kubectl warns of skew).
-fn behave_as(info: &k8s_openapi::apimachinery::pkg::version::Info) -> anyhow::Result<ruleplane_config::KubernetesVersion> {
+fn behave_as(
+    info: &k8s_openapi::apimachinery::pkg::version::Info,
+) -> anyhow::Result<ruleplane_config::KubernetesVersion> {
     use ruleplane_config::{KubernetesVersion, ServerVersion};
     let server = KubernetesVersion::of_server(&info.major, &info.minor)
         .with_context(|| format!("reading the apiserver's version {}", info.git_version))?;

@@ -1,6 +1,6 @@
-//! The built-in kinds' schema snapshot (`config/schemas/kubernetes.json`) against the project's own
-//! kube-apiserver: fails when stale; `RULEPLANE_UPDATE_SCHEMA_SNAPSHOT=1` rewrites it
-//! (`tests/control-plane/update-schema-snapshot.sh`).
+//! The built-in kinds' schema snapshot of the plane's Kubernetes version (`config/schemas/kubernetes-<minor>.json`)
+//! against the project's own kube-apiserver of that version: fails when stale; `RULEPLANE_UPDATE_SCHEMA_SNAPSHOT=1`
+//! rewrites it (`tests/control-plane/update-schema-snapshot.sh`, once per supported version).
 
 use std::collections::BTreeSet;
 
@@ -12,7 +12,15 @@ use crate::support::admin_client;
 #[tokio::test]
 async fn the_builtin_schema_snapshot_is_the_apiservers() {
     let client = admin_client().await;
-    let version = client.apiserver_version().await.expect("version").git_version;
+    let info = client.apiserver_version().await.expect("version");
+    let version = info.git_version.clone();
+    let minor = ruleplane_config::KubernetesVersion::of_server(&info.major, &info.minor)
+        .ok()
+        .and_then(|v| match v {
+            ruleplane_config::ServerVersion::Supported(v) => Some(v),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the plane's kube-apiserver {version} is not a supported version"));
     let group_versions: BTreeSet<&str> = BUILTIN_KINDS.iter().map(|k| k.api_version).collect();
     let mut documents = Vec::new();
     for group_version in group_versions {
@@ -30,7 +38,8 @@ async fn the_builtin_schema_snapshot_is_the_apiservers() {
     }
     let kinds: Vec<(&str, &str)> = BUILTIN_KINDS.iter().map(|k| (k.api_version, k.kind)).collect();
     let fresh = builtin_snapshot(&version, &documents, &kinds);
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/schemas/kubernetes.json");
+    let file = format!("config/schemas/kubernetes-{minor}.json");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(&file);
     if std::env::var("RULEPLANE_UPDATE_SCHEMA_SNAPSHOT").as_deref() == Ok("1") {
         std::fs::write(&path, &fresh).expect("write the snapshot");
         return;
@@ -46,7 +55,7 @@ async fn the_builtin_schema_snapshot_is_the_apiservers() {
     }
     assert!(
         committed == fresh,
-        "config/schemas/kubernetes.json is stale for kube-apiserver {version}: run \
-         tests/control-plane/update-schema-snapshot.sh and review the diff"
+        "{file} is stale for kube-apiserver {version}: run \
+         K8S_VERSION={minor} tests/control-plane/update-schema-snapshot.sh and review the diff"
     );
 }

@@ -15,14 +15,23 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value, json};
 
+use crate::KubernetesVersion;
+
 mod cel;
 mod cel_functions;
 mod synthetic;
 
 pub use cel::{COST_BUDGET, SkippedRule};
 
-/// The compact snapshot of the built-in kinds' schemas.
-const BUILTIN_SNAPSHOT: &str = include_str!("../../schemas/kubernetes.json");
+/// The compact snapshot of the built-in kinds' schemas of each supported Kubernetes version
+/// (`config/schemas/kubernetes-<minor>.json`).
+fn builtin_snapshot_text(version: KubernetesVersion) -> &'static str {
+    match version {
+        KubernetesVersion::V1_35 => include_str!("../../schemas/kubernetes-1.35.json"),
+        KubernetesVersion::V1_36 => include_str!("../../schemas/kubernetes-1.36.json"),
+        KubernetesVersion::V1_37 => include_str!("../../schemas/kubernetes-1.37.json"),
+    }
+}
 /// The definition every object's `metadata` is checked against.
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
@@ -41,6 +50,8 @@ pub struct SchemaProblem {
 }
 
 const MISSING_FIELD: &str = "required field is missing";
+/// A field the schema does not declare (what the apiserver's strict field validation refuses).
+const NOT_DECLARED: &str = "field not declared in schema";
 
 impl SchemaProblem {
     /// Whether the problem is a required field that is absent (its path ends in the missing field).
@@ -91,6 +102,8 @@ pub struct KindSchemas {
     custom: HashMap<String, Value>,
     /// The CEL rules of the `custom` schemas, compiled once.
     cel: cel::Rules,
+    /// Whose built-in schemas objects are checked against.
+    version: KubernetesVersion,
 }
 
 impl KindSchemas {
@@ -106,7 +119,7 @@ impl KindSchemas {
     /// (a version without a schema accepts any fields, as its CRD does) and of the CRD manifests it was loaded
     /// with (`--crds`).
     pub fn of_rule_set(rules: &crate::RuleSet) -> Self {
-        let mut schemas = KindSchemas::default();
+        let mut schemas = KindSchemas::for_version(rules.kubernetes_version());
         for definition in rules.resource_definitions() {
             for version in definition.spec.versions.iter().filter(|v| v.served) {
                 let api_version = format!("{}/{}", definition.names.group, version.name);
@@ -131,27 +144,77 @@ impl KindSchemas {
         self.cel.warnings()
     }
 
+    /// No CRD schemas, and the built-in schemas of `version`.
+    pub fn for_version(version: KubernetesVersion) -> Self {
+        KindSchemas {
+            custom: HashMap::new(),
+            cel: cel::Rules::default(),
+            version,
+        }
+    }
+
+    /// The Kubernetes version whose built-in schemas are used.
+    pub fn kubernetes_version(&self) -> KubernetesVersion {
+        self.version
+    }
+
     /// Whether a schema is known for this kind.
     pub fn knows(&self, api_version: &str, kind: &str) -> bool {
         let key = kind_key(api_version, kind);
-        self.custom.contains_key(&key) || builtin().kinds.contains_key(&key)
+        self.custom.contains_key(&key) || builtin(self.version).kinds.contains_key(&key)
     }
 
     /// The problems of `object` against its kind's schema; `None` when no schema is known for its kind.
     pub fn check(&self, object: &Value) -> Option<Vec<SchemaProblem>> {
+        let mut problems = self.check_as(self.version, object)?;
+        // A field the checked version lacks but another supported one serves is said so: the rule may be right
+        // for a newer cluster (or written for an older one), and the user may be checking against the wrong one.
+        for problem in problems.iter_mut().filter(|p| p.message == NOT_DECLARED) {
+            let declared_in = |version: &KubernetesVersion| {
+                self.check_as(*version, object).is_some_and(|found| {
+                    !found
+                        .iter()
+                        .any(|p| p.message == NOT_DECLARED && p.path == problem.path)
+                })
+            };
+            let newer = KubernetesVersion::ALL
+                .into_iter()
+                .filter(|v| *v > self.version)
+                .find(declared_in);
+            let older = KubernetesVersion::ALL
+                .into_iter()
+                .rev()
+                .filter(|v| *v < self.version)
+                .find(declared_in);
+            let served = match (newer, older) {
+                (Some(from), _) => format!("served from Kubernetes {from}"),
+                (None, Some(until)) => format!("served until Kubernetes {until}"),
+                (None, None) => continue,
+            };
+            problem.message = format!(
+                "{NOT_DECLARED}: {served}; checking against {} (--kubernetes-version)",
+                self.version
+            );
+        }
+        Some(problems)
+    }
+
+    /// The problems of `object` against the built-in schemas of `version` (and the CRDs' schemas).
+    fn check_as(&self, version: KubernetesVersion, object: &Value) -> Option<Vec<SchemaProblem>> {
         let api_version = object.get("apiVersion")?.as_str()?;
         let kind = object.get("kind")?.as_str()?;
         let key = kind_key(api_version, kind);
+        let builtin = builtin(version);
         let mut checker = Checker {
-            definitions: &builtin().definitions,
+            definitions: &builtin.definitions,
             problems: Vec::new(),
             path: Vec::new(),
-            cel: [&self.cel, cel::builtin_rules(&builtin().definitions)],
+            cel: [&self.cel, cel::builtin_rules(&builtin.definitions)],
         };
         if let Some(custom) = self.custom.get(&key) {
             checker.check_custom_resource(custom, object);
         } else {
-            let definition = builtin().kinds.get(&key)?;
+            let definition = builtin.kinds.get(&key)?;
             checker.check(&json!({ "ref": definition }), object, 0);
         }
         Some(checker.problems)
@@ -168,10 +231,15 @@ struct Builtin {
     definitions: HashMap<String, Value>,
 }
 
-fn builtin() -> &'static Builtin {
-    static BUILTIN: OnceLock<Builtin> = OnceLock::new();
-    BUILTIN.get_or_init(|| {
-        let Ok(snapshot) = serde_json::from_str::<Value>(BUILTIN_SNAPSHOT) else {
+fn builtin(version: KubernetesVersion) -> &'static Builtin {
+    static BUILTIN: [OnceLock<Builtin>; KubernetesVersion::ALL.len()] =
+        [const { OnceLock::new() }; KubernetesVersion::ALL.len()];
+    let index = KubernetesVersion::ALL
+        .iter()
+        .position(|v| *v == version)
+        .unwrap_or_default();
+    BUILTIN[index].get_or_init(|| {
+        let Ok(snapshot) = serde_json::from_str::<Value>(builtin_snapshot_text(version)) else {
             unreachable!("the committed schema snapshot is JSON (checked by its unit test)")
         };
         let text_map = |key: &str| {
@@ -387,7 +455,7 @@ impl Checker<'_> {
                 _ => match properties.and_then(|p| p.get(name)) {
                     Some(property) => self.field(name, |c| c.check(property, value, 1)),
                     None if schema.get("preserveUnknownFields") == Some(&Value::Bool(true)) => {}
-                    None => self.field(name, |c| c.problem("field not declared in schema".to_owned())),
+                    None => self.field(name, |c| c.problem(NOT_DECLARED.to_owned())),
                 },
             }
         }
@@ -454,7 +522,7 @@ impl Checker<'_> {
                     }
                     Some(Value::Bool(true)) => {}
                     _ if open || preserve => {}
-                    _ => self.field(name, |c| c.problem("field not declared in schema".to_owned())),
+                    _ => self.field(name, |c| c.problem(NOT_DECLARED.to_owned())),
                 }
             }
         }

@@ -15,7 +15,7 @@ impl KindSchemas {
     /// known. `metadata` is a plain one (name, namespace, uid, generation), not every field of ObjectMeta.
     pub fn synthetic_object(&self, api_version: &str, kind: &str, namespace: Option<&str>) -> Option<Value> {
         let key = kind_key(api_version, kind);
-        let builtin = builtin();
+        let builtin = builtin(self.version);
         let mut object = match self.custom.get(&key) {
             Some(schema) => synthesize(builtin, schema, 0),
             None => synthesize(builtin, &json!({ "ref": builtin.kinds.get(&key)? }), 0),

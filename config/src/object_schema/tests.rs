@@ -23,20 +23,19 @@ fn pod_template(container: Value) -> Value {
 }
 
 #[test]
-fn the_snapshot_is_json_and_knows_every_builtin_kind() {
-    let snapshot: Value = serde_json::from_str(BUILTIN_SNAPSHOT).expect("JSON");
-    assert!(
-        snapshot["kubernetesVersion"]
-            .as_str()
-            .is_some_and(|v| v.starts_with("v1."))
-    );
-    for kind in crate::BUILTIN_KINDS {
-        assert!(
-            KindSchemas::default().knows(kind.api_version, kind.kind),
-            "{} {}",
-            kind.api_version,
-            kind.kind
-        );
+fn each_versions_snapshot_is_json_of_that_version_and_knows_every_builtin_kind() {
+    for version in KubernetesVersion::ALL {
+        let snapshot: Value = serde_json::from_str(builtin_snapshot_text(version)).expect("JSON");
+        let written = snapshot["kubernetesVersion"].as_str().expect("a version");
+        assert!(written.starts_with(&format!("v{version}.")), "{version}: {written}");
+        for kind in crate::BUILTIN_KINDS {
+            assert!(
+                KindSchemas::for_version(version).knows(kind.api_version, kind.kind),
+                "{version}: {} {}",
+                kind.api_version,
+                kind.kind
+            );
+        }
     }
 }
 
@@ -175,5 +174,48 @@ fn the_schemas_of_crd_manifests_given_with_crds_check_children_of_their_kinds() 
             "12:9 child `certificate` (certs.example.org/v1 Certificate example): spec.secretName: required field is \
              missing (the apiserver would reject this apply)",
         ]
+    );
+}
+
+#[test]
+fn a_field_of_another_supported_version_is_named_with_the_version_that_serves_it() {
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+        "spec": {"scheduling": {}, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    let on = |version: KubernetesVersion, object: &Value| -> Vec<String> {
+        let problems = KindSchemas::for_version(version).check(object).expect("a known kind");
+        problems.iter().map(ToString::to_string).collect()
+    };
+    assert_eq!(on(KubernetesVersion::V1_37, &job), Vec::<String>::new());
+    assert_eq!(
+        on(KubernetesVersion::V1_36, &job),
+        [
+            "spec.scheduling: field not declared in schema: served from Kubernetes 1.37; checking against 1.36 \
+          (--kubernetes-version)"
+        ]
+    );
+    let pod = |spec: Value| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec});
+    let grouped = pod(json!({"containers": [{"name": "c"}], "schedulingGroup": {"podGroupName": "g"}}));
+    assert_eq!(on(KubernetesVersion::V1_36, &grouped), Vec::<String>::new());
+    assert_eq!(
+        on(KubernetesVersion::V1_35, &grouped),
+        [
+            "spec.schedulingGroup: field not declared in schema: served from Kubernetes 1.36; checking against 1.35 \
+          (--kubernetes-version)"
+        ]
+    );
+    let referenced = pod(json!({"containers": [{"name": "c"}], "workloadRef": {"name": "w", "podGroup": "g"}}));
+    assert_eq!(on(KubernetesVersion::V1_35, &referenced), Vec::<String>::new());
+    assert_eq!(
+        on(KubernetesVersion::V1_37, &referenced),
+        [
+            "spec.workloadRef: field not declared in schema: served until Kubernetes 1.35; checking against 1.37 \
+          (--kubernetes-version)"
+        ]
+    );
+    // A field no supported version has stays a plain problem.
+    let typo = pod(json!({"containers": [{"name": "c"}], "nodeNme": "n"}));
+    assert_eq!(
+        on(KubernetesVersion::V1_37, &typo),
+        ["spec.nodeNme: field not declared in schema"]
     );
 }
