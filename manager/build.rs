@@ -7,15 +7,12 @@ fn main() {
     let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
     let repo = Path::new(&manifest_dir).join("..");
 
-    // The Kubernetes version the project is tested against (the local control plane is built at it). A source
-    // tree without tests/ (a packaged crate) says "unknown" rather than failing the build.
-    let k8s_file = repo.join("tests/control-plane/K8S_VERSION");
-    println!("cargo:rerun-if-changed={}", k8s_file.display());
-    let kubernetes = std::fs::read_to_string(&k8s_file)
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".into());
+    // The Kubernetes versions the project supports and is tested against: one local control plane module per
+    // version (tests/control-plane/modules/v1.MINOR.PATCH), said as `1.35-1.37`. A source tree without tests/ (a
+    // packaged crate) says "unknown" rather than failing the build.
+    let modules = repo.join("tests/control-plane/modules");
+    println!("cargo:rerun-if-changed={}", modules.display());
+    let kubernetes = supported_window(&modules).unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=RULEPLANE_KUBERNETES_VERSION={kubernetes}");
 
     // A build from a tarball has no git: RULEPLANE_GIT_COMMIT can say which commit it is, else "unknown".
@@ -61,4 +58,17 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
     let out = Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
     let text = String::from_utf8(out.stdout).ok()?.trim().to_owned();
     (out.status.success() && !text.is_empty()).then_some(text)
+}
+
+/// `1.35-1.37` from the module directories `v1.35.4`, `v1.36.3`, `v1.37.2`.
+fn supported_window(modules: &Path) -> Option<String> {
+    let mut minors: Vec<u32> = std::fs::read_dir(modules)
+        .ok()?
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            name.strip_prefix("v1.")?.split('.').next()?.parse().ok()
+        })
+        .collect();
+    minors.sort_unstable();
+    Some(format!("1.{}-1.{}", minors.first()?, minors.last()?))
 }

@@ -148,11 +148,14 @@ else
   where="(not root: from the host, as $(id -u))"
 fi
 
-# `ruleplane 0.1.0 (commit 1a2b3c4d5e6f, Kubernetes v1.35.4)`: the commit is known (the build had git).
+# `ruleplane 0.1.0 (commit 1a2b3c4d5e6f, Kubernetes 1.35-1.37)`: the commit is known (the build had git).
+# shellcheck source=../control-plane/versions.sh
+. "$root/tests/control-plane/versions.sh"
+window="$(k8s_supported | head -n1 | cut -d. -f1,2 | tr -d v)-$(k8s_supported | tail -n1 | cut -d. -f1,2 | tr -d v)"
 version_line=$(in_image /ruleplane --version 2>&1)
 case $version_line in
   "ruleplane $want_version (commit unknown,"*) fail "--version names the commit $where" "$version_line" ;;
-  "ruleplane $want_version (commit "*", Kubernetes $(cat "$root/tests/control-plane/K8S_VERSION"))")
+  "ruleplane $want_version (commit "*", Kubernetes $window)")
     ok "--version $where: $version_line" ;;
   *) fail "--version $where" "want: ruleplane $want_version (commit …, Kubernetes …) | got: $version_line" ;;
 esac
@@ -176,7 +179,7 @@ done
 # `run` the way the chart does, in-cluster: the API server's address from KUBERNETES_SERVICE_HOST/PORT (an IP, no
 # DNS), the service account's token and ca.crt (rustls with that CA; the image has no CA bundle), leader election
 # on a Lease. Against a private control plane of the repo's own (tests/control-plane), when it is built.
-k8s_bin="$cache/k8s/$(cat "$root/tests/control-plane/K8S_VERSION")"
+k8s_bin="$cache/k8s/$k8s_version"
 if [ "$(id -u)" -ne 0 ]; then
   skipped=$((skipped + 1)); echo "skip run in-cluster: needs root for the chroot"
 elif [ ! -x "$k8s_bin/kube-apiserver" ] || [ ! -x "$k8s_bin/kube-controller-manager" ] || [ ! -x "$cache/etcd/usr/bin/etcd" ]; then
