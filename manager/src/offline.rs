@@ -58,9 +58,7 @@ pub fn validate(args: &ValidateArgs) -> ExitCode {
         }
         OutputFormat::Text => match &result {
             Ok(rules) => {
-                for warning in rules.warnings() {
-                    eprintln!("{warning}");
-                }
+                print_warnings(rules);
                 println!("{} rule(s) valid", rules.rules().len());
             }
             Err(d) => eprintln!("{d}"),
@@ -80,13 +78,23 @@ fn read_objects(path: &Path) -> Result<Vec<Value>, String> {
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
+/// Loads the rules at `path`; its warnings (e.g. CEL rules not evaluated offline) go to standard error, as
+/// `validate` prints them, so `render` and `simulate` never hide what they did not check.
 fn load_one(path: &Path, installed: &InstalledCrds, target: &TargetVersion) -> Result<RuleSet, ExitCode> {
-    load_options(installed, target)
+    let rules = load_options(installed, target)
         .and_then(|options| ruleplane_config::load_paths_with(&[path.to_path_buf()], &options))
         .map_err(|d| {
             eprintln!("{d}");
             ExitCode::from(INVALID)
-        })
+        })?;
+    print_warnings(&rules);
+    Ok(rules)
+}
+
+fn print_warnings(rules: &RuleSet) {
+    for warning in rules.warnings() {
+        eprintln!("{warning}");
+    }
 }
 
 fn field<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a str> {
@@ -596,6 +604,7 @@ pub fn test(args: &TestArgs) -> ExitCode {
             return ExitCode::from(INVALID);
         }
     };
+    print_warnings(&rules);
     let mut texts = Vec::with_capacity(test_files.len());
     for file in &test_files {
         match std::fs::read_to_string(file) {
