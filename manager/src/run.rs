@@ -376,6 +376,25 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// The supported Kubernetes version to behave as on this apiserver: its own minor, or the nearest end of the
+/// supported window with a warning (as kubectl warns of skew).
+fn behave_as(
+    info: &k8s_openapi::apimachinery::pkg::version::Info,
+) -> anyhow::Result<ruleplane_config::KubernetesVersion> {
+    use ruleplane_config::{KubernetesVersion, ServerVersion};
+    let server = KubernetesVersion::of_server(&info.major, &info.minor)
+        .with_context(|| format!("reading the apiserver's version {}", info.git_version))?;
+    match server {
+        ServerVersion::Supported(_) => {}
+        ServerVersion::Newer(newest, _) | ServerVersion::Older(newest, _) => warn!(
+            server = %info.git_version,
+            supported = %KubernetesVersion::supported_list(),
+            "the apiserver's Kubernetes version is outside the supported window: behaving as Kubernetes {newest}"
+        ),
+    }
+    Ok(server.behave_as())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -394,21 +413,4 @@ mod tests {
         let err = parse_bind_address("localhost").unwrap_err().to_string();
         assert!(err.contains("not an address like :8080"), "{err}");
     }
-}
-
-/// The supported Kubernetes version to behave as on this apiserver: its own minor, or the nearest end of the
-/// supported window with a warning (as kubectl warns of skew).
-fn behave_as(info: &k8s_openapi::apimachinery::pkg::version::Info) -> anyhow::Result<ruleplane_config::KubernetesVersion> {
-    use ruleplane_config::{KubernetesVersion, ServerVersion};
-    let server = KubernetesVersion::of_server(&info.major, &info.minor)
-        .with_context(|| format!("reading the apiserver's version {}", info.git_version))?;
-    match server {
-        ServerVersion::Supported(_) => {}
-        ServerVersion::Newer(newest, _) | ServerVersion::Older(newest, _) => warn!(
-            server = %info.git_version,
-            supported = %KubernetesVersion::supported_list(),
-            "the apiserver's Kubernetes version is outside the supported window: behaving as Kubernetes {newest}"
-        ),
-    }
-    Ok(server.behave_as())
 }

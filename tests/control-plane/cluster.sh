@@ -175,6 +175,8 @@ POLICY
 # v1alpha2 in v1.36, v1beta1 in v1.37; none is served by default) for the gang tests; without the gate the apiserver
 # drops pods' reference to their group (spec.workloadRef in v1.35, spec.schedulingGroup since v1.36). It adds that
 # API and field and changes nothing else.
+# No endpoint reconciler: the `kubernetes` Service's endpoints would name the loopback address, which v1.37 refuses
+# to advertise ("may not be in the loopback range"); nothing in the plane reaches the apiserver through that Service.
 # Its logs are appended to (the audit log too), so a restarted apiserver keeps the record of the one before.
 workload_api_version() { # the plane's Kubernetes version (v1.MINOR.PATCH) → the Workload API version it serves
   case "$1" in
@@ -188,6 +190,7 @@ start_apiserver() {
   log "starting kube-apiserver $(basename "$BIN_DIR") on ${APISERVER_URL#https://}"
   setsid "$BIN_DIR/kube-apiserver" --etcd-servers "$ETCD_URL" \
     --secure-port "${APISERVER_URL##*:}" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
+    --endpoint-reconciler-type none \
     --tls-cert-file "$dir/certs/apiserver.crt" --tls-private-key-file "$dir/certs/apiserver.key" \
     --cert-dir "$dir/certs" --client-ca-file "$dir/certs/ca.crt" \
     --service-cluster-ip-range 10.0.0.0/24 --authorization-mode RBAC \

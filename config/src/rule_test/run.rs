@@ -244,6 +244,7 @@ fn scheduler_failures(policy: &SchedulerPolicy, case: &ResolvedCase) -> Vec<Stri
         pdbs,
         storage,
         workloads,
+        workload_refs,
         pod_groups,
         placements,
     } = &case.check
@@ -254,6 +255,7 @@ fn scheduler_failures(policy: &SchedulerPolicy, case: &ResolvedCase) -> Vec<Stri
         pdbs: pdbs.clone(),
         storage: storage.clone(),
         workloads: workloads.clone(),
+        workload_refs: workload_refs.clone(),
         pod_groups: pod_groups.clone(),
     };
     let simulation = match simulate_in(
