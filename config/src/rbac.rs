@@ -156,14 +156,19 @@ fn scheduler_permissions(preempts: bool) -> Vec<Permission> {
         None,
     ));
     out.extend(permissions(&["get", "list", "watch"], "", "nodes", None));
-    // Gang scheduling reads pod groups' Workloads (when the apiserver serves the Workload API).
-    out.extend(permissions(
-        &["get", "list", "watch"],
-        "scheduling.k8s.io",
-        "workloads",
-        None,
-    ));
-    // ... and, in the Coscheduling dialect, scheduler-plugins' PodGroups (when the apiserver serves their CRD).
+    // Gang scheduling reads pod groups' Workloads (v1.35) or PodGroups (since v1.36), when the apiserver serves
+    // the Workload API ...
+    for resource in ["workloads", "podgroups"] {
+        out.extend(permissions(
+            &["get", "list", "watch"],
+            "scheduling.k8s.io",
+            resource,
+            None,
+        ));
+    }
+    // ... and the shared watch of CRDs, to learn when scheduler-plugins' PodGroup CRD is installed later.
+    out.extend(permissions(&["list", "watch"], CRD_GROUP, CRDS, None));
+    // In the Coscheduling dialect, scheduler-plugins' PodGroups (when the apiserver serves their CRD).
     out.extend(permissions(
         &["get", "list", "watch"],
         "scheduling.x-k8s.io",

@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use ruleplane_config::scheduler::gang::WorkloadApi;
 use ruleplane_config::simulate::{self, Simulation};
 use ruleplane_config::{Diagnostics, LoadOptions, Reconciler, RuleSet, SchedulerPolicy, UnknownKinds};
 use serde_json::Value;
@@ -366,10 +367,19 @@ pub fn simulate(args: &SimulateArgs) -> ExitCode {
             }
             None => None,
         };
+        // The Workload API (where pods name their groups) is the one of the version the rules were loaded for.
+        let api = WorkloadApi::of(rules.kubernetes_version());
         let (workloads, pod_groups) = match &args.gangs {
-            Some(path) => simulate::gangs_of(read_objects(path)?).map_err(|e| format!("{}: {e}", path.display()))?,
+            Some(path) => {
+                simulate::gangs_of(read_objects(path)?, api).map_err(|e| format!("{}: {e}", path.display()))?
+            }
             None => (Vec::new(), Vec::new()),
         };
+        // Read from the objects: a typed pod has no `workloadRef` (v1.35's field is gone from the typed model).
+        let mut raw_pods: Vec<Value> = read_kind(&args.pods, "Pod")?;
+        if let Some(path) = &args.existing {
+            raw_pods.extend(read_kind::<Value>(path, "Pod")?);
+        }
         Ok((
             read_kind(&args.nodes, "Node")?,
             read_kind(&args.pods, "Pod")?,
@@ -378,6 +388,7 @@ pub fn simulate(args: &SimulateArgs) -> ExitCode {
                 pdbs,
                 storage,
                 workloads,
+                workload_refs: simulate::WorkloadRefs::capture(api, &raw_pods),
                 pod_groups,
                 kubernetes_version: rules.kubernetes_version(),
             },

@@ -23,8 +23,10 @@
 #     pvc                      SchedulingCSIPVs (volumes/performance-config.yaml): every pod, init or measured, has its
 #                              own claim, pre-bound to a CSI volume (ebs.csi.aws.com, 39 attachable per node, a CSINode
 #                              each); INIT defaults to PODS / 2 (scheduler_perf's 1,000 / 2,000)
-#     gang                     PODS / GANG Workloads (scheduling.k8s.io/v1alpha1) of GANG members each (GANG=10 by
-#                              default), minCount GANG; kube-scheduler runs with GenericWorkload,GangScheduling
+#     gang                     PODS / GANG gangs of GANG members each (GANG=10 by default), minCount GANG, in the
+#                              plane's Workload API (K8S_VERSION: v1.37 PodGroups scheduling.k8s.io/v1beta1, v1.36
+#                              v1alpha2, v1.35 Workloads v1alpha1); kube-scheduler runs with GenericWorkload (and
+#                              GangScheduling before v1.37)
 #   INIT= the workload's init pods, created bound before the contender starts (scheduler_perf's initPods; default
 #     0 for basic, 4 x NODES for preemption, else PODS).
 set -euo pipefail
@@ -58,9 +60,10 @@ cleanup() {
 trap cleanup EXIT INT TERM
 now() { date +%s.%N; }
 
-python3 - "$work" "$nodes" "$pods" "$shape" "$init" "$gang" <<'PY'
+python3 - "$work" "$nodes" "$pods" "$shape" "$init" "$gang" "${K8S_VERSION:-1.37}" <<'PY'
 import json, sys
 work, nodes, pods, shape, init, gang = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+workload_api = {"1.35": "v1alpha1", "1.36": "v1alpha2"}.get(sys.argv[7], "v1beta1")
 res = {"cpu": "4", "memory": "32Gi", "pods": "110"}
 driver = "ebs.csi.aws.com"
 if shape == "pvc":
@@ -98,10 +101,16 @@ if shape == "pvc":
     dump("volumes", claims("bench-init", "pvc-init-", init) + claims("bench", "pvc-", pods)
          + volumes("bench-init", "pvc-init-", init) + volumes("bench", "pvc-", pods))
 if shape == "gang":
-    dump("workloads", [{"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
-        "metadata": {"name": f"gang-{j}", "namespace": "bench"},
-        "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": gang}}}]}}
-        for j in range(pods // gang)])
+    if workload_api == "v1alpha1":
+        dump("workloads", [{"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
+            "metadata": {"name": f"gang-{j}", "namespace": "bench"},
+            "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": gang}}}]}}
+            for j in range(pods // gang)])
+    else:
+        dump("workloads", [{"apiVersion": f"scheduling.k8s.io/{workload_api}", "kind": "PodGroup",
+            "metadata": {"name": f"gang-{j}", "namespace": "bench"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": gang}}}}
+            for j in range(pods // gang)])
 namespaces = ["bench-init", "bench"]  # scheduler_perf's sched-0 (init pods) and sched-1 (measured pods)
 def term(color, key):
     return {"labelSelector": {"matchLabels": {"color": color}}, "topologyKey": key, "namespaces": namespaces}
@@ -151,7 +160,11 @@ json.dump({"apiVersion": "v1", "kind": "List", "items": [
      "spec": {**spec, **claimed(i, "pvc-init-"), "nodeName": f"node-{(i // per_node) % nodes}"}} for i in range(init)]},
     open(f"{work}/init-pods.json", "w"))
 def grouped(i):
-    return {"workloadRef": {"name": f"gang-{i // gang}", "podGroup": "workers"}} if shape == "gang" else {}
+    if shape != "gang":
+        return {}
+    if workload_api == "v1alpha1":
+        return {"workloadRef": {"name": f"gang-{i // gang}", "podGroup": "workers"}}
+    return {"schedulingGroup": {"podGroupName": f"gang-{i // gang}"}}
 labels, spec = template(True)
 for scheduler in ("bench-ruleplane", "default-scheduler"):
     json.dump({"apiVersion": "v1", "kind": "List", "items": [
@@ -282,7 +295,13 @@ clientConnection: { kubeconfig: "$KUBECONFIG", qps: $2, burst: $3 }
 leaderElection: { leaderElect: false }
 YAML
   local gates=()
-  [ "$shape" != gang ] || gates=(--feature-gates=GenericWorkload=true,GangScheduling=true)
+  # v1.37 has no GangScheduling gate: GenericWorkload adds the plugin.
+  if [ "$shape" = gang ]; then
+    case "${K8S_VERSION:-1.37}" in
+      1.35|1.36) gates=(--feature-gates=GenericWorkload=true,GangScheduling=true) ;;
+      *) gates=(--feature-gates=GenericWorkload=true) ;;
+    esac
+  fi
   "$BIN_DIR/kube-scheduler" --config="$work/ks-$2.yaml" --secure-port=0 "${gates[@]}" >"$work/ks-$2.log" 2>&1 &
   local ks=$!; pids+=("$ks")
   measure "$1" "$ks"

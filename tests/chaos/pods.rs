@@ -44,7 +44,8 @@ fn pod(namespace: &str, name: &str, scheduler: &str, cpu: &str, gang: Option<&st
     });
     if let Some(gang) = gang {
         pod["metadata"]["labels"]["gang"] = json!(gang);
-        pod["spec"]["workloadRef"] = json!({"name": gang, "podGroup": "workers"});
+        // The newest plane's Workload API (v1.37): the member names its PodGroup.
+        pod["spec"]["schedulingGroup"] = json!({"podGroupName": gang});
     }
     serde_json::from_value(pod).expect("a pod")
 }
@@ -89,7 +90,7 @@ pub async fn run_stream(
     let workloads = Api::<DynamicObject>::namespaced_with(
         client.clone(),
         &namespace,
-        &ApiResource::from_gvk(&GroupVersionKind::gvk("scheduling.k8s.io", "v1alpha1", "Workload")),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("scheduling.k8s.io", "v1beta1", "PodGroup")),
     );
     let within = Duration::from_secs(5);
     let mut live: VecDeque<String> = VecDeque::new();
@@ -104,9 +105,9 @@ pub async fn run_stream(
             let gang = format!("gang-{next:05}");
             stats.lock().expect("stats").gangs_started += 1;
             let workload: DynamicObject = serde_json::from_value(json!({
-                "apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
+                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
                 "metadata": {"name": gang},
-                "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": GANG_SIZE}}}]},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": GANG_SIZE}}},
             }))
             .expect("workload");
             let mut whole = matches!(

@@ -335,24 +335,55 @@ fn simulate_reads_storage_objects_for_the_volume_plugins() {
     );
 }
 
-/// Gangs, offline: Workloads and PodGroups from `--gangs`, members placed all or nothing with the worker's texts.
+/// Gangs, offline: the Workload API's objects and PodGroups from `--gangs`, members placed all or nothing with the
+/// worker's texts, in the Workload API of the version simulated (v1.37 by default: PodGroups and
+/// `schedulingGroup`; v1.35: Workloads and `workloadRef`).
 #[test]
 fn simulate_places_gangs_all_or_nothing_from_the_gangs_file() {
-    let args = [
+    simulate_gangs_of_one_version("gangs", &[]);
+    simulate_gangs_of_one_version("gangs-v1.35", &["--kubernetes-version", "1.35"]);
+    // A v1.35 gangs file is refused by v1.37, which does not serve its Workloads.
+    let refused = ruleplane(
+        &[
+            "simulate",
+            "--policy",
+            "examples/gang-scheduler.yaml",
+            "--nodes",
+            "tests/scheduler/simulate/nodes.yaml",
+            "--pods",
+            "tests/scheduler/simulate/gangs-v1.35/pods.yaml",
+            "--gangs",
+            "tests/scheduler/simulate/gangs-v1.35/gangs.yaml",
+        ],
+        &[],
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains("expected a PodGroup or Workload (scheduling.k8s.io/v1beta1)"),
+        "{}",
+        text(&refused.stderr)
+    );
+}
+
+fn simulate_gangs_of_one_version(dir: &str, version: &[&str]) {
+    let pods = format!("tests/scheduler/simulate/{dir}/pods.yaml");
+    let gangs = format!("tests/scheduler/simulate/{dir}/gangs.yaml");
+    let mut args = vec![
         "simulate",
         "--policy",
         "examples/gang-scheduler.yaml",
         "--nodes",
         "tests/scheduler/simulate/nodes.yaml",
         "--pods",
-        "tests/scheduler/simulate/gangs/pods.yaml",
+        &pods,
         "--gangs",
-        "tests/scheduler/simulate/gangs/gangs.yaml",
+        &gangs,
         "--seed",
         "1",
         "-o",
         "json",
     ];
+    args.extend(version);
     let out = ruleplane(&args, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
@@ -394,7 +425,7 @@ fn simulate_places_gangs_all_or_nothing_from_the_gangs_file() {
         placements[5]
     );
 
-    // Without --gangs no Workload is served (`workloadRef` ignored) and the PodGroup is missing.
+    // Without --gangs the Workload API is not served (the pods' references ignored) and the PodGroup is missing.
     let without: Vec<&str> = [&args[..7], &args[9..]].concat();
     let out = ruleplane(&without, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -411,8 +442,8 @@ fn simulate_places_gangs_all_or_nothing_from_the_gangs_file() {
     let bad = ruleplane(&wrong, &[]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(
-        text(&bad.stderr)
-            .contains("nodes.yaml: document 1: expected a Workload (scheduling.k8s.io/v1alpha1) or PodGroup"),
+        text(&bad.stderr).contains("nodes.yaml: document 1: expected a ")
+            && text(&bad.stderr).contains("or PodGroup (scheduling.x-k8s.io/v1alpha1)"),
         "{}",
         text(&bad.stderr)
     );

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use ruleplane_config::scheduler::engine::SplitMix64;
 use serde_json::json;
 
@@ -60,43 +60,40 @@ enum Held {
     MissingGroup,
 }
 
-fn workloads(client: &Client, namespace: &str) -> Api<DynamicObject> {
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("scheduling.k8s.io", "v1alpha1", "Workload"));
-    Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource)
-}
-
+/// Creates the object holding the gang's policy in the plane's Workload API (a Workload, or a PodGroup since v1.36).
 async fn create_workload(client: &Client, side: &Side, gang: &Gang) {
-    let workload: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
-        "metadata": {"name": gang.name, "namespace": side.namespace},
-        "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": gang.min_count}}}]},
-    }))
-    .expect("workload");
-    workloads(client, &side.namespace)
-        .create(&PostParams::default(), &workload)
+    let (resource, object) = crate::support::gang_object(&side.namespace, &gang.name, gang.min_count as u32);
+    let object: DynamicObject = serde_json::from_value(object).expect("workload");
+    Api::<DynamicObject>::namespaced_with(client.clone(), &side.namespace, &resource)
+        .create(&PostParams::default(), &object)
         .await
         .expect("create workload");
 }
 
+/// A member as the plane's Workload API names its group (from JSON: a typed pod of v1.37 has no `workloadRef`). A
+/// member of a missing group names a group its Workload lacks (v1.35), or a PodGroup that does not exist.
 async fn create_member(client: &Client, side: &Side, gang: &Gang, index: usize) {
-    let group = if gang.held == Held::MissingGroup {
-        "other"
-    } else {
-        "workers"
-    };
-    let pod: Pod = serde_json::from_value(json!({
+    let (field, mut reference) = crate::support::gang_reference(&gang.name);
+    if gang.held == Held::MissingGroup {
+        match field {
+            "workloadRef" => reference["podGroup"] = json!("other"),
+            _ => reference["podGroupName"] = json!(format!("{}-other", gang.name)),
+        }
+    }
+    let mut pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": format!("{}-{index}", gang.name), "labels": {"gang": gang.name}},
         "spec": {
             "schedulerName": side.scheduler,
             "nodeSelector": {SIDE_LABEL: side.label},
-            "workloadRef": {"name": gang.name, "podGroup": group},
             "terminationGracePeriodSeconds": 0,
             "containers": [{"name": "c", "image": "pause",
                             "resources": {"requests": {"cpu": gang.cpu, "memory": "64Mi"}}}],
         },
-    }))
-    .expect("pod");
-    Api::<Pod>::namespaced(client.clone(), &side.namespace)
+    });
+    pod["spec"][field] = reference;
+    let pod: DynamicObject = serde_json::from_value(pod).expect("pod");
+    Api::<DynamicObject>::namespaced_with(client.clone(), &side.namespace, &ApiResource::erase::<Pod>(&()))
         .create(&PostParams::default(), &pod)
         .await
         .expect("create member");
@@ -309,7 +306,7 @@ async fn gangs_are_placed_as_kube_scheduler_places_them_on_a_random_corpus() {
         KubeScheduler::start_with_gates(
             &kube_dir,
             vec![json!({"schedulerName": sides[1].scheduler})],
-            Some("GenericWorkload=true,GangScheduling=true"),
+            Some(crate::support::control_plane().gang_gates()),
         )
     };
     let mut kube_scheduler = Some(start_kube_scheduler());

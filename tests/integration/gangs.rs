@@ -1,4 +1,4 @@
-//! Gang scheduling (Workload dialect) on a real apiserver: members wait for their Workload, a gang that fits is
+//! Gang scheduling (Workload dialect, in the plane's version of the Workload API) on a real apiserver: members wait for their Workload, a gang that fits is
 //! placed whole, one that cannot fit places none and says why, two gangs competing for the same nodes never
 //! deadlock, kube-scheduler with the gates on agrees, and kill -9 of the scheduling replica mid-gang leaves the gang
 //! whole; the Coscheduling dialect (a PodGroup and its label) goes through the same run, and a pod whose PodGroup
@@ -13,35 +13,28 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
-use serde_json::json;
+use ruleplane_config::scheduler::gang::WorkloadApi;
+use serde_json::{Value, json};
 
 use crate::support::cluster_nodes::{
     KubeScheduler, create_node, create_priority_classes, delete_nodes, delete_priority_classes, node, nodes_lock,
 };
 use crate::support::manager::{ManagerProcess, temp_dir};
-use crate::support::{admin_client, eventually, test_namespace, write_rule_file as write};
+use crate::support::{admin_client, control_plane, eventually, test_namespace, write_rule_file as write};
 
-fn policy(scheduler: &str) -> String {
+pub(crate) fn policy(scheduler: &str) -> String {
     format!(
         "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: {{ name: {scheduler} }}\n\
          spec: {{ schedulerName: {scheduler} }}\n"
     )
 }
 
+/// Creates the object holding the gang's policy in the plane's Workload API (a Workload, or a PodGroup since v1.36).
 async fn create_workload(client: &Client, namespace: &str, name: &str, min_count: u32) {
-    let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-        "scheduling.k8s.io",
-        "v1alpha1",
-        "Workload",
-    ));
-    let workload: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": min_count}}}]},
-    }))
-    .expect("workload");
+    let (resource, object) = crate::support::gang_object(namespace, name, min_count);
+    let object: DynamicObject = serde_json::from_value(object).expect("workload");
     Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource)
-        .create(&PostParams::default(), &workload)
+        .create(&PostParams::default(), &object)
         .await
         .expect("create workload");
 }
@@ -56,7 +49,8 @@ async fn create_member(
     cpu: &str,
     id: &str,
 ) {
-    Api::<Pod>::namespaced(client.clone(), namespace)
+    let resource = ApiResource::erase::<Pod>(&());
+    Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource)
         .create(
             &PostParams::default(),
             &member(namespace, name, workload, scheduler, cpu, id),
@@ -65,23 +59,26 @@ async fn create_member(
         .expect("create pod");
 }
 
-fn member(namespace: &str, name: &str, workload: &str, scheduler: &str, cpu: &str, id: &str) -> Pod {
-    serde_json::from_value(json!({
+/// A member as the plane's Workload API names its group (`workloadRef` in v1.35, `schedulingGroup` since): a typed
+/// pod of the newest version drops `workloadRef`, so it is created from its JSON.
+fn member(namespace: &str, name: &str, workload: &str, scheduler: &str, cpu: &str, id: &str) -> DynamicObject {
+    let (field, reference) = crate::support::gang_reference(workload);
+    let mut pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": {"gang": workload}},
         "spec": {
             "schedulerName": scheduler,
             "nodeSelector": {"gang-test": id},
-            "workloadRef": {"name": workload, "podGroup": "workers"},
             "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
         },
-    }))
-    .expect("pod")
+    });
+    pod["spec"][field] = reference;
+    serde_json::from_value(pod).expect("pod")
 }
 
 /// Deletes every pod of the test's namespace at once, before its nodes go (schedulers stopped first), so no pod is
 /// left bound to a node that no longer exists while other tests read the cluster.
-async fn delete_pods(client: &Client, namespace: &str) {
+pub(crate) async fn delete_pods(client: &Client, namespace: &str) {
     let now = kube::api::DeleteParams {
         grace_period_seconds: Some(0),
         ..Default::default()
@@ -92,7 +89,7 @@ async fn delete_pods(client: &Client, namespace: &str) {
         .expect("delete pods");
 }
 
-async fn gang_nodes(client: &Client, id: &str, count: usize, cpu: &str) -> Vec<String> {
+pub(crate) async fn gang_nodes(client: &Client, id: &str, count: usize, cpu: &str) -> Vec<String> {
     let mut names = Vec::new();
     for i in 0..count {
         names.push(
@@ -113,7 +110,7 @@ async fn gang_nodes(client: &Client, id: &str, count: usize, cpu: &str) -> Vec<S
 }
 
 /// Pod name → node (bound pods only) of one gang.
-async fn bound_members(client: &Client, namespace: &str, workload: &str) -> BTreeMap<String, String> {
+pub(crate) async fn bound_members(client: &Client, namespace: &str, workload: &str) -> BTreeMap<String, String> {
     let pods = Api::<Pod>::namespaced(client.clone(), namespace)
         .list(&ListParams::default().labels(&format!("gang={workload}")))
         .await
@@ -128,7 +125,7 @@ async fn bound_members(client: &Client, namespace: &str, workload: &str) -> BTre
 }
 
 /// The PodScheduled=False message of a pod, once set.
-async fn unschedulable_message(client: &Client, namespace: &str, name: &str) -> String {
+pub(crate) async fn unschedulable_message(client: &Client, namespace: &str, name: &str) -> String {
     eventually(
         Duration::from_secs(30),
         &format!("pod {name} marked unschedulable"),
@@ -137,7 +134,7 @@ async fn unschedulable_message(client: &Client, namespace: &str, name: &str) -> 
     .await
 }
 
-async fn pod_scheduled_message(client: &Client, namespace: &str, name: &str) -> Option<String> {
+pub(crate) async fn pod_scheduled_message(client: &Client, namespace: &str, name: &str) -> Option<String> {
     let pod = Api::<Pod>::namespaced(client.clone(), namespace).get(name).await.ok()?;
     pod.status?
         .conditions?
@@ -179,10 +176,12 @@ async fn a_gang_that_fits_is_placed_whole_and_one_that_cannot_places_none_and_sa
     create_member(&client, &ns, "late-0", "late", &scheduler, "0", &id).await;
     create_member(&client, &ns, "late-1", "late", &scheduler, "0", &id).await;
     let waiting = event_note(&client, &ns, "late-0", "GangWaiting").await;
-    assert_eq!(
-        waiting,
-        "waiting for pods's workload \"late\" to appear in scheduling queue"
-    );
+    // kube-scheduler's PreEnqueue text of the plane's version (the typo is upstream's).
+    let expected = match control_plane().workload_api() {
+        WorkloadApi::V1Alpha1 => "waiting for pods's workload \"late\" to appear in scheduling queue",
+        _ => "waiting for pods's pod group \"late\" to appear in scheduling queue",
+    };
+    assert_eq!(waiting, expected);
     create_workload(&client, &ns, "late", 2).await;
     eventually(Duration::from_secs(30), "the late gang placed whole", || async {
         (bound_members(&client, &ns, "late").await.len() == 2).then_some(())
@@ -194,7 +193,8 @@ async fn a_gang_that_fits_is_placed_whole_and_one_that_cannot_places_none_and_sa
     create_member(&client, &ns, "fits-0", "fits", &scheduler, "1", &id).await;
     create_member(&client, &ns, "fits-1", "fits", &scheduler, "1", &id).await;
     let waiting = event_note(&client, &ns, "fits-1", "GangWaiting").await;
-    assert_eq!(waiting, format!("pod group {ns}/fits/workers has 2 of 3 members ready"));
+    let fits = crate::support::gang_display(&ns, "fits");
+    assert_eq!(waiting, format!("pod group {fits} has 2 of 3 members ready"));
     assert!(bound_members(&client, &ns, "fits").await.is_empty());
     // The third member completes the gang: all three are placed.
     create_member(&client, &ns, "fits-2", "fits", &scheduler, "1", &id).await;
@@ -235,7 +235,8 @@ async fn a_gang_that_fits_is_placed_whole_and_one_that_cannot_places_none_and_sa
     let rejected = event_note(&client, &ns, "big-0", "GangRejected").await;
     assert!(
         rejected.starts_with(&format!(
-            "pod group {ns}/big/workers was rejected: member {failing_name} is unschedulable"
+            "pod group {} was rejected: member {failing_name} is unschedulable",
+            crate::support::gang_display(&ns, "big")
         )),
         "{rejected}"
     );
@@ -252,7 +253,7 @@ async fn a_gang_that_fits_is_placed_whole_and_one_that_cannot_places_none_and_sa
     let kube_scheduler = KubeScheduler::start_with_gates(
         &kube_dir,
         vec![json!({"schedulerName": twin})],
-        Some("GenericWorkload=true,GangScheduling=true"),
+        Some(control_plane().gang_gates()),
     );
     create_workload(&client, &ns, "twin", 3).await;
     for i in 0..3 {
@@ -324,21 +325,25 @@ async fn simulate_gives_gang_members_the_verdicts_and_texts_the_worker_gives() {
         create_member(&client, &ns, name, workload, &scheduler, cpu, &id).await;
     }
     // The same input offline.
+    let api = control_plane().workload_api();
     let workloads = ["fits", "big"]
         .map(|name| {
-            serde_json::from_value(json!({
-                "metadata": {"name": name, "namespace": ns},
-                "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": 2}}}]},
-            }))
-            .expect("workload")
+            let (_, object) = crate::support::gang_object(&ns, name, 2);
+            ruleplane_config::scheduler::simulate::WorkloadObject::of(api, &object).expect("workload")
         })
         .to_vec();
-    let pods = members
+    let raw: Vec<DynamicObject> = members
         .iter()
         .map(|(name, workload, cpu)| member(&ns, name, workload, &scheduler, cpu, &id))
         .collect();
+    let raw: Vec<Value> = raw.iter().map(|pod| serde_json::to_value(pod).expect("JSON")).collect();
+    let pods = raw
+        .iter()
+        .map(|pod| serde_json::from_value(pod.clone()).expect("pod"))
+        .collect();
     let objects = ruleplane_config::scheduler::simulate::ClusterObjects {
         workloads,
+        workload_refs: ruleplane_config::scheduler::simulate::WorkloadRefs::capture(api, &raw),
         ..Default::default()
     };
     let offline = Offline {
@@ -485,7 +490,7 @@ async fn after_kill_9_of_the_scheduling_replica_mid_gang_the_gang_is_placed_whol
 }
 
 /// Installs scheduler-plugins' PodGroup CRD (the small manifest under `tests/crds/`) and waits until it is served.
-fn install_pod_group_crd() {
+pub(crate) fn install_pod_group_crd() {
     let manifest = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../tests/crds/scheduling.x-k8s.io_podgroups.yaml"
@@ -499,7 +504,7 @@ fn install_pod_group_crd() {
     ]);
 }
 
-async fn create_pod_group(client: &Client, namespace: &str, name: &str, min_member: u32) {
+pub(crate) async fn create_pod_group(client: &Client, namespace: &str, name: &str, min_member: u32) {
     let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
         "scheduling.x-k8s.io",
         "v1alpha1",
@@ -518,7 +523,14 @@ async fn create_pod_group(client: &Client, namespace: &str, name: &str, min_memb
 }
 
 /// A member of PodGroup `group` (by label) of 1 cpu, placed only on this test's nodes.
-async fn create_labelled_member(client: &Client, namespace: &str, name: &str, group: &str, scheduler: &str, id: &str) {
+pub(crate) async fn create_labelled_member(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    group: &str,
+    scheduler: &str,
+    id: &str,
+) {
     create_labelled_pod(client, namespace, name, group, scheduler, id, "1").await;
 }
 

@@ -126,11 +126,12 @@ spec:
         .get(&format!("{release}-ruleplane"))
         .await
         .expect("Deployment installed");
-    assert_eq!(deployment.spec.as_ref().and_then(|s| s.replicas), Some(2));
+    assert_eq!(deployment.spec.replicas, Some(2));
     let spread = deployment
         .spec
+        .template
+        .spec
         .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
         .and_then(|s| s.topology_spread_constraints.clone())
         .unwrap_or_default();
     assert_eq!(
@@ -223,8 +224,9 @@ spec:
     // binary must accept every flag the chart renders.
     let chart_args: Vec<String> = deployment
         .spec
+        .template
+        .spec
         .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
         .and_then(|s| s.containers[0].args.clone())
         .unwrap_or_default();
     let local = [
@@ -307,7 +309,7 @@ spec:
     // A rules change is an upgrade of the ConfigMap only: the pod template stays the same, so no pod restarts
     // (the manager hot-reloads the volume).
     let generation = deployment.metadata.generation;
-    let template_before = serde_json::to_value(&deployment.spec.as_ref().unwrap().template).unwrap();
+    let template_before = serde_json::to_value(&deployment.spec.template).unwrap();
     std::fs::write(&rule_file, rd_rule("gadget", "gadget", "helm.test", "")).unwrap();
     helm(&[
         "upgrade",
@@ -335,10 +337,7 @@ spec:
         upgraded.metadata.generation, generation,
         "a rules change must not roll the pods"
     );
-    assert_eq!(
-        serde_json::to_value(&upgraded.spec.as_ref().unwrap().template).unwrap(),
-        template_before
-    );
+    assert_eq!(serde_json::to_value(&upgraded.spec.template).unwrap(), template_before);
 }
 
 /// One permission a policy rule grants: API group, resource, verb, and the object's name when limited to one.

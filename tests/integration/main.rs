@@ -7,6 +7,7 @@ mod external_kinds;
 mod fan_in;
 mod foundation;
 mod gang_corpus;
+mod gang_late_kinds;
 mod gangs;
 mod gitops;
 mod helm_chart;

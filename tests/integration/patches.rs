@@ -286,7 +286,7 @@ spec:
 
 fn replicas_and_version(deployment: &Deployment) -> (Option<i32>, String) {
     (
-        deployment.spec.as_ref().and_then(|spec| spec.replicas),
+        deployment.spec.replicas,
         deployment.resource_version().unwrap_or_default(),
     )
 }

@@ -743,13 +743,7 @@ spec:
     let cluster_ip = service.spec.unwrap().cluster_ip.expect("a clusterIP");
     assert_eq!(endpoint.data.unwrap()["url"], format!("http://{cluster_ip}:80"));
     assert_eq!(
-        deployments
-            .get("shop")
-            .await
-            .expect("Deployment")
-            .spec
-            .unwrap()
-            .replicas,
+        deployments.get("shop").await.expect("Deployment").spec.replicas,
         Some(2)
     );
     let parent = eventually(Duration::from_secs(20), "clusterIP projected and Ready", || async {

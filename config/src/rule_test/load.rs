@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use k8s_openapi::api::storage::v1::StorageClass;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -20,7 +19,8 @@ use crate::reconciler::ObjectKey;
 use crate::rule_set::{Rule, RuleSet};
 use crate::scheduler::engine::snapshot::pod_ref;
 use crate::scheduler::engine::{CsiObjects, Storage};
-use crate::scheduler::simulate::PodGroupObject;
+use crate::scheduler::gang::WorkloadApi;
+use crate::scheduler::simulate::{PodGroupObject, WorkloadObject, WorkloadRefs};
 use crate::schema::{cached_schema, rule_test_schema_ref};
 use crate::yaml_tree::{Node, NodeValue, PathStep, each_document};
 
@@ -100,8 +100,10 @@ pub enum CaseCheck {
         pdbs: Vec<PodDisruptionBudget>,
         /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, when the case gives any.
         storage: Option<Storage>,
-        /// Workloads.
-        workloads: Vec<Workload>,
+        /// The Workload API's objects holding gang policies (Workloads in v1.35, PodGroups since).
+        workloads: Vec<WorkloadObject>,
+        /// The Workload API groups the pods name.
+        workload_refs: WorkloadRefs,
         /// PodGroups.
         pod_groups: Vec<PodGroupObject>,
         /// Expected outcomes.
@@ -226,7 +228,7 @@ fn load_document(doc: &Node, rules: &RuleSet, out: &mut FileDiagnostics) -> Opti
                 let watched = &reconciler.spec.watched;
                 reconciler_case(case, &at, (&watched.api_version, &watched.kind), out)
             }
-            _ => scheduler_case(case, &at, out),
+            _ => scheduler_case(case, &at, WorkloadApi::of(rules.kubernetes_version()), out),
         };
         if let Some(check) = check {
             cases.push(ResolvedCase {
@@ -393,7 +395,7 @@ fn reconciler_case(
     })
 }
 
-fn scheduler_case(case: &TestCase, at: &CaseAt, out: &mut FileDiagnostics) -> Option<CaseCheck> {
+fn scheduler_case(case: &TestCase, at: &CaseAt, api: WorkloadApi, out: &mut FileDiagnostics) -> Option<CaseCheck> {
     let expect = &case.expect;
     refuse_fields(
         case,
@@ -451,12 +453,15 @@ fn scheduler_case(case: &TestCase, at: &CaseAt, out: &mut FileDiagnostics) -> Op
         !csi.nodes.is_empty() || !csi.drivers.is_empty() || !csi.capacities.is_empty() || !csi.attachments.is_empty();
     let storage = (!claims.is_empty() || !volumes.is_empty() || !classes.is_empty() || any_csi)
         .then(|| Storage::new(claims, volumes, classes).with_csi(csi));
-    let workloads: Vec<Workload> = typed_objects(&case.workloads, "Workload", "workloads", at, out);
-    // A PodGroup is read as the worker reads it (scheduler-plugins' CRD has no typed model here).
-    let pod_groups: Vec<PodGroupObject> = typed_objects::<Value>(&case.pod_groups, "PodGroup", "podGroups", at, out)
+    let (workloads, pod_groups) = gang_objects(case, at, api, out);
+    // Captured from the objects: the typed pods have no `workloadRef` (v1.35's field is gone from the typed model).
+    let raw_pods: Vec<Value> = case
+        .pods
         .iter()
-        .map(PodGroupObject::of)
+        .chain(&case.existing)
+        .map(|p| Value::Object(p.clone()))
         .collect();
+    let workload_refs = WorkloadRefs::capture(api, &raw_pods);
     if case.pods.is_empty() {
         out.error(
             at.pos(&[]),
@@ -504,9 +509,59 @@ fn scheduler_case(case: &TestCase, at: &CaseAt, out: &mut FileDiagnostics) -> Op
         pdbs,
         storage,
         workloads,
+        workload_refs,
         pod_groups,
         placements: expect.placements.clone(),
     })
+}
+
+/// A case's gang objects in the Workload API of the version tested, and Coscheduling's PodGroups. `workloads`
+/// hold v1.35's Workloads (since v1.36 a Workload only holds templates the scheduler never reads: ignored);
+/// `podGroups` hold Coscheduling's PodGroups and, since v1.36, the Workload API's (`scheduling.k8s.io`).
+fn gang_objects(
+    case: &TestCase,
+    at: &CaseAt,
+    api: WorkloadApi,
+    out: &mut FileDiagnostics,
+) -> (Vec<WorkloadObject>, Vec<PodGroupObject>) {
+    let mut workloads = Vec::new();
+    let mut read =
+        |object: &Value, field: &str, index: usize, out: &mut FileDiagnostics| match WorkloadObject::of(api, object) {
+            Ok(found) => workloads.push(found),
+            Err(error) => out.error(
+                at.pos(&[key(field), PathStep::Index(index)]),
+                DiagnosticCode::Value,
+                format!("not a {} of {}: {error}", api.policy_kind(), api.api_version()),
+            ),
+        };
+    if api == WorkloadApi::V1Alpha1 {
+        let objects = typed_objects::<Value>(&case.workloads, "Workload", "workloads", at, out);
+        for (index, object) in objects.iter().enumerate() {
+            read(object, "workloads", index, out);
+        }
+    }
+    let objects = typed_objects::<Value>(&case.pod_groups, "PodGroup", "podGroups", at, out);
+    let mut pod_groups = Vec::new();
+    for (index, object) in objects.iter().enumerate() {
+        let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+        if !WorkloadApi::is_in_tree(api_version) {
+            // A PodGroup is read as the worker reads it (scheduler-plugins' CRD has no typed model here).
+            pod_groups.push(PodGroupObject::of(object));
+        } else if api.holds_policies(api_version, "PodGroup") {
+            read(object, "podGroups", index, out);
+        } else {
+            out.error(
+                at.pos(&[key("podGroups"), PathStep::Index(index)]),
+                DiagnosticCode::Value,
+                format!(
+                    "a PodGroup of {api_version}, which the Kubernetes version tested does not schedule by: its \
+                     Workload API is {}",
+                    api.api_version()
+                ),
+            );
+        }
+    }
+    (workloads, pod_groups)
 }
 
 /// Converts a case's objects into typed Kubernetes objects, reporting each one that does not convert at its item.

@@ -247,6 +247,7 @@ fn scheduler_failures(policy: &SchedulerPolicy, version: crate::KubernetesVersio
         pdbs,
         storage,
         workloads,
+        workload_refs,
         pod_groups,
         placements,
     } = &case.check
@@ -257,6 +258,7 @@ fn scheduler_failures(policy: &SchedulerPolicy, version: crate::KubernetesVersio
         pdbs: pdbs.clone(),
         storage: storage.clone(),
         workloads: workloads.clone(),
+        workload_refs: workload_refs.clone(),
         pod_groups: pod_groups.clone(),
         kubernetes_version: version,
     };

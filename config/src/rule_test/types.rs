@@ -100,14 +100,17 @@ pub struct TestCase {
     /// SchedulerPolicy: VolumeAttachments (NodeVolumeLimits counts them as attached).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volume_attachments: Vec<Map<String, Value>>,
-    /// SchedulerPolicy: Workloads (`scheduling.k8s.io/v1alpha1`) whose pod groups the pods name with
-    /// `spec.workloadRef`, as `simulate --gangs`: a gang's members are placed all or nothing, as the worker places
-    /// them. Without any, `workloadRef` is ignored (as in a cluster that does not serve the Workload API).
+    /// SchedulerPolicy, Kubernetes v1.35: Workloads (`scheduling.k8s.io/v1alpha1`) whose pod groups the pods name
+    /// with `spec.workloadRef`, as `simulate --gangs`: a gang's members are placed all or nothing, as the worker
+    /// places them. Without any, `workloadRef` is ignored (as in a cluster that does not serve the Workload API).
+    /// Since v1.36 the policies are in PodGroups (`podGroups`), and Workloads are ignored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<Map<String, Value>>,
     /// SchedulerPolicy: PodGroups (`scheduling.x-k8s.io/v1alpha1`) that pods join with the label
     /// `scheduling.x-k8s.io/pod-group` (Coscheduling), as `simulate --gangs`. A labelled pod whose PodGroup is not
-    /// listed is told as one whose PodGroup does not exist.
+    /// listed is told as one whose PodGroup does not exist. Since Kubernetes v1.36 also the Workload API's PodGroups
+    /// (`scheduling.k8s.io/v1alpha2` in v1.36, `v1beta1` in v1.37) that pods name with
+    /// `spec.schedulingGroup.podGroupName`, each holding its gang policy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pod_groups: Vec<Map<String, Value>>,
     /// What the rule must produce.

@@ -636,35 +636,36 @@ pub fn with_post_filter_reason(
 mod tests {
     use super::*;
     use crate::scheduler::pod_group::Dialect;
-    use k8s_openapi::api::core::v1::Pod;
+    use crate::scheduler::workload_api::WorkloadApi;
     use serde_json::json;
 
-    fn pod(labels: serde_json::Value, workload_ref: Option<serde_json::Value>) -> Pod {
+    /// The group of a pod in namespace `ns` with `labels` and, in v1.35's dialect, `workload_ref`.
+    fn pod(labels: serde_json::Value, workload_ref: Option<serde_json::Value>) -> Option<GroupKey> {
+        let labels: BTreeMap<String, String> = serde_json::from_value(labels).expect("labels");
         let mut spec = json!({"containers": [{"name": "c"}]});
         if let Some(reference) = workload_ref {
             spec["workloadRef"] = reference;
         }
-        serde_json::from_value(json!({"metadata": {"name": "w-0", "namespace": "ns", "labels": labels}, "spec": spec}))
-            .expect("pod")
+        GroupKey::of(WorkloadApi::V1Alpha1, "ns", Some(&labels), Some(&spec))
     }
 
     #[test]
     fn a_pod_joins_the_pod_group_its_label_names() {
-        let group = GroupKey::of(&pod(json!({POD_GROUP_LABEL: "train"}), None)).expect("a member");
+        let group = pod(json!({POD_GROUP_LABEL: "train"}), None).expect("a member");
         assert_eq!(group.dialect, Dialect::PodGroup);
         assert_eq!(group.to_string(), "ns/train");
         assert_eq!(group.plugin(), COSCHEDULING);
-        assert_eq!(GroupKey::of(&pod(json!({POD_GROUP_LABEL: ""}), None)), None);
-        assert_eq!(GroupKey::of(&pod(json!({"app": "x"}), None)), None);
+        assert_eq!(pod(json!({POD_GROUP_LABEL: ""}), None), None);
+        assert_eq!(pod(json!({"app": "x"}), None), None);
     }
 
     #[test]
     fn a_pod_naming_a_workload_and_a_pod_group_belongs_to_the_workload() {
-        let both = pod(
+        let group = pod(
             json!({POD_GROUP_LABEL: "train"}),
             Some(json!({"name": "job", "podGroup": "workers"})),
-        );
-        let group = GroupKey::of(&both).expect("a member");
+        )
+        .expect("a member");
         assert_eq!(group.dialect, Dialect::Workload);
         assert_eq!(group.to_string(), "ns/job/workers");
         assert_eq!(group.plugin(), super::super::gang::GANG_SCHEDULING);
@@ -704,7 +705,7 @@ mod tests {
     }
 
     fn train() -> GroupKey {
-        GroupKey::of(&pod(json!({POD_GROUP_LABEL: "train"}), None)).expect("a member")
+        pod(json!({POD_GROUP_LABEL: "train"}), None).expect("a member")
     }
 
     const DEFAULT_CHAIN: Chain = Chain {

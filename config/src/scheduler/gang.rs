@@ -1,10 +1,11 @@
-//! Gang scheduling in kube-scheduler v1.35's Workload dialect (GangScheduling), and Ruleplane's gang-as-a-unit run.
+//! Gang scheduling in kube-scheduler's Workload dialect (GangScheduling), and Ruleplane's gang-as-a-unit run.
 
 // Upstream: `framework/plugins/gangscheduling/gangscheduling.go` and `backend/workloadmanager/` under
 // `pkg/scheduler/` of k8s.io/kubernetes@v1.35.4 (behaviour, not code):
 //
 // - A pod joins a pod group with `spec.workloadRef {name, podGroup, podGroupReplicaKey}`; the group's policy is in
-//   the namespace's Workload (`scheduling.k8s.io/v1alpha1`), `basic: {}` or `gang: {minCount}`.
+//   the namespace's Workload (`scheduling.k8s.io/v1alpha1`), `basic: {}` or `gang: {minCount}`. Since v1.36 a pod
+//   names a PodGroup object instead, which holds the policy (`super::workload_api`, the same rules otherwise).
 // - PreEnqueue holds a member until its Workload exists, names the group, and at least `minCount` live pods of
 //   the group (any state, any scheduler) are known.
 // - Reserve marks a member assumed; Unreserve unmarks it; Permit allows once assumed ∪ bound members reach
@@ -18,9 +19,8 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::scheduling::v1alpha1::Workload;
-
 pub use super::pod_group::{Dialect, GANG_SCHEDULING, GroupKey};
+pub use super::workload_api::{GroupPolicies, WorkloadApi};
 
 /// A pod group's scheduling policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,17 +29,6 @@ pub enum GroupPolicy {
     Basic,
     /// `gang: {minCount}`: all or nothing, at least `min_count` members.
     Gang { min_count: usize },
-}
-
-/// The policy of `group` in `workload` (`podGroupPolicy`); `None` when the Workload has no such group.
-pub fn group_policy(workload: &Workload, group: &str) -> Option<GroupPolicy> {
-    let found = workload.spec.pod_groups.iter().find(|g| g.name == group)?;
-    Some(match &found.policy.gang {
-        Some(gang) => GroupPolicy::Gang {
-            min_count: usize::try_from(gang.min_count).unwrap_or(0),
-        },
-        None => GroupPolicy::Basic,
-    })
 }
 
 /// GangScheduling's PreEnqueue verdict.
@@ -52,17 +41,23 @@ pub enum PreEnqueue {
     Gated(String),
 }
 
-/// GangScheduling's PreEnqueue (`gangscheduling.go:120-156`): `known_members` counts the group's live pods known
-/// to the scheduler, whatever their state or scheduler (the workload manager's `AllPods`).
-pub fn pre_enqueue(group: &GroupKey, workload: Option<&Workload>, known_members: usize) -> PreEnqueue {
-    let Some(workload) = workload else {
-        // The typo ("pods's") is upstream's.
-        return PreEnqueue::Gated(format!(
-            "waiting for pods's workload {:?} to appear in scheduling queue",
-            group.workload
-        ));
+/// GangScheduling's PreEnqueue (`gangscheduling.go:120-156` of v1.35, the same rules in v1.36 and v1.37 without
+/// CompositePodGroup): `policies` are those of the object the group names in `api`, `None` when it is not known;
+/// `known_members` counts the group's live pods known to the scheduler, whatever their state or scheduler (the
+/// workload manager's `AllPods`).
+pub fn pre_enqueue(
+    api: WorkloadApi,
+    group: &GroupKey,
+    policies: Option<&GroupPolicies>,
+    known_members: usize,
+) -> PreEnqueue {
+    let Some(policies) = policies else {
+        return PreEnqueue::Gated(api.missing_message(group));
     };
-    match group_policy(workload, &group.pod_group) {
+    if let Some(refusal) = policies.refusal() {
+        return PreEnqueue::Gated(refusal.to_string());
+    }
+    match policies.policy(group) {
         None => PreEnqueue::Gated(missing_group_message(group)),
         Some(GroupPolicy::Basic) => PreEnqueue::Pass,
         Some(GroupPolicy::Gang { min_count }) if known_members < min_count => {
@@ -72,6 +67,7 @@ pub fn pre_enqueue(group: &GroupKey, workload: Option<&Workload>, known_members:
     }
 }
 
+/// v1.35's text for a Workload without the pod's group (a PodGroup is its own group: never missing from itself).
 fn missing_group_message(group: &GroupKey) -> String {
     format!(
         "pod group {:?} doesn't exist for a workload {:?}",
@@ -414,23 +410,20 @@ pub fn rejected_member_message(failing_member: &str, plugin: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::Pod;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn workload(groups: serde_json::Value) -> Workload {
-        serde_json::from_value(json!({
-            "apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
-            "metadata": {"name": "train", "namespace": "ns"},
-            "spec": {"podGroups": groups},
-        }))
-        .expect("workload")
+    const API: WorkloadApi = WorkloadApi::V1Alpha1;
+
+    fn workload(groups: Value) -> GroupPolicies {
+        GroupPolicies::of(API, &json!({"spec": {"podGroups": groups}})).expect("workload")
     }
 
-    fn gang(min_count: u32) -> Workload {
+    fn gang(min_count: u32) -> GroupPolicies {
         workload(json!([{"name": "workers", "policy": {"gang": {"minCount": min_count}}}]))
     }
 
-    fn member(name: &str, node: Option<&str>, replica: Option<&str>) -> Pod {
+    /// A member's pod spec (as JSON) in v1.35's dialect.
+    fn member(node: Option<&str>, replica: Option<&str>) -> Value {
         let mut reference = json!({"name": "train", "podGroup": "workers"});
         if let Some(replica) = replica {
             reference["podGroupReplicaKey"] = json!(replica);
@@ -439,55 +432,80 @@ mod tests {
         if let Some(node) = node {
             spec["nodeName"] = json!(node);
         }
-        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns"}, "spec": spec})).expect("pod")
+        spec
+    }
+
+    fn key_of(spec: &Value) -> Option<GroupKey> {
+        GroupKey::of(API, "ns", None, Some(spec))
     }
 
     fn group() -> GroupKey {
-        GroupKey::of(&member("a", None, None)).expect("a member")
+        key_of(&member(None, None)).expect("a member")
     }
 
     #[test]
     fn a_pod_names_its_group_with_the_replica_key() {
         assert_eq!(group().to_string(), "ns/train/workers");
-        let replica = GroupKey::of(&member("a", None, Some("r1"))).expect("a member");
+        let replica = key_of(&member(None, Some("r1"))).expect("a member");
         assert_eq!(replica.to_string(), "ns/train/workers/r1");
         assert_ne!(replica, group());
-        let loose: Pod =
-            serde_json::from_value(json!({"metadata": {"name": "x"}, "spec": {"containers": []}})).expect("pod");
-        assert_eq!(GroupKey::of(&loose), None);
+        assert_eq!(key_of(&json!({"containers": []})), None);
     }
 
     #[test]
     fn pre_enqueue_holds_a_member_with_kube_schedulers_messages() {
         assert_eq!(
-            pre_enqueue(&group(), None, 3),
+            pre_enqueue(API, &group(), None, 3),
             PreEnqueue::Gated("waiting for pods's workload \"train\" to appear in scheduling queue".into())
         );
         let other = workload(json!([{"name": "ps", "policy": {"basic": {}}}]));
         assert_eq!(
-            pre_enqueue(&group(), Some(&other), 3),
+            pre_enqueue(API, &group(), Some(&other), 3),
             PreEnqueue::Gated("pod group \"workers\" doesn't exist for a workload \"train\"".into())
         );
         assert_eq!(
-            pre_enqueue(&group(), Some(&gang(3)), 2),
+            pre_enqueue(API, &group(), Some(&gang(3)), 2),
             PreEnqueue::Gated("waiting for minCount pods from a gang to appear in scheduling queue".into())
         );
-        assert_eq!(pre_enqueue(&group(), Some(&gang(3)), 3), PreEnqueue::Pass);
+        assert_eq!(pre_enqueue(API, &group(), Some(&gang(3)), 3), PreEnqueue::Pass);
         let basic = workload(json!([{"name": "workers", "policy": {"basic": {}}}]));
-        assert_eq!(pre_enqueue(&group(), Some(&basic), 0), PreEnqueue::Pass);
+        assert_eq!(pre_enqueue(API, &group(), Some(&basic), 0), PreEnqueue::Pass);
+    }
+
+    #[test]
+    fn pre_enqueue_since_v1_36_waits_for_the_pod_group_object_then_its_quorum() {
+        let api = WorkloadApi::V1Beta1;
+        let group = GroupKey::of(
+            api,
+            "ns",
+            None,
+            Some(&json!({"schedulingGroup": {"podGroupName": "pg"}})),
+        )
+        .expect("a member");
+        assert_eq!(
+            pre_enqueue(api, &group, None, 5),
+            PreEnqueue::Gated("waiting for pods's pod group \"pg\" to appear in scheduling queue".into())
+        );
+        let pod_group = GroupPolicies::of(api, &json!({"spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}))
+            .expect("pod group");
+        assert_eq!(
+            pre_enqueue(api, &group, Some(&pod_group), 1),
+            PreEnqueue::Gated("waiting for minCount pods from a gang to appear in scheduling queue".into())
+        );
+        assert_eq!(pre_enqueue(api, &group, Some(&pod_group), 2), PreEnqueue::Pass);
     }
 
     #[test]
     fn pod_groups_count_known_and_bound_members_and_forget_deleted_ones() {
         let mut groups = PodGroups::default();
-        let add = |groups: &mut PodGroups<&str>, key, pod: Pod| {
-            let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+        let add = |groups: &mut PodGroups<&str>, key, spec: Value| {
+            let bound = spec.get("nodeName").is_some();
             let gated = key == "c";
-            groups.apply(key, GroupKey::of(&pod).expect("a member"), MemberState { bound, gated });
+            groups.apply(key, key_of(&spec).expect("a member"), MemberState { bound, gated });
         };
-        add(&mut groups, "a", member("a", None, None));
-        add(&mut groups, "b", member("b", Some("n1"), None));
-        add(&mut groups, "c", member("c", None, Some("r1")));
+        add(&mut groups, "a", member(None, None));
+        add(&mut groups, "b", member(Some("n1"), None));
+        add(&mut groups, "c", member(None, Some("r1")));
         assert_eq!(
             groups.counts(&group()),
             GroupCounts {
@@ -500,7 +518,7 @@ mod tests {
         assert_eq!(groups.groups_of_workload(Dialect::Workload, "ns", "train").len(), 2);
         assert!(groups.groups_of_workload(Dialect::PodGroup, "ns", "train").is_empty());
         assert_eq!(groups.groups().len(), 2);
-        let replica = GroupKey::of(&member("c", None, Some("r1"))).expect("a member");
+        let replica = key_of(&member(None, Some("r1"))).expect("a member");
         assert_eq!(
             groups.counts(&replica),
             GroupCounts {
@@ -509,7 +527,7 @@ mod tests {
                 gated: 1
             }
         );
-        add(&mut groups, "a", member("a", Some("n2"), None));
+        add(&mut groups, "a", member(Some("n2"), None));
         assert_eq!(
             groups.counts(&group()),
             GroupCounts {

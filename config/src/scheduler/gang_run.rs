@@ -10,12 +10,10 @@
 use std::collections::VecDeque;
 use std::fmt::Display;
 
-use k8s_openapi::api::scheduling::v1alpha1::Workload;
-
 use super::cosched::{self, PodGroupSpec};
 use super::gang::{
-    Deferred, GangRun, GroupCounts, GroupKey, GroupPolicy, PreEnqueue, Rejected, Step, group_policy, pre_enqueue,
-    preempting_note, rejected_member_message, rejected_note, waiting_note,
+    Deferred, GangRun, GroupCounts, GroupKey, GroupPolicies, GroupPolicy, PreEnqueue, Rejected, Step, WorkloadApi,
+    pre_enqueue, preempting_note, rejected_member_message, rejected_note, waiting_note,
 };
 
 /// What GangScheduling makes of a popped member of a Workload's pod group.
@@ -30,10 +28,12 @@ pub enum Admission {
     Run { min_count: usize },
 }
 
-/// GangScheduling's PreEnqueue for a popped member of `group`, with what the worker tells a held one.
-pub fn admit(group: &GroupKey, workload: Option<&Workload>, counts: GroupCounts) -> Admission {
-    let policy = workload.and_then(|w| group_policy(w, &group.pod_group));
-    match (pre_enqueue(group, workload, counts.known), policy) {
+/// GangScheduling's PreEnqueue for a popped member of `group`, with what the worker tells a held one; `policies`
+/// are those of the object the group names in `api` (`None` while it is not known).
+pub fn admit(api: WorkloadApi, group: &GroupKey, policies: Option<&GroupPolicies>, counts: GroupCounts) -> Admission {
+    // A refused object's text stands: its members are held whatever their count.
+    let policy = policies.filter(|p| p.refusal().is_none()).and_then(|p| p.policy(group));
+    match (pre_enqueue(api, group, policies, counts.known), policy) {
         (PreEnqueue::Pass, Some(GroupPolicy::Gang { min_count })) => Admission::Run { min_count },
         (PreEnqueue::Pass, _) => Admission::Alone,
         (PreEnqueue::Gated(_), Some(GroupPolicy::Gang { min_count })) => {
@@ -419,32 +419,33 @@ mod tests {
 
     #[test]
     fn admission_holds_a_short_gang_with_the_waiting_note_and_lets_a_basic_group_alone() {
-        let workload: Workload = serde_json::from_value(json!({
-            "metadata": {"name": "train", "namespace": "ns"},
-            "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": 3}}},
-                                   {"name": "ps", "policy": {"basic": {}}}]},
-        }))
+        let api = WorkloadApi::V1Alpha1;
+        let workload = GroupPolicies::of(
+            api,
+            &json!({"spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": 3}}},
+                                           {"name": "ps", "policy": {"basic": {}}}]}}),
+        )
         .expect("workload");
         let counts = |known| GroupCounts {
             known,
             ..GroupCounts::default()
         };
         assert_eq!(
-            admit(&group(), Some(&workload), counts(2)),
+            admit(api, &group(), Some(&workload), counts(2)),
             Admission::Held("pod group ns/train/workers has 2 of 3 members ready".into())
         );
         assert_eq!(
-            admit(&group(), Some(&workload), counts(3)),
+            admit(api, &group(), Some(&workload), counts(3)),
             Admission::Run { min_count: 3 }
         );
         assert_eq!(
-            admit(&group(), None, counts(3)),
+            admit(api, &group(), None, counts(3)),
             Admission::Held("waiting for pods's workload \"train\" to appear in scheduling queue".into())
         );
         let basic = GroupKey {
             pod_group: "ps".into(),
             ..group()
         };
-        assert_eq!(admit(&basic, Some(&workload), counts(0)), Admission::Alone);
+        assert_eq!(admit(api, &basic, Some(&workload), counts(0)), Admission::Alone);
     }
 }

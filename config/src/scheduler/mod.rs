@@ -15,6 +15,7 @@ pub mod simulate;
 mod simulate_gangs;
 mod simulate_place;
 mod types;
+pub mod workload_api;
 
 pub(crate) use checks::check_scheduler_policy;
 pub use plugins::PluginNameError;

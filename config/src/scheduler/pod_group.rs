@@ -1,9 +1,11 @@
-//! Which gang a pod belongs to, in either dialect: the Workload API's `spec.workloadRef` or Coscheduling's label.
+//! Which gang a pod belongs to, in either dialect: the Workload API's reference or Coscheduling's label.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::Pod;
+use serde_json::Value;
+
+use super::workload_api::WorkloadApi;
 
 /// The plugin's name (`names.GangScheduling`): the name a policy disables it by, and the rejecting plugin of a
 /// gated or rejected member.
@@ -12,7 +14,8 @@ pub const GANG_SCHEDULING: &str = "GangScheduling";
 /// How a pod names its group: the two dialects share one gang mechanism.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Dialect {
-    /// kube-scheduler v1.35's Workload API (`spec.workloadRef`), plugin GangScheduling.
+    /// kube-scheduler's Workload API (`spec.workloadRef` in v1.35, `spec.schedulingGroup` since v1.36: see
+    /// `super::workload_api`), plugin GangScheduling.
     Workload,
     /// scheduler-plugins' Coscheduling (label `scheduling.x-k8s.io/pod-group`, a `PodGroup`), plugin Coscheduling
     /// (`super::cosched`).
@@ -24,29 +27,27 @@ pub enum Dialect {
 pub struct GroupKey {
     pub dialect: Dialect,
     pub namespace: String,
-    /// The Workload's name, or the PodGroup's name in the Coscheduling dialect.
+    /// The object holding the group's policy: the Workload's name (v1.35), or the PodGroup's name (the Workload
+    /// API since v1.36, and the Coscheduling dialect).
     pub workload: String,
-    /// The Workload's pod group; empty in the Coscheduling dialect.
+    /// The Workload's pod group (v1.35); empty when the object is the PodGroup itself.
     pub pod_group: String,
     /// `podGroupReplicaKey`, empty when not set: each replica is its own gang.
     pub replica_key: String,
 }
 
 impl GroupKey {
-    /// The group a pod names, if it names one. A pod naming both a Workload and a PodGroup belongs to the
-    /// Workload's group (the in-tree API wins; its label is then ignored: `docs/scheduler.md`, Coscheduling).
-    pub fn of(pod: &Pod) -> Option<GroupKey> {
-        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        match pod.spec.as_ref().and_then(|spec| spec.workload_ref.as_ref()) {
-            Some(reference) => Some(GroupKey {
-                dialect: Dialect::Workload,
-                namespace,
-                workload: reference.name.clone(),
-                pod_group: reference.pod_group.clone(),
-                replica_key: reference.pod_group_replica_key.clone().unwrap_or_default(),
-            }),
-            None => group_of(&namespace, pod.metadata.labels.as_ref()),
-        }
+    /// The group a pod names in `api` (its `spec` as JSON), if it names one. A pod naming both a Workload API group
+    /// and a PodGroup belongs to the former (the in-tree API wins; its label is then ignored: `docs/scheduler.md`,
+    /// Coscheduling).
+    pub fn of(
+        api: WorkloadApi,
+        namespace: &str,
+        labels: Option<&BTreeMap<String, String>>,
+        spec: Option<&Value>,
+    ) -> Option<GroupKey> {
+        spec.and_then(|spec| api.group_of(namespace, spec))
+            .or_else(|| group_of(namespace, labels))
     }
 
     /// The plugin that gang-schedules the group: the name a policy disables it by and the rejecting plugin.
@@ -59,10 +60,10 @@ impl GroupKey {
 }
 
 impl fmt::Display for GroupKey {
-    /// `<namespace>/<workload>/<podGroup>`, with `/<replicaKey>` when the pod names one; a PodGroup is
-    /// `<namespace>/<name>` (scheduler-plugins' full name).
+    /// `<namespace>/<workload>/<podGroup>`, with `/<replicaKey>` when the pod names one; a PodGroup (of either
+    /// dialect) is `<namespace>/<name>` (its full name).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.dialect == Dialect::PodGroup {
+        if self.pod_group.is_empty() {
             return write!(f, "{}/{}", self.namespace, self.workload);
         }
         write!(f, "{}/{}/{}", self.namespace, self.workload, self.pod_group)?;

@@ -5,15 +5,16 @@ use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::cosched::POD_GROUP_API;
 use super::engine::snapshot::pod_ref;
 use super::engine::{CsiObjects, Snapshot, Storage};
+use super::gang::WorkloadApi;
 use super::resolved::SchedulerPolicy;
-pub use super::simulate_gangs::PodGroupObject;
 use super::simulate_gangs::{Gangs, Popped};
+pub use super::simulate_gangs::{PodGroupObject, WorkloadObject, WorkloadRefs};
 use super::simulate_place::Placer;
 pub use super::simulate_place::{
     FilterOutcome, NodeExplanation, Placement, PreemptionReport, ScoreOutcome, SimulateError, Simulation,
@@ -169,6 +170,15 @@ impl MixedObject {
         })
     }
 
+    fn invalid(&self, kind: &'static str, error: serde_json::Error) -> SimulateError {
+        SimulateError::Invalid {
+            document: self.document,
+            kind,
+            name: self.name.clone(),
+            error,
+        }
+    }
+
     fn unexpected(&self, expected: &'static str) -> SimulateError {
         SimulateError::WrongKind {
             document: self.document,
@@ -198,17 +208,44 @@ pub fn storage_of(documents: Vec<Value>) -> Result<Storage, SimulateError> {
     Ok(Storage::new(claims, volumes, classes).with_csi(csi))
 }
 
-/// The kinds a gangs file may hold.
-const GANG_KINDS: &str = "Workload (scheduling.k8s.io/v1alpha1) or PodGroup (scheduling.x-k8s.io/v1alpha1)";
+/// The kinds a gangs file may hold, by the Workload API of the version simulated.
+fn gang_kinds(api: WorkloadApi) -> &'static str {
+    match api {
+        WorkloadApi::V1Alpha1 => "Workload (scheduling.k8s.io/v1alpha1) or PodGroup (scheduling.x-k8s.io/v1alpha1)",
+        WorkloadApi::V1Alpha2 => {
+            "PodGroup or Workload (scheduling.k8s.io/v1alpha2) or PodGroup (scheduling.x-k8s.io/v1alpha1)"
+        }
+        WorkloadApi::V1Beta1 => {
+            "PodGroup or Workload (scheduling.k8s.io/v1beta1) or PodGroup (scheduling.x-k8s.io/v1alpha1)"
+        }
+    }
+}
 
-/// The pod groups' objects, Workloads and PodGroups, from parsed documents mixed in any order (as [`storage_of`]).
-pub fn gangs_of(documents: Vec<Value>) -> Result<(Vec<Workload>, Vec<PodGroupObject>), SimulateError> {
+/// The pod groups' objects from parsed documents mixed in any order (as [`storage_of`]): the Workload API's
+/// objects holding policies in `api` (Workloads in v1.35, PodGroups since), and Coscheduling's PodGroups. Since
+/// v1.36 a Workload only holds templates the scheduler never reads: it is accepted and ignored. An object of
+/// another version of the Workload API is refused: the version simulated does not serve it.
+pub fn gangs_of(
+    documents: Vec<Value>,
+    api: WorkloadApi,
+) -> Result<(Vec<WorkloadObject>, Vec<PodGroupObject>), SimulateError> {
     let (mut workloads, mut pod_groups) = (Vec::new(), Vec::new());
-    for object in mixed_objects(documents, GANG_KINDS)? {
-        match object.kind.as_str() {
-            "Workload" => workloads.push(object.typed("Workload")?),
-            "PodGroup" => pod_groups.push(PodGroupObject::of(&object.object)),
-            _ => return Err(object.unexpected(GANG_KINDS)),
+    for object in mixed_objects(documents, gang_kinds(api))? {
+        // Without an `apiVersion`, a Workload is the version simulated's and a PodGroup Coscheduling's.
+        let api_version = match object.object.get("apiVersion").and_then(Value::as_str) {
+            Some(api_version) => api_version,
+            None if object.kind == "PodGroup" => POD_GROUP_API,
+            None => api.api_version(),
+        };
+        if api.holds_policies(api_version, &object.kind) {
+            match WorkloadObject::of(api, &object.object) {
+                Ok(found) => workloads.push(found),
+                Err(error) => return Err(object.invalid(api.policy_kind(), error)),
+            }
+        } else if object.kind == "PodGroup" && api_version == POD_GROUP_API {
+            pod_groups.push(PodGroupObject::of(&object.object));
+        } else if !(object.kind == "Workload" && api_version == api.api_version()) {
+            return Err(object.unexpected(gang_kinds(api)));
         }
     }
     Ok((workloads, pod_groups))
@@ -260,9 +297,11 @@ pub struct ClusterObjects {
     /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, which VolumeRestrictions and VolumeZone read
     /// (without them those plugins skip what needs them).
     pub storage: Option<Storage>,
-    /// Workloads (`scheduling.k8s.io/v1alpha1`): their pod groups' gang policies. With none, the Workload API is
-    /// taken as not served and a pod's `workloadRef` is ignored, as by the worker.
-    pub workloads: Vec<Workload>,
+    /// The Workload API's objects holding gang policies (Workloads in v1.35, PodGroups since: [`gangs_of`]). With
+    /// none, the Workload API is taken as not served and the pods' references are ignored, as by the worker.
+    pub workloads: Vec<WorkloadObject>,
+    /// The Workload API groups the pods name, captured when they were read ([`WorkloadRefs::capture`]).
+    pub workload_refs: WorkloadRefs,
     /// The cluster's Kubernetes version: the kube-scheduler minor the simulation behaves as (callers pass the
     /// rule set's, [`crate::RuleSet::kubernetes_version`]; the default is the newest supported).
     pub kubernetes_version: crate::KubernetesVersion,
@@ -285,10 +324,11 @@ pub fn simulate_in(
         pdbs,
         storage,
         workloads,
+        workload_refs,
         pod_groups,
         kubernetes_version,
     } = cluster;
-    let mut gangs = Gangs::new(policy, workloads, pod_groups, &existing, &pods);
+    let mut gangs = Gangs::new(policy, (workloads, workload_refs), pod_groups, &existing, &pods);
     let (bound, pending): (Vec<Pod>, Vec<Pod>) = existing.into_iter().partition(|pod| {
         pod.spec
             .as_ref()

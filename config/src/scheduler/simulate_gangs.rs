@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::scheduling::v1alpha1::Workload;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
@@ -17,7 +16,7 @@ use super::cosched::{self, Backoffs, Chain, Gate, PodGroupSpec, QueueSort};
 use super::engine::pod_info::key_of;
 use super::engine::preemption::never_preempts;
 use super::engine::snapshot::pod_ref;
-use super::gang::{Dialect, GroupKey, MemberState, PodGroups};
+use super::gang::{Dialect, GroupKey, GroupPolicies, MemberState, PodGroups, WorkloadApi};
 use super::gang_run::{Admission, GangRunner, MemberCycle, RunVerdict, Told, admit};
 use super::queue::GroupOrder;
 use super::resolved::SchedulerPolicy;
@@ -48,6 +47,57 @@ impl PodGroupObject {
     }
 }
 
+/// A Workload (v1.35) or a PodGroup of the Workload API (`scheduling.k8s.io`, v1.36+) as a simulation reads it:
+/// the gang policies it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkloadObject {
+    /// `metadata.namespace` (`default` when absent, as for pods).
+    pub namespace: String,
+    pub name: String,
+    pub policies: GroupPolicies,
+}
+
+impl WorkloadObject {
+    /// Reads an object of `api`'s policy kind.
+    pub fn of(api: WorkloadApi, object: &Value) -> Result<WorkloadObject, serde_json::Error> {
+        let text = |pointer| object.pointer(pointer).and_then(Value::as_str);
+        Ok(WorkloadObject {
+            namespace: namespace_or_default(text("/metadata/namespace")),
+            name: text("/metadata/name").unwrap_or_default().to_string(),
+            policies: GroupPolicies::of(api, object)?,
+        })
+    }
+}
+
+/// The Workload API groups the pods to simulate name, by `namespace/name`, captured from the pods' objects as they
+/// were read: a typed pod has no `workloadRef` (v1.35's field is gone from the typed model of v1.37).
+#[derive(Clone, Debug, Default)]
+pub struct WorkloadRefs {
+    api: WorkloadApi,
+    groups: BTreeMap<String, GroupKey>,
+}
+
+impl WorkloadRefs {
+    /// The groups `pods` (objects, of any kind: those that are no pods name nothing) name in `api`.
+    pub fn capture<'a>(api: WorkloadApi, pods: impl IntoIterator<Item = &'a Value>) -> WorkloadRefs {
+        let groups = pods
+            .into_iter()
+            .filter_map(|pod| {
+                let text = |pointer| pod.pointer(pointer).and_then(Value::as_str);
+                let namespace = namespace_or_default(text("/metadata/namespace"));
+                let group = api.group_of(&namespace, pod.get("spec")?)?;
+                Some((format!("{namespace}/{}", text("/metadata/name")?), group))
+            })
+            .collect();
+        WorkloadRefs { api, groups }
+    }
+
+    /// The API the pods were read in.
+    pub fn api(&self) -> WorkloadApi {
+        self.api
+    }
+}
+
 /// Pods without a namespace are in `default` (`pod_ref`); so are the groups they name and the objects given.
 fn namespace_or_default(namespace: Option<&str>) -> String {
     namespace.filter(|n| !n.is_empty()).unwrap_or("default").to_string()
@@ -58,10 +108,13 @@ const NOW: Duration = Duration::ZERO;
 
 /// What the simulation knows of gangs: the objects given and every pod that names a group.
 pub(super) struct Gangs {
-    /// Workloads by namespace and name; `None` when the policy disables GangScheduling or none is given: the
-    /// Workload API is then taken as not served, and members are placed one by one, as the worker places them
-    /// without the API (whose apiserver drops `workloadRef`).
-    workloads: Option<BTreeMap<(String, String), Workload>>,
+    /// The Workload API's objects holding policies (Workloads in v1.35, PodGroups since) by namespace and name;
+    /// `None` when the policy disables GangScheduling or none is given: the Workload API is then taken as not
+    /// served, and members are placed one by one, as the worker places them without the API (whose apiserver drops
+    /// the pods' references).
+    workloads: Option<BTreeMap<(String, String), GroupPolicies>>,
+    /// The groups the pods name in the Workload API.
+    refs: WorkloadRefs,
     /// PodGroups by namespace and name; `None` when the policy disables Coscheduling. A labelled pod whose PodGroup
     /// is not given is a pod whose PodGroup does not exist (`PodGroup not found`).
     pod_groups: Option<BTreeMap<(String, String), PodGroupSpec>>,
@@ -87,7 +140,7 @@ impl Gangs {
     /// The gangs of `existing` and `pods` (every pod naming a group counts as its live member).
     pub(super) fn new(
         policy: &SchedulerPolicy,
-        workloads: Vec<Workload>,
+        (workloads, refs): (Vec<WorkloadObject>, WorkloadRefs),
         pod_groups: Vec<PodGroupObject>,
         existing: &[Pod],
         pods: &[Pod],
@@ -95,13 +148,7 @@ impl Gangs {
         let workloads = (policy.gang_scheduling() && !workloads.is_empty()).then(|| {
             workloads
                 .into_iter()
-                .map(|workload| {
-                    let key = (
-                        namespace_or_default(workload.metadata.namespace.as_deref()),
-                        workload.metadata.name.clone().unwrap_or_default(),
-                    );
-                    (key, workload)
-                })
+                .map(|object| ((object.namespace, object.name), object.policies))
                 .collect()
         });
         let pod_groups = policy.coscheduling().then(|| {
@@ -113,6 +160,7 @@ impl Gangs {
         let args = &policy.profile().args.coscheduling;
         let mut gangs = Gangs {
             workloads,
+            refs,
             pod_groups,
             groups: PodGroups::default(),
             backoffs: Backoffs::default(),
@@ -139,10 +187,13 @@ impl Gangs {
         gangs
     }
 
-    /// The group a pod names, when its dialect is on (the Workload wins, as `GroupKey::of`).
+    /// The group a pod names, when its dialect is on (the Workload API wins, as `GroupKey::of`).
     pub(super) fn group_of(&self, pod: &Pod) -> Option<GroupKey> {
-        let mut group = GroupKey::of(pod)?;
-        group.namespace = namespace_or_default(Some(&group.namespace));
+        let namespace = namespace_or_default(pod.metadata.namespace.as_deref());
+        let group = match self.refs.groups.get(&pod_ref(pod)) {
+            Some(group) => group.clone(),
+            None => cosched::group_of(&namespace, pod.metadata.labels.as_ref())?,
+        };
         let served = match group.dialect {
             Dialect::Workload => self.workloads.is_some(),
             Dialect::PodGroup => self.pod_groups.is_some(),
@@ -175,11 +226,11 @@ impl Gangs {
         let counts = self.groups.counts(&group);
         let (min_count, spec) = match group.dialect {
             Dialect::Workload => {
-                let workload = self
+                let policies = self
                     .workloads
                     .as_ref()
                     .and_then(|w| w.get(&(group.namespace.clone(), group.workload.clone())));
-                match admit(&group, workload, counts) {
+                match admit(self.refs.api(), &group, policies, counts) {
                     Admission::Alone => return Popped::Alone,
                     Admission::Held(note) => {
                         return Popped::Held {
@@ -343,6 +394,9 @@ mod tests {
     const POLICY: &str = "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: { name: g }\nspec:\n  \
                           schedulerName: g\n";
 
+    /// The tests' Workload API: v1.35's, but for the one test of v1.37's.
+    const API: WorkloadApi = WorkloadApi::V1Alpha1;
+
     fn policy(extra: &str) -> SchedulerPolicy {
         let rules = crate::load_str("p.yaml", &format!("{POLICY}{extra}")).expect("valid policy");
         rules.scheduler_policies().next().expect("one policy").clone()
@@ -374,9 +428,10 @@ mod tests {
     }
 
     fn gang_objects(documents: Vec<Value>) -> ClusterObjects {
-        let (workloads, pod_groups) = gangs_of(documents).expect("gang objects");
+        let (workloads, pod_groups) = gangs_of(documents, API).expect("gang objects");
         ClusterObjects {
             workloads,
+            workload_refs: WorkloadRefs::capture(API, []),
             pod_groups,
             ..ClusterObjects::default()
         }
@@ -392,8 +447,10 @@ mod tests {
         policy: &SchedulerPolicy,
         nodes: Vec<k8s_openapi::api::core::v1::Node>,
         pods: Vec<Value>,
-        cluster: ClusterObjects,
+        mut cluster: ClusterObjects,
     ) -> Simulation {
+        // The references as the offline commands capture them, in the API of the objects given.
+        cluster.workload_refs = WorkloadRefs::capture(cluster.workload_refs.api(), &pods);
         let pods = objects_of_kind(pods, "Pod").expect("pods");
         simulate_in(policy, nodes, Vec::new(), pods, cluster, 1, false).expect("runs")
     }
@@ -478,13 +535,15 @@ mod tests {
             "Pod",
         )
         .expect("existing");
+        let mut cluster = gang_objects(vec![workload(2)]);
+        cluster.workload_refs = WorkloadRefs::capture(API, [&fits, &preemptor]);
         let pods = objects_of_kind(vec![fits, preemptor], "Pod").expect("pods");
         let result = simulate_in(
             &policy(""),
             nodes(&[("a", "2"), ("b", "2")]),
             existing,
             pods,
-            gang_objects(vec![workload(2)]),
+            cluster,
             1,
             false,
         )
@@ -526,9 +585,11 @@ mod tests {
         // A member that has terminated is no live member: the gang stays short.
         let mut done = worker("w-2", "1");
         done["status"] = json!({"phase": "Succeeded"});
+        let raw = [worker("w-0", "1"), worker("w-1", "1")];
+        let mut cluster = gang_objects(vec![workload(3)]);
+        cluster.workload_refs = WorkloadRefs::capture(API, raw.iter().chain([&done]));
         let existing = objects_of_kind(vec![done], "Pod").expect("existing");
-        let pods = objects_of_kind(vec![worker("w-0", "1"), worker("w-1", "1")], "Pod").expect("pods");
-        let cluster = gang_objects(vec![workload(3)]);
+        let pods = objects_of_kind(raw.to_vec(), "Pod").expect("pods");
         let with_done =
             simulate_in(&policy(""), nodes(&[("a", "2")]), existing, pods, cluster, 1, false).expect("runs");
         assert_eq!(with_done.placements[0].message.as_deref(), Some(note));
@@ -681,19 +742,101 @@ mod tests {
 
     #[test]
     fn a_gangs_file_mixes_workloads_and_pod_groups_and_refuses_other_kinds() {
-        let (workloads, pod_groups) = gangs_of(vec![
-            workload(2),
-            json!({"kind": "PodGroup", "metadata": {"name": "ps"}, "spec": {"minMember": 3}}),
-        ])
+        let (workloads, pod_groups) = gangs_of(
+            vec![
+                workload(2),
+                json!({"kind": "PodGroup", "metadata": {"name": "ps"}, "spec": {"minMember": 3}}),
+            ],
+            API,
+        )
         .expect("reads");
         assert_eq!(workloads.len(), 1);
         assert_eq!(pod_groups[0].namespace, "default");
         assert_eq!(pod_groups[0].spec.min_member, 3);
-        let wrong = gangs_of(vec![json!({"kind": "Node", "metadata": {"name": "n"}})]).unwrap_err();
+        let wrong = gangs_of(vec![json!({"kind": "Node", "metadata": {"name": "n"}})], API).unwrap_err();
         assert_eq!(
             wrong.to_string(),
             "document 1: expected a Workload (scheduling.k8s.io/v1alpha1) or PodGroup (scheduling.x-k8s.io/v1alpha1) \
              or a list of them, found a Node"
+        );
+        // v1.37 does not serve v1.35's Workloads: refused, not silently ignored.
+        let old = gangs_of(vec![workload(2)], WorkloadApi::V1Beta1).unwrap_err();
+        assert!(
+            old.to_string()
+                .contains("expected a PodGroup or Workload (scheduling.k8s.io/v1beta1)"),
+            "{old}"
+        );
+    }
+
+    /// v1.37's dialect: members name their PodGroup (`scheduling.k8s.io/v1beta1`), which holds the policy; a
+    /// member's `workloadRef` is not read, and a Workload is accepted and ignored.
+    #[test]
+    fn since_v1_36_members_name_their_pod_group_and_are_placed_whole_or_not_at_all() {
+        let api = WorkloadApi::V1Beta1;
+        let member = |name: &str, cpu: &str| {
+            json!({"kind": "Pod", "metadata": {"name": name, "namespace": "ns"},
+                   "spec": {"schedulingGroup": {"podGroupName": "train"},
+                            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}})
+        };
+        let objects = |min_count: u32| {
+            let (workloads, pod_groups) = gangs_of(
+                vec![
+                    json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                           "metadata": {"name": "train", "namespace": "ns"},
+                           "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}),
+                    json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+                           "metadata": {"name": "train", "namespace": "ns"},
+                           "spec": {"podGroupTemplates": []}}),
+                ],
+                api,
+            )
+            .expect("gang objects");
+            ClusterObjects {
+                workloads,
+                workload_refs: WorkloadRefs::capture(api, []),
+                pod_groups,
+                ..ClusterObjects::default()
+            }
+        };
+        let placed = simulate(
+            &policy(""),
+            nodes(&[("a", "2")]),
+            vec![member("m0", "1"), member("m1", "1")],
+            objects(2),
+        );
+        assert!(
+            placed.placements.iter().all(|p| p.node.as_deref() == Some("a")),
+            "{placed:?}"
+        );
+        let short = simulate(&policy(""), nodes(&[("a", "2")]), vec![member("m0", "1")], objects(2));
+        assert_eq!(
+            outcomes(&short),
+            [("ns/m0", None, Some("pod group ns/train has 1 of 2 members ready"))]
+        );
+        let missing = simulate(
+            &policy(""),
+            nodes(&[("a", "2")]),
+            vec![member("m0", "1")],
+            ClusterObjects {
+                workloads: vec![
+                    WorkloadObject::of(
+                        api,
+                        &json!({"metadata": {"name": "other", "namespace": "ns"},
+                    "spec": {"schedulingPolicy": {"basic": {}}}}),
+                    )
+                    .expect("reads"),
+                ],
+                workload_refs: WorkloadRefs::capture(api, []),
+                ..ClusterObjects::default()
+            },
+        );
+        assert_eq!(
+            outcomes(&missing),
+            [(
+                "ns/m0",
+                None,
+                Some("waiting for pods's pod group \"train\" to appear in scheduling queue")
+            )]
         );
     }
 }

@@ -82,7 +82,7 @@ pub struct SchedulerPolicySpec {
     pub preemption: Option<PreemptionSpec>,
     /// kube-scheduler plugins that are neither filters nor scores, turned off for this policy (kube-scheduler's
     /// `plugins.multiPoint.disabled`): `GangScheduling` (on by default: a pod naming a pod group with
-    /// `spec.workloadRef` is gang-scheduled) and `Coscheduling` (on by default: a pod labelled
+    /// `spec.schedulingGroup`, or `spec.workloadRef` in Kubernetes v1.35, is gang-scheduled) and `Coscheduling` (on by default: a pod labelled
     /// `scheduling.x-k8s.io/pod-group` is gang-scheduled with its PodGroup). Filters and scores are turned off by leaving them out of their lists.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disabled_plugins: Vec<String>,

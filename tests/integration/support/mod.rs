@@ -71,6 +71,71 @@ pub fn control_plane() -> &'static ControlPlane {
     })
 }
 
+impl ControlPlane {
+    /// The plane's Kubernetes version, from its binaries' directory (`v1.37.2`).
+    pub fn kubernetes_version(&self) -> ruleplane_config::KubernetesVersion {
+        let name = self.bin_dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let minor = name.split('.').nth(1).and_then(|m| m.parse().ok());
+        minor
+            .and_then(ruleplane_config::KubernetesVersion::of_minor)
+            .unwrap_or_else(|| panic!("the plane's binaries {name} are of no supported version"))
+    }
+
+    /// The Workload API the plane serves (cluster.sh's runtime-config follows the version).
+    pub fn workload_api(&self) -> ruleplane_config::scheduler::gang::WorkloadApi {
+        ruleplane_config::scheduler::gang::WorkloadApi::of(self.kubernetes_version())
+    }
+
+    /// The feature gates kube-scheduler of the plane's version needs for GangScheduling: GenericWorkload, and in
+    /// v1.35 and v1.36 GangScheduling too (v1.37 has no such gate: GenericWorkload turns the plugin on).
+    pub fn gang_gates(&self) -> &'static str {
+        match self.kubernetes_version() {
+            ruleplane_config::KubernetesVersion::V1_37 => "GenericWorkload=true",
+            _ => "GenericWorkload=true,GangScheduling=true",
+        }
+    }
+}
+
+/// The object holding a gang policy of `min_count` in the plane's Workload API, as `(resource, object)`: a Workload
+/// with the group `workers` (v1.35), or a PodGroup (v1.36+).
+pub fn gang_object(namespace: &str, name: &str, min_count: u32) -> (kube::api::ApiResource, serde_json::Value) {
+    use ruleplane_config::scheduler::gang::WorkloadApi;
+    let api = control_plane().workload_api();
+    let (group, version) = api.api_version().split_once('/').expect("group/version");
+    let resource =
+        kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(group, version, api.policy_kind()));
+    let spec = match api {
+        WorkloadApi::V1Alpha1 => {
+            serde_json::json!({"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": min_count}}}]})
+        }
+        _ => serde_json::json!({"schedulingPolicy": {"gang": {"minCount": min_count}}}),
+    };
+    let object = serde_json::json!({
+        "apiVersion": api.api_version(), "kind": api.policy_kind(),
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    });
+    (resource, object)
+}
+
+/// How a member names the group of [`gang_object`] `name` in the plane's Workload API: `(field, value)` of its spec.
+pub fn gang_reference(name: &str) -> (&'static str, serde_json::Value) {
+    use ruleplane_config::scheduler::gang::WorkloadApi;
+    match control_plane().workload_api() {
+        WorkloadApi::V1Alpha1 => ("workloadRef", serde_json::json!({"name": name, "podGroup": "workers"})),
+        _ => ("schedulingGroup", serde_json::json!({"podGroupName": name})),
+    }
+}
+
+/// How the worker names the group of [`gang_object`] `name` in its texts: `<ns>/<name>/workers` (v1.35) or
+/// `<ns>/<name>`.
+pub fn gang_display(namespace: &str, name: &str) -> String {
+    match gang_reference(name).0 {
+        "workloadRef" => format!("{namespace}/{name}/workers"),
+        _ => format!("{namespace}/{name}"),
+    }
+}
+
 /// A client for the admin user. Each test builds its own: a client is bound to the runtime that made it.
 pub async fn admin_client() -> Client {
     client_for(&control_plane().kubeconfig).await

@@ -456,7 +456,7 @@ impl CompiledPdbs {
                 Budget {
                     namespace: pdb.metadata.namespace.clone().unwrap_or_else(|| "default".to_string()),
                     selector,
-                    allowed: status.map_or(0, |s| s.disruptions_allowed),
+                    allowed: status.map_or(0, |s| s.disruptions_allowed.unwrap_or(0)),
                     disrupted: status
                         .and_then(|s| s.disrupted_pods.as_ref())
                         .map(|d| d.keys().cloned().collect())

@@ -84,7 +84,7 @@ pub(super) async fn with_served_kinds(
 
 /// The kind as an established CRD in the cache serves it. Read from the CRD, not discovery: the apiserver's
 /// discovery document follows an established CRD by some milliseconds (a 404 there meanwhile).
-fn established_crd(crds: &SharedWatch, wanted: &KindRef) -> Option<KindInfo> {
+pub(crate) fn established_crd(crds: &SharedWatch, wanted: &KindRef) -> Option<KindInfo> {
     let (group, version) = wanted.api_version.split_once('/')?;
     crds.store.state().iter().find_map(|object| {
         let crd: CustomResourceDefinition = crate::watch_hub::typed(object).ok()?;

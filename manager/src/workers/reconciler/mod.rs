@@ -3,7 +3,7 @@
 
 mod cleanup;
 mod converge;
-mod installed;
+pub(crate) mod installed;
 mod io;
 mod lookups;
 mod writer;

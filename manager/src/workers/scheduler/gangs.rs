@@ -1,7 +1,4 @@
-//! The scheduler worker's gangs (Workload and Coscheduling dialects): the Workload and PodGroup watches and the pod
-//! groups' members, GangScheduling's PreEnqueue or Coscheduling's PreFilter when a member is popped, and a group's
-//! members scheduled back to back as a unit, bound only once all are allowed (decided by
-//! `ruleplane_config::scheduler::{gang, cosched}`).
+//! The scheduler worker's gangs (Workload and Coscheduling dialects): the Workload API's and the PodGroup watches and the pod groups' members, GangScheduling's PreEnqueue or Coscheduling's PreFilter when a member is popped, and a group's members scheduled back to back as a unit, bound only once all are allowed (decided by `ruleplane_config::scheduler::{gang, cosched}`).
 
 // Why a unit: kube-scheduler v1.35 lets a gang's members hold their reservations at Permit for up to 5 minutes, so
 // two gangs competing for the same nodes can each hold part of them and time out together, again and again. Here
@@ -12,17 +9,18 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, WorkloadReference};
-use k8s_openapi::api::scheduling::v1alpha1::Workload;
-use kube::api::{ApiResource, DynamicObject};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
+use ruleplane_config::KindRef;
 use ruleplane_config::scheduler::cosched::{
     self, Backoffs, Chain, Gate, Held, NoPodGroup, POD_GROUP_API, PodGroupSpec, QueueSort,
 };
 use ruleplane_config::scheduler::engine::preemption::never_preempts;
 use ruleplane_config::scheduler::engine::{Nominate, Outcome, Preemption};
 use ruleplane_config::scheduler::gang::{
-    Dialect, GANG_SCHEDULING, GangRun, GroupKey, MemberState, PodGroups, PreEnqueue, pre_enqueue,
+    Dialect, GANG_SCHEDULING, GangRun, GroupKey, GroupPolicies, MemberState, PodGroups, PreEnqueue, WorkloadApi,
+    pre_enqueue,
 };
 use ruleplane_config::scheduler::gang_run::{Admission, GangRunner, MemberCycle, RunVerdict, Told, admit};
 use ruleplane_config::scheduler::queue::{Failure, Place};
@@ -30,19 +28,25 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::cache::Cycle;
+use super::late_kinds::{LateKind, watch_when_served};
 use super::{Done, Loop, PodKey, PodScheduler, SchedulingError, now};
 use crate::context::WorkerContext;
 use crate::watch_hub::{Change, SharedWatch};
 
-/// The Workload API's group/version, served only with the `GenericWorkload` feature gate.
-const WORKLOAD_API: &str = "scheduling.k8s.io/v1alpha1";
-
-/// What the loop knows of gangs: the Workloads, the PodGroups and every live pod that names a pod group.
+/// What the loop knows of gangs: the Workload API's objects, the PodGroups and every live pod that names a pod
+/// group.
 pub(super) struct Gangs {
-    /// Watched when the apiserver serves Workloads and the policy keeps GangScheduling.
+    /// The Workload API of the server's version: where pods name their groups, which kind holds the policies.
+    api: WorkloadApi,
+    /// The policy keeps GangScheduling / Coscheduling: their members are gang-scheduled, served or not yet.
+    workload_on: bool,
+    coscheduling_on: bool,
+    /// The Workload API's policy kind (Workloads in v1.35, PodGroups since), watched once the apiserver serves it.
     pub(super) workloads: Option<Arc<SharedWatch>>,
-    /// Watched when the apiserver serves PodGroups (scheduler-plugins' CRD) and the policy keeps Coscheduling.
+    /// Watched once the apiserver serves PodGroups (scheduler-plugins' CRD), when the policy keeps Coscheduling.
     pub(super) pod_groups: Option<Arc<SharedWatch>>,
+    /// The kinds served after the start, as their watches list ([`watch_when_served`]).
+    late: Option<mpsc::UnboundedReceiver<LateKind>>,
     groups: PodGroups<PodKey>,
     /// Held pods already told why (one `GangWaiting` Event per pod while it is held, not one per sibling added).
     noted: HashSet<PodKey>,
@@ -69,21 +73,11 @@ pub(super) enum Popped {
     Run(Box<GangRun<PodKey>>, Vec<PodKey>, Option<Box<PodGroupSpec>>),
 }
 
-/// The group a pod object names, read without converting the whole pod: its Workload's, else its PodGroup's
-/// (the Workload wins, as `GroupKey::of`).
-pub(super) fn group_of(object: &DynamicObject) -> Option<GroupKey> {
-    let Some(reference) = object.data.pointer("/spec/workloadRef") else {
-        let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
-        return cosched::group_of(namespace, object.metadata.labels.as_ref());
-    };
-    let reference: WorkloadReference = serde_json::from_value(reference.clone()).ok()?;
-    Some(GroupKey {
-        dialect: Dialect::Workload,
-        namespace: object.metadata.namespace.clone().unwrap_or_default(),
-        workload: reference.name,
-        pod_group: reference.pod_group,
-        replica_key: reference.pod_group_replica_key.unwrap_or_default(),
-    })
+/// The group a pod object names in `api`, read without converting the whole pod: its Workload API group's, else
+/// its PodGroup's (the Workload API wins, as `GroupKey::of`).
+pub(super) fn group_of(api: WorkloadApi, object: &DynamicObject) -> Option<GroupKey> {
+    let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
+    GroupKey::of(api, namespace, object.metadata.labels.as_ref(), object.data.get("spec"))
 }
 
 fn member_state(object: &DynamicObject) -> MemberState {
@@ -101,48 +95,55 @@ fn member_state(object: &DynamicObject) -> MemberState {
     }
 }
 
-/// Watches `kind` of `api_version` when the apiserver serves it. Asked once when the worker starts.
+/// Watches `kind` of `api_version` when the apiserver serves it now; else watches it from when it is served
+/// ([`watch_when_served`], which sends it on `late`).
 async fn watch_if_served(
     ctx: &WorkerContext,
-    api_version: &str,
-    kind: &str,
-    dialect: &str,
+    wanted: KindRef,
+    dialect: Dialect,
+    late: &mpsc::UnboundedSender<LateKind>,
 ) -> Option<Arc<SharedWatch>> {
-    match ctx.discovery.served(api_version, kind).await {
-        Ok(Some((resource, _))) => Some(ctx.hub.watch(&resource)),
+    match ctx.discovery.served(&wanted.api_version, &wanted.kind).await {
+        Ok(Some((resource, _))) => return Some(ctx.hub.watch(&resource)),
         Ok(None) => {
-            info!("{kind} ({api_version}) is not served: no gang scheduling in the {dialect} dialect");
-            None
+            info!("{wanted} is not served (yet): its gang members wait for it, as for a pod group that does not exist")
         }
-        Err(error) => {
-            warn!(%error, "could not ask whether {kind} ({api_version}) is served: no gang scheduling in the {dialect} dialect");
-            None
-        }
+        Err(error) => warn!(%error, "could not ask whether {wanted} is served: its gang members wait for it"),
     }
+    watch_when_served(ctx, wanted, dialect, late.clone());
+    None
 }
 
 impl Gangs {
-    /// The Workload watch, when the apiserver serves the Workload API (without it, the apiserver drops every pod's
-    /// `workloadRef`, so no pod names a Workload), and the PodGroup watch, when it serves scheduler-plugins'
-    /// PodGroup CRD (Ruleplane does not install it). `None` when neither dialect is on.
+    /// The watch of the Workload API's policy kind of the server's version and the PodGroup watch (scheduler-plugins'
+    /// CRD, which Ruleplane does not install), each when the policy keeps its plugin; a kind not served yet is
+    /// watched once it is. `None` when the policy keeps neither plugin.
     pub(super) async fn start(ctx: &WorkerContext, workload: bool, coscheduling: bool) -> Option<Gangs> {
-        let workloads = if workload {
-            let resource = ApiResource::erase::<Workload>(&());
-            watch_if_served(ctx, WORKLOAD_API, &resource.kind, "Workload").await
-        } else {
-            None
-        };
-        let pod_groups = if coscheduling {
-            watch_if_served(ctx, POD_GROUP_API, "PodGroup", "Coscheduling").await
-        } else {
-            None
-        };
-        if workloads.is_none() && pod_groups.is_none() {
+        if !workload && !coscheduling {
             return None;
         }
+        let api = WorkloadApi::of(ctx.kubernetes_version);
+        let (found, late) = mpsc::unbounded_channel();
+        let watch = async |on: bool, api_version: &str, kind: &str, dialect| {
+            let wanted = KindRef {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+            };
+            if on {
+                watch_if_served(ctx, wanted, dialect, &found).await
+            } else {
+                None
+            }
+        };
+        let workloads = watch(workload, api.api_version(), api.policy_kind(), Dialect::Workload).await;
+        let pod_groups = watch(coscheduling, POD_GROUP_API, "PodGroup", Dialect::PodGroup).await;
         Some(Gangs {
+            api,
+            workload_on: workload,
+            coscheduling_on: coscheduling,
             workloads,
             pod_groups,
+            late: Some(late),
             groups: PodGroups::default(),
             noted: HashSet::new(),
             told: HashMap::new(),
@@ -151,16 +152,40 @@ impl Gangs {
         })
     }
 
+    /// The receiver of the kinds served after the start (taken once, by the loop).
+    pub(super) fn take_late(&mut self) -> Option<mpsc::UnboundedReceiver<LateKind>> {
+        self.late.take()
+    }
+
+    /// A kind served after the start: watched from now on.
+    pub(super) fn served_late(&mut self, kind: LateKind) -> Arc<SharedWatch> {
+        let slot = match kind.dialect {
+            Dialect::Workload => &mut self.workloads,
+            Dialect::PodGroup => &mut self.pod_groups,
+        };
+        *slot = Some(kind.watch.clone());
+        kind.watch
+    }
+
+    /// The group a pod object names in the server's Workload API or as a PodGroup member.
+    fn group_of(&self, object: &DynamicObject) -> Option<GroupKey> {
+        group_of(self.api, object)
+    }
+
     /// The watches to subscribe to and wait for.
     pub(super) fn watches(&self) -> impl Iterator<Item = &Arc<SharedWatch>> {
         self.workloads.iter().chain(&self.pod_groups)
     }
 
-    fn workload(&self, group: &GroupKey) -> Option<Workload> {
-        self.workloads
+    /// The policies of the object the group names (its Workload, or its PodGroup since v1.36); `None` while it is
+    /// not known, as when the API is not served yet.
+    fn policies(&self, group: &GroupKey) -> Option<GroupPolicies> {
+        let object = self
+            .workloads
             .as_ref()?
             .store
-            .get_typed::<Workload>(Some(&group.namespace), &group.workload)
+            .get(Some(&group.namespace), &group.workload)?;
+        GroupPolicies::of(self.api, &object.data).ok()
     }
 
     fn pod_group(&self, group: &GroupKey) -> Option<PodGroupSpec> {
@@ -172,11 +197,12 @@ impl Gangs {
         Some(PodGroupSpec::of(&object.data).created_at(object.metadata.creation_timestamp.as_ref()))
     }
 
-    /// Whether the group's dialect is watched (a member of a dialect that is off is scheduled on its own).
+    /// Whether the policy keeps the group's plugin (a member of a dialect that is off is scheduled on its own). A
+    /// kind not served yet is no reason to schedule alone: its members wait for their group, as for one missing.
     fn serves(&self, group: &GroupKey) -> bool {
         match group.dialect {
-            Dialect::Workload => self.workloads.is_some(),
-            Dialect::PodGroup => self.pod_groups.is_some(),
+            Dialect::Workload => self.workload_on,
+            Dialect::PodGroup => self.coscheduling_on,
         }
     }
 
@@ -184,7 +210,9 @@ impl Gangs {
     fn passes(&self, group: &GroupKey) -> bool {
         let counts = self.groups.counts(group);
         match group.dialect {
-            Dialect::Workload => pre_enqueue(group, self.workload(group).as_ref(), counts.known) == PreEnqueue::Pass,
+            Dialect::Workload => {
+                pre_enqueue(self.api, group, self.policies(group).as_ref(), counts.known) == PreEnqueue::Pass
+            }
             Dialect::PodGroup => {
                 let member = cosched::Member {
                     group,
@@ -204,7 +232,7 @@ impl Gangs {
     pub(super) fn resync(&mut self, pods: &SharedWatch) {
         self.groups.clear();
         pods.store.for_each(|object| {
-            if let Some(group) = group_of(object).filter(|g| self.serves(g)) {
+            if let Some(group) = self.group_of(object).filter(|g| self.serves(g)) {
                 self.groups.apply(PodKey::of(object), group, member_state(object));
             }
         });
@@ -231,7 +259,7 @@ impl Gangs {
     pub(super) fn on_pod(&mut self, change: &Change) -> Option<GroupKey> {
         match change {
             Change::Applied(object) => {
-                let group = group_of(object).filter(|g| self.serves(g))?;
+                let group = self.group_of(object).filter(|g| self.serves(g))?;
                 let key = PodKey::of(object);
                 let new = !self.groups.contains(&key);
                 self.groups.apply(key, group.clone(), member_state(object));
@@ -276,15 +304,15 @@ impl Loop {
         let Some(object) = self.scheduler.cache.pods.get(Some(&key.namespace), &key.name) else {
             return Popped::Alone;
         };
-        let Some(group) = group_of(&object).filter(|g| gangs.serves(g)) else {
+        let Some(group) = gangs.group_of(&object).filter(|g| gangs.serves(g)) else {
             return Popped::Alone;
         };
         if group.dialect == Dialect::PodGroup {
             return self.pod_group_of(key, group);
         }
-        let workload = gangs.workload(&group);
+        let policies = gangs.policies(&group);
         let counts = gangs.groups.counts(&group);
-        let min_count = match admit(&group, workload.as_ref(), counts) {
+        let min_count = match admit(gangs.api, &group, policies.as_ref(), counts) {
             Admission::Alone => return Popped::Alone,
             Admission::Held(note) => {
                 self.hold(key, &object, note);
@@ -454,7 +482,8 @@ impl Loop {
     /// other pod by PrioritySort.
     pub(super) fn sort_pod(&mut self, key: &PodKey, object: &DynamicObject) {
         let Some(gangs) = self.gangs.as_ref() else { return };
-        let order = group_of(object)
+        let order = gangs
+            .group_of(object)
             .filter(|group| group.dialect == Dialect::PodGroup && gangs.serves(group))
             .and_then(|group| {
                 gangs
@@ -493,8 +522,8 @@ impl Loop {
         }
     }
 
-    /// A pod, Workload or PodGroup notification (`kind`), for the gangs' bookkeeping.
-    pub(super) fn on_gang_change(&mut self, kind: &str, change: &Change) {
+    /// A pod, Workload or PodGroup notification (`kind` of `api_version`), for the gangs' bookkeeping.
+    pub(super) fn on_gang_change(&mut self, api_version: &str, kind: &str, change: &Change) {
         let is_pods = kind == "Pod";
         let Some(gangs) = self.gangs.as_mut() else { return };
         let groups = match change {
@@ -503,7 +532,8 @@ impl Loop {
                 return;
             }
             _ if is_pods => gangs.on_pod(change).into_iter().collect(),
-            _ if kind == "PodGroup" => {
+            // scheduler-plugins' PodGroup (a PodGroup of the Workload API holds its policy since v1.36).
+            _ if kind == "PodGroup" && !WorkloadApi::is_in_tree(api_version) => {
                 let groups = gangs.on_workload(Dialect::PodGroup, change);
                 gangs.forget_rejections(change, &groups);
                 // The PodGroup's creation time is its members' QueueSort time.
@@ -909,6 +939,7 @@ fn gang_failure(key: PodKey, plugin: &str, message: String, nominate: Nominate) 
 mod tests {
     use super::*;
     use crate::metrics::WatchMetrics;
+    use kube::api::ApiResource;
     use kube::runtime::watcher::Event;
     use ruleplane_config::scheduler::cosched::POD_GROUP_LABEL;
     use ruleplane_config::scheduler::queue::Moment;
@@ -954,8 +985,12 @@ mod tests {
         let pod_groups = SharedWatch::new(resource, &metrics);
         pod_groups.apply(Event::Apply(pod_group()));
         let mut gangs = Gangs {
+            api: WorkloadApi::V1Beta1,
+            workload_on: false,
+            coscheduling_on: true,
             workloads: None,
             pod_groups: Some(pod_groups.clone()),
+            late: None,
             groups: PodGroups::default(),
             noted: HashSet::new(),
             told: HashMap::new(),
@@ -965,7 +1000,7 @@ mod tests {
         pods.apply(Event::Apply(member("m1")));
         pods.apply(Event::Apply(member("m2")));
         gangs.resync(&pods);
-        let group = group_of(&member("m1")).expect("a member");
+        let group = group_of(WorkloadApi::V1Beta1, &member("m1")).expect("a member");
         assert_eq!(gangs.groups.counts(&group).known, 2);
         gangs.noted.extend([key("m1"), key("m2")]);
         gangs.told.insert(key("m2"), "PodGroup ns/train: 1/2 pods".into());

@@ -7,6 +7,7 @@
 
 mod cache;
 mod gangs;
+mod late_kinds;
 mod nominations;
 mod preempt;
 mod storage;
@@ -219,8 +220,8 @@ pub async fn run(
     engine.set_score_breakdown(false);
     let hints = QueueingHints::new(policy.profile());
     let cache = shared_cache(&scheduling, &ctx);
-    // Any policy gang-schedules a pod that names a pod group (unless it disables GangScheduling / Coscheduling),
-    // when the apiserver serves Workloads / PodGroups.
+    // Any policy gang-schedules a pod that names a pod group (unless it disables GangScheduling / Coscheduling); a
+    // kind the apiserver serves only later is watched from then on (`late_kinds`).
     let gangs = gangs::Gangs::start(&ctx, policy.gang_scheduling(), policy.coscheduling()).await;
     // Subscribed before the caches sync, so nothing applied from here on is missed.
     let mut subscriptions = vec![cache.nodes.subscribe(), cache.pods.subscribe()];
@@ -248,6 +249,14 @@ pub async fn run(
     });
     ctx.health.set_rule(&name, KIND, WorkerState::Running);
     Loop::new(scheduler, gangs).run(subscriptions, events, stop).await
+}
+
+/// The next gang kind served after the start; pending forever without a receiver (no gangs, or all served).
+async fn next_late(late: &mut Option<mpsc::UnboundedReceiver<late_kinds::LateKind>>) -> Option<late_kinds::LateKind> {
+    match late {
+        Some(receiver) => receiver.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Tie-breaking seed: differs per process, as kube-scheduler's random choice among the best does.
@@ -296,7 +305,7 @@ struct Loop {
     released: HashSet<tokio::task::Id>,
     done: (mpsc::UnboundedSender<Done>, mpsc::UnboundedReceiver<Done>),
     cycle_running: bool,
-    /// Gang scheduling's state, when the apiserver serves Workloads.
+    /// Gang scheduling's state, when the policy keeps GangScheduling or Coscheduling.
     gangs: Option<gangs::Gangs>,
 }
 
@@ -329,7 +338,8 @@ impl Loop {
         stop: CancellationToken,
     ) -> Result<(), WorkerError> {
         let mut changes: SelectAll<_> = subscriptions.into_iter().map(|s| Box::pin(s.into_stream())).collect();
-        self.on_gang_change("Pod", &Change::Resync);
+        let mut late = self.gangs.as_mut().and_then(|gangs| gangs.take_late());
+        self.on_gang_change("v1", "Pod", &Change::Resync);
         self.resync_pending();
         // Changes heard while the caches filled are taken in before the first pod is popped.
         while let Some(Some((kind, change))) = changes.next().now_or_never() {
@@ -371,6 +381,14 @@ impl Loop {
                         let Some(Some((sequence, event))) = events.recv().now_or_never() else { break };
                         self.on_event(sequence, &event);
                     }
+                }
+                Some(kind) = next_late(&mut late) => {
+                    let Some(gangs) = self.gangs.as_mut() else { continue };
+                    let watch = gangs.served_late(kind);
+                    changes.push(Box::pin(watch.subscribe().into_stream()));
+                    // Listed before it was subscribed to: its objects are taken in as after a relist.
+                    let key = watch.key.clone();
+                    self.on_gang_change(&key.api_version, &key.kind, &Change::Resync);
                 }
                 change = changes.next() => {
                     let Some((kind, change)) = change else {
@@ -439,7 +457,7 @@ impl Loop {
     async fn on_change(&mut self, kind: &KindKey, change: &Change) {
         let is_pods = kind.kind == "Pod";
         if is_pods || kind.kind == "Workload" || kind.kind == "PodGroup" {
-            self.on_gang_change(&kind.kind, change);
+            self.on_gang_change(&kind.api_version, &kind.kind, change);
         }
         match change {
             Change::Resync => self.resync_pending(),

@@ -212,7 +212,7 @@ fn default_selector(pod: &Pod, info: &PodInfo, workloads: &Workloads) -> Selecto
                 .iter()
                 .find(|rs| in_namespace(&rs.metadata.namespace, &rs.metadata.name));
             if let Some(rs) = rs {
-                selector = add(selector, rs.spec.as_ref().map(|s| &s.selector));
+                selector = add(selector, Some(&rs.spec.selector));
             }
         }
         ("apps/v1", "StatefulSet") => {
@@ -221,7 +221,7 @@ fn default_selector(pod: &Pod, info: &PodInfo, workloads: &Workloads) -> Selecto
                 .iter()
                 .find(|ss| in_namespace(&ss.metadata.namespace, &ss.metadata.name));
             if let Some(ss) = ss {
-                selector = add(selector, ss.spec.as_ref().map(|s| &s.selector));
+                selector = add(selector, Some(&ss.spec.selector));
             }
         }
         _ => {}
