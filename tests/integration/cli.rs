@@ -11,7 +11,12 @@ fn repo() -> &'static Path {
 
 fn ruleplane(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ruleplane"));
-    cmd.current_dir(repo()).args(args).env_remove("RULEPLANE_RULES");
+    // cargo sets RULEPLANE_KUBERNETES_VERSION for the test binaries (manager/build.rs's build fact, the version the
+    // project is built at), which is also the offline commands' `--kubernetes-version`: their default is meant here.
+    cmd.current_dir(repo())
+        .args(args)
+        .env_remove("RULEPLANE_RULES")
+        .env_remove("RULEPLANE_KUBERNETES_VERSION");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -775,6 +780,7 @@ fn ci_examples_in_the_docs_run_as_written() {
                 .current_dir(&dir)
                 .env("PATH", &path)
                 .env_remove("RULEPLANE_RULES")
+                .env_remove("RULEPLANE_KUBERNETES_VERSION")
                 .env_remove("RULEPLANE_OUTPUT")
                 .output()
                 .expect("sh");

@@ -281,7 +281,17 @@ async fn a_gang_that_fits_is_placed_whole_and_one_that_cannot_places_none_and_sa
         None
     })
     .await;
-    assert_eq!(theirs, messages[failing]);
+    match control_plane().workload_api() {
+        WorkloadApi::V1Alpha1 => assert_eq!(theirs, messages[failing]),
+        // Since v1.36 kube-scheduler places a gang in one pod-group cycle that runs no per-pod PostFilter: its
+        // failing member's text lacks the preemption part Ruleplane (v1.35's texts) gives it (docs/scheduler.md,
+        // "Gangs by Kubernetes version").
+        _ => assert!(
+            messages[failing].starts_with(&theirs) && messages[failing].contains(" preemption: "),
+            "{theirs} / {}",
+            messages[failing]
+        ),
+    }
     drop(kube_scheduler);
     drop(manager);
     delete_pods(&client, &ns).await;

@@ -377,3 +377,65 @@ fn rules_files_and_test_files_are_told_apart_by_name() {
         "{error}"
     );
 }
+
+/// A gang case in the Workload API of the version the rules were loaded for: v1.37's PodGroups and
+/// `schedulingGroup`, v1.35's Workloads and `workloadRef`; a PodGroup of another version is refused where it stands.
+#[test]
+fn a_gang_case_reads_the_workload_api_of_the_version_tested() {
+    let case = |gang: &str, reference: &str| {
+        format!(
+            r#"{HEADER}spec:
+  rule: packer
+  cases:
+    - name: a gang of two is held short of a member
+{gang}
+      nodes:
+        - {{ metadata: {{ name: a }}, status: {{ allocatable: {{ cpu: "4", memory: 8Gi, pods: "110" }} }} }}
+      pods:
+        - {{ metadata: {{ name: m0 }}, spec: {{ {reference}, containers: [ {{ name: c }} ] }} }}
+      expect:
+        placements:
+          - {{ pod: m0, message: "pod group default/train{group} has 1 of 2 members ready" }}
+"#,
+            group = if reference.starts_with("workloadRef") {
+                "/workers"
+            } else {
+                ""
+            },
+        )
+    };
+    let v1_37 = case(
+        "      podGroups:\n        - { apiVersion: scheduling.k8s.io/v1beta1, kind: PodGroup, metadata: { name: train }, \
+         spec: { schedulingPolicy: { gang: { minCount: 2 } } } }",
+        "schedulingGroup: { podGroupName: train }",
+    );
+    let outcomes = run(&v1_37);
+    assert!(outcomes[0].cases[0].passed(), "{:#?}", outcomes[0].cases[0].failures);
+
+    let v1_35 = case(
+        "      workloads:\n        - { metadata: { name: train }, spec: { podGroups: [ { name: workers, policy: { gang: \
+         { minCount: 2 } } } ] } }",
+        "workloadRef: { name: train, podGroup: workers }",
+    );
+    let options = crate::LoadOptions {
+        kubernetes_version: crate::KubernetesVersion::V1_35,
+        ..crate::LoadOptions::default()
+    };
+    let rules = crate::load_str_with("rules.yaml", RULES, &options).expect("fixture rules load");
+    let suites = load_tests(&[("web.test.yaml".to_string(), v1_35)], &rules).expect("test loads");
+    let outcome = run_suite(&rules, &suites[0]);
+    assert!(outcome.cases[0].passed(), "{:#?}", outcome.cases[0].failures);
+
+    // v1.35 does not schedule by v1.37's PodGroups: refused at the item.
+    let errors = match load_tests(&[("web.test.yaml".to_string(), v1_37)], &rules) {
+        Ok(_) => panic!("the test loaded"),
+        Err(diagnostics) => diagnostics.to_string(),
+    };
+    assert!(
+        errors.contains(
+            "a PodGroup of scheduling.k8s.io/v1beta1, which the Kubernetes version tested does not \
+                         schedule by: its Workload API is scheduling.k8s.io/v1alpha1"
+        ),
+        "{errors}"
+    );
+}

@@ -1036,4 +1036,59 @@ mod tests {
             "the rejection of a PodGroup gone is forgotten"
         );
     }
+
+    /// A kind not served yet (no watch) is no reason to schedule alone: its members name a group the worker
+    /// gang-schedules, whose object is missing until the kind's watch is added.
+    #[test]
+    fn members_of_a_kind_not_served_yet_wait_for_their_group_and_its_watch_is_taken_in_later() {
+        let metrics = WatchMetrics::default();
+        let mut gangs = Gangs {
+            api: WorkloadApi::V1Beta1,
+            workload_on: true,
+            coscheduling_on: true,
+            workloads: None,
+            pod_groups: None,
+            late: None,
+            groups: PodGroups::default(),
+            noted: HashSet::new(),
+            told: HashMap::new(),
+            backoffs: Backoffs::default(),
+            queue_sort: QueueSort::default(),
+        };
+        let labelled = group_of(WorkloadApi::V1Beta1, &member("m1")).expect("a member");
+        assert!(gangs.serves(&labelled), "held with its group, not placed alone");
+        assert!(gangs.pod_group(&labelled).is_none());
+        let named: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w", "namespace": "ns"},
+            "spec": {"schedulingGroup": {"podGroupName": "train"}},
+        }))
+        .expect("pod");
+        let group = gangs.group_of(&named).expect("a member");
+        assert!(gangs.serves(&group));
+        assert!(!gangs.passes(&group), "PreEnqueue holds it: its PodGroup is not known");
+
+        let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            "scheduling.k8s.io",
+            "v1beta1",
+            "PodGroup",
+        ));
+        let watch = SharedWatch::new(resource, &metrics);
+        watch.apply(Event::Apply(
+            serde_json::from_value(json!({
+                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "train", "namespace": "ns"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}},
+            }))
+            .expect("pod group"),
+        ));
+        gangs.served_late(LateKind {
+            dialect: Dialect::Workload,
+            watch,
+        });
+        gangs.groups.apply(key("w"), group.clone(), MemberState::default());
+        assert!(
+            gangs.passes(&group),
+            "its PodGroup is known now, and its quorum of one is there"
+        );
+    }
 }
