@@ -5,6 +5,7 @@ mod image_locality;
 mod inter_pod_affinity;
 mod inter_pod_affinity_score;
 mod node_affinity;
+mod node_declared_features;
 mod node_label;
 mod node_name;
 mod node_ports;
@@ -154,6 +155,7 @@ pub fn build_filter(entry: &FilterEntry, args: &PluginArgs) -> Result<BuiltFilte
         FilterPlugin::VolumeZone => Box::new(volume_zone::VolumeZone),
         FilterPlugin::NodeVolumeLimits => Box::new(node_volume_limits::NodeVolumeLimits),
         FilterPlugin::VolumeBinding => Box::new(volume_binding::VolumeBinding),
+        FilterPlugin::NodeDeclaredFeatures => Box::new(node_declared_features::NodeDeclaredFeatures),
         FilterPlugin::NodeValue => {
             return Err(ProfileError::MissingArgs {
                 plugin: plugin.as_str(),
