@@ -71,6 +71,12 @@ impl Behaviour {
         self.0 >= KubernetesVersion::V1_36
     }
 
+    /// NodeVolumeLimits takes Portworx's in-tree volumes as migrated to CSI on any node with a CSINode, without the
+    /// CSINode's migrated-plugins annotation (v1.36: `nodevolumelimits/utils.go` `isCSIMigrationOn`).
+    pub fn portworx_migrates_without_annotation(self) -> bool {
+        self.0 >= KubernetesVersion::V1_36
+    }
+
     /// DynamicResources' PostFilter gives a reason, `no new claims to deallocate`, for a pod without claims, which
     /// FailedScheduling carries before DefaultPreemption's; from v1.37 it rejects without one
     /// (`dynamicresources/dynamicresources.go` `PostFilter`).
