@@ -13,7 +13,9 @@ fn main() {
     let modules = repo.join("tests/control-plane/modules");
     println!("cargo:rerun-if-changed={}", modules.display());
     let kubernetes = supported_window(&modules).unwrap_or_else(|| "unknown".into());
-    println!("cargo:rustc-env=RULEPLANE_KUBERNETES_VERSION={kubernetes}");
+    // Not RULEPLANE_KUBERNETES_VERSION: cargo also sets build facts in the environment of `cargo test`/`cargo run`,
+    // where that name is the offline commands' --kubernetes-version.
+    println!("cargo:rustc-env=RULEPLANE_BUILD_KUBERNETES_WINDOW={kubernetes}");
 
     // A build from a tarball has no git: RULEPLANE_GIT_COMMIT can say which commit it is, else "unknown".
     println!("cargo:rerun-if-env-changed=RULEPLANE_GIT_COMMIT");

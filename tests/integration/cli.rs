@@ -257,9 +257,18 @@ fn simulate_reports_the_preemption_a_pod_would_make() {
         placement["message"],
         "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu."
     );
+    // The newest Kubernetes minor (the default) says where the preemption placed the pod; v1.35 appends nothing.
+    assert_eq!(
+        placement["postFilterMessage"],
+        "preemption: found a potential placement for pod on node node-2, preempting 1 victims"
+    );
+    json_args.extend_from_slice(&["--kubernetes-version", "1.35"]);
+    let out = ruleplane(&json_args, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert!(
-        placement.get("postFilterMessage").is_none(),
-        "a preemption appends nothing"
+        result["placements"][0].get("postFilterMessage").is_none(),
+        "a preemption appends nothing before v1.37"
     );
     assert_eq!(
         placement["preemption"],

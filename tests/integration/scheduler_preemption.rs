@@ -17,7 +17,7 @@ use crate::support::cluster_nodes::{
     nodes_lock,
 };
 use crate::support::manager::{ManagerProcess, temp_dir};
-use crate::support::{admin_client, eventually, test_namespace, write_rule_file as write};
+use crate::support::{admin_client, eventually, plane_version, test_namespace, write_rule_file as write};
 
 /// The plane has no kubelet: a deleted bound pod stays Terminating. Once a victim is terminating this plays the
 /// kubelet's part (the final deletion), and returns the victim as it was then.
@@ -139,9 +139,20 @@ async fn a_higher_priority_pod_preempts_the_victims_kube_scheduler_chooses_and_s
     })
     .await;
     assert_eq!(nominated, x);
-    // A preemption that found a node appends nothing to the FitError (kube-scheduler's PostFilter Success).
+    // A preemption that found a node appends nothing to the FitError before v1.37 (kube-scheduler's PostFilter
+    // Success), from v1.37 where it placed the pod.
+    let placed = if plane_version(&client).await >= ruleplane_config::KubernetesVersion::V1_37 {
+        format!(" preemption: found a potential placement for pod on node {x}, preempting 1 victims")
+    } else {
+        String::new()
+    };
     assert!(
-        message.starts_with("0/") && message.contains("1 Insufficient cpu") && !message.contains("preemption"),
+        message.starts_with("0/") && message.contains("1 Insufficient cpu") && message.ends_with(&format!(".{placed}")),
+        "{message}"
+    );
+    assert_eq!(
+        message.matches("preemption").count(),
+        usize::from(!placed.is_empty()),
         "{message}"
     );
     let victim = terminated_by_kubelet(&pods, "x-low").await;

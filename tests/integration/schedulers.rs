@@ -14,7 +14,9 @@ use serde_json::{Value, json};
 
 use crate::support::cluster_nodes::{KubeScheduler, create_node, delete_nodes, node, nodes_lock};
 use crate::support::manager::{ManagerProcess, temp_dir};
-use crate::support::{admin_client, eventually, test_namespace, write_rule_file as write};
+use crate::support::{
+    admin_client, eventually, no_claims_reason, plane_version, test_namespace, write_rule_file as write,
+};
 
 /// Two policies sharing one cache: kube-scheduler's default profile, and bin-packing.
 fn policies(spread: &str, pack: &str) -> String {
@@ -316,10 +318,13 @@ async fn a_pending_pod_is_placed_as_soon_as_a_node_for_it_appears() {
     create(&client, &pod(&ns, "big", &spread, "3", json!({}))).await;
     let message = unschedulable_message(&client, &ns, "big").await;
     // More CPU than the node has at all: UnschedulableAndUnresolvable, so preemption cannot help.
+    let claims = no_claims_reason(plane_version(&client).await);
     assert_eq!(
         message,
-        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes are \
-         available: 1 Preemption is not helpful for scheduling."
+        format!(
+            "0/1 nodes are available: 1 Insufficient cpu. {claims}preemption: 0/1 nodes are available: 1 Preemption \
+             is not helpful for scheduling."
+        )
     );
     let large = format!("wt-{id}-large");
     let started = Instant::now();
@@ -688,10 +693,13 @@ async fn a_waiting_pod_is_placed_when_its_own_change_lifts_what_held_it() {
     );
     create(&client, &intolerant).await;
     let message = unschedulable_message(&client, &ns, "intolerant").await;
+    let claims = no_claims_reason(plane_version(&client).await);
     assert_eq!(
         message,
-        "0/1 nodes are available: 1 node(s) had untolerated taint(s). no new claims to deallocate, preemption: \
-         0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+        format!(
+            "0/1 nodes are available: 1 node(s) had untolerated taint(s). {claims}preemption: 0/1 nodes are \
+             available: 1 Preemption is not helpful for scheduling."
+        )
     );
     // A gated pod is never attempted: no FailedScheduling, no binding.
     assert_eq!(node_of(&client, &ns, "gated").await, None);

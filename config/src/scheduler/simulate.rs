@@ -290,7 +290,7 @@ pub fn simulate_with_budgets(
 }
 
 /// The cluster objects besides nodes and pods a simulation reads.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ClusterObjects {
     /// PodDisruptionBudgets, which preemption counts.
     pub pdbs: Vec<PodDisruptionBudget>,
@@ -302,12 +302,26 @@ pub struct ClusterObjects {
     pub workloads: Vec<WorkloadObject>,
     /// The Workload API groups the pods name, captured when they were read ([`WorkloadRefs::capture`]).
     pub workload_refs: WorkloadRefs,
-    /// The cluster's Kubernetes version: the kube-scheduler minor the simulation behaves as (callers pass the
-    /// rule set's, [`crate::RuleSet::kubernetes_version`]; the default is the newest supported).
+    /// The cluster's Kubernetes version: the kube-scheduler minor the simulation behaves as. `simulate` and rule
+    /// tests pass the rule set's ([`crate::RuleSet::kubernetes_version`]); the default is the oldest supported, as
+    /// [`crate::scheduler::engine::Engine::new`]'s.
     pub kubernetes_version: crate::KubernetesVersion,
     /// PodGroups (`scheduling.x-k8s.io/v1alpha1`): Coscheduling's groups. A labelled pod whose PodGroup is not
     /// given is told as one whose PodGroup does not exist.
     pub pod_groups: Vec<PodGroupObject>,
+}
+
+impl Default for ClusterObjects {
+    fn default() -> ClusterObjects {
+        ClusterObjects {
+            pdbs: Vec::new(),
+            storage: None,
+            workloads: Vec::new(),
+            workload_refs: WorkloadRefs::default(),
+            kubernetes_version: crate::KubernetesVersion::OLDEST,
+            pod_groups: Vec::new(),
+        }
+    }
 }
 
 /// [`simulate_with_budgets`] with every cluster object the engine reads.
@@ -586,13 +600,9 @@ mod tests {
                 placement.message.as_deref(),
                 Some("0/2 nodes are available: 2 Insufficient cpu.")
             );
-            // The newest minor (the default) says where the preemption placed the pod; before v1.37 nothing.
             assert_eq!(
-                placement.post_filter_message,
-                Some(format!(
-                    "preemption: found a potential placement for pod on node {node}, preempting {} victims",
-                    victims.len()
-                ))
+                placement.post_filter_message, None,
+                "a preemption appends nothing before v1.37"
             );
             assert_eq!(
                 placement.preemption,
@@ -648,6 +658,20 @@ mod tests {
             )
         );
         assert_eq!(placement.preemption, None);
+
+        // The cluster's version decides the text: v1.37's DynamicResources gives no reason for a pod without claims.
+        let nodes = objects_of_kind(vec![node("a", "1")], "Node").unwrap();
+        let existing = objects_of_kind(vec![pod("peer", "1", Some(100), Some("a"))], "Pod").unwrap();
+        let pods = objects_of_kind(vec![pod("p", "1", Some(100), None)], "Pod").unwrap();
+        let cluster = ClusterObjects {
+            kubernetes_version: crate::KubernetesVersion::V1_37,
+            ..ClusterObjects::default()
+        };
+        let result = simulate_in(&policy(SPREAD), nodes, existing, pods, cluster, 1, false).expect("runs");
+        assert_eq!(
+            result.placements[0].post_filter_message.as_deref(),
+            Some("preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
+        );
 
         // `algorithmProvider: none` is kube-scheduler's `disabled: ["*"]`: no PostFilter plugins at all.
         let bare = policy(

@@ -162,6 +162,16 @@ pub async fn plane_version(client: &Client) -> ruleplane_config::KubernetesVersi
     }
 }
 
+/// What kube-scheduler of `version` puts between a FitError and DefaultPreemption's text for a pod without resource
+/// claims: DynamicResources' PostFilter reason, which v1.37 no longer gives.
+pub fn no_claims_reason(version: ruleplane_config::KubernetesVersion) -> &'static str {
+    if version >= ruleplane_config::KubernetesVersion::V1_37 {
+        ""
+    } else {
+        "no new claims to deallocate, "
+    }
+}
+
 /// Creates a fresh namespace named after the test: tests run in parallel and never share one. It is not deleted
 /// at the end (namespaces do finish deleting, kube-controller-manager runs): what a failed test left is there to
 /// look at until the plane stops.

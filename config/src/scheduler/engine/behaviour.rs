@@ -64,6 +64,19 @@ impl Behaviour {
         self.0 >= KubernetesVersion::V1_37
     }
 
+    /// NodeDeclaredFeatures filters (its gate is on by default from v1.36: `pkg/features/kube_features.go`,
+    /// `apis/config/v1/default_plugins.go` `applyFeatureGates`); before, kube-scheduler leaves it out of the
+    /// default profile, and the plugin skips every pod when listed.
+    pub fn declares_node_features(self) -> bool {
+        self.0 >= KubernetesVersion::V1_36
+    }
+
+    /// NodeVolumeLimits takes Portworx's in-tree volumes as migrated to CSI on any node with a CSINode, without the
+    /// CSINode's migrated-plugins annotation (v1.36: `nodevolumelimits/utils.go` `isCSIMigrationOn`).
+    pub fn portworx_migrates_without_annotation(self) -> bool {
+        self.0 >= KubernetesVersion::V1_36
+    }
+
     /// DynamicResources' PostFilter gives a reason, `no new claims to deallocate`, for a pod without claims, which
     /// FailedScheduling carries before DefaultPreemption's; from v1.37 it rejects without one
     /// (`dynamicresources/dynamicresources.go` `PostFilter`).
@@ -71,10 +84,15 @@ impl Behaviour {
         self.0 <= KubernetesVersion::V1_36
     }
 
-    /// The profile's filters in the order this version runs them: the profile lists built-in filters in v1.35's
-    /// default order (NodeUnschedulable, then NodeName); from v1.37 NodeName comes first.
+    /// The profile's filters this version runs, in its order: the profile lists built-in filters in v1.35's
+    /// default order (NodeUnschedulable, then NodeName); from v1.37 NodeName comes first. NodeDeclaredFeatures is
+    /// left out before v1.36, where it would skip every pod.
     pub fn filter_order(self, filters: &[FilterEntry]) -> Vec<&FilterEntry> {
-        let mut ordered: Vec<&FilterEntry> = filters.iter().collect();
+        let declared_features = FilterEntry::Plugin(FilterPlugin::NodeDeclaredFeatures);
+        let mut ordered: Vec<&FilterEntry> = filters
+            .iter()
+            .filter(|e| self.declares_node_features() || **e != declared_features)
+            .collect();
         if self.node_name_filters_first() {
             let at = |plugin| ordered.iter().position(|e| **e == FilterEntry::Plugin(plugin));
             if let (Some(unschedulable), Some(name)) = (at(FilterPlugin::NodeUnschedulable), at(FilterPlugin::NodeName))

@@ -130,7 +130,7 @@ impl Engine {
             })?;
         let mut filters: Vec<BuiltFilter> = Vec::new();
         for entry in behaviour.filter_order(&profile.filters) {
-            let built = build_filter(entry, &profile.args)?;
+            let built = build_filter(entry, &profile.args, behaviour)?;
             if filters.iter().any(|(name, _)| *name == built.0) {
                 return Err(ProfileError::DuplicateName {
                     name: built.0.to_string(),

@@ -77,7 +77,7 @@ plugin_names!(
         InterPodAffinity,
         /// Dynamic resource allocation (not implemented).
         DynamicResources,
-        /// Node declared features (alpha, off in v1.35; not implemented).
+        /// Features the pod needs that the node must declare (`status.declaredFeatures`); runs from v1.36.
         NodeDeclaredFeatures,
         /// Ruleplane: a node value selected by JSONPath must be in a set or range.
         NodeValue,
@@ -113,10 +113,7 @@ plugin_names!(
 impl FilterPlugin {
     /// Whether the engine evaluates this filter.
     pub fn is_implemented(self) -> bool {
-        !matches!(
-            self,
-            FilterPlugin::DynamicResources | FilterPlugin::NodeDeclaredFeatures
-        )
+        !matches!(self, FilterPlugin::DynamicResources)
     }
 }
 
@@ -237,9 +234,10 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// kube-scheduler v1.35's default profile, restricted to the plugins the engine implements, in the default
-    /// MultiPoint order (filters NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
-    /// NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity; scores with weights 3, 2, 1, 2, 2, 1, 1).
+    /// kube-scheduler's default profile (v1.35 to v1.37), restricted to the plugins the engine implements, in the
+    /// default MultiPoint order (filters NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
+    /// NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread,
+    /// InterPodAffinity, NodeDeclaredFeatures (v1.36 on); scores with weights 3, 2, 1, 2, 2, 1, 1).
     pub fn default_provider() -> Profile {
         Profile::preset(ScoringStrategyType::LeastAllocated)
     }
@@ -263,6 +261,8 @@ impl Profile {
             FilterPlugin::VolumeZone,
             FilterPlugin::PodTopologySpread,
             FilterPlugin::InterPodAffinity,
+            // In the default profile from v1.36; the engine leaves it out for v1.35 (`Behaviour::filter_order`).
+            FilterPlugin::NodeDeclaredFeatures,
         ];
         let scores = [
             ScorePlugin::TaintToleration,

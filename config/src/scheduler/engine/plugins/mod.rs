@@ -5,6 +5,7 @@ mod image_locality;
 mod inter_pod_affinity;
 mod inter_pod_affinity_score;
 mod node_affinity;
+mod node_declared_features;
 mod node_label;
 mod node_name;
 mod node_ports;
@@ -112,7 +113,7 @@ fn invalid_args(plugin: &str, errors: Vec<super::field::FieldError>) -> ProfileE
 }
 
 /// Builds a filter from a profile entry, validating its args.
-pub fn build_filter(entry: &FilterEntry, args: &PluginArgs) -> Result<BuiltFilter, ProfileError> {
+pub fn build_filter(entry: &FilterEntry, args: &PluginArgs, behaviour: Behaviour) -> Result<BuiltFilter, ProfileError> {
     let plugin = match entry {
         FilterEntry::NodeValue(value_args) => {
             let path = value_args.compile().map_err(|e| invalid_args(&value_args.name, e))?;
@@ -152,8 +153,9 @@ pub fn build_filter(entry: &FilterEntry, args: &PluginArgs) -> Result<BuiltFilte
         }
         FilterPlugin::VolumeRestrictions => Box::new(volume_restrictions::VolumeRestrictions),
         FilterPlugin::VolumeZone => Box::new(volume_zone::VolumeZone),
-        FilterPlugin::NodeVolumeLimits => Box::new(node_volume_limits::NodeVolumeLimits),
+        FilterPlugin::NodeVolumeLimits => Box::new(node_volume_limits::NodeVolumeLimits::new(behaviour)),
         FilterPlugin::VolumeBinding => Box::new(volume_binding::VolumeBinding),
+        FilterPlugin::NodeDeclaredFeatures => Box::new(node_declared_features::NodeDeclaredFeatures),
         FilterPlugin::NodeValue => {
             return Err(ProfileError::MissingArgs {
                 plugin: plugin.as_str(),

@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::CSINode;
 
 use super::{Cycle, NodeFilter, PreFilter, PreFilterPlugin};
+use crate::scheduler::engine::behaviour::Behaviour;
 use crate::scheduler::engine::csi_translation::{
     InTreePlugin, inline_handle, migrated_on_node, persistent_volume_handle,
 };
@@ -37,12 +38,25 @@ const UNBOUND_HANDLE_PREFIX: &str = "ruleplane-unbound-claim";
 
 /// The plugin.
 #[derive(Debug)]
-pub struct NodeVolumeLimits;
+pub struct NodeVolumeLimits {
+    /// Portworx counts as migrated only when the CSINode's annotation lists it (v1.35; from v1.36 always).
+    portworx_by_annotation: bool,
+}
+
+impl NodeVolumeLimits {
+    /// The plugin as `behaviour`'s kube-scheduler filters.
+    pub fn new(behaviour: Behaviour) -> NodeVolumeLimits {
+        NodeVolumeLimits {
+            portworx_by_annotation: !behaviour.portworx_migrates_without_annotation(),
+        }
+    }
+}
 
 struct Check<'a> {
     pod: &'a PodInfo,
     storage: &'a Storage,
-    /// The pod's attachable volumes, per [`migration_case`] of a node's CSINode (all that they depend on), made
+    portworx_by_annotation: bool,
+    /// The pod's attachable volumes, per [`Migration::case`] of a node's CSINode (all that they depend on), made
     /// at the first node of each case rather than for every node.
     new_volumes: [OnceLock<Result<HashMap<String, String>, Verdict>>; 3],
 }
@@ -59,33 +73,44 @@ impl PreFilterPlugin for NodeVolumeLimits {
         PreFilter::run(Check {
             pod: cycle.pod,
             storage,
+            portworx_by_annotation: self.portworx_by_annotation,
             new_volumes: Default::default(),
         })
     }
 }
 
-/// `isCSIMigrationOn`: GCE PD, EBS, Azure Disk and Cinder whenever the node has a CSINode; Portworx when its
-/// CSINode lists the plugin as migrated; never Azure File or vSphere.
-fn migration_on(csi_node: Option<&CSINode>, plugin: InTreePlugin) -> bool {
-    let Some(csi_node) = csi_node else { return false };
-    match plugin {
-        InTreePlugin::GcePd | InTreePlugin::AwsEbs | InTreePlugin::AzureDisk | InTreePlugin::Cinder => true,
-        InTreePlugin::Portworx => portworx_migrated(csi_node),
-        InTreePlugin::AzureFile | InTreePlugin::VSphere => false,
+/// Which in-tree plugins a node's CSINode has migrated, as `isCSIMigrationOn` sees it.
+#[derive(Clone, Copy)]
+struct Migration<'a> {
+    csi_node: Option<&'a CSINode>,
+    /// v1.35: Portworx only when the CSINode's annotation lists it.
+    portworx_by_annotation: bool,
+}
+
+impl Migration<'_> {
+    /// GCE PD, EBS, Azure Disk and Cinder whenever the node has a CSINode; Portworx too, but before v1.36 only when
+    /// its CSINode lists the plugin as migrated; never Azure File or vSphere.
+    fn on(self, plugin: InTreePlugin) -> bool {
+        let Some(csi_node) = self.csi_node else { return false };
+        match plugin {
+            InTreePlugin::GcePd | InTreePlugin::AwsEbs | InTreePlugin::AzureDisk | InTreePlugin::Cinder => true,
+            InTreePlugin::Portworx => !self.portworx_by_annotation || portworx_migrated(csi_node),
+            InTreePlugin::AzureFile | InTreePlugin::VSphere => false,
+        }
+    }
+
+    /// What [`Migration::on`] answers depend on: no CSINode, one, one with Portworx migrated.
+    fn case(self) -> usize {
+        match self.csi_node {
+            None => 0,
+            Some(_) if self.on(InTreePlugin::Portworx) => 2,
+            Some(_) => 1,
+        }
     }
 }
 
 fn portworx_migrated(csi_node: &CSINode) -> bool {
     migrated_on_node(InTreePlugin::Portworx, Some(csi_node))
-}
-
-/// What [`migration_on`] answers depend on: no CSINode, one, one listing Portworx as migrated.
-fn migration_case(csi_node: Option<&CSINode>) -> usize {
-    match csi_node {
-        None => 0,
-        Some(csi_node) if portworx_migrated(csi_node) => 2,
-        Some(_) => 1,
-    }
 }
 
 /// A pod's attachable volumes (`filterAttachableVolumes`): unique name → driver. For the pod being scheduled a
@@ -94,7 +119,7 @@ fn attachable_volumes(
     volumes: &[StorageVolume],
     owner: VolumeOwner<'_>,
     storage: &Storage,
-    csi_node: Option<&CSINode>,
+    migration: Migration<'_>,
     new_pod: bool,
     out: &mut HashMap<String, String>,
 ) -> Result<(), Verdict> {
@@ -105,7 +130,7 @@ fn attachable_volumes(
             StorageVolume::Ephemeral(name) => (ephemeral_claim_name_of(owner, name), true),
             StorageVolume::Inline(volume) => {
                 if let Some(plugin) = InTreePlugin::of_volume(volume)
-                    && migration_on(csi_node, plugin)
+                    && migration.on(plugin)
                 {
                     match inline_handle(volume) {
                         Ok(Some(handle)) => insert(out, plugin.driver(), &handle),
@@ -143,7 +168,7 @@ fn attachable_volumes(
             }
             continue;
         }
-        if let Some((driver, handle)) = claim_driver(storage, csi_node, namespace, claim) {
+        if let Some((driver, handle)) = claim_driver(storage, migration, namespace, claim) {
             insert(out, &driver, &handle);
         }
     }
@@ -159,7 +184,7 @@ fn insert(out: &mut HashMap<String, String>, driver: &str, handle: &str) {
 /// unbound claim's (or one whose volume is missing) from its class (`getCSIDriverInfo`).
 fn claim_driver(
     storage: &Storage,
-    csi_node: Option<&CSINode>,
+    migration: Migration<'_>,
     namespace: &str,
     claim: &PersistentVolumeClaim,
 ) -> Option<(String, String)> {
@@ -172,13 +197,13 @@ fn claim_driver(
         .then(|| storage.volume(volume_name).ok())
         .flatten();
     let Some(volume) = volume else {
-        return class_driver(storage, csi_node, namespace, claim);
+        return class_driver(storage, migration, namespace, claim);
     };
     if let Some(csi) = volume.spec.as_ref().and_then(|s| s.csi.as_ref()) {
         return Some((csi.driver.clone(), csi.volume_handle.clone()));
     }
     let plugin = InTreePlugin::of_persistent_volume(volume)?;
-    if !migration_on(csi_node, plugin) {
+    if !migration.on(plugin) {
         return None;
     }
     let handle = persistent_volume_handle(volume).ok().flatten()?;
@@ -189,7 +214,7 @@ fn claim_driver(
 /// unique to the claim; nothing without a class.
 fn class_driver(
     storage: &Storage,
-    csi_node: Option<&CSINode>,
+    migration: Migration<'_>,
     namespace: &str,
     claim: &PersistentVolumeClaim,
 ) -> Option<(String, String)> {
@@ -201,7 +226,7 @@ fn class_driver(
     let name = claim.metadata.name.as_deref().unwrap_or_default();
     let handle = format!("{UNBOUND_HANDLE_PREFIX}-{namespace}/{name}");
     match InTreePlugin::by_name(&class.provisioner) {
-        Some(plugin) if !migration_on(csi_node, plugin) => None,
+        Some(plugin) if !migration.on(plugin) => None,
         Some(plugin) => Some((plugin.driver().to_string(), handle)),
         None => Some((class.provisioner.clone(), handle)),
     }
@@ -210,11 +235,15 @@ fn class_driver(
 impl Check<'_> {
     fn verdict(&self, node: &NodeInfo) -> Result<(), Verdict> {
         let csi_node = self.storage.csi_node(node.name());
-        let new = self.new_volumes[migration_case(csi_node)]
+        let migration = Migration {
+            csi_node,
+            portworx_by_annotation: self.portworx_by_annotation,
+        };
+        let new = self.new_volumes[migration.case()]
             .get_or_init(|| {
                 let mut new = HashMap::new();
                 let (volumes, owner) = (&self.pod.storage_volumes, self.pod.volume_owner());
-                attachable_volumes(volumes, owner, self.storage, csi_node, true, &mut new).map(|()| new)
+                attachable_volumes(volumes, owner, self.storage, migration, true, &mut new).map(|()| new)
             })
             .as_ref()
             .map_err(Clone::clone)?;
@@ -237,7 +266,7 @@ impl Check<'_> {
                 &other.storage_volumes,
                 other.volume_owner(),
                 self.storage,
-                csi_node,
+                migration,
                 false,
                 &mut attached,
             );

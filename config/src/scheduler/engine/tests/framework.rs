@@ -188,7 +188,9 @@ fn presets_match_the_default_plugin_set() {
             "VolumeBinding",
             "VolumeZone",
             "PodTopologySpread",
-            "InterPodAffinity"
+            "InterPodAffinity",
+            // From v1.36; the engine leaves it out for v1.35 (tests/versions.rs).
+            "NodeDeclaredFeatures"
         ]
     );
     let scores: Vec<(&str, i64)> = profile

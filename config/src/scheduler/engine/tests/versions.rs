@@ -133,3 +133,31 @@ fn dynamic_resources_explains_a_pod_without_claims_until_v1_37() {
     assert_eq!(event(V1_36), format!("{fit} no new claims to deallocate, {preemption}"));
     assert_eq!(event(V1_37), format!("{fit} {preemption}"));
 }
+
+#[test]
+fn a_pod_needing_a_node_feature_goes_only_to_nodes_declaring_it_from_v1_36() {
+    let mut declaring = node("declaring", "4");
+    declaring["status"]["declaredFeatures"] = json!(["RestartAllContainersOnContainerExits"]);
+    let snapshot = snapshot(vec![declaring, node("plain", "4")], Vec::new());
+    let rule = json!([{"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}]);
+    let restarts_all = json!({"spec": {"containers": [
+        {"name": "c", "restartPolicyRules": rule, "resources": {"requests": {"cpu": "1"}}}
+    ]}});
+    let decision = |version| decide(version, &snapshot, pod("p", "1", 0, restarts_all.clone()));
+    let rejected = |decision: &Decision| decision.node("plain").and_then(|n| n.rejection.clone());
+
+    let before = decision(V1_35);
+    assert_eq!(rejected(&before), None, "not in v1.35's default profile");
+    assert!(!engine(V1_35).filter_names().any(|f| f == "NodeDeclaredFeatures"));
+
+    for version in [V1_36, V1_37] {
+        let after = decision(version);
+        assert_eq!(after.chosen(), Some("declaring"));
+        let rejection = rejected(&after).expect("the plain node is rejected");
+        assert_eq!(rejection.plugin.as_ref(), "NodeDeclaredFeatures");
+        assert_eq!(rejection.message(), "node(s) didn't match Pod's required features");
+    }
+    // A pod needing nothing skips the plugin.
+    let plain = decide(V1_37, &snapshot, pod("q", "1", 0, json!({})));
+    assert!(plain.skipped_filters.iter().any(|f| &**f == "NodeDeclaredFeatures"));
+}

@@ -330,3 +330,30 @@ fn placed_pods_with_claims_and_disks_stay_compact_while_the_volume_plugins_read_
     assert!(old.is_compact(), "the volume plugins parsed the placed pod");
     assert_eq!(old.storage_volumes.len(), 3);
 }
+
+#[test]
+fn portworx_counts_as_migrated_without_the_csi_nodes_annotation_from_v1_36() {
+    // A CSINode that does not list Portworx as migrated, with a Portworx limit of 0.
+    let new = pod(
+        "new",
+        json!([{"name": "p", "portworxVolume": {"volumeID": "px-1"}}]),
+        None,
+    );
+    let storage = Storage::new([], [], []).with_csi(CsiObjects {
+        nodes: vec![csi_node("n1", &[("pxd.portworx.com", 0)])],
+        ..CsiObjects::default()
+    });
+    let mut profile = Profile::default_provider();
+    profile.filters = vec![FilterEntry::Plugin(FilterPlugin::NodeVolumeLimits)];
+    let mut snapshot = Snapshot::build(vec![node("n1")], Vec::new()).unwrap();
+    snapshot.set_storage(storage);
+    let rejected = |version| {
+        let mut engine = Engine::for_version(&profile, version, 1).unwrap();
+        let decision = engine.schedule(&snapshot, &new).unwrap();
+        decision.node("n1").unwrap().rejection.as_ref().map(|r| r.message())
+    };
+    // v1.35: not migrated, so not counted against the driver's limit.
+    assert_eq!(rejected(crate::KubernetesVersion::V1_35), None);
+    assert_eq!(rejected(crate::KubernetesVersion::V1_36).as_deref(), Some(REASON));
+    assert_eq!(rejected(crate::KubernetesVersion::V1_37).as_deref(), Some(REASON));
+}
