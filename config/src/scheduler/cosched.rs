@@ -142,7 +142,7 @@ impl From<GroupCounts> for Members {
 /// keeps kube-scheduler's default plugins, then adds Coscheduling: DynamicResources, DefaultPreemption, Coscheduling).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Chain {
-    /// DynamicResources' PostFilter runs first.
+    /// DynamicResources' PostFilter runs first and gives its reason for a pod without claims (until v1.36).
     pub dynamic_resources: bool,
     /// DefaultPreemption is on.
     pub preemption: bool,
@@ -154,7 +154,8 @@ impl Chain {
     /// The chain of a policy whose engine has `post_filters` (`None`: DefaultPreemption off, no PostFilter).
     pub fn of(post_filters: Option<&PostFilters>, reject_percentage: i32) -> Chain {
         Chain {
-            dynamic_resources: post_filters.is_some_and(|chain| chain.dynamic_resources),
+            dynamic_resources: post_filters
+                .is_some_and(|chain| chain.dynamic_resources && chain.behaviour.dynamic_resources_explains_no_claims()),
             preemption: post_filters.is_some(),
             reject_percentage,
         }
@@ -647,6 +648,29 @@ mod tests {
             spec["workloadRef"] = reference;
         }
         GroupKey::of(WorkloadApi::V1Alpha1, "ns", Some(&labels), Some(&spec))
+    }
+
+    #[test]
+    fn the_chain_gives_dynamic_resources_reason_until_v1_36_only() {
+        use crate::scheduler::engine::Behaviour;
+        for (version, explains) in [
+            (crate::KubernetesVersion::V1_35, true),
+            (crate::KubernetesVersion::V1_36, true),
+            (crate::KubernetesVersion::V1_37, false),
+        ] {
+            let post_filters = PostFilters {
+                behaviour: Behaviour::of(version),
+                ..PostFilters::default()
+            };
+            let chain = Chain::of(Some(&post_filters), 60);
+            assert_eq!(chain.dynamic_resources, explains, "{version}");
+            assert!(chain.preemption);
+        }
+        let without_dra = PostFilters {
+            dynamic_resources: false,
+            ..PostFilters::default()
+        };
+        assert!(!Chain::of(Some(&without_dra), 60).dynamic_resources);
     }
 
     #[test]
