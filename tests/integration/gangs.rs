@@ -599,12 +599,15 @@ async fn agrees_with_the_worker(
     let rules = ruleplane_config::load_str("policy.yaml", &policy(offline.scheduler)).expect("policy");
     let offline_policy = rules.scheduler_policies().next().expect("one policy");
     let (cluster_nodes, existing) = offline.cluster;
+    // The plane's kube-scheduler minor, as the worker behaves.
+    let mut objects = offline.objects;
+    objects.kubernetes_version = crate::support::plane_version(client).await;
     let simulation = ruleplane_config::scheduler::simulate::simulate_in(
         offline_policy,
         cluster_nodes,
         existing,
         offline.pods,
-        offline.objects,
+        objects,
         1,
         false,
     )
@@ -771,12 +774,13 @@ async fn a_pod_group_is_placed_whole_and_a_short_one_is_held_with_coschedulings_
     // kube-scheduler runs the PostFilter chain after a PreFilter rejection too: DynamicResources, DefaultPreemption
     // (no node where preemption helps), then Coscheduling's rejection of the group.
     let held = unschedulable_message(&client, &ns, "fits-1").await;
+    let no_claims = crate::support::no_claims_reason(crate::support::plane_version(&client).await);
     assert!(
         held.starts_with("0/")
-            && held.contains(
+            && held.contains(&format!(
                 " nodes are available: pre-filter pod fits-1 cannot find enough sibling pods, current pods number: 2, \
-                 minMember of group: 3. no new claims to deallocate, preemption: 0/"
-            )
+                 minMember of group: 3. {no_claims}preemption: 0/"
+            ))
             && held.ends_with(&format!(
                 " Preemption is not helpful for scheduling., PodGroup {ns}/fits gets rejected due to Pod fits-1 is \
                  unschedulable even after PostFilter"
@@ -804,7 +808,7 @@ async fn a_pod_group_is_placed_whole_and_a_short_one_is_held_with_coschedulings_
     assert!(
         nowhere.starts_with("0/")
             && nowhere.contains(" nodes are available: 2 Insufficient cpu")
-            && nowhere.contains(". no new claims to deallocate, preemption: 0/")
+            && nowhere.contains(&format!(". {no_claims}preemption: 0/"))
             && nowhere.contains(" No preemption victims found for incoming pod")
             && nowhere.ends_with("., can not find pod group"),
         "{nowhere}"
