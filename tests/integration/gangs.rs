@@ -691,8 +691,9 @@ fn verdicts(simulation: &ruleplane_config::scheduler::simulate::Simulation) -> B
 /// a member with Coscheduling's reason, a labelled pod whose PodGroup does not exist, a group short of `minMember`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulate_gives_pod_group_members_the_verdicts_and_texts_the_worker_gives() {
-    install_pod_group_crd();
+    // The CRD under the node lock: gang_late_kinds deletes and reinstalls it while holding that lock.
     let _nodes = nodes_lock().await;
+    install_pod_group_crd();
     let client = admin_client().await;
     let ns = test_namespace(&client, "cosched-offline").await;
     let id = format!("{}co", std::process::id());
@@ -754,8 +755,9 @@ async fn simulate_gives_pod_group_members_the_verdicts_and_texts_the_worker_give
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_group_is_placed_whole_and_a_short_one_is_held_with_coschedulings_message() {
-    install_pod_group_crd();
+    // The CRD under the node lock: gang_late_kinds deletes and reinstalls it while holding that lock.
     let _nodes = nodes_lock().await;
+    install_pod_group_crd();
     let client = admin_client().await;
     let ns = test_namespace(&client, "cosched").await;
     let id = format!("{}c", std::process::id());
@@ -851,9 +853,11 @@ async fn a_pod_group_is_placed_whole_and_a_short_one_is_held_with_coschedulings_
             Duration::from_secs(30),
             &format!("{name} rejected with its group"),
             || async {
+                // A member tried before the worker's watch brought it the PodGroup is told it is missing, and
+                // tried again when the PodGroup arrives (Coscheduling's event): wait for the group's verdict.
                 pod_scheduled_message(&client, &ns, &name)
                     .await
-                    .filter(|m| !m.contains("pre-filter"))
+                    .filter(|m| !m.contains("pre-filter") && !m.contains("PodGroup not found"))
             },
         )
         .await;
@@ -895,8 +899,9 @@ async fn a_pod_group_is_placed_whole_and_a_short_one_is_held_with_coschedulings_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_two_pod_groups_competing_for_room_for_one_the_older_is_placed_whatever_order_its_pods_came_in() {
-    install_pod_group_crd();
+    // The CRD under the node lock: gang_late_kinds deletes and reinstalls it while holding that lock.
     let _nodes = nodes_lock().await;
+    install_pod_group_crd();
     let client = admin_client().await;
     let ns = test_namespace(&client, "cosched-order").await;
     let id = format!("{}q", std::process::id());
@@ -973,7 +978,6 @@ fn prioritized_member(namespace: &str, name: &str, group: &str, scheduler: &str,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_evicts_nothing_unless_preemption_completes_its_quorum_and_is_placed_once_the_victims_are_gone() {
-    install_pod_group_crd();
     let client = admin_client().await;
     let ns = test_namespace(&client, "gangpreempt").await;
     let id = format!("{}p", std::process::id());
@@ -984,7 +988,9 @@ async fn a_gang_evicts_nothing_unless_preemption_completes_its_quorum_and_is_pla
         .map(|(name, value)| (class(name), value, "PreemptLowerPriority"))
         .collect();
     create_priority_classes(&client, &classes).await;
+    // The CRD under the node lock: gang_late_kinds deletes and reinstalls it while holding that lock.
     let _nodes = nodes_lock().await;
+    install_pod_group_crd();
     // Three KWOK nodes: two of 2 cpu, the first full of a low-priority pod, the second of a high-priority one, and
     // an empty one of 1 cpu.
     let mut names = Vec::new();
