@@ -33,6 +33,65 @@ sed 's/^          concurrencyPolicy: \(.*\)$/          concurrencyPolicy: \1\n  
   "$root/examples/crontab.yaml" >"$typo/crontab.yaml"
 echo "   \$ ruleplane validate typo/crontab.yaml"
 (cd "$typo" && "$target/debug/ruleplane" validate crontab.yaml 2>&1) | sed 's/^/   /' || true
+explain "" "Built-in kinds differ by Kubernetes version (1.35-1.37 supported, default the newest): a Job child using" \
+  "spec.scheduling (served from 1.37) checked for a 1.36 cluster says so:"
+cat >"$typo/jobs.yaml" <<'RULE'
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: training-jobs }
+spec:
+  for: { apiVersion: v1, kind: ConfigMap }
+  children:
+    - id: job
+      template: |
+        apiVersion: batch/v1
+        kind: Job
+        metadata: { name: "{{ metadata.name }}" }
+        spec:
+          scheduling: {}
+          template:
+            spec:
+              restartPolicy: Never
+              containers: [ { name: train, image: busybox } ]
+RULE
+echo "   \$ ruleplane validate jobs.yaml --kubernetes-version 1.36"
+(cd "$typo" && "$target/debug/ruleplane" validate jobs.yaml --kubernetes-version 1.36 2>&1) | sed 's/^/   /' || true
+explain "" "CEL validation rules (x-kubernetes-validations) of a ResourceDefinition's schema are checked offline too:"
+cat >"$typo/autoscaler.yaml" <<'RULE'
+apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: { name: autoscaler.scale.example.org }
+spec:
+  versions:
+    - name: v1
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              x-kubernetes-validations:
+                - rule: self.minReplicas <= self.maxReplicas
+                  messageExpression: "'minReplicas (' + string(self.minReplicas) + ') exceeds maxReplicas'"
+              properties:
+                minReplicas: { type: integer }
+                maxReplicas: { type: integer }
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: web-autoscaler }
+spec:
+  for: { apiVersion: v1, kind: ConfigMap }
+  children:
+    - id: autoscaler
+      template: |
+        apiVersion: scale.example.org/v1
+        kind: Autoscaler
+        metadata: { name: "{{ metadata.name }}" }
+        spec: { minReplicas: 5, maxReplicas: 3 }
+RULE
+echo "   \$ ruleplane validate autoscaler.yaml"
+(cd "$typo" && "$target/debug/ruleplane" validate autoscaler.yaml 2>&1) | sed 's/^/   /' || true
 rm -rf "$typo"
 
 # The other tool is not installed yet when the manager starts (an earlier demo's CRDs, and their objects, go).
@@ -452,9 +511,10 @@ kubectl get events --field-selector involvedObject.name=batch-job,reason=Preempt
 kubectl get pods -l demo=scheduling -o custom-columns=POD:.metadata.name,NODE:.spec.nodeName,PHASE:.status.phase \
   --field-selector spec.nodeName=demo-node-4 | sed 's/^/   /'
 explain "(batch-job is gone: KWOK removed it once deleted, as a kubelet would.)"
-explain "" "Gangs (Workload API, alpha in v1.35; the local plane serves it): gang-scheduler places a pod group" \
-        "all or nothing. tests/scheduler/gang/gang-jobs.yaml has two gangs of three; too-big cannot fit whole:"
-kubectl delete workloads.scheduling.k8s.io training too-big --ignore-not-found >/dev/null 2>&1 || true
+explain "" "Gangs (the Workload API: PodGroups of scheduling.k8s.io/v1beta1 on 1.37, the local plane serves it):" \
+        "gang-scheduler places a pod group all or nothing. tests/scheduler/gang/gang-jobs.yaml has two gangs of" \
+        "three; too-big cannot fit whole:"
+kubectl delete podgroups.scheduling.k8s.io training too-big --ignore-not-found >/dev/null 2>&1 || true
 kubectl apply -f "$root/tests/scheduler/gang/gang-jobs.yaml" >/dev/null
 for _ in $(seq 1 40); do
   [ "$(kubectl get pods -l gang=training -o jsonpath='{.items[*].spec.nodeName}' | wc -w)" = 3 ] && break; sleep 0.25
@@ -499,7 +559,8 @@ explain "" "The same engine runs offline: ruleplane simulate (what-if on nodes a
 echo "   \$ ruleplane simulate --policy examples/my-scheduler.yaml --nodes nodes.yaml --pods pods.yaml --existing existing.yaml"
 "$target/debug/ruleplane" simulate --policy "$root/examples/my-scheduler.yaml" --nodes "$root/tests/scheduler/simulate/nodes.yaml" \
   --pods "$root/tests/scheduler/simulate/pods.yaml" --existing "$root/tests/scheduler/simulate/existing.yaml" --seed 1 | sed 's/^/   /'
-explain "" "make test checks verdicts and messages against the real kube-scheduler v1.35 on a random corpus."
+explain "" "make test checks verdicts and messages against the real kube-scheduler of the plane's version (1.37;" \
+        "make test-matrix: 1.35 and 1.36) on random corpora."
 
 say "8. Reviewing a rule change: ruleplane diff shows what it would do to the cluster, writing nothing"
 review=$(mktemp -d -t ruleplane-review.XXXXXX)
