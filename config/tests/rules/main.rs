@@ -10,3 +10,4 @@ mod golden;
 mod invalid_corpus;
 mod load_api;
 mod schema_file;
+mod validate_budget;
