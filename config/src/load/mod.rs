@@ -9,7 +9,7 @@ mod partials;
 mod rule_set;
 pub(crate) mod schema_check;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 pub use crate::files::rule_files;
@@ -153,6 +153,19 @@ fn plain_diagnostic(file: &str, code: DiagnosticCode, message: &str) -> Diagnost
     }
 }
 
+/// The kind a ResourceDefinition document means to declare, as written (`None` for other documents).
+fn declared_kind(doc: &Node) -> Option<String> {
+    if doc.get("kind")?.as_str()? != "ResourceDefinition" {
+        return None;
+    }
+    let name = doc.get("metadata")?.get("name")?.as_str()?;
+    let names_kind = doc.get("spec").and_then(|s| s.get("names")).and_then(|n| n.get("kind"));
+    Some(crate::resource_definition::intended_kind(
+        name,
+        names_kind.and_then(Node::as_str),
+    ))
+}
+
 /// A rule document as typed from YAML: what the set-level checks read, whether or not it resolved.
 pub(crate) enum RuleDocument {
     ResourceDefinition(ResourceDefinitionRule),
@@ -190,6 +203,8 @@ pub(crate) struct LoadedRule {
 fn load_files(files: &[(String, String)], options: &LoadOptions) -> Result<RuleSet, Diagnostics> {
     let mut all = Vec::new();
     let mut loaded = Vec::new();
+    // The kinds of ResourceDefinitions with errors of their own: already reported, never unknown again.
+    let mut broken_kinds = BTreeSet::new();
     for (file_index, (name, text)) in files.iter().enumerate() {
         let mut out = FileDiagnostics::new(name, text);
         let lines: Vec<&str> = text.lines().collect();
@@ -202,7 +217,11 @@ fn load_files(files: &[(String, String)], options: &LoadOptions) -> Result<RuleS
                     if partials::is_partials_document(&doc) {
                         continue;
                     }
-                    if let Some((document, resolved)) = document::load_document(&doc, &lines, &mut out, &partials) {
+                    let loaded_document = document::load_document(&doc, &lines, &mut out, &partials);
+                    if loaded_document.as_ref().is_none_or(|(_, resolved)| resolved.is_none()) {
+                        broken_kinds.extend(declared_kind(&doc));
+                    }
+                    if let Some((document, resolved)) = loaded_document {
                         loaded.push(LoadedRule {
                             document,
                             resolved,
@@ -215,7 +234,7 @@ fn load_files(files: &[(String, String)], options: &LoadOptions) -> Result<RuleS
         }
         all.append(&mut out.found);
     }
-    rule_set::check_rule_set(&loaded, files, options, &mut all);
+    rule_set::check_rule_set(&loaded, &broken_kinds, files, options, &mut all);
     if all.is_empty() {
         let mut rules = Vec::with_capacity(loaded.len());
         for item in loaded {

@@ -1,6 +1,6 @@
 //! Checks that need the whole rule set: unique names and scheduler names, kinds that resolve.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::fields::{embedded_pos, key, path, with};
 use super::{LoadOptions, LoadedRule, RuleDocument, UnknownKinds};
@@ -13,6 +13,7 @@ use crate::yaml_tree::PathStep;
 
 pub(crate) fn check_rule_set(
     loaded: &[LoadedRule],
+    broken_kinds: &BTreeSet<String>,
     files: &[(String, String)],
     options: &LoadOptions,
     all: &mut Vec<Diagnostic>,
@@ -28,6 +29,15 @@ pub(crate) fn check_rule_set(
     let report =
         |all: &mut Vec<Diagnostic>, item: &LoadedRule, field: &[&str], code: DiagnosticCode, message: String| {
             report_at(all, item, item.doc.value_pos_of(&path(field)), code, message)
+        };
+    // A kind a ResourceDefinition with errors means to declare is not also unknown: that is one defect, reported
+    // at the ResourceDefinition.
+    let unknown_kind =
+        |definitions: &[&ResourceDefinitionRule], options: &LoadOptions, api_version: &str, kind: &str| {
+            if broken_kinds.contains(kind) {
+                return None;
+            }
+            unknown_kind(definitions, options, api_version, kind)
         };
     let mut names: BTreeMap<&str, &SourceLocation> = BTreeMap::new();
     for item in loaded {
@@ -350,4 +360,91 @@ fn pruned_status_fields(
             pruned.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::load::{LoadOptions, UnknownKinds, load_str_with};
+
+    const RECONCILER: &str = "---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: r }
+spec:
+  for: { apiVersion: stable.example.com/v1, kind: CronTab }
+  children:
+    - id: job
+      template: |
+        apiVersion: stable.example.com/v1
+        kind: CronTab
+        metadata: { name: {{json metadata.name}}-copy }
+";
+
+    fn diagnostics(definition: &str) -> Vec<String> {
+        let options = LoadOptions {
+            unknown_kinds: UnknownKinds::Refuse,
+            ..Default::default()
+        };
+        let text = format!("{definition}{RECONCILER}");
+        let found = load_str_with("rules.yaml", &text, &options).expect_err("invalid");
+        found
+            .iter()
+            .map(|d| format!("{}:{} {}: {}", d.line, d.column, d.code, d.message))
+            .collect()
+    }
+
+    #[test]
+    fn a_resource_definition_with_a_name_error_is_one_error_not_also_an_unknown_kind_where_it_is_used() {
+        let crd_style = "apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: { name: crontabs.stable.example.com }
+spec:
+  names: { kind: CronTab, plural: crontab }
+  versions: [{ name: v1 }]
+";
+        let found = diagnostics(crd_style);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(found[0].contains("name: plural `crontab` disagrees"), "{found:#?}");
+        let tpr_style = "apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: { name: cron-tab.stable }
+spec:
+  versions: [{ name: v1 }]
+";
+        let found = diagnostics(tpr_style);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(found[0].contains("name: the group `stable` must be"), "{found:#?}");
+    }
+
+    #[test]
+    fn a_resource_definition_refused_by_the_schema_check_is_not_followed_by_unknown_kinds() {
+        let misspelt = "apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: { name: crontabs.stable.example.com }
+spec:
+  names: { kind: CronTab }
+  versionz: [{ name: v1 }]
+";
+        let found = diagnostics(misspelt);
+        assert!(found.iter().all(|d| !d.contains("unknown-kind")), "{found:#?}");
+        assert!(found.iter().any(|d| d.contains("unknown-field")), "{found:#?}");
+    }
+
+    #[test]
+    fn a_kind_no_resource_definition_means_to_declare_is_still_unknown() {
+        let other = "apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: { name: buckets.stable.example.com }
+spec:
+  names: { kind: Bucket, plural: bucket }
+  versions: [{ name: v1 }]
+";
+        let found = diagnostics(other);
+        assert_eq!(found.len(), 3, "{found:#?}");
+        assert_eq!(
+            found.iter().filter(|d| d.contains("unknown-kind")).count(),
+            2,
+            "{found:#?}"
+        );
+    }
 }

@@ -9,6 +9,7 @@ mod types;
 
 pub(crate) use checks::{check_resource_definition, check_resource_definition_fields};
 pub use crd::generate_crd;
+pub(crate) use names::intended_kind;
 pub use plan::{CrdPlan, CrdRefusal, EvolutionPolicy, plan_crd};
 pub use removal::{CrdRemoval, deletable_by, plan_crd_removal};
 pub use types::{

@@ -40,6 +40,15 @@ fn guess_plural(kind: &str) -> String {
     }
 }
 
+/// The kind a ResourceDefinition means to declare, read from its rule name and `spec.names.kind` as written, even
+/// when its names do not resolve: a rule using that kind is then not also told the kind is unknown.
+pub(crate) fn intended_kind(rule_name: &str, names_kind: Option<&str>) -> String {
+    match names_kind {
+        Some(kind) => kind.to_owned(),
+        None => camel_case(rule_name.split('.').next().unwrap_or(rule_name)),
+    }
+}
+
 /// Resolves every name of the type; collects all problems.
 pub(crate) fn resolve_names(rule_name: &str, spec: &ResourceDefinitionSpec) -> Result<CrdNames, Vec<NamingProblem>> {
     let mut problems = Vec::new();
