@@ -49,7 +49,7 @@ pub struct SchemaProblem {
     pub message: String,
 }
 
-const MISSING_FIELD: &str = "required field is missing";
+pub(crate) const MISSING_FIELD: &str = "required field is missing";
 /// A field the schema does not declare (what the apiserver's strict field validation refuses).
 const NOT_DECLARED: &str = "field not declared in schema";
 

@@ -63,6 +63,19 @@ pub enum RenderError {
         /// What is wrong.
         message: String,
     },
+    /// The rendered object lacks `apiVersion`, `kind` or `metadata.name`: a defect of the template whatever the
+    /// parent (`validate` reports it for its synthetic parent).
+    #[error(
+        "{location}: child `{child}`: rendered object has no `{field}`; every child needs apiVersion, kind and metadata.name"
+    )]
+    Incomplete {
+        /// The child's id.
+        child: String,
+        /// Where the template starts in the rule file.
+        location: SourceLocation,
+        /// The missing field (`metadata.name`).
+        field: String,
+    },
     /// A collection child (`forEach`, `count`) cannot be expanded: its path yields no list or number, it has
     /// more items than `maxItems`, or two of its objects have the same name.
     #[error("{location}: child `{child}`: {message}")]
@@ -133,7 +146,7 @@ impl RenderError {
             | RenderError::Lookup { error, .. }
             | RenderError::Status { error, .. } => error.category(),
             RenderError::OutputYaml { .. } => "output-yaml",
-            RenderError::OutputObject { .. } => "output-object",
+            RenderError::OutputObject { .. } | RenderError::Incomplete { .. } => "output-object",
             RenderError::Collection { .. } => "collection",
             RenderError::LookupTarget { .. } => "lookup-target",
             RenderError::Patch { .. } => "patch",
@@ -822,10 +835,11 @@ fn render_one(rule: &Reconciler, template: &Child, context: &Value, parent: &Val
             .and_then(Value::as_str)
             .is_some_and(|s| !s.trim().is_empty());
         if !present {
-            let name = field.trim_start_matches('/').replace('/', ".");
-            return Err(object_error(format!(
-                "rendered object has no `{name}`; every child needs apiVersion, kind and metadata.name"
-            )));
+            return Err(RenderError::Incomplete {
+                child: template.id.clone(),
+                location: start.clone(),
+                field: field.trim_start_matches('/').replace('/', "."),
+            });
         }
     }
     contain(rule, template, context, parent, &mut object).map_err(object_error)?;

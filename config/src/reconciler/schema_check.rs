@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::plan::child_id;
-use super::render::{gather_lookups, render_children};
+use super::render::{RenderError, gather_lookups, render_children};
 use super::resolved::Reconciler;
 use crate::diagnostics::{Diagnostic, DiagnosticCode, SourceLocation};
 use crate::object_schema::{KindSchemas, PathSegment, SchemaProblem};
@@ -26,13 +26,7 @@ pub fn schema_diagnostics(rule: &Reconciler, children: &[Value], schemas: &KindS
             let (location, source_line, label) = match child {
                 Some(child) => {
                     let location = locate(&child.source, child.template.source(), &problem);
-                    // The file's line, as the template block holds it (indented by the block's column).
-                    let source_line = child
-                        .template
-                        .source()
-                        .lines()
-                        .nth(location.line.wrapping_sub(child.source.line))
-                        .map(|line| format!("{}{line}", " ".repeat(child.source.column.saturating_sub(1))));
+                    let source_line = file_line(child, &location);
                     (location, source_line, format!("child `{}` ({what})", child.id))
                 }
                 None => (rule.source.clone(), None, what.clone()),
@@ -64,11 +58,51 @@ pub fn synthetic_parent_diagnostics(rules: &RuleSet, schemas: &KindSchemas) -> V
         };
         let rendered = gather_lookups(rule, &parent, |_, _, _| None, |_, _| Vec::new())
             .and_then(|lookups| render_children(rule, &parent, &lookups));
-        if let Ok(rendered) = rendered {
-            out.extend(schema_diagnostics(rule, &rendered.children, schemas));
+        match rendered {
+            Ok(rendered) => out.extend(schema_diagnostics(rule, &rendered.children, schemas)),
+            // Every field of the parent is present: a child without a name has none whatever the parent.
+            Err(RenderError::Incomplete { child, field, .. }) => out.extend(incomplete_child(rule, &child, &field)),
+            Err(_) => {}
         }
     }
     out
+}
+
+/// A child that renders without `field` (`metadata.name`), located at the object the template writes it in.
+fn incomplete_child(rule: &Reconciler, id: &str, field: &str) -> Option<Diagnostic> {
+    let child = rule.child(id)?;
+    let mut path: Vec<PathSegment> = field.split('.').map(|f| PathSegment::Field(f.to_owned())).collect();
+    if path.len() == 1 {
+        // A top-level field is missing from the object itself: point at the template's first line.
+        path.clear();
+    }
+    let problem = SchemaProblem {
+        path,
+        message: crate::object_schema::MISSING_FIELD.to_owned(),
+    };
+    let location = locate(&child.source, child.template.source(), &problem);
+    let source_line = file_line(child, &location);
+    Some(Diagnostic {
+        file: location.file,
+        line: location.line,
+        column: location.column,
+        message: format!(
+            "child `{id}`: the template renders no `{field}` (every child needs apiVersion, kind and metadata.name)"
+        ),
+        source_line,
+        code: DiagnosticCode::MissingField,
+    })
+}
+
+/// The file's line at `location` inside `child`'s template, as the template block holds it (indented by the
+/// block's column).
+fn file_line(child: &super::resolved::Child, location: &SourceLocation) -> Option<String> {
+    child
+        .template
+        .source()
+        .lines()
+        .nth(location.line.wrapping_sub(child.source.line))
+        .map(|line| format!("{}{line}", " ".repeat(child.source.column.saturating_sub(1))))
 }
 
 /// Where in the rule file the template writes the field of `problem`: each field name of its path looked up as
@@ -187,5 +221,34 @@ mod tests {
         assert_eq!(key_column("  \"value\": 1", "value"), Some(2));
         assert_eq!(key_column("  image: my-name: x", "name"), None);
         assert_eq!(key_column("  hostname: x", "name"), None);
+    }
+
+    #[test]
+    fn validate_reports_a_child_without_a_name_at_its_metadata() {
+        let text = crate::test_rules::config_map_reconciler(
+            "web",
+            r#"    - id: settings
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          nmae: "{{metadata.name}}-settings"
+        data: { a: b }
+"#,
+        );
+        let rules = crate::load_str("rules.yaml", &text).expect("loads: the name is not read at load");
+        let diagnostics = synthetic_parent_diagnostics(&rules, &KindSchemas::of_rule_set(&rules));
+        let shown: Vec<String> = diagnostics
+            .iter()
+            .map(|d| format!("{}:{}:{} {}: {}", d.file, d.line, d.column, d.code, d.message))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "rules.yaml:11:9 missing-field: child `settings`: the template renders no `metadata.name` (every child \
+              needs apiVersion, kind and metadata.name)"
+            ]
+        );
+        assert_eq!(diagnostics[0].source_line.as_deref(), Some("        metadata:"));
     }
 }
