@@ -1,9 +1,10 @@
 //! Volume fidelity on a seeded random corpus: nodes with zone and region labels and CSINode attach limits,
-//! StorageClasses of both binding modes (a CSI provisioner, allowed topologies, a no-provisioner local class),
+//! StorageClasses of both binding modes (a CSI provisioner, allowed topologies, a no-provisioner local class, a
+//! second CSI provisioner whose CSIDriver requires it on the node's CSINode),
 //! local and CSI PersistentVolumes (node affinity, sizes, access modes with ReadWriteOncePod, some pre-bound),
 //! claims bound, unbound Immediate and WaitForFirstConsumer, and pods using up to three of them (plus inline CSI
 //! and generic ephemeral volumes) with CPU requests that do not always fit. Each pod is decided by the real
-//! kube-scheduler v1.35 and predicted by a `DefaultProvider` policy's engine from the same cluster state: bound or
+//! kube-scheduler of the plane's version and predicted by a `DefaultProvider` policy's engine from the same cluster state: bound or
 //! not, and the whole FailedScheduling text, must be kube-scheduler's, and kube-scheduler's node must be one the
 //! engine finds feasible.
 //!
@@ -37,6 +38,9 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 const REGION: &str = "topology.kubernetes.io/region";
 const HOSTNAME: &str = "kubernetes.io/hostname";
 const DRIVER: &str = "csi.volume-corpus.example";
+/// A second driver whose CSIDriver sets `preventPodSchedulingIfMissing` (v1.37's VolumeLimitScaling: a node whose
+/// CSINode does not list it takes none of its new volumes; the apiserver drops the field before v1.37).
+const STRICT_DRIVER: &str = "strict.volume-corpus.example";
 const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
 const SIZES: [&str; 3] = ["1Gi", "2Gi", "5Gi"];
@@ -235,6 +239,10 @@ async fn kube_verdict(
             // The provisioner: a CSI volume in the selected node's zone, pre-bound to the claim, and the claim bound.
             let volume_name = format!("{}-{claim_name}", namespace);
             let spec = claim.spec.clone().unwrap_or_default();
+            let driver = match spec.storage_class_name.as_deref() {
+                Some(class) if class.ends_with("-strict") => STRICT_DRIVER,
+                _ => DRIVER,
+            };
             let size = spec
                 .resources
                 .as_ref()
@@ -247,7 +255,7 @@ async fn kube_verdict(
                 "spec": {
                     "capacity": {"storage": size}, "accessModes": spec.access_modes,
                     "storageClassName": spec.storage_class_name, "persistentVolumeReclaimPolicy": "Retain",
-                    "csi": {"driver": DRIVER, "volumeHandle": volume_name},
+                    "csi": {"driver": driver, "volumeHandle": volume_name},
                     "nodeAffinity": Corpus::affinity(ZONE, &[&zone_of(&node)]),
                     "claimRef": {"namespace": namespace, "name": claim_name, "uid": claim.metadata.uid}
                 }
@@ -343,12 +351,21 @@ async fn volume_decisions_match_kube_scheduler_on_a_random_corpus() {
         );
         zones.push(zone.to_string());
         // Most nodes attach a few volumes of the driver; the others have no CSINode (no limit).
+        // Half the nodes with a CSINode also run the strict driver, some with a limit of their own.
         if corpus.chance(75) {
             let count = 1 + corpus.rng.below(3);
+            let mut drivers = vec![json!({"name": DRIVER, "nodeID": name, "topologyKeys": [ZONE],
+                                          "allocatable": {"count": count}})];
+            if corpus.chance(50) {
+                let mut strict = json!({"name": STRICT_DRIVER, "nodeID": name, "topologyKeys": [ZONE]});
+                if corpus.chance(50) {
+                    strict["allocatable"] = json!({"count": 1 + corpus.rng.below(2)});
+                }
+                drivers.push(strict);
+            }
             let object: CSINode = serde_json::from_value(json!({
                 "metadata": {"name": name},
-                "spec": {"drivers": [{"name": DRIVER, "nodeID": name, "topologyKeys": [ZONE],
-                                      "allocatable": {"count": count}}]}
+                "spec": {"drivers": drivers}
             }))
             .expect("csinode");
             csi_nodes
@@ -365,17 +382,31 @@ async fn volume_decisions_match_kube_scheduler_on_a_random_corpus() {
             .unwrap_or_default()
     };
 
-    // The classes: Immediate and WaitForFirstConsumer with the CSI provisioner (one limited to zones a and b), and
-    // local volumes (no provisioner).
+    let drivers = Api::<CSIDriver>::all(client.clone());
+    let strict: CSIDriver = serde_json::from_value(json!({
+        "metadata": {"name": STRICT_DRIVER}, "spec": {"preventPodSchedulingIfMissing": true}
+    }))
+    .expect("csidriver");
+    let _ = drivers.delete(STRICT_DRIVER, &DeleteParams::default()).await;
+    drivers
+        .create(&PostParams::default(), &strict)
+        .await
+        .expect("create csidriver");
+
+    // The classes: Immediate and WaitForFirstConsumer with the CSI provisioner (one limited to zones a and b),
+    // local volumes (no provisioner), and WaitForFirstConsumer with the strict driver.
     let classes = Api::<StorageClass>::all(client.clone());
-    let class_names: Vec<String> = ["immediate", "wffc", "zoned", "local"]
-        .iter()
-        .map(|k| corpus.class(k))
-        .collect();
-    for (kind, name) in ["immediate", "wffc", "zoned", "local"].iter().zip(&class_names) {
+    const CLASSES: [&str; 5] = ["immediate", "wffc", "zoned", "local", "strict"];
+    let class_names: Vec<String> = CLASSES.iter().map(|k| corpus.class(k)).collect();
+    for (kind, name) in CLASSES.iter().zip(&class_names) {
+        let provisioner = match *kind {
+            "local" => "kubernetes.io/no-provisioner",
+            "strict" => STRICT_DRIVER,
+            _ => DRIVER,
+        };
         let mut class = json!({
             "metadata": {"name": name},
-            "provisioner": if *kind == "local" { "kubernetes.io/no-provisioner" } else { DRIVER },
+            "provisioner": provisioner,
             "volumeBindingMode": if *kind == "immediate" { "Immediate" } else { "WaitForFirstConsumer" },
         });
         if *kind == "zoned" {
@@ -387,7 +418,7 @@ async fn volume_decisions_match_kube_scheduler_on_a_random_corpus() {
             .await
             .expect("create class");
     }
-    let [immediate, wffc, zoned, local] = [0, 1, 2, 3].map(|i| class_names[i].clone());
+    let [immediate, wffc, zoned, local, strict] = [0, 1, 2, 3, 4].map(|i| class_names[i].clone());
 
     // Volumes first, then claims: a claim's creation is the binder's cue to bind it to its pre-bound volume.
     let volumes = Api::<PersistentVolume>::all(client.clone());
@@ -434,7 +465,7 @@ async fn volume_decisions_match_kube_scheduler_on_a_random_corpus() {
             corpus.claim(&claim_name, &immediate, None, access_modes)
         } else {
             let class = corpus
-                .pick(&[wffc.as_str(), zoned.as_str(), local.as_str()])
+                .pick(&[wffc.as_str(), zoned.as_str(), local.as_str(), strict.as_str()])
                 .to_string();
             corpus.claim(&claim_name, &class, None, access_modes)
         };
@@ -629,6 +660,7 @@ async fn volume_decisions_match_kube_scheduler_on_a_random_corpus() {
     for name in &class_names {
         let _ = classes.delete(name, &DeleteParams::default()).await;
     }
+    let _ = drivers.delete(STRICT_DRIVER, &DeleteParams::default()).await;
     assert!(bound > 0 && unschedulable > 0, "the corpus exercises both outcomes");
     assert!(differences.is_empty(), "{}", differences.join("\n"));
 }

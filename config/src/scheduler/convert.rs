@@ -255,14 +255,15 @@ fn convert_profile(
                             .into(),
                     );
                 }
-                // Only the timeout: `shape` is for the alpha StorageCapacityScoring, off in v1.35.
+                // Only the timeout: the Score (StorageCapacityScoring, from v1.37) uses the default `shape`.
                 "VolumeBinding" => {
                     if let Some(seconds) = args.get("bindTimeoutSeconds") {
                         plugin_args.insert(name.to_string(), json!({"bindTimeoutSeconds": seconds}));
                     }
                     if args.get("shape").is_some() {
                         notes.push(
-                            "pluginConfig VolumeBinding's shape is not converted (StorageCapacityScoring)".into(),
+                            "pluginConfig VolumeBinding's shape is not converted: its Score uses kube-scheduler's default shape"
+                                .into(),
                         );
                     }
                 }

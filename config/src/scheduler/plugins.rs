@@ -317,7 +317,11 @@ mod tests {
             resolve_filter_name("MaxCSIVolumeCountPred"),
             Ok(vec![FilterPlugin::NodeVolumeLimits])
         );
-        assert!(message(resolve_score_name("VolumeBinding").unwrap_err()).contains("does not evaluate"));
+        assert!(message(resolve_score_name("DynamicResources").unwrap_err()).contains("does not evaluate"));
+        assert_eq!(
+            resolve_score_name("VolumeBinding").map(|(p, _)| p),
+            Ok(ScorePlugin::VolumeBinding)
+        );
         assert!(message(resolve_filter_name("NodeValue").unwrap_err()).contains("object"));
     }
 }

@@ -510,8 +510,8 @@ impl DefaultPreemptionArgs {
 /// kube-scheduler's default `bindTimeoutSeconds` (`apis/config/v1/defaults.go`).
 pub const DEFAULT_BIND_TIMEOUT_SECONDS: i64 = 600;
 
-/// `VolumeBindingArgs`: how long PreBind waits for a pod's claims to be bound. (`shape`, for the alpha
-/// `StorageCapacityScoring`, is not accepted.)
+/// `VolumeBindingArgs`: how long PreBind waits for a pod's claims to be bound. (`shape`, the scoring function of
+/// `StorageCapacityScoring`, is not accepted: the Score uses kube-scheduler's default shape.)
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VolumeBindingArgs {

@@ -77,6 +77,29 @@ impl Behaviour {
         self.0 >= KubernetesVersion::V1_36
     }
 
+    /// NodeVolumeLimits rejects a node whose CSINode does not list a new volume's driver when that driver's
+    /// CSIDriver sets `preventPodSchedulingIfMissing` (`<driver> CSI driver is not installed on the node`): the
+    /// `VolumeLimitScaling` gate, beta and on by default from v1.37 (`nodevolumelimits/csi.go`
+    /// `checkCSIDriverOnNode`; alpha and off before, and the apiserver drops the field while it is off).
+    pub fn requires_opted_in_csi_drivers_on_node(self) -> bool {
+        self.0 >= KubernetesVersion::V1_37
+    }
+
+    /// VolumeBinding scores nodes by how much of the storage its new volumes would use there, most room first: the
+    /// `StorageCapacityScoring` gate, beta and on by default from v1.37 (`volumebinding/volume_binding.go` `Score`,
+    /// `scorer.go`; the default shape from `apis/config/v1/defaults.go`). Before, the plugin has no scorer.
+    pub fn scores_storage_capacity(self) -> bool {
+        self.0 >= KubernetesVersion::V1_37
+    }
+
+    /// PodTopologySpread's and InterPodAffinity's pod hints take a nominated pod as placed, InterPodAffinity's
+    /// queues the pod on its own label change and on the deletion of a pod whose anti-affinity it matched (v1.36:
+    /// `podtopologyspread/plugin.go` `involvedInTopologySpreading`, `interpodaffinity/plugin.go`
+    /// `isSchedulableAfterPodChange`).
+    pub fn pod_hints_count_nominated_pods(self) -> bool {
+        self.0 >= KubernetesVersion::V1_36
+    }
+
     /// DynamicResources' PostFilter gives a reason, `no new claims to deallocate`, for a pod without claims, which
     /// FailedScheduling carries before DefaultPreemption's; from v1.37 it rejects without one
     /// (`dynamicresources/dynamicresources.go` `PostFilter`).

@@ -120,7 +120,7 @@ impl FilterPlugin {
 impl ScorePlugin {
     /// Whether the engine evaluates this score.
     pub fn is_implemented(self) -> bool {
-        !matches!(self, ScorePlugin::VolumeBinding | ScorePlugin::DynamicResources)
+        !matches!(self, ScorePlugin::DynamicResources)
     }
 
     /// The weight in kube-scheduler's default profile (1 for plugins it does not weight).
@@ -237,7 +237,8 @@ impl Profile {
     /// kube-scheduler's default profile (v1.35 to v1.37), restricted to the plugins the engine implements, in the
     /// default MultiPoint order (filters NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
     /// NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread,
-    /// InterPodAffinity, NodeDeclaredFeatures (v1.36 on); scores with weights 3, 2, 1, 2, 2, 1, 1).
+    /// InterPodAffinity, NodeDeclaredFeatures (v1.36 on); scores TaintToleration 3, NodeAffinity 2, NodeResourcesFit 1,
+    /// VolumeBinding 1 (v1.37 on), PodTopologySpread 2, InterPodAffinity 2, BalancedAllocation 1, ImageLocality 1).
     pub fn default_provider() -> Profile {
         Profile::preset(ScoringStrategyType::LeastAllocated)
     }
@@ -268,6 +269,8 @@ impl Profile {
             ScorePlugin::TaintToleration,
             ScorePlugin::NodeAffinity,
             ScorePlugin::NodeResourcesFit,
+            // Scores from v1.37 (StorageCapacityScoring); skips before.
+            ScorePlugin::VolumeBinding,
             ScorePlugin::PodTopologySpread,
             ScorePlugin::InterPodAffinity,
             ScorePlugin::NodeResourcesBalancedAllocation,

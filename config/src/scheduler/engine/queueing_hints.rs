@@ -16,6 +16,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use super::behaviour::Behaviour;
 use super::field::FieldPath;
 use super::kept::Kept;
 use super::labels::{Labels, NodeSelector, RequiredNodeAffinity, labels_of, node_taints, pod_tolerations};
@@ -574,14 +575,20 @@ fn nominated_node_name(pod: &Pod) -> Option<&str> {
 /// default constraints).
 #[derive(Debug)]
 pub struct QueueingHints {
+    behaviour: Behaviour,
     added_required: Option<NodeSelector>,
     spread: PodTopologySpread,
     node_values: BTreeSet<String>,
 }
 
 impl QueueingHints {
-    /// The hints of a profile.
+    /// [`QueueingHints::for_version`] as kube-scheduler v1.35, the oldest supported (unit tests).
     pub fn new(profile: &Profile) -> QueueingHints {
+        QueueingHints::for_version(profile, crate::KubernetesVersion::OLDEST)
+    }
+
+    /// The hints of a profile, as kube-scheduler of `version` gives them.
+    pub fn for_version(profile: &Profile, version: crate::KubernetesVersion) -> QueueingHints {
         let added_required = profile
             .args
             .node_affinity
@@ -598,6 +605,7 @@ impl QueueingHints {
             })
             .collect();
         QueueingHints {
+            behaviour: Behaviour::of(version),
             added_required,
             spread: PodTopologySpread::new(&profile.args.pod_topology_spread),
             node_values,
@@ -696,9 +704,9 @@ impl QueueingHints {
                     HintFn::NodePortsPodDeleted => node_ports_pod_deleted(parsed, old_pod),
                     HintFn::FitPod => fit_pod(pod, parsed, old_pod, new_pod),
                     HintFn::FitNode => fit_node(parsed, old_node, new_node),
-                    HintFn::SpreadPod => spread_pod(pod, parsed, old_pod, new_pod),
+                    HintFn::SpreadPod => spread_pod(self.behaviour, pod, parsed, old_pod, new_pod),
                     HintFn::SpreadNode => spread_node(parsed, old_node, new_node),
-                    HintFn::AffinityPod => affinity_pod(parsed, old_pod, new_pod),
+                    HintFn::AffinityPod => affinity_pod(self.behaviour, pod, parsed, old_pod, new_pod),
                     _ => affinity_node(parsed, old_node, new_node),
                 }
             }
@@ -923,14 +931,18 @@ fn fit_node(parsed: &Parsed, old: Option<&Node>, new: Option<&Node>) -> bool {
             .any(|(name, wanted)| *wanted > 0 && after.scalar(name) > before.scalar(name))
 }
 
-/// `involvedInTopologySpreading` (`podtopologyspread/plugin.go:187-190`).
-fn involved_in_spreading(pod: &HintPod, other: &Pod) -> bool {
-    pod.same_pod(other) || (node_name(other).is_some() && other.metadata.namespace == pod.namespace)
+/// `involvedInTopologySpreading` (`podtopologyspread/plugin.go`): the pod itself, or a pod of its namespace that is
+/// bound (or, from v1.36, nominated).
+fn involved_in_spreading(behaviour: Behaviour, pod: &HintPod, other: &Pod) -> bool {
+    let placed = node_name(other).is_some()
+        || (behaviour.pod_hints_count_nominated_pods() && nominated_node_name(other).is_some());
+    pod.same_pod(other) || (placed && other.metadata.namespace == pod.namespace)
 }
 
 /// `PodTopologySpread.isSchedulableAfterPodChange` (`podtopologyspread/plugin.go:201-257`).
-fn spread_pod(pod: &HintPod, parsed: &Parsed, old: Option<&Pod>, new: Option<&Pod>) -> bool {
-    if new.is_some_and(|p| !involved_in_spreading(pod, p)) || old.is_some_and(|p| !involved_in_spreading(pod, p)) {
+fn spread_pod(behaviour: Behaviour, pod: &HintPod, parsed: &Parsed, old: Option<&Pod>, new: Option<&Pod>) -> bool {
+    let involved = |p: &Pod| involved_in_spreading(behaviour, pod, p);
+    if new.is_some_and(|p| !involved(p)) || old.is_some_and(|p| !involved(p)) {
         return false;
     }
     let Ok(constraints) = &parsed.spread else {
@@ -1004,10 +1016,17 @@ fn matches_all_terms(terms: &[AffinityTerm], pod: &Pod) -> bool {
     !terms.is_empty() && terms.iter().all(|t| term_matches(t, pod))
 }
 
-/// `InterPodAffinity.isSchedulableAfterPodChange` (`interpodaffinity/plugin.go:171-232`): a bound pod that now
-/// matches every affinity term, or stopped matching (or was deleted matching) every anti-affinity term.
-fn affinity_pod(parsed: &Parsed, old: Option<&Pod>, new: Option<&Pod>) -> bool {
-    if new.is_some_and(|p| node_name(p).is_none()) || old.is_some_and(|p| node_name(p).is_none()) {
+/// `InterPodAffinity.isSchedulableAfterPodChange` (`interpodaffinity/plugin.go:171-253`): a bound pod that now
+/// matches every affinity term, or stopped matching (or was deleted matching) every anti-affinity term. From
+/// v1.36 nominated pods count as placed, the pod's own label change queues it, and a deleted pod whose
+/// anti-affinity the pod matched queues it too.
+fn affinity_pod(behaviour: Behaviour, pod: &HintPod, parsed: &Parsed, old: Option<&Pod>, new: Option<&Pod>) -> bool {
+    let v1_36 = behaviour.pod_hints_count_nominated_pods();
+    if v1_36 && old.is_some() && new.is_some_and(|p| pod.same_pod(p)) {
+        return true;
+    }
+    let unplaced = |p: &Pod| node_name(p).is_none() && (!v1_36 || nominated_node_name(p).is_none());
+    if new.is_some_and(unplaced) || old.is_some_and(unplaced) {
         return false;
     }
     if !parsed.info.affinity_errors.is_empty() {
@@ -1021,8 +1040,20 @@ fn affinity_pod(parsed: &Parsed, old: Option<&Pod>, new: Option<&Pod>) -> bool {
                 || (matches_all_terms(anti, original) && !matches_all_terms(anti, modified))
         }
         (None, Some(created)) => matches_all_terms(terms, created),
+        (Some(deleted), None) if v1_36 => {
+            matches_all_terms(anti, deleted) || matches_deleted_anti_affinity(pod, deleted)
+        }
         (Some(deleted), None) => matches_all_terms(anti, deleted),
         (None, None) => true,
+    }
+}
+
+/// The pod matches every required anti-affinity term of a deleted pod (v1.36); terms that do not parse queue it,
+/// as upstream's error does.
+fn matches_deleted_anti_affinity(pod: &HintPod, deleted: &Pod) -> bool {
+    match PodInfo::new(Arc::new(deleted.clone())) {
+        Ok(info) if info.affinity_errors.is_empty() => matches_all_terms(&info.required_anti_affinity, pod.pod()),
+        _ => true,
     }
 }
 

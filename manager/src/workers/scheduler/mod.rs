@@ -218,7 +218,7 @@ pub async fn run(
         })?;
     // The worker binds; nobody reads per-plugin scores (Events carry the verdict, not the breakdown).
     engine.set_score_breakdown(false);
-    let hints = QueueingHints::new(policy.profile());
+    let hints = QueueingHints::for_version(policy.profile(), ctx.kubernetes_version);
     let cache = shared_cache(&scheduling, &ctx);
     // Any policy gang-schedules a pod that names a pod group (unless it disables GangScheduling / Coscheduling); a
     // kind the apiserver serves only later is watched from then on (`late_kinds`).

@@ -16,6 +16,7 @@ pub(super) mod pod_topology_spread;
 mod pod_topology_spread_score;
 mod taint_toleration;
 pub(super) mod volume_binding;
+mod volume_binding_score;
 pub(super) mod volume_restrictions;
 mod volume_zone;
 
@@ -203,6 +204,9 @@ pub fn build_score(entry: &ScoreEntry, args: &PluginArgs, behaviour: Behaviour) 
             Box::new(balanced_allocation::BalancedAllocation::new(&balanced, behaviour))
         }
         ScorePlugin::ImageLocality => Box::new(image_locality::ImageLocality::new(behaviour)),
+        ScorePlugin::VolumeBinding => Box::new(volume_binding_score::VolumeBindingScore {
+            enabled: behaviour.scores_storage_capacity(),
+        }),
         ScorePlugin::PodTopologySpread => {
             args.pod_topology_spread
                 .validate()

@@ -1,10 +1,12 @@
 //! NodeVolumeLimits: a node's CSI drivers attach at most `allocatable.count` volumes each (its CSINode).
 
-// kube-scheduler v1.35's `nodevolumelimits/csi.go`. Volumes are counted as `<driver>/<handle>`: a bound claim's
+// kube-scheduler's `nodevolumelimits/csi.go`. Volumes are counted as `<driver>/<handle>`: a bound claim's
 // PersistentVolume (its CSI source, or an in-tree source translated when the node's CSINode has the migration on),
 // an unbound claim's class provisioner with a handle unique to the claim, a migrated in-tree inline volume. The
 // volumes of the node's pods and its VolumeAttachments are attached already; a new volume already attached does
-// not count again. Reads the storage objects, so it skips pods when the snapshot holds none.
+// not count again. From v1.37 a new volume's driver that opts in with its CSIDriver's `preventPodSchedulingIfMissing`
+// must be on the node's CSINode, limit or not. Reads the storage objects, so it skips pods when the snapshot holds
+// none.
 //
 // Where upstream fails the whole cycle with an error (a volume of the pod that does not translate, an ephemeral
 // claim the pod does not own, a claim without a name), the node is rejected UnschedulableAndUnresolvable with the
@@ -32,6 +34,11 @@ use crate::scheduler::engine::storage::{
 /// The reason for nodes whose driver limit the pod's new volumes would exceed.
 pub const REASON: &str = "node(s) exceed max volume count";
 
+/// The reason for a node without an opted-in driver of the pod's new volumes (`VolumeLimitScaling`, v1.37).
+fn driver_not_installed(driver: &str) -> String {
+    format!("{driver} CSI driver is not installed on the node")
+}
+
 /// Stands for upstream's per-process random prefix of an unbound claim's handle (it only has to differ from real
 /// handles).
 const UNBOUND_HANDLE_PREFIX: &str = "ruleplane-unbound-claim";
@@ -41,6 +48,8 @@ const UNBOUND_HANDLE_PREFIX: &str = "ruleplane-unbound-claim";
 pub struct NodeVolumeLimits {
     /// Portworx counts as migrated only when the CSINode's annotation lists it (v1.35; from v1.36 always).
     portworx_by_annotation: bool,
+    /// Opted-in drivers must be on the node's CSINode (v1.37's `VolumeLimitScaling`).
+    opted_in_drivers_required: bool,
 }
 
 impl NodeVolumeLimits {
@@ -48,6 +57,7 @@ impl NodeVolumeLimits {
     pub fn new(behaviour: Behaviour) -> NodeVolumeLimits {
         NodeVolumeLimits {
             portworx_by_annotation: !behaviour.portworx_migrates_without_annotation(),
+            opted_in_drivers_required: behaviour.requires_opted_in_csi_drivers_on_node(),
         }
     }
 }
@@ -56,6 +66,7 @@ struct Check<'a> {
     pod: &'a PodInfo,
     storage: &'a Storage,
     portworx_by_annotation: bool,
+    opted_in_drivers_required: bool,
     /// The pod's attachable volumes, per [`Migration::case`] of a node's CSINode (all that they depend on), made
     /// at the first node of each case rather than for every node.
     new_volumes: [OnceLock<Result<HashMap<String, String>, Verdict>>; 3],
@@ -74,6 +85,7 @@ impl PreFilterPlugin for NodeVolumeLimits {
             pod: cycle.pod,
             storage,
             portworx_by_annotation: self.portworx_by_annotation,
+            opted_in_drivers_required: self.opted_in_drivers_required,
             new_volumes: Default::default(),
         })
     }
@@ -250,6 +262,11 @@ impl Check<'_> {
         if new.is_empty() {
             return Ok(());
         }
+        if self.opted_in_drivers_required
+            && let Some(driver) = self.missing_opted_in_driver(new.values(), csi_node)
+        {
+            return Err(Verdict::unschedulable(driver_not_installed(driver)));
+        }
         let limits: BTreeMap<&str, i64> = csi_node
             .map(|c| c.spec.drivers.as_slice())
             .unwrap_or_default()
@@ -295,6 +312,28 @@ impl Check<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The first (by name) of `drivers` whose CSIDriver sets `preventPodSchedulingIfMissing` and that the node's
+    /// CSINode does not list (`checkCSIDriverOnNode`; no CSINode lists none). A driver without a CSIDriver may not
+    /// be a CSI driver at all and passes. Upstream walks a map, so with two such drivers missing its text names
+    /// either; the engine names the first.
+    fn missing_opted_in_driver<'d>(
+        &self,
+        drivers: impl Iterator<Item = &'d String>,
+        csi_node: Option<&CSINode>,
+    ) -> Option<&'d str> {
+        let on_node = |driver: &str| csi_node.is_some_and(|c| c.spec.drivers.iter().any(|d| d.name == driver));
+        let opted_in = |driver: &str| {
+            self.storage
+                .csi_driver(driver)
+                .and_then(|d| d.spec.prevent_pod_scheduling_if_missing)
+                .unwrap_or(false)
+        };
+        drivers
+            .map(String::as_str)
+            .filter(|driver| opted_in(driver) && !on_node(driver))
+            .min()
     }
 
     /// The node's VolumeAttachments of CSI PersistentVolumes (`getNodeVolumeAttachmentInfo`): unique name → driver.

@@ -1,10 +1,11 @@
 //! VolumeBinding's PreFilter and Filter: bound claims' PersistentVolume node affinity, unbound claims matched to
 //! static volumes or provisioned on the node.
 
-// kube-scheduler v1.35's `volumebinding` (`volume_binding.go` PreFilter/Filter, `binder.go` `FindPodVolumes`,
+// kube-scheduler's `volumebinding` (`volume_binding.go` PreFilter/Filter, `binder.go` `FindPodVolumes`,
 // component-helpers' `FindMatchingVolume`). The Filter only decides: Reserve's plan is `engine/volume_plan.rs`, and
 // assuming and writing the bindings (PreBind) are the worker's. Reads the storage objects, so it skips pods when
-// the snapshot holds none. Its Score is inert in v1.35's defaults (`StorageCapacityScoring` is alpha and off).
+// the snapshot holds none. Its Score (v1.37's StorageCapacityScoring) is `volume_binding_score.rs`, over what
+// the Filter found on each node ([`NodeVolumes`]).
 //
 // Not ported: the CSI translation of a migrated in-tree PersistentVolume's node affinity before the bound-claim
 // check (`tryTranslatePVToCSI`), which adds the CSI driver's topology key to GCE PD, EBS, Azure Disk and Cinder
@@ -14,6 +15,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, TopologySelectorTerm};
+use k8s_openapi::api::storage::v1::CSIStorageCapacity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{Cycle, NodeFilter, PreFilter, PreFilterPlugin};
@@ -50,7 +52,7 @@ const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 pub struct VolumeBinding;
 
 /// The pod's claims, split as `GetPodVolumeClaims` splits them.
-struct Check<'a> {
+pub(super) struct Check<'a> {
     storage: &'a Storage,
     bound: Vec<&'a PersistentVolumeClaim>,
     /// Unbound claims of WaitForFirstConsumer classes, smallest request first (`byPVCSize`) once they are matched.
@@ -137,12 +139,23 @@ impl PreFilterPlugin for VolumeBinding {
         let Some(storage) = cycle.snapshot.storage() else {
             return PreFilter::Skip;
         };
+        match Check::of(cycle, storage) {
+            Ok(Some(check)) => PreFilter::run(check),
+            Ok(None) => PreFilter::Skip,
+            Err(rejected) => rejected,
+        }
+    }
+}
+
+impl<'a> Check<'a> {
+    /// PreFilter's work: the pod's claims split, `None` when it has none, or PreFilter's rejection or error.
+    pub(super) fn of(cycle: &Cycle<'a>, storage: &'a Storage) -> Result<Option<Check<'a>>, PreFilter<'a>> {
         let claims = match pod_claims(cycle.pod.pod(), &cycle.pod.namespace, storage) {
             Ok(claims) => claims,
-            Err(reason) => return PreFilter::Reject(Verdict::unresolvable(reason)),
+            Err(reason) => return Err(PreFilter::Reject(Verdict::unresolvable(reason))),
         };
         if claims.is_empty() {
-            return PreFilter::Skip;
+            return Ok(None);
         }
         let (mut bound, mut delayed, mut immediate) = (Vec::new(), Vec::new(), 0);
         for claim in claims {
@@ -151,13 +164,13 @@ impl PreFilterPlugin for VolumeBinding {
                 continue;
             }
             match is_delay_binding(storage, claim) {
-                Err(error) => return PreFilter::Error(error),
+                Err(error) => return Err(PreFilter::Error(error)),
                 Ok(true) if volume_name(claim).is_empty() => delayed.push(claim),
                 Ok(_) => immediate += 1,
             }
         }
         if immediate > 0 {
-            return PreFilter::Reject(Verdict::unresolvable(UNBOUND_IMMEDIATE));
+            return Err(PreFilter::Reject(Verdict::unresolvable(UNBOUND_IMMEDIATE)));
         }
         let classes: BTreeSet<&str> = delayed.iter().map(|c| claim_class(c)).collect();
         let volumes_by_class = classes
@@ -168,12 +181,12 @@ impl PreFilterPlugin for VolumeBinding {
             })
             .collect();
         delayed.sort_by(|a, b| compare_requests(a, b));
-        PreFilter::run(Check {
+        Ok(Some(Check {
             storage,
             bound,
             delayed,
             volumes_by_class,
-        })
+        }))
     }
 }
 
@@ -185,7 +198,7 @@ pub(crate) fn volume_class(volume: &PersistentVolume) -> &str {
 }
 
 /// A claim's requested storage in nano-units (0 when absent or unparsable, as a zero `Quantity`).
-fn requested(claim: &PersistentVolumeClaim) -> i128 {
+pub(super) fn requested(claim: &PersistentVolumeClaim) -> i128 {
     claim
         .spec
         .as_ref()
@@ -194,7 +207,8 @@ fn requested(claim: &PersistentVolumeClaim) -> i128 {
         .map_or(0, |a| a.nano())
 }
 
-fn capacity(volume: &PersistentVolume) -> i128 {
+/// A volume's storage capacity in nano-units (0 when absent or unparsable).
+pub(super) fn capacity(volume: &PersistentVolume) -> i128 {
     volume
         .spec
         .as_ref()
@@ -365,8 +379,34 @@ impl Flags {
     }
 }
 
-impl Check<'_> {
-    fn flags(&self, node: &NodeInfo) -> Result<Flags, String> {
+/// What the Filter found for the pod's unbound claims on a node (`PodVolumes`): a volume for each claim it binds,
+/// and the claims it provisions with the CSIStorageCapacity that holds each (none when capacity is not checked).
+#[derive(Default)]
+pub(super) struct NodeVolumes<'a> {
+    /// Claims matched to existing volumes.
+    pub static_bindings: Vec<(&'a PersistentVolumeClaim, &'a PersistentVolume)>,
+    /// Claims to provision.
+    pub provisions: Vec<(&'a PersistentVolumeClaim, Option<&'a CSIStorageCapacity>)>,
+}
+
+/// Whether a claim to provision fits the storage the node can reach (`hasEnoughCapacity`).
+enum CapacityCheck<'a> {
+    /// Not checked: no request, no CSIDriver, or the driver does not publish capacity.
+    NotChecked,
+    /// The first CSIStorageCapacity that holds the request.
+    Found(&'a CSIStorageCapacity),
+    Insufficient,
+}
+
+impl<'a> Check<'a> {
+    /// The Filter's verdict on a node and, when it passes, what it would bind and provision there.
+    pub(super) fn node_volumes(&self, node: &NodeInfo) -> Result<(Option<Verdict>, NodeVolumes<'a>), String> {
+        let mut volumes = NodeVolumes::default();
+        let flags = self.flags(node, &mut volumes)?;
+        Ok((flags.verdict(), volumes))
+    }
+
+    fn flags(&self, node: &NodeInfo, found: &mut NodeVolumes<'a>) -> Result<Flags, String> {
         let mut flags = Flags {
             bound_satisfied: true,
             unbound_satisfied: true,
@@ -418,6 +458,7 @@ impl Check<'_> {
                 match find_matching_volume(claim, volumes, &as_seen, &chosen)? {
                     Some(volume) => {
                         chosen.insert(volume.metadata.name.as_deref().unwrap_or_default());
+                        found.static_bindings.push((claim, volume));
                     }
                     None => {
                         all_found = false;
@@ -428,7 +469,7 @@ impl Check<'_> {
             flags.unbound_satisfied = all_found;
         }
         if !to_provision.is_empty() {
-            let (satisfied, sufficient) = self.provisions(&to_provision, labels)?;
+            let (satisfied, sufficient) = self.provisions(&to_provision, labels, &mut found.provisions)?;
             flags.unbound_satisfied = satisfied;
             flags.sufficient_storage = sufficient;
         }
@@ -436,7 +477,12 @@ impl Check<'_> {
     }
 
     /// `checkVolumeProvisions`: (unbound satisfied, sufficient storage) for claims to provision on the node.
-    fn provisions(&self, claims: &[&PersistentVolumeClaim], labels: &Labels) -> Result<(bool, bool), String> {
+    fn provisions(
+        &self,
+        claims: &[&'a PersistentVolumeClaim],
+        labels: &Labels,
+        provisions: &mut Vec<(&'a PersistentVolumeClaim, Option<&'a CSIStorageCapacity>)>,
+    ) -> Result<(bool, bool), String> {
         for claim in claims {
             let class_name = claim_class(claim);
             let claim_key = format!(
@@ -457,8 +503,10 @@ impl Check<'_> {
             if !topology_allows(class.allowed_topologies.as_deref(), labels) {
                 return Ok((false, true));
             }
-            if !self.has_enough_capacity(&class.provisioner, class_name, claim, labels) {
-                return Ok((true, false));
+            match self.enough_capacity(&class.provisioner, class_name, claim, labels) {
+                CapacityCheck::Insufficient => return Ok((true, false)),
+                CapacityCheck::NotChecked => provisions.push((claim, None)),
+                CapacityCheck::Found(capacity) => provisions.push((claim, Some(capacity))),
             }
         }
         Ok((true, true))
@@ -466,30 +514,30 @@ impl Check<'_> {
 
     /// `hasEnoughCapacity`: only a claim requesting storage of a driver with `storageCapacity: true` is checked; a
     /// CSIStorageCapacity of the class whose node topology selects the node must hold the request.
-    fn has_enough_capacity(
+    fn enough_capacity(
         &self,
         provisioner: &str,
         class: &str,
         claim: &PersistentVolumeClaim,
         labels: &Labels,
-    ) -> bool {
+    ) -> CapacityCheck<'a> {
         let has_request = claim
             .spec
             .as_ref()
             .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
             .is_some();
         if !has_request {
-            return true;
+            return CapacityCheck::NotChecked;
         }
         let Some(driver) = self.storage.csi_driver(provisioner) else {
-            return true;
+            return CapacityCheck::NotChecked;
         };
         if driver.spec.storage_capacity != Some(true) {
-            return true;
+            return CapacityCheck::NotChecked;
         }
         // `Quantity.Value()`: whole units rounded up.
         let size = parse_value(requested(claim));
-        self.storage.capacities().any(|capacity| {
+        let found = self.storage.capacities().find(|capacity| {
             let limit = capacity.maximum_volume_size.as_ref().or(capacity.capacity.as_ref());
             let sufficient = limit
                 .and_then(|q| parse(&q.0).ok())
@@ -498,7 +546,8 @@ impl Check<'_> {
                 Selector::from_label_selector(Some(topology), &FieldPath::root()).is_ok_and(|s| s.matches(labels))
             });
             capacity.storage_class_name == class && sufficient && accessible
-        })
+        });
+        found.map_or(CapacityCheck::Insufficient, CapacityCheck::Found)
     }
 }
 
@@ -509,8 +558,8 @@ fn parse_value(nano: i128) -> i128 {
 
 impl NodeFilter for Check<'_> {
     fn filter(&self, node: &NodeInfo) -> Option<Verdict> {
-        match self.flags(node) {
-            Ok(flags) => flags.verdict(),
+        match self.node_volumes(node) {
+            Ok((verdict, _)) => verdict,
             // Upstream fails the cycle with this error; the node is rejected with its text.
             Err(error) => Some(Verdict::unresolvable(error)),
         }

@@ -207,6 +207,8 @@ fn presets_match_the_default_plugin_set() {
             ("TaintToleration", 3),
             ("NodeAffinity", 2),
             ("NodeResourcesFit", 1),
+            // Scores from v1.37 (StorageCapacityScoring).
+            ("VolumeBinding", 1),
             ("PodTopologySpread", 2),
             ("InterPodAffinity", 2),
             ("NodeResourcesBalancedAllocation", 1),

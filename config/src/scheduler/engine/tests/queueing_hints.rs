@@ -1,4 +1,4 @@
-//! Queueing hints on hand-built nodes and pods: Queue exactly when v1.35's hint function does, per plugin and event.
+//! Queueing hints on hand-built nodes and pods: Queue exactly when kube-scheduler's hint function does, per plugin, event and version.
 
 use std::sync::Arc;
 
@@ -676,4 +676,67 @@ fn events_carry_kube_schedulers_labels() {
         ClusterEvent::wildcard("UnschedulableTimeout").label(),
         "UnschedulableTimeout"
     );
+}
+
+#[test]
+fn from_v1_36_pod_hints_count_nominated_pods_and_the_pods_own_labels() {
+    use crate::KubernetesVersion::{V1_35, V1_36, V1_37};
+    use serde_json::json;
+    let spread_and_anti = json!({
+        "metadata": {"name": "p", "namespace": "ns", "uid": "p", "labels": {"app": "p"}},
+        "spec": {"containers": [{"name": "c"}],
+                 "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                     "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}],
+                 "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                     {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "db"}}}]}}}
+    });
+    let pod: Pod = serde_json::from_value(spread_and_anti).unwrap();
+    // A nominated (not bound) pod of the namespace, labelled for the spread constraint and the anti-affinity.
+    let nominated = |app: &str| -> Arc<Pod> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": format!("n-{app}"), "namespace": "ns", "uid": format!("n-{app}"),
+                             "labels": {"app": app}},
+                "spec": {"containers": [{"name": "c"}]},
+                "status": {"nominatedNodeName": "n1"}
+            }))
+            .unwrap(),
+        )
+    };
+    let hint = |version, plugin: &str, event: &ClusterEvent| {
+        let hints = QueueingHints::for_version(&Profile::default_provider(), version);
+        let prepared = hints.prepare(Arc::new(pod.clone()), &Workloads::default());
+        hints.hint(plugin, &prepared, event)
+    };
+    let added = ClusterEvent::pod(ActionType::ADD, None, Some(nominated("web")));
+    let deleted = ClusterEvent::pod(ActionType::DELETE, Some(nominated("db")), None);
+    assert_eq!(hint(V1_35, "PodTopologySpread", &added), Some(Hint::Skip));
+    assert_eq!(hint(V1_36, "PodTopologySpread", &added), Some(Hint::Queue));
+    assert_eq!(hint(V1_35, "InterPodAffinity", &deleted), Some(Hint::Skip));
+    assert_eq!(hint(V1_37, "InterPodAffinity", &deleted), Some(Hint::Queue));
+
+    // The pod's own label change queues it from v1.36.
+    let mut relabelled = pod.clone();
+    relabelled.metadata.labels = Some([("app".to_string(), "q".to_string())].into());
+    let own = ClusterEvent::pod(
+        ActionType::UPDATE_POD_LABEL,
+        Some(Arc::new(pod.clone())),
+        Some(Arc::new(relabelled)),
+    );
+    assert_eq!(hint(V1_35, "InterPodAffinity", &own), Some(Hint::Skip));
+    assert_eq!(hint(V1_36, "InterPodAffinity", &own), Some(Hint::Queue));
+
+    // A deleted bound pod whose own anti-affinity the pod matched queues it from v1.36.
+    let blocker: Arc<Pod> = Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": "b", "namespace": "ns", "uid": "b", "labels": {"app": "other"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}],
+                     "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                         {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "p"}}}]}}}
+        }))
+        .unwrap(),
+    );
+    let gone = ClusterEvent::pod(ActionType::DELETE, Some(blocker), None);
+    assert_eq!(hint(V1_35, "InterPodAffinity", &gone), Some(Hint::Skip));
+    assert_eq!(hint(V1_36, "InterPodAffinity", &gone), Some(Hint::Queue));
 }

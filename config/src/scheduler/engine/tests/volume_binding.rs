@@ -421,3 +421,39 @@ fn a_bound_in_tree_volume_migrated_on_the_node_is_checked_as_its_csi_translation
         assert_eq!(reasons(&decision, "no-csi-node"), None, "{claimed}");
     }
 }
+
+#[test]
+fn from_v1_37_nodes_are_scored_by_the_room_the_new_volumes_leave() {
+    // One delayed claim of 1Gi; a free 2Gi volume in zone a and a free 8Gi one in zone b.
+    let storage = Storage::new(
+        [claim("c", "", "wffc", "1Gi")],
+        [
+            volume("small", "wffc", "2Gi", &["a"]),
+            volume("big", "wffc", "8Gi", &["b"]),
+        ],
+        [class("wffc", "csi.example", "WaitForFirstConsumer", &[])],
+    );
+    let mut snapshot = Snapshot::build(nodes(), Vec::new()).unwrap();
+    snapshot.set_storage(storage);
+    let volume_binding_score = |version, node: &str| {
+        let decision = Engine::for_version(&profile(false), version, 1)
+            .unwrap()
+            .schedule(&snapshot, &pod(claims(&["c"])))
+            .unwrap();
+        let scores = &decision.node(node).unwrap().scores;
+        scores
+            .iter()
+            .find(|s| &*s.plugin == "VolumeBinding")
+            .map(|s| s.weighted)
+    };
+    // 1/2 used → 50; 1/8 (12% in integers) → 88.
+    assert_eq!(volume_binding_score(crate::KubernetesVersion::V1_37, "a"), Some(50));
+    assert_eq!(volume_binding_score(crate::KubernetesVersion::V1_37, "b"), Some(88));
+    // Before v1.37 the plugin has no scorer: no score at all.
+    assert_eq!(volume_binding_score(crate::KubernetesVersion::V1_36, "a"), None);
+    let chosen = Engine::for_version(&profile(false), crate::KubernetesVersion::V1_37, 7)
+        .unwrap()
+        .schedule(&snapshot, &pod(claims(&["c"])))
+        .unwrap();
+    assert_eq!(chosen.chosen(), Some("b"));
+}

@@ -2,7 +2,7 @@
 //! `csi_test.go` cases (behaviour and exact reasons).
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass, VolumeAttachment};
 use serde_json::{Value, json};
 
 use crate::scheduler::engine::features::Feature;
@@ -356,4 +356,61 @@ fn portworx_counts_as_migrated_without_the_csi_nodes_annotation_from_v1_36() {
     assert_eq!(rejected(crate::KubernetesVersion::V1_35), None);
     assert_eq!(rejected(crate::KubernetesVersion::V1_36).as_deref(), Some(REASON));
     assert_eq!(rejected(crate::KubernetesVersion::V1_37).as_deref(), Some(REASON));
+}
+
+#[test]
+fn an_opted_in_driver_missing_from_the_csi_node_rejects_the_node_from_v1_37() {
+    let driver = |name: &str, prevent: Option<bool>| -> CSIDriver {
+        serde_json::from_value(json!({"metadata": {"name": name},
+                                       "spec": {"preventPodSchedulingIfMissing": prevent}}))
+        .unwrap()
+    };
+    // Unbound claims of classes provisioned by `strict` (opted in), `lax` (a CSIDriver that does not opt in) and
+    // `plain` (no CSIDriver: maybe not a CSI driver at all).
+    let storage = |nodes: Vec<CSINode>| {
+        Storage::new(
+            [claim("s", "", "strict"), claim("l", "", "lax"), claim("p", "", "plain")],
+            [],
+            [class("strict", "strict"), class("lax", "lax"), class("plain", "plain")],
+        )
+        .with_csi(CsiObjects {
+            nodes,
+            drivers: vec![driver("strict", Some(true)), driver("lax", Some(false))],
+            ..CsiObjects::default()
+        })
+    };
+    let mut profile = Profile::default_provider();
+    profile.filters = vec![FilterEntry::Plugin(FilterPlugin::NodeVolumeLimits)];
+    let rejected = |version, nodes: Vec<CSINode>, uses: &[&str]| {
+        let mut snapshot = Snapshot::build(vec![node("n1")], Vec::new()).unwrap();
+        snapshot.set_storage(storage(nodes));
+        let mut engine = Engine::for_version(&profile, version, 1).unwrap();
+        let decision = engine.schedule(&snapshot, &pod("new", claims(uses), None)).unwrap();
+        decision
+            .node("n1")
+            .unwrap()
+            .rejection
+            .as_ref()
+            .map(|r| (r.code, r.message()))
+    };
+    let missing = Some((
+        Code::Unschedulable,
+        "strict CSI driver is not installed on the node".to_string(),
+    ));
+    let v37 = crate::KubernetesVersion::V1_37;
+    // No CSINode, or one without the driver: rejected, even without any limit.
+    assert_eq!(rejected(v37, vec![], &["s"]), missing);
+    assert_eq!(rejected(v37, vec![csi_node("n1", &[("lax", 5)])], &["s", "l"]), missing);
+    // Listed (its limit is then checked as before): passes.
+    assert_eq!(rejected(v37, vec![csi_node("n1", &[("strict", 1)])], &["s"]), None);
+    assert_eq!(
+        rejected(v37, vec![csi_node("n1", &[("strict", 0)])], &["s"]),
+        exceeded().map(|(_, code, text)| (code, text))
+    );
+    // Drivers that do not opt in, or have no CSIDriver, are never required.
+    assert_eq!(rejected(v37, vec![], &["l", "p"]), None);
+    // Before v1.37 the gate is off.
+    for version in [crate::KubernetesVersion::V1_35, crate::KubernetesVersion::V1_36] {
+        assert_eq!(rejected(version, vec![], &["s"]), None);
+    }
 }
