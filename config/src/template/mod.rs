@@ -15,6 +15,7 @@ use serde_json::Value;
 
 mod compile;
 mod helpers;
+mod missing_param;
 mod partials;
 mod partials_document;
 
@@ -457,12 +458,18 @@ fn render_budgeted(template: &CompiledTemplate, data: &Value, started: Instant) 
     }
     match result {
         Ok(()) => Ok(String::from_utf8_lossy(&sink.buffer).into_owned()),
-        Err(error) => Err(convert_render_error(&error)),
+        Err(error) => Err(convert_render_error(&error, template.source())),
     }
 }
 
-fn convert_render_error(error: &handlebars::RenderError) -> TemplateRenderError {
+fn convert_render_error(error: &handlebars::RenderError, source: &str) -> TemplateRenderError {
     let line = error.line_no.unwrap_or(1);
+    // A built-in helper given a missing field says only "param at index 0 required but not found".
+    if let RenderErrorReason::ParamNotFoundForIndex(helper, index) = error.reason()
+        && let Some(path) = missing_param::missing_argument(source, line, helper, *index)
+    {
+        return TemplateRenderError::MissingField { line, path };
+    }
     match error.reason() {
         RenderErrorReason::MissingVariable(path) => TemplateRenderError::MissingField {
             line,

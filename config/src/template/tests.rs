@@ -174,3 +174,22 @@ fn errors_inside_loops_keep_their_template_line() {
         "{error:?}"
     );
 }
+
+#[test]
+fn a_built_in_helper_on_a_missing_field_says_missing_field_as_every_helper_does() {
+    let data = json!({"spec": {"tier": "gold"}});
+    for (source, path) in [
+        ("{{#if (eq spec.size \"big\")}}x{{/if}}", "spec.size"),
+        ("{{ne spec.tier spec.other}}", "spec.other"),
+        ("\n{{#if (and spec.tier (not spec.off))}}x{{/if}}", "spec.off"),
+        ("{{lt spec.count 3}}", "spec.count"),
+        ("{{upper spec.missing}}", "spec.missing"),
+    ] {
+        let error = render(source, data.clone()).expect_err(source);
+        assert!(
+            matches!(&error, TemplateRenderError::MissingField { path: found, .. } if found == path),
+            "{source}: {error}"
+        );
+        assert!(error.to_string().contains("(templates are strict;"), "{error}");
+    }
+}
