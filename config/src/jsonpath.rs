@@ -86,6 +86,24 @@ impl CompiledPath {
         &self.source
     }
 
+    /// The field names the path starts with, as long as each step selects one name: `{.children.svc['x']}` →
+    /// `children`, `svc`, `x`; `$.lookups[?@.a]` → `lookups` (a filter, wildcard, index or descendant ends it).
+    pub fn leading_names(&self) -> Vec<&str> {
+        use jsonpath_rust::parser::model::{Segment, Selector};
+        self.query
+            .segments
+            .iter()
+            .map_while(|segment| match segment {
+                Segment::Selector(Selector::Name(name)) => Some(name.trim_matches(['\'', '"'])),
+                Segment::Selectors(selectors) => match selectors.as_slice() {
+                    [Selector::Name(name)] => Some(name.trim_matches(['\'', '"'])),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Every value the expression selects in `value`, in document order.
     pub fn select(&self, value: &Value) -> Vec<Value> {
         match js_path_process(&self.query, value) {
@@ -297,5 +315,26 @@ mod tests {
         let long = format!("{{.{}}}", "a".repeat(MAX_JSONPATH_BYTES));
         assert!(CompiledPath::compile(&long).unwrap_err().reason.contains("bytes"));
         assert!(CompiledPath::compile("{.status.conditions[?(@.type==\"Ready\")].status}").is_ok());
+    }
+
+    #[test]
+    fn leading_names_stop_at_the_first_step_that_is_not_one_name() {
+        let names = |expression: &str| {
+            CompiledPath::compile(expression)
+                .expect("valid")
+                .leading_names()
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names("{.children.svc['x'].y}"), ["children", "svc", "x", "y"]);
+        assert_eq!(names("$.children.svc[\"x\"]"), ["children", "svc", "x"]);
+        assert_eq!(names("$.lookups[?@.ready]"), ["lookups"]);
+        assert_eq!(names("{.children[*].status}"), ["children"]);
+        assert_eq!(names("{.children[0]}"), ["children"]);
+        assert_eq!(
+            names(".metadata.labels.app\\.kubernetes\\.io/name"),
+            ["metadata", "labels", "app.kubernetes.io/name"]
+        );
     }
 }

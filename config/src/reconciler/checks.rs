@@ -253,15 +253,12 @@ pub(crate) fn check_reconciler(
         let field_path = with(&spec_path, &[key("status"), key(field)]);
         let value = match expression {
             StatusExpression::Path(text) => {
-                check_status_reference(
-                    text,
-                    &rule.spec.children,
-                    rule.spec.lookups.keys(),
-                    doc,
-                    &field_path,
-                    out,
-                );
-                check_json_path(text, doc, &field_path, out).map(StatusSource::Path)
+                let path = check_json_path(text, doc, &field_path, out);
+                if let Some(path) = &path {
+                    let lookups = rule.spec.lookups.keys();
+                    check_status_reference(path, &rule.spec.children, lookups, doc, &field_path, out);
+                }
+                path.map(StatusSource::Path)
             }
             StatusExpression::Value(literal) => Some(StatusSource::Literal(literal.value.clone())),
             StatusExpression::Template(template) => {
@@ -699,24 +696,18 @@ fn check_dependencies(
 
 /// A status path naming a child id or lookup that does not exist would silently stay empty: report it.
 fn check_status_reference<'a>(
-    expression: &str,
+    path: &CompiledPath,
     children: &[ChildTemplate],
     lookups: impl Iterator<Item = &'a String>,
     doc: &Node,
     field_path: &[PathStep],
     out: &mut FileDiagnostics,
 ) {
-    let inner = expression
-        .trim()
-        .trim_start_matches('{')
-        .trim_start_matches('$')
-        .trim_start_matches('.');
-    let mut segments = inner.split(['.', '[', '}']);
+    // Read by the JSONPath parser: `children[?…]`, `children[*]` name no child, `children.svc['x']` names `svc`.
+    let names = path.leading_names();
     let lookups: Vec<&String> = lookups.collect();
-    match (segments.next(), segments.next()) {
-        (Some("children" | "ready"), Some(id))
-            if !id.is_empty() && id != "*" && !children.iter().any(|c| c.id == id) =>
-        {
+    match (names.first().copied(), names.get(1).copied()) {
+        (Some("children" | "ready"), Some(id)) if !id.is_empty() && !children.iter().any(|c| c.id == id) => {
             let suggestion = did_you_mean(id, children.iter().map(|c| c.id.as_str()));
             out.error(
                 doc.value_pos_of(field_path),
@@ -724,9 +715,7 @@ fn check_status_reference<'a>(
                 format!("status refers to child `{id}`, which is not among `children`{suggestion}"),
             );
         }
-        (Some("lookups"), Some(name))
-            if !name.is_empty() && name != "*" && !lookups.iter().any(|l| l.as_str() == name) =>
-        {
+        (Some("lookups"), Some(name)) if !name.is_empty() && !lookups.iter().any(|l| l.as_str() == name) => {
             let suggestion = did_you_mean(name, lookups.iter().map(|l| l.as_str()));
             out.error(
                 doc.value_pos_of(field_path),

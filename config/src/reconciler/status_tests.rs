@@ -198,3 +198,29 @@ fn recreate_with_retain_is_a_located_load_error() {
     assert!(rule.child("settings").is_some_and(|child| child.recreate));
     assert!(rule.child("zones").is_some_and(|child| !child.recreate));
 }
+
+#[test]
+fn status_paths_are_read_by_the_jsonpath_parser_filters_and_brackets_included() {
+    let status = "  status:
+    named: \"{.children.settings['metadata'].name}\"
+    quoted: '$.children.settings[\"metadata\"][\"name\"]'
+    bracketed: \"{.children['settings'].metadata.name}\"
+    filtered: '$.children[?@.kind]'
+    everyLookup: '$.lookups[*]'
+";
+    // Loads: `?@` and `*` are no child or lookup names, `['settings']` and `settings['metadata']` name `settings`.
+    rule(status);
+    let errors = load_errors(&rules(
+        "  status:\n    misspelt: \"{.children.setings['metadata'].name}\"\n",
+        "",
+    ));
+    assert!(
+        errors.contains("status refers to child `setings`, which is not among `children`, did you mean `settings`?"),
+        "{errors}"
+    );
+    let errors = load_errors(&rules("  status:\n    typo: '$.lookups.ownr[?@.x]'\n", ""));
+    assert!(
+        errors.contains("status refers to lookup `ownr`, which is not among `lookups`"),
+        "{errors}"
+    );
+}
