@@ -166,6 +166,8 @@ fn scheduler_permissions(preempts: bool) -> Vec<Permission> {
             None,
         ));
     }
+    // Since v1.36, the condition a pod-group cycle ends with is set on the PodGroup, as kube-scheduler sets it ...
+    out.extend(permissions(&["patch"], "scheduling.k8s.io", "podgroups/status", None));
     // ... and the shared watch of CRDs, to learn when scheduler-plugins' PodGroup CRD is installed later.
     out.extend(permissions(&["list", "watch"], CRD_GROUP, CRDS, None));
     // In the Coscheduling dialect, scheduler-plugins' PodGroups (when the apiserver serves their CRD).
@@ -585,6 +587,8 @@ mod scheduler_tests {
         assert!(preempting.contains(&watch_budgets), "{preempting:?}");
         let watch_workloads = ("scheduling.k8s.io".to_string(), "workloads".to_string(), "watch");
         assert!(preempting.contains(&watch_workloads), "{preempting:?}");
+        let pod_group_condition = ("scheduling.k8s.io".to_string(), "podgroups/status".to_string(), "patch");
+        assert!(preempting.contains(&pod_group_condition), "{preempting:?}");
         // `none` has no DefaultPreemption: it never deletes a pod.
         let bare = granted(&policy.replace(
             "schedulerName: s }",

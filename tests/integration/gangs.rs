@@ -17,7 +17,8 @@ use ruleplane_config::scheduler::gang::WorkloadApi;
 use serde_json::{Value, json};
 
 use crate::support::cluster_nodes::{
-    KubeScheduler, create_node, create_priority_classes, delete_nodes, delete_priority_classes, node, nodes_lock,
+    KubeScheduler, NodeGuard, create_node, create_priority_classes, delete_nodes, delete_priority_classes, node,
+    nodes_lock,
 };
 use crate::support::manager::{ManagerProcess, temp_dir};
 use crate::support::{admin_client, control_plane, eventually, test_namespace, write_rule_file as write};
@@ -89,8 +90,33 @@ pub(crate) async fn delete_pods(client: &Client, namespace: &str) {
         .expect("delete pods");
 }
 
-pub(crate) async fn gang_nodes(client: &Client, id: &str, count: usize, cpu: &str) -> Vec<String> {
-    let mut names = Vec::new();
+/// The condition set on a gang's PodGroup (v1.36+) as `type status reason message observedGeneration`, once set;
+/// `-` in v1.35, which has no PodGroup object.
+async fn pod_group_condition(client: &Client, namespace: &str, name: &str) -> String {
+    if control_plane().workload_api() == WorkloadApi::V1Alpha1 {
+        return "-".to_string();
+    }
+    let (resource, _) = crate::support::gang_object(namespace, name, 1);
+    let pod_groups = Api::<kube::api::DynamicObject>::namespaced_with(client.clone(), namespace, &resource);
+    eventually(Duration::from_secs(30), &format!("{name}'s condition"), || async {
+        let object = pod_groups.get(name).await.ok()?;
+        let condition = object.data.pointer("/status/conditions/0")?;
+        let field = |key: &str| match condition.get(key) {
+            Some(serde_json::Value::String(text)) => text.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        };
+        Some(
+            ["type", "status", "reason", "message", "observedGeneration"]
+                .map(field)
+                .join(" "),
+        )
+    })
+    .await
+}
+
+pub(crate) async fn gang_nodes(client: &Client, id: &str, count: usize, cpu: &str) -> NodeGuard {
+    let mut names = NodeGuard::default();
     for i in 0..count {
         names.push(
             create_node(
@@ -216,30 +242,35 @@ async fn a_gang_that_fits_is_placed_whole_and_one_that_cannot_places_none_and_sa
         bound_members(&client, &ns, "big").await.is_empty(),
         "none of the big gang is bound"
     );
-    // The member that found no node says why as kube-scheduler would; its siblings name it.
+    // The member that found no node says why as kube-scheduler would; in v1.35 its siblings name it (since v1.36
+    // they are told the pod group's status: compared with kube-scheduler's below).
     let failing = messages
         .iter()
         .position(|m| m.contains("Insufficient cpu"))
         .unwrap_or_else(|| panic!("a member says why: {messages:?}"));
     let failing_name = format!("{ns}/big-{failing}");
-    for (i, message) in messages.iter().enumerate() {
-        if i != failing {
-            assert_eq!(
-                message,
-                &format!(
-                    "0/1 nodes are available: 1 rejected due to unschedulable gang member {failing_name} at plugin GangScheduling."
-                )
-            );
+    let v1_35 = control_plane().workload_api() == WorkloadApi::V1Alpha1;
+    if v1_35 {
+        for (i, message) in messages.iter().enumerate() {
+            if i != failing {
+                assert_eq!(
+                    message,
+                    &format!(
+                        "0/1 nodes are available: 1 rejected due to unschedulable gang member {failing_name} at plugin GangScheduling."
+                    )
+                );
+            }
         }
+        let rejected = event_note(&client, &ns, "big-0", "GangRejected").await;
+        assert!(
+            rejected.starts_with(&format!(
+                "pod group {} was rejected: member {failing_name} is unschedulable",
+                crate::support::gang_display(&ns, "big")
+            )),
+            "{rejected}"
+        );
     }
-    let rejected = event_note(&client, &ns, "big-0", "GangRejected").await;
-    assert!(
-        rejected.starts_with(&format!(
-            "pod group {} was rejected: member {failing_name} is unschedulable",
-            crate::support::gang_display(&ns, "big")
-        )),
-        "{rejected}"
-    );
+    let our_condition = pod_group_condition(&client, &ns, "big").await;
 
     // kube-scheduler with the gates on places a fitting gang whole as well, on two fresh nodes (the first two keep
     // their pods until the pod garbage collector's quarantine ends, even deleted).
@@ -281,16 +312,25 @@ async fn a_gang_that_fits_is_placed_whole_and_one_that_cannot_places_none_and_sa
         None
     })
     .await;
-    match control_plane().workload_api() {
-        WorkloadApi::V1Alpha1 => assert_eq!(theirs, messages[failing]),
-        // Since v1.36 kube-scheduler places a gang in one pod-group cycle that runs no per-pod PostFilter: its
-        // failing member's text lacks the preemption part Ruleplane (v1.35's texts) gives it (docs/scheduler.md,
-        // "Gangs by Kubernetes version").
-        _ => assert!(
-            messages[failing].starts_with(&theirs) && messages[failing].contains(" preemption: "),
-            "{theirs} / {}",
-            messages[failing]
-        ),
+    assert_eq!(theirs, messages[failing]);
+    if !v1_35 {
+        // Since v1.36 kube-scheduler tells every member in one pod-group cycle, and sets the PodGroup's condition:
+        // the same texts and condition as Ruleplane's (docs/scheduler.md, "Gangs by Kubernetes version").
+        let mut theirs = Vec::new();
+        for i in 0..3 {
+            theirs.push(unschedulable_message(&client, &ns, &format!("twin-big-{i}")).await);
+        }
+        theirs.sort();
+        messages.sort();
+        assert_eq!(theirs, messages);
+        assert_eq!(pod_group_condition(&client, &ns, "twin-big").await, our_condition);
+        assert!(our_condition.contains("Unschedulable"), "{our_condition}");
+        let placed = pod_group_condition(&client, &ns, "twin").await;
+        assert_eq!(placed, pod_group_condition(&client, &ns, "fits").await);
+        assert!(
+            placed.starts_with("PodGroup") && placed.contains("True Scheduled"),
+            "{placed}"
+        );
     }
     drop(kube_scheduler);
     drop(manager);
@@ -993,7 +1033,7 @@ async fn a_gang_evicts_nothing_unless_preemption_completes_its_quorum_and_is_pla
     install_pod_group_crd();
     // Three KWOK nodes: two of 2 cpu, the first full of a low-priority pod, the second of a high-priority one, and
     // an empty one of 1 cpu.
-    let mut names = Vec::new();
+    let mut names = NodeGuard::default();
     for (i, cpu) in ["2", "2", "1"].into_iter().enumerate() {
         let labels = json!({"gang-test": id, KWOK_NODE.0: KWOK_NODE.1});
         names.push(
@@ -1005,7 +1045,7 @@ async fn a_gang_evicts_nothing_unless_preemption_completes_its_quorum_and_is_pla
         );
     }
     let nodes = Api::<Node>::all(client.clone());
-    for name in &names {
+    for name in names.iter() {
         eventually(Duration::from_secs(30), &format!("{name} Ready"), || async {
             nodes
                 .get(name)

@@ -11,10 +11,13 @@ use std::collections::VecDeque;
 use std::fmt::Display;
 
 use super::cosched::{self, PodGroupSpec};
+use super::engine::{Behaviour, GangCycle};
 use super::gang::{
     Deferred, GangRun, GroupCounts, GroupKey, GroupPolicies, GroupPolicy, PreEnqueue, Rejected, Step, WorkloadApi,
     pre_enqueue, preempting_note, rejected_member_message, rejected_note, waiting_note,
 };
+use super::pod_group::Dialect;
+use super::pod_group_cycle::{CycleVerdict, GroupCondition, GroupPreemption, PodGroupCycle};
 
 /// What GangScheduling makes of a popped member of a Workload's pod group.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,6 +106,8 @@ pub struct RunOutcome<K> {
     pub preemptions: Vec<K>,
     /// The Events the run's members get, in order.
     pub events: Vec<GangEvent<K>>,
+    /// The condition to set on the group's PodGroup (a pod-group cycle, v1.36+).
+    pub condition: Option<GroupCondition>,
 }
 
 /// One run of a gang: its members' cycles in order, and what becomes of each.
@@ -119,6 +124,9 @@ pub struct GangRunner<K> {
     preemptions: Vec<K>,
     rejection: Option<Rejected<K>>,
     deferred: Option<Deferred<K>>,
+    /// A Workload API gang in v1.36+: kube-scheduler's pod-group cycle decides instead of the run, with what the
+    /// group's preemption says should it be unschedulable.
+    pod_group: Option<(PodGroupCycle, GroupPreemption)>,
 }
 
 impl<K: Clone + PartialEq + Display> GangRunner<K> {
@@ -139,7 +147,25 @@ impl<K: Clone + PartialEq + Display> GangRunner<K> {
             preemptions: Vec::new(),
             rejection: None,
             deferred: None,
+            pod_group: None,
         }
+    }
+
+    /// The run as `behaviour`'s kube-scheduler schedules the group: for a Workload API gang since v1.36, one
+    /// pod-group cycle (`super::pod_group_cycle`), `preemption` being what its PodGroupPostFilter says should the
+    /// group be unschedulable; else member by member as v1.35 and Coscheduling.
+    pub fn behaving_as(mut self, behaviour: Behaviour, preemption: GroupPreemption) -> GangRunner<K>
+    where
+        K: Ord,
+    {
+        if self.run.group().dialect == Dialect::Workload && behaviour.gang_cycle() != GangCycle::PermitWaits {
+            // The cycle tries the members in the queue's order of a pod group, not popped first: priority (one for
+            // every member of a valid group), then the oldest first, which `namespace/name` stands for here.
+            self.queue.make_contiguous().sort();
+            let cycle = PodGroupCycle::new(behaviour, self.run.min_count(), self.run.assigned(), self.queue.len());
+            self.pod_group = Some((cycle, preemption));
+        }
+        self
     }
 
     /// The run's counts so far (its group, its quorum, Permit's assumed ∪ assigned).
@@ -164,9 +190,17 @@ impl<K: Clone + PartialEq + Display> GangRunner<K> {
         cosched::post_filter_reason(member, Some(pod_group?), self.run.assigned(), reject_percentage)
     }
 
+    /// The member whose cycle comes first (the popped one), before any is recorded.
+    pub fn first_member(&self) -> Option<&K> {
+        self.queue.front()
+    }
+
     /// The member whose cycle comes next; `None` once the run has ended or every member was tried.
     pub fn next_member(&mut self) -> Option<K> {
         if self.rejection.is_some() || self.deferred.is_some() {
+            return None;
+        }
+        if self.pod_group.as_ref().is_some_and(|(cycle, _)| cycle.is_over()) {
             return None;
         }
         self.queue.pop_front()
@@ -174,6 +208,20 @@ impl<K: Clone + PartialEq + Display> GangRunner<K> {
 
     /// The cycle of the member [`GangRunner::next_member`] gave.
     pub fn record(&mut self, member: K, cycle: MemberCycle) {
+        if let Some((group_cycle, _)) = self.pod_group.as_mut() {
+            match cycle {
+                MemberCycle::Reserved => {
+                    self.reserved.push(member);
+                    group_cycle.assumed(false);
+                }
+                MemberCycle::Preempting => {
+                    self.preempting.push(member);
+                    group_cycle.assumed(true);
+                }
+                MemberCycle::Failed => group_cycle.failed(),
+            }
+            return;
+        }
         let step = match cycle {
             MemberCycle::Reserved => {
                 self.reserved.push(member.clone());
@@ -196,6 +244,9 @@ impl<K: Clone + PartialEq + Display> GangRunner<K> {
 
     /// What becomes of every member the run touched, with the group's texts (`docs/scheduler.md`, "Gangs").
     pub fn finish(mut self) -> RunOutcome<K> {
+        if self.pod_group.is_some() {
+            return self.finish_pod_group();
+        }
         let untried: Vec<K> = self.queue.drain(..).collect();
         let group = self.run.group().clone();
         let plugin = group.plugin();
@@ -275,6 +326,59 @@ impl<K: Clone + PartialEq + Display> GangRunner<K> {
             told,
             preemptions,
             events,
+            condition: None,
+        }
+    }
+
+    /// The end of a pod-group cycle: only FailedScheduling texts (no gang Events) and the PodGroup's condition.
+    fn finish_pod_group(mut self) -> RunOutcome<K> {
+        let Some((cycle, preemption)) = self.pod_group.take() else {
+            unreachable!("a pod-group cycle")
+        };
+        let texts = cycle.finish(preemption);
+        let untried: Vec<K> = self.queue.drain(..).collect();
+        let told_as = |message: &Option<String>, clear_nomination: bool| Told::Unschedulable {
+            message: message.clone().unwrap_or_default(),
+            clear_nomination,
+        };
+        let mut told = Vec::new();
+        let mut preemptions = Vec::new();
+        let (verdict, allowed, given_back) = match texts.verdict {
+            CycleVerdict::Allowed => (RunVerdict::Allowed, self.reserved, Vec::new()),
+            CycleVerdict::WaitingForPreemption => {
+                // The preemptors keep their own texts and nominations; the others wait for the next cycle.
+                told.extend(
+                    self.reserved
+                        .iter()
+                        .map(|m| (m.clone(), told_as(&texts.assumed, false))),
+                );
+                preemptions = self.preempting;
+                (RunVerdict::Deferred, Vec::new(), self.reserved)
+            }
+            CycleVerdict::Rejected => {
+                // A preemptor is told as a member that fitted; nothing is evicted for it (docs/scheduler.md).
+                told.extend(
+                    self.reserved
+                        .iter()
+                        .map(|m| (m.clone(), told_as(&texts.assumed, false))),
+                );
+                told.extend(
+                    self.preempting
+                        .iter()
+                        .map(|m| (m.clone(), told_as(&texts.assumed, true))),
+                );
+                told.extend(untried.into_iter().map(|m| (m, told_as(&texts.untried, false))));
+                (RunVerdict::Rejected, Vec::new(), self.reserved)
+            }
+        };
+        RunOutcome {
+            verdict,
+            allowed,
+            given_back,
+            told,
+            preemptions,
+            events: Vec::new(),
+            condition: texts.condition,
         }
     }
 }

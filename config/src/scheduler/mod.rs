@@ -9,6 +9,7 @@ pub mod gang;
 pub mod gang_run;
 mod plugins;
 pub mod pod_group;
+pub mod pod_group_cycle;
 pub mod queue;
 mod resolved;
 pub mod simulate;

@@ -18,6 +18,7 @@ use super::engine::preemption::never_preempts;
 use super::engine::snapshot::pod_ref;
 use super::gang::{Dialect, GroupKey, GroupPolicies, MemberState, PodGroups, WorkloadApi};
 use super::gang_run::{Admission, GangRunner, MemberCycle, RunVerdict, Told, admit};
+use super::pod_group_cycle::GroupPreemption;
 use super::queue::GroupOrder;
 use super::resolved::SchedulerPolicy;
 use super::simulate_place::{Placement, Placer, SimulateError, record_nominations};
@@ -291,7 +292,7 @@ impl Gangs {
     pub(super) fn run(
         &mut self,
         placer: &mut Placer,
-        mut runner: GangRunner<String>,
+        runner: GangRunner<String>,
         spec: Option<PodGroupSpec>,
         pods: &BTreeMap<String, &Pod>,
     ) -> Result<Vec<Placement>, SimulateError> {
@@ -301,6 +302,13 @@ impl Gangs {
                 .copied()
                 .ok_or_else(|| SimulateError::Gang(format!("pod {key} is not among the pods to place")))
         };
+        // The version's kube-scheduler decides a Workload API gang in one pod-group cycle since v1.36.
+        let preemption = match runner.first_member() {
+            Some(first) => GroupPreemption::of(placer.snapshot(), pod_of(first)?),
+            None => GroupPreemption::NoVictims,
+        };
+        let mut runner = runner.behaving_as(placer.behaviour(), preemption);
+        let workload_gang = group.dialect == Dialect::Workload;
         if let Some(spec) = spec.as_ref().filter(|spec| !spec.min_resources.is_empty())
             && let Some(gap) = cosched::resource_gap(placer.snapshot(), &group, spec)
         {
@@ -328,7 +336,7 @@ impl Gangs {
             let pod = pod_of(&key)?;
             let name = pod.metadata.name.as_deref().unwrap_or_default();
             let reason = runner.post_filter_reason(spec.as_ref(), name, self.reject_percentage);
-            let (decision, explained) = placer.decide(pod)?;
+            let (decision, explained) = placer.decide_as(pod, workload_gang)?;
             let cycle = match decision.chosen() {
                 Some(node) => {
                     placer.assume(pod, node)?;

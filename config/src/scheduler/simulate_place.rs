@@ -9,8 +9,8 @@ use serde::Serialize;
 use super::cosched::{self, Chain, NoPodGroup};
 use super::engine::snapshot::pod_ref;
 use super::engine::{
-    Decision, Engine, NodeResult, Nominate, Outcome, PodRef, Preemption, ProfileError, Rejection, ScheduleError,
-    Snapshot, SnapshotError,
+    Behaviour, Decision, Engine, NodeResult, Nominate, Outcome, PodRef, Preemption, ProfileError, Rejection,
+    ScheduleError, Snapshot, SnapshotError,
 };
 
 /// Why the input of a simulation is not usable.
@@ -182,12 +182,30 @@ impl Placer {
         Chain::of(self.engine.post_filters(), reject_percentage)
     }
 
+    /// Which kube-scheduler minor the simulation behaves as.
+    pub(super) fn behaviour(&self) -> Behaviour {
+        self.engine.behaviour()
+    }
+
     /// One cycle for `pod`, and every node's verdict with explain.
     pub(super) fn decide(
         &mut self,
         pod: &Pod,
     ) -> Result<(Decision, Option<BTreeMap<String, NodeExplanation>>), SimulateError> {
-        let decision = self.engine.schedule(&self.snapshot, pod)?;
+        self.decide_as(pod, false)
+    }
+
+    /// One cycle for `pod`, a member of a Workload API gang or not (`Engine::schedule_gang_member`).
+    pub(super) fn decide_as(
+        &mut self,
+        pod: &Pod,
+        workload_gang: bool,
+    ) -> Result<(Decision, Option<BTreeMap<String, NodeExplanation>>), SimulateError> {
+        let decision = if workload_gang {
+            self.engine.schedule_gang_member(&self.snapshot, pod)?
+        } else {
+            self.engine.schedule(&self.snapshot, pod)?
+        };
         let nodes = self
             .explain
             .then(|| explain_nodes(&self.snapshot, &decision, &self.filters));

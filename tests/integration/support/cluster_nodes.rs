@@ -144,6 +144,46 @@ pub async fn delete_nodes(client: &Client, names: &[String]) {
     }
 }
 
+/// The nodes a test created. A test deletes them itself ([`delete_nodes`]) once done; should it fail (panic) before
+/// that, the guard deletes them as it is dropped, so later scheduler tests of the same run do not see them.
+#[derive(Default)]
+pub struct NodeGuard(Vec<String>);
+
+impl NodeGuard {
+    pub fn push(&mut self, name: String) {
+        self.0.push(name);
+    }
+}
+
+impl std::ops::Deref for NodeGuard {
+    type Target = Vec<String>;
+
+    fn deref(&self) -> &Vec<String> {
+        &self.0
+    }
+}
+
+impl Drop for NodeGuard {
+    fn drop(&mut self) {
+        if !std::thread::panicking() || self.0.is_empty() {
+            return;
+        }
+        let names = std::mem::take(&mut self.0);
+        // The test's runtime is unwinding: the deletion runs on a runtime of its own, and is waited for, so the
+        // nodes are gone before the test's node lock (taken before the guard) is released.
+        let cleanup = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+            if let Ok(runtime) = runtime {
+                runtime.block_on(async {
+                    let client = super::admin_client().await;
+                    delete_nodes(&client, &names).await;
+                });
+            }
+        });
+        let _ = cleanup.join();
+    }
+}
+
 /// kube-scheduler of the project's build against the test plane, with these profiles; killed on drop.
 pub struct KubeScheduler {
     child: Child,

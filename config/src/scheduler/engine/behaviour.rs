@@ -2,8 +2,9 @@
 
 // The engine gets a Kubernetes version once, when it is built (`Engine::for_version`); plugins and the PostFilter
 // chain ask this type, never the version, so each difference is one named question with its upstream source. Only
-// differences that change a verdict, a score, a message or an Event of a pod without gangs or resource claims
-// are here; `docs/scheduler.md` ("Behaviour by Kubernetes version") lists them with how each is tested.
+// differences that change a verdict, a score, a message, an Event or a condition are here (of a pod without
+// resource claims, or of a gang of the Workload API); `docs/scheduler.md` ("Behaviour by Kubernetes version")
+// lists them with how each is tested.
 
 use super::profile::{FilterEntry, FilterPlugin};
 use crate::KubernetesVersion;
@@ -21,6 +22,19 @@ pub enum ImageVolumes {
     InSum,
     /// v1.37: in the sum and in the image count the threshold is scaled by.
     InSumAndCount,
+}
+
+/// How kube-scheduler schedules a gang of the Workload API (GangScheduling).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GangCycle {
+    /// v1.35: member by member, each waiting at Permit until the quorum is assumed (`gangscheduling.go` Permit).
+    PermitWaits,
+    /// v1.36: one pod-group cycle tries every member, each with its own PostFilter; the group is schedulable once
+    /// Permit allows one of them (`schedule_one_podgroup.go` `podGroupSchedulingDefaultAlgorithm`).
+    PodGroup,
+    /// v1.37: one pod-group cycle checked by GangScheduling's PlacementFeasible after each member, which ends it once
+    /// `minCount` is out of reach; no member runs PostFilter, the group's PodGroupPostFilter runs once at the end.
+    PlacementFeasible,
 }
 
 impl Behaviour {
@@ -107,6 +121,32 @@ impl Behaviour {
         self.0 <= KubernetesVersion::V1_36
     }
 
+    /// How a gang of the Workload API is scheduled ([`GangCycle`]).
+    pub fn gang_cycle(self) -> GangCycle {
+        match self.0 {
+            KubernetesVersion::V1_35 => GangCycle::PermitWaits,
+            KubernetesVersion::V1_36 => GangCycle::PodGroup,
+            KubernetesVersion::V1_37 => GangCycle::PlacementFeasible,
+        }
+    }
+
+    /// The condition kube-scheduler sets on a PodGroup after each pod-group cycle (`submitPodGroupAlgorithmResult`):
+    /// `PodGroupScheduled` in v1.36, `PodGroupInitiallyScheduled` in v1.37; v1.35 has no PodGroup object.
+    pub fn pod_group_condition(self) -> Option<&'static str> {
+        match self.0 {
+            KubernetesVersion::V1_35 => None,
+            KubernetesVersion::V1_36 => Some("PodGroupScheduled"),
+            KubernetesVersion::V1_37 => Some("PodGroupInitiallyScheduled"),
+        }
+    }
+
+    /// Whether a Workload API gang member's own cycle runs the PostFilter chain (DefaultPreemption for that member
+    /// alone, its text in the member's FailedScheduling): up to v1.36; from v1.37 a pod-group cycle skips it
+    /// (`schedule_one.go` `schedulingAlgorithm`) and preempts for the group as a whole.
+    pub fn gang_member_post_filter(self) -> bool {
+        self.0 <= KubernetesVersion::V1_36
+    }
+
     /// The profile's filters this version runs, in its order: the profile lists built-in filters in v1.35's
     /// default order (NodeUnschedulable, then NodeName); from v1.37 NodeName comes first. NodeDeclaredFeatures is
     /// left out before v1.36, where it would skip every pod.
@@ -126,5 +166,34 @@ impl Behaviour {
             }
         }
         ordered
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gangs_wait_at_permit_in_v1_35_and_run_one_pod_group_cycle_since() {
+        let of = |version| Behaviour::of(version);
+        assert_eq!(of(KubernetesVersion::V1_35).gang_cycle(), GangCycle::PermitWaits);
+        assert_eq!(of(KubernetesVersion::V1_36).gang_cycle(), GangCycle::PodGroup);
+        assert_eq!(of(KubernetesVersion::V1_37).gang_cycle(), GangCycle::PlacementFeasible);
+        assert_eq!(of(KubernetesVersion::V1_35).pod_group_condition(), None);
+        assert_eq!(
+            of(KubernetesVersion::V1_36).pod_group_condition(),
+            Some("PodGroupScheduled")
+        );
+        assert_eq!(
+            of(KubernetesVersion::V1_37).pod_group_condition(),
+            Some("PodGroupInitiallyScheduled")
+        );
+    }
+
+    #[test]
+    fn a_gang_member_runs_its_own_post_filter_until_v1_36() {
+        assert!(Behaviour::of(KubernetesVersion::V1_35).gang_member_post_filter());
+        assert!(Behaviour::of(KubernetesVersion::V1_36).gang_member_post_filter());
+        assert!(!Behaviour::of(KubernetesVersion::V1_37).gang_member_post_filter());
     }
 }

@@ -242,6 +242,17 @@ impl Engine {
     /// Schedules one pod on the snapshot. The snapshot is not changed: call [`Snapshot::assume`] with the chosen
     /// node so the next decision sees the pod.
     pub fn schedule(&mut self, snapshot: &Snapshot, pod: &Pod) -> Result<Decision, ScheduleError> {
+        self.schedule_with(snapshot, pod, true)
+    }
+
+    /// Schedules a member of a Workload API gang: as [`Engine::schedule`], without the PostFilter chain where this
+    /// version's pod-group cycle skips it ([`Behaviour::gang_member_post_filter`]).
+    pub fn schedule_gang_member(&mut self, snapshot: &Snapshot, pod: &Pod) -> Result<Decision, ScheduleError> {
+        let post_filter = self.compiled.behaviour.gang_member_post_filter();
+        self.schedule_with(snapshot, pod, post_filter)
+    }
+
+    fn schedule_with(&mut self, snapshot: &Snapshot, pod: &Pod, post_filter: bool) -> Result<Decision, ScheduleError> {
         let pod_info = PodInfo::new(pod.clone()).map_err(|source| ScheduleError::InvalidQuantity {
             pod: pod_ref(pod),
             source,
@@ -285,7 +296,7 @@ impl Engine {
             ),
             Err(decision) => *decision,
         };
-        if let Some(chain) = &self.post_filters {
+        if let Some(chain) = self.post_filters.as_ref().filter(|_| post_filter) {
             #[cfg(test)]
             let reuse = !self.always_rerun_pre_filter;
             #[cfg(not(test))]

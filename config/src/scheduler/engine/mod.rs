@@ -33,7 +33,7 @@ pub mod volume_plan;
 #[cfg(test)]
 mod tests;
 
-pub use behaviour::Behaviour;
+pub use behaviour::{Behaviour, GangCycle};
 pub use decision::{Decision, NodeResult, Outcome, PluginScore, ScheduleError};
 #[cfg(test)]
 use framework::heap_top;

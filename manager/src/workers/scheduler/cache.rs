@@ -24,6 +24,7 @@ use ruleplane_config::scheduler::engine::queueing_hints::{
 use ruleplane_config::scheduler::engine::volume_plan::{self, VolumePlan};
 use ruleplane_config::scheduler::engine::{Decision, Engine, Nominate, ScheduleError, Snapshot, Workloads};
 use ruleplane_config::scheduler::gang::GroupKey;
+use ruleplane_config::scheduler::pod_group_cycle::GroupPreemption;
 use tokio::sync::{Mutex, mpsc};
 use tracing::{debug, warn};
 
@@ -240,11 +241,27 @@ impl ClusterCache {
         hints: &QueueingHints,
         pod: &Arc<Pod>,
     ) -> Result<Cycle, ScheduleError> {
+        self.schedule_as(engine, hints, pod, false).await
+    }
+
+    /// [`ClusterCache::schedule`] for a pod that may be a member of a Workload API gang, whose cycle runs the
+    /// PostFilter chain only where the version's pod-group cycle does (`Engine::schedule_gang_member`).
+    pub async fn schedule_as(
+        &self,
+        engine: &std::sync::Mutex<Engine>,
+        hints: &QueueingHints,
+        pod: &Arc<Pod>,
+        workload_gang: bool,
+    ) -> Result<Cycle, ScheduleError> {
         let mut state = self.state.lock().await;
         self.sync(&mut state);
         let decision = {
             let mut engine = engine.lock().unwrap_or_else(|e| e.into_inner());
-            engine.schedule(&state.snapshot, pod)?
+            if workload_gang {
+                engine.schedule_gang_member(&state.snapshot, pod)?
+            } else {
+                engine.schedule(&state.snapshot, pod)?
+            }
         };
         // kube-scheduler's nominator takes the nomination at once: the next cycle keeps the room.
         if let Some(post_filter) = decision.post_filter() {
@@ -272,6 +289,13 @@ impl ClusterCache {
             seen: state.sequence,
             prepared,
         })
+    }
+
+    /// What a Workload API gang's PodGroupPostFilter would say on the current cluster state (`GroupPreemption::of`).
+    pub async fn group_preemption(&self, member: &Pod) -> GroupPreemption {
+        let mut state = self.state.lock().await;
+        self.sync(&mut state);
+        GroupPreemption::of(&state.snapshot, member)
     }
 
     /// Coscheduling's `minResources` check for `group` on the current cluster state (`cosched::resource_gap`).

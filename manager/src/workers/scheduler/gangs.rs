@@ -23,6 +23,7 @@ use ruleplane_config::scheduler::gang::{
     pre_enqueue,
 };
 use ruleplane_config::scheduler::gang_run::{Admission, GangRunner, MemberCycle, RunVerdict, Told, admit};
+use ruleplane_config::scheduler::pod_group_cycle::GroupPreemption;
 use ruleplane_config::scheduler::queue::{Failure, Place};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
@@ -617,16 +618,23 @@ impl PodScheduler {
             send(Done::Run(told));
             return;
         }
-        let keys = members.iter().map(|(key, _)| key.clone()).collect();
+        let keys: Vec<PodKey> = members.iter().map(|(key, _)| key.clone()).collect();
+        let workload_gang = run.group().dialect == Dialect::Workload;
+        let first = keys.first().filter(|_| workload_gang);
+        let preemption = match first.and_then(|key| self.pending_pod(key, members[0].1.clone())) {
+            Some(first) => self.cache.group_preemption(&first).await,
+            None => GroupPreemption::NoVictims,
+        };
+        let behaviour = self.engine.lock().unwrap_or_else(|e| e.into_inner()).behaviour();
         let mut queued: HashMap<PodKey, Option<Arc<Pod>>> = members.into_iter().collect();
-        let mut runner = GangRunner::of(run, keys);
+        let mut runner = GangRunner::of(run, keys).behaving_as(behaviour, preemption);
         let mut reserved: HashMap<PodKey, (Arc<Pod>, String)> = HashMap::new();
         let mut told: Vec<Done> = Vec::new();
         let mut preemptors: HashMap<PodKey, Preemptor> = HashMap::new();
         while let Some(key) = runner.next_member() {
             let reason = runner.post_filter_reason(pod_group.as_ref(), &key.name, reject_percentage);
             let queued = queued.remove(&key).flatten();
-            let cycle = match self.member_cycle(&key, queued, reason).await {
+            let cycle = match self.member_cycle(&key, queued, reason, workload_gang).await {
                 Member::Reserved { pod, node } => {
                     reserved.insert(key.clone(), (pod, node));
                     MemberCycle::Reserved
@@ -645,6 +653,9 @@ impl PodScheduler {
         let group = runner.run().group().clone();
         // What becomes of each member is decided in `config` (`gang_run`), as `ruleplane simulate` decides it.
         let outcome = runner.finish();
+        if let Some(condition) = outcome.condition.clone() {
+            self.set_pod_group_condition(&group, condition);
+        }
         for event in outcome.events {
             let type_ = if event.warning {
                 EventType::Warning
@@ -744,11 +755,21 @@ impl PodScheduler {
     /// One member's cycle in a run, as `attempt` runs it, without binding and without carrying out a preemption:
     /// evicting pods for a gang that may still be rejected would disrupt them for nothing, so a preemption waits
     /// for the run's verdict ([`Member::Preempting`]).
-    async fn member_cycle(&self, key: &PodKey, queued: Option<Arc<Pod>>, reason: Option<String>) -> Member {
+    async fn member_cycle(
+        &self,
+        key: &PodKey,
+        queued: Option<Arc<Pod>>,
+        reason: Option<String>,
+        workload_gang: bool,
+    ) -> Member {
         let Some(pod) = self.pending_pod(key, queued) else {
             return Member::Failed(Done::Gone(key.clone()));
         };
-        let cycle = match self.cache.schedule(&self.engine, &self.hints, &pod).await {
+        let cycle = match self
+            .cache
+            .schedule_as(&self.engine, &self.hints, &pod, workload_gang)
+            .await
+        {
             Ok(cycle) => cycle,
             Err(error) => {
                 self.count("error");
@@ -936,159 +957,5 @@ fn gang_failure(key: PodKey, plugin: &str, message: String, nominate: Nominate) 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::metrics::WatchMetrics;
-    use kube::api::ApiResource;
-    use kube::runtime::watcher::Event;
-    use ruleplane_config::scheduler::cosched::POD_GROUP_LABEL;
-    use ruleplane_config::scheduler::queue::Moment;
-    use serde_json::json;
-    use std::time::Duration;
-
-    fn member(name: &str) -> DynamicObject {
-        serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "ns", "uid": name, "labels": {POD_GROUP_LABEL: "train"}},
-            "spec": {"containers": []},
-        }))
-        .expect("pod")
-    }
-
-    fn pod_group() -> DynamicObject {
-        serde_json::from_value(json!({
-            "apiVersion": POD_GROUP_API, "kind": "PodGroup",
-            "metadata": {"name": "train", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"minMember": 2},
-        }))
-        .expect("pod group")
-    }
-
-    fn key(name: &str) -> PodKey {
-        PodKey {
-            namespace: "ns".into(),
-            name: name.into(),
-        }
-    }
-
-    /// Pods and a PodGroup deleted while their watches were down: the relists do not list them, and the gangs
-    /// forget the members, what they were told, and the group's last rejection.
-    #[test]
-    fn a_relist_forgets_members_and_pod_groups_it_no_longer_lists() {
-        let metrics = WatchMetrics::default();
-        let pods = SharedWatch::new(ApiResource::erase::<Pod>(&()), &metrics);
-        let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-            "scheduling.x-k8s.io",
-            "v1alpha1",
-            "PodGroup",
-        ));
-        let pod_groups = SharedWatch::new(resource, &metrics);
-        pod_groups.apply(Event::Apply(pod_group()));
-        let mut gangs = Gangs {
-            api: WorkloadApi::V1Beta1,
-            workload_on: false,
-            coscheduling_on: true,
-            workloads: None,
-            pod_groups: Some(pod_groups.clone()),
-            late: None,
-            groups: PodGroups::default(),
-            noted: HashSet::new(),
-            told: HashMap::new(),
-            backoffs: Backoffs::default(),
-            queue_sort: QueueSort::default(),
-        };
-        pods.apply(Event::Apply(member("m1")));
-        pods.apply(Event::Apply(member("m2")));
-        gangs.resync(&pods);
-        let group = group_of(WorkloadApi::V1Beta1, &member("m1")).expect("a member");
-        assert_eq!(gangs.groups.counts(&group).known, 2);
-        gangs.noted.extend([key("m1"), key("m2")]);
-        gangs.told.insert(key("m2"), "PodGroup ns/train: 1/2 pods".into());
-
-        pods.apply(Event::Init);
-        pods.apply(Event::InitApply(member("m1")));
-        pods.apply(Event::InitDone);
-        gangs.resync(&pods);
-        assert_eq!(gangs.groups.counts(&group).known, 1, "m2 is no member any more");
-        assert!(!gangs.groups.contains(&key("m2")));
-        assert_eq!(gangs.noted, HashSet::from([key("m1")]), "what m2 was told is forgotten");
-        assert!(gangs.told.is_empty());
-
-        let spec = gangs.pod_group(&group).expect("the PodGroup is cached");
-        let created = spec.created.expect("a creation time");
-        let rejected = Moment(created.0 + Duration::from_secs(60));
-        gangs.queue_sort.rejected(&group, rejected);
-        let sorted_at = |gangs: &Gangs| gangs.queue_sort.order(&group, Some(&spec), "m1").map(|o| o.time);
-        gangs.forget_rejections(&Change::Resync, &gangs.groups.groups());
-        assert_eq!(
-            sorted_at(&gangs),
-            Some(rejected),
-            "a relist that lists the PodGroup keeps its rejection"
-        );
-
-        pod_groups.apply(Event::Init);
-        pod_groups.apply(Event::InitDone);
-        gangs.forget_rejections(&Change::Resync, &gangs.groups.groups());
-        assert!(gangs.pod_group(&group).is_none());
-        assert_eq!(
-            sorted_at(&gangs),
-            Some(created),
-            "the rejection of a PodGroup gone is forgotten"
-        );
-    }
-
-    /// A kind not served yet (no watch) is no reason to schedule alone: its members name a group the worker
-    /// gang-schedules, whose object is missing until the kind's watch is added.
-    #[test]
-    fn members_of_a_kind_not_served_yet_wait_for_their_group_and_its_watch_is_taken_in_later() {
-        let metrics = WatchMetrics::default();
-        let mut gangs = Gangs {
-            api: WorkloadApi::V1Beta1,
-            workload_on: true,
-            coscheduling_on: true,
-            workloads: None,
-            pod_groups: None,
-            late: None,
-            groups: PodGroups::default(),
-            noted: HashSet::new(),
-            told: HashMap::new(),
-            backoffs: Backoffs::default(),
-            queue_sort: QueueSort::default(),
-        };
-        let labelled = group_of(WorkloadApi::V1Beta1, &member("m1")).expect("a member");
-        assert!(gangs.serves(&labelled), "held with its group, not placed alone");
-        assert!(gangs.pod_group(&labelled).is_none());
-        let named: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w", "namespace": "ns"},
-            "spec": {"schedulingGroup": {"podGroupName": "train"}},
-        }))
-        .expect("pod");
-        let group = gangs.group_of(&named).expect("a member");
-        assert!(gangs.serves(&group));
-        assert!(!gangs.passes(&group), "PreEnqueue holds it: its PodGroup is not known");
-
-        let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-            "scheduling.k8s.io",
-            "v1beta1",
-            "PodGroup",
-        ));
-        let watch = SharedWatch::new(resource, &metrics);
-        watch.apply(Event::Apply(
-            serde_json::from_value(json!({
-                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-                "metadata": {"name": "train", "namespace": "ns"},
-                "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}},
-            }))
-            .expect("pod group"),
-        ));
-        gangs.served_late(LateKind {
-            dialect: Dialect::Workload,
-            watch,
-        });
-        gangs.groups.apply(key("w"), group.clone(), MemberState::default());
-        assert!(
-            gangs.passes(&group),
-            "its PodGroup is known now, and its quorum of one is there"
-        );
-    }
-}
+#[path = "gangs_tests.rs"]
+mod tests;

@@ -9,6 +9,7 @@ mod cache;
 mod gangs;
 mod late_kinds;
 mod nominations;
+mod pod_group_status;
 mod preempt;
 mod storage;
 mod volumes;
