@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scheduling engine vs the real kube-scheduler v1.35 of the project's build, on large seeded random corpora; prints
+# Scheduling engine vs the real kube-scheduler of the plane's version (K8S_VERSION), on large seeded random corpora; prints
 # the figures and every disagreement: the plain corpus (identical feasibility, identical FailedScheduling text,
 # kube-scheduler's node among the engine's best, per profile), the volume corpus (claims, volumes, classes, CSINode
 # limits) and the gang corpus (Workload gangs against kube-scheduler with its gates on). `make test` runs the same
