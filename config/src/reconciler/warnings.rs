@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::resolved::Reconciler;
 use crate::diagnostics::SourceLocation;
+use crate::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
 /// A warning about a valid rule: it loads and runs, but deserves a second look.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -16,7 +17,7 @@ pub struct RuleWarning {
     pub line: usize,
     /// 1-based column.
     pub column: usize,
-    /// Stable category: `raw-output`, `secret-in-status`.
+    /// Stable category: `raw-output`, `secret-in-status`, `managed-by-overwritten`.
     pub code: &'static str,
     /// What to look at.
     pub message: String,
@@ -51,6 +52,9 @@ pub fn reconciler_warnings(rule: &Reconciler) -> Vec<RuleWarning> {
             });
         }
     }
+    for child in rule.children().iter().chain(rule.finalize_children()) {
+        warnings.extend(managed_by_set(child));
+    }
     let secrets: Vec<&str> = rule
         .lookups()
         .iter()
@@ -74,6 +78,28 @@ pub fn reconciler_warnings(rule: &Reconciler) -> Vec<RuleWarning> {
         }
     }
     warnings
+}
+
+/// A template that sets the `app.kubernetes.io/managed-by` label (to `Helm`, say): Ruleplane writes its own value
+/// there on every child it owns, so the template's is overwritten.
+fn managed_by_set(child: &super::resolved::Child) -> Option<RuleWarning> {
+    let (index, column) = child.template.source().lines().enumerate().find_map(|(index, line)| {
+        let at = line.find(MANAGED_BY_LABEL)?;
+        let after = line[at + MANAGED_BY_LABEL.len()..].trim_start_matches(['"', '\'']);
+        after.trim_start().starts_with(':').then_some((index, at))
+    })?;
+    let at = &child.source;
+    Some(RuleWarning {
+        file: at.file.clone(),
+        line: at.line + index,
+        column: at.column + column,
+        code: "managed-by-overwritten",
+        message: format!(
+            "child `{}` sets the label `{MANAGED_BY_LABEL}`, which Ruleplane sets to `{MANAGED_BY_VALUE}` on every \
+             child it owns: the template's value is overwritten",
+            child.id
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -124,5 +150,26 @@ spec:
             "a status template reading the Secret is warned about too"
         );
         assert_eq!((warnings[0].line, warnings[0].column), (22, 15), "{}", warnings[0]);
+    }
+
+    #[test]
+    fn a_template_setting_the_managed_by_label_is_warned_about_at_its_line() {
+        let text = crate::test_rules::config_map_reconciler(
+            "web",
+            r#"    - id: settings
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: "{{metadata.name}}"
+          labels:
+            "app.kubernetes.io/managed-by": Helm
+"#,
+        );
+        let rule = crate::test_rules::reconciler(&text, "web");
+        let warnings = reconciler_warnings(&rule);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert_eq!(warnings[0].code, "managed-by-overwritten");
+        assert_eq!((warnings[0].line, warnings[0].column), (14, 14), "{}", warnings[0]);
     }
 }
