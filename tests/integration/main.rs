@@ -20,6 +20,7 @@ mod preemption_corpus;
 mod preemption_fidelity;
 mod reconcilers;
 mod resource_definitions;
+mod rule_edges;
 mod scheduler_fidelity;
 mod scheduler_preemption;
 mod scheduler_preemption_async;

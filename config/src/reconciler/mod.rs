@@ -42,6 +42,6 @@ pub use resolved::{
 pub use schema_check::{schema_diagnostics, synthetic_parent_diagnostics};
 pub use types::{
     ChildTemplate, DEFAULT_LOOKUP_MAX_ITEMS, FinalizeSpec, Lookup, PatchTemplate, ReconcilerRule, ReconcilerSpec,
-    StatusExpression, StatusTemplate, StatusType, StatusValue, WatchedKind,
+    StatusExpression, StatusTemplate, StatusType, StatusValue, WatchedKind, WhenMissing,
 };
 pub use warnings::{RuleWarning, reconciler_warnings};

@@ -333,14 +333,36 @@ pub struct Condition {
 }
 
 /// The parent's `Ready` and `Synced` conditions: `Ready` when every child not excluded by `includeWhen` exists
-/// (in `children`, by id) and passes its `readyWhen`, and nothing failed; `Synced` unless `failure` (its reason
-/// and message) says why the last reconcile did not apply everything.
+/// (in `children`, by id) and passes its `readyWhen`, no `whenMissing: Wait` lookup is missing (`held`), and nothing
+/// failed; `Synced` unless `failure` (its reason and message) says why the last reconcile did not apply everything.
 pub fn parent_conditions(
     rule: &Reconciler,
     children: &Map<String, Value>,
     excluded: &[String],
+    held: &[String],
     failure: Option<(&str, String)>,
 ) -> [Condition; 2] {
+    if !held.is_empty() && failure.is_none() {
+        let lookups = held
+            .iter()
+            .map(|name| format!("`{name}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return [
+            Condition {
+                type_: "Ready",
+                status: false,
+                reason: "LookupMissing".into(),
+                message: format!("waiting for lookup {lookups} to find its object"),
+            },
+            Condition {
+                type_: "Synced",
+                status: true,
+                reason: "Held".into(),
+                message: format!("children held as they are while lookup {lookups} finds nothing"),
+            },
+        ];
+    }
     let not_ready: Vec<&str> = rule
         .children()
         .iter()
@@ -462,18 +484,20 @@ pub fn each_child(by_id: &Map<String, Value>) -> impl Iterator<Item = &Value> {
 
 /// The parent's whole status after a reconcile that applied everything, over `children` as they then exist (by
 /// id): projected fields, `observedGeneration` (when `with_generation`: the kind has a status subresource) and the
-/// conditions, stamped `now` — what `ruleplane test` and `ruleplane diff` compare.
+/// conditions (`standing`: the children excluded, the lookups held, see [`parent_conditions`]), stamped `now` — what
+/// `ruleplane test` and `ruleplane diff` compare.
 pub fn desired_status(
     rule: &Reconciler,
     parent: &Value,
     children: &Map<String, Value>,
     lookups: &Map<String, Value>,
-    excluded: &[String],
+    standing: (&[String], &[String]),
     with_generation: bool,
     now: &str,
 ) -> Value {
     let projected = super::render::compute_status(rule, parent, children, lookups);
-    let conditions = parent_conditions(rule, children, excluded, None);
+    let (excluded, held) = standing;
+    let conditions = parent_conditions(rule, children, excluded, held, None);
     let generation = parent
         .pointer("/metadata/generation")
         .and_then(Value::as_i64)

@@ -117,7 +117,7 @@ pub fn preview_parent(input: &PlanInput, now: &str) -> Result<ParentPreview, Ren
             parent,
             &children_now,
             lookups,
-            &plan.excluded,
+            (&plan.excluded, &plan.held),
             with_generation,
             now,
         );

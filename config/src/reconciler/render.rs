@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use super::resolved::{
     Child, Collection, CollectionItems, LookupTarget, Reconciler, ResolvedLookup, SelectionNamespace, StatusSource,
 };
-use super::types::{Lookup, StatusType};
+use super::types::{Lookup, StatusType, WhenMissing};
 use crate::diagnostics::SourceLocation;
 use crate::jsonpath::is_truthy;
 use crate::naming::{is_dns_label, is_dns_subdomain};
@@ -26,8 +26,12 @@ pub struct Rendered {
     /// Children not rendered because a child they read (`children.<id>`) does not exist or is not ready yet.
     /// They are neither applied nor pruned this time.
     pub waiting: Vec<String>,
-    /// Children whose `includeWhen` selected nothing truthy: they must not exist.
+    /// Children whose `includeWhen` selected nothing truthy, or that read such a child (`children.<id>`): they
+    /// must not exist.
     pub excluded: Vec<String>,
+    /// The lookups with `whenMissing: Wait` that found nothing: while any does, nothing is rendered and every child
+    /// waits (held as it is, neither applied nor pruned).
+    pub held: Vec<String>,
 }
 
 /// Why rendering failed. Every variant names the child and points into the rule file.
@@ -181,14 +185,25 @@ pub fn render_children_observing(
         status: Map::new(),
         waiting: Vec::new(),
         excluded: Vec::new(),
+        held: held_by_lookups(rule, lookups),
     };
+    if !rendered.held.is_empty() {
+        rendered.waiting = rule.children_in_order().map(|child| child.id.clone()).collect();
+        rendered.status = compute_status(rule, parent, observed, lookups);
+        return Ok(rendered);
+    }
     // What each child rendered this round, by id: an object, or the list of a collection's objects.
     let mut by_id = Map::new();
     for child in rule.children_in_order() {
-        if child.collection.is_none()
-            && let Some(include_when) = &child.include_when
-            && !is_truthy(include_when.select_one(&context).as_ref())
-        {
+        // A child that reads an excluded child is excluded with it (as KRO skips the dependents of a resource
+        // its `includeWhen` leaves out), whether or not the excluded one still exists: it is being pruned.
+        let reads_excluded = child.depends_on.iter().any(|id| rendered.excluded.contains(id));
+        let left_out = child.collection.is_none()
+            && child
+                .include_when
+                .as_ref()
+                .is_some_and(|include_when| !is_truthy(include_when.select_one(&context).as_ref()));
+        if reads_excluded || left_out {
             rendered.excluded.push(child.id.clone());
             continue;
         }
@@ -265,6 +280,21 @@ pub fn render_children_observing(
     }
     rendered.status = compute_status(rule, parent, &by_id, lookups);
     Ok(rendered)
+}
+
+/// The lookups with `whenMissing: Wait` that found nothing: `null` (no object, or its `jsonPath` selects nothing),
+/// or an empty list (a selector lookup).
+pub fn held_by_lookups(rule: &Reconciler, lookups: &Map<String, Value>) -> Vec<String> {
+    rule.lookups()
+        .iter()
+        .filter(|lookup| lookup.spec.when_missing == WhenMissing::Wait)
+        .filter(|lookup| match lookups.get(&lookup.name) {
+            None | Some(Value::Null) => true,
+            Some(Value::Array(items)) => lookup.selection().is_some() && items.is_empty(),
+            Some(_) => false,
+        })
+        .map(|lookup| lookup.name.clone())
+        .collect()
 }
 
 /// The items of a collection child for one parent, each as the names it binds (`zone`, `zone_index`; with

@@ -230,6 +230,28 @@ pub struct Lookup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100000))]
     pub max_items: Option<u32>,
+    /// What a missing lookup does (no object by `name`, or its `jsonPath` selects nothing; no object matching the
+    /// `selector`): `Null` (default) renders with `null` (an empty list for a selector); `Wait` holds the parent's
+    /// children and patches as they are (nothing applied, nothing pruned) until the object exists, as KRO's
+    /// `externalRef` does, and reports `Ready=False` (`LookupMissing`).
+    #[serde(default, skip_serializing_if = "WhenMissing::is_null")]
+    pub when_missing: WhenMissing,
+}
+
+/// What a lookup that finds nothing does (`whenMissing`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum WhenMissing {
+    /// Render with `null` (an empty list for a selector lookup): templates and `includeWhen` decide.
+    #[default]
+    Null,
+    /// Hold the parent's children and patches as they are until the lookup finds its object.
+    Wait,
+}
+
+impl WhenMissing {
+    fn is_null(&self) -> bool {
+        *self == WhenMissing::Null
+    }
 }
 
 /// The most objects a selector lookup yields for one parent when it does not set `maxItems`.

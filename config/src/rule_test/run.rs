@@ -140,7 +140,15 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
         let now = plan.children_after(rule);
         // Offline there is no discovery: a parent that gives `metadata.generation` is reported as with a status
         // subresource (`observedGeneration`).
-        let actual = desired_status(rule, parent, &now, &lookups, &plan.excluded, true, TEST_TIME);
+        let actual = desired_status(
+            rule,
+            parent,
+            &now,
+            &lookups,
+            (&plan.excluded, &plan.held),
+            true,
+            TEST_TIME,
+        );
         if !is_subset(expected, &actual) {
             failures.push(format!(
                 "status differs:\n{}",

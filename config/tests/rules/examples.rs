@@ -33,6 +33,8 @@ fn every_example_loads() {
             "scaled-app.apps.example.org",
             "scaled-app",
             "service-ingress",
+            "site.apps.example.org",
+            "site-config",
             "spread",
             "team-card",
             "web-app.apps.example.org",

@@ -151,8 +151,10 @@ pub struct ParentPlan {
     pub add_finalizer: bool,
     /// Children not rendered yet: they read a child that does not exist or is not ready.
     pub waiting: Vec<String>,
-    /// Children whose `includeWhen` selected nothing: they must not exist.
+    /// Children whose `includeWhen` selected nothing (or that read such a child): they must not exist.
     pub excluded: Vec<String>,
+    /// Lookups with `whenMissing: Wait` that found nothing: every child waits and no patch is planned.
+    pub held: Vec<String>,
     /// The status fields projected from the parent, its lookups and the children as rendered (before any write;
     /// the worker projects again over what its writes answered).
     pub projected_status: Map<String, Value>,
@@ -322,13 +324,18 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
     let (compared, handed) = hand_over::split(rule, &desired);
     let mut children = plan_children(compared, &observed, |child| unrendered_fate(rule, &rendered, child));
     hand_over::attach_initial(&mut children.apply, &handed);
-    let patches = plan_patches(
-        rule,
-        parent,
-        input.scopes.parent_namespaced,
-        lookups,
-        input.patch_targets,
-    )?;
+    // Held by a missing lookup: the objects patched stay as they are too.
+    let patches = if rendered.held.is_empty() {
+        plan_patches(
+            rule,
+            parent,
+            input.scopes.parent_namespaced,
+            lookups,
+            input.patch_targets,
+        )?
+    } else {
+        PatchPlan::default()
+    };
     Ok(ParentPlan {
         desired,
         children,
@@ -336,6 +343,7 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
         add_finalizer,
         waiting: rendered.waiting,
         excluded: rendered.excluded,
+        held: rendered.held,
         projected_status: rendered.status,
         observed: observed_by_id,
         patches,
@@ -344,5 +352,7 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
 
 #[cfg(test)]
 mod collection_tests;
+#[cfg(test)]
+mod standing_tests;
 #[cfg(test)]
 mod tests;

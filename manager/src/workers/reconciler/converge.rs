@@ -38,6 +38,7 @@ impl ParentReconciler {
             add_finalizer,
             waiting,
             excluded,
+            held,
             observed: observed_by_id,
             patches,
             ..
@@ -191,6 +192,7 @@ impl ParentReconciler {
                 children: now,
                 lookups,
                 excluded,
+                held,
             }),
         }
     }

@@ -110,12 +110,14 @@ impl ReconcilerError {
     }
 }
 
-/// The children as they are after a successful reconcile, what the templates saw, and the children that
-/// `includeWhen` leaves out (they do not count against readiness).
+/// The children as they are after a successful reconcile, what the templates saw, the children that
+/// `includeWhen` leaves out (they do not count against readiness), and the `whenMissing: Wait` lookups that found
+/// nothing (the children are held as they are: `Ready=False`).
 struct Converged {
     children: Map<String, Value>,
     lookups: Map<String, Value>,
     excluded: Vec<String>,
+    held: Vec<String>,
 }
 
 /// One Reconciler rule's reconcile.
@@ -641,7 +643,7 @@ impl ParentReconciler {
         parent_value: &Value,
         children: &Map<String, Value>,
         lookups: &Map<String, Value>,
-        excluded: &[String],
+        (excluded, held): (&[String], &[String]),
         failure: Option<&ReconcilerError>,
     ) -> Option<StatusWrite> {
         if !self.writes_status {
@@ -657,6 +659,7 @@ impl ParentReconciler {
             &self.rule,
             children,
             excluded,
+            held,
             failure
                 .map(|error| (error.reason(), error.to_string()))
                 .or(status_failure),
@@ -831,12 +834,13 @@ impl Reconcile for ParentReconciler {
                 children,
                 lookups,
                 excluded,
+                held,
             }) => Ok(Reconciled {
                 action: match self.rule.spec.resync_period {
                     Some(period) => Action::RequeueAfter(period.duration()),
                     None => Action::AwaitChange,
                 },
-                report: self.decide_status(&parent, &parent_value, &children, &lookups, &excluded, None),
+                report: self.decide_status(&parent, &parent_value, &children, &lookups, (&excluded, &held), None),
             }),
             Err(error) => {
                 // Synced=False tells `kubectl get`/`wait` users why; a failure to write it is secondary.
@@ -844,7 +848,7 @@ impl Reconcile for ParentReconciler {
                 let children = children_by_id(&self.rule, &observed);
                 // Written before the error is returned, so the runner's backoff counts from a reported failure.
                 if let Some(status) =
-                    self.decide_status(&parent, &parent_value, &children, &Map::new(), &[], Some(&error))
+                    self.decide_status(&parent, &parent_value, &children, &Map::new(), (&[], &[]), Some(&error))
                 {
                     let _ = self.write_status(status).await;
                 }

@@ -1,0 +1,239 @@
+//! The rule language at its edges, on a real apiserver: a lookup that waits holds a parent's children, the
+//! children that read an excluded child go with it, and a failing patch does not stop the children.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::support::manager::{ManagerProcess, temp_dir};
+use crate::support::{admin_client, eventually, test_namespace, write_rule_file as write};
+
+/// A namespaced `Site` of `group` whose status the manager writes, and the Reconciler `rule` over it (children
+/// and the rest of its spec given as YAML under `spec:`, indented by two spaces).
+fn site_rules(group: &str, rule: &str, spec: &str) -> String {
+    format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: {{ name: site.{group} }}
+spec:
+  versions:
+    - name: v1
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              x-kubernetes-preserve-unknown-fields: true
+            status:
+              type: object
+              x-kubernetes-preserve-unknown-fields: true
+      subresources: {{ status: {{}} }}
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: {rule} }}
+spec:
+  for: {{ apiVersion: {group}/v1, kind: Site }}
+{spec}"#
+    )
+}
+
+fn sites(client: &kube::Client, group: &str, ns: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Site"), "sites");
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+/// Creates a Site once its CRD is served (the manager installs it).
+async fn create_site(sites: &Api<DynamicObject>, group: &str, name: &str, spec: Value) {
+    let site: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1"), "kind": "Site", "metadata": { "name": name }, "spec": spec
+    }))
+    .expect("a Site");
+    eventually(Duration::from_secs(40), "Site created", || async {
+        sites.create(&PostParams::default(), &site).await.ok()
+    })
+    .await;
+}
+
+/// The Site's condition of this type: `(status, reason)`.
+async fn condition(sites: &Api<DynamicObject>, name: &str, type_: &str) -> Option<(String, String)> {
+    let site = sites.get_opt(name).await.ok().flatten()?;
+    let found = site.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)?
+        .clone();
+    Some((
+        found["status"].as_str()?.to_string(),
+        found["reason"].as_str()?.to_string(),
+    ))
+}
+
+async fn data_of(configmaps: &Api<ConfigMap>, name: &str, key: &str) -> Option<String> {
+    configmaps.get_opt(name).await.ok().flatten()?.data?.get(key).cloned()
+}
+
+async fn create_config_map(configmaps: &Api<ConfigMap>, name: &str, data: Value) {
+    let object = serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).expect("a ConfigMap");
+    configmaps
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("create ConfigMap");
+}
+
+#[tokio::test]
+async fn a_lookup_that_waits_holds_the_children_while_its_object_is_missing() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "edge-held").await;
+    let group = "edge1.example.com";
+    let spec = r#"  lookups:
+    source: { apiVersion: v1, kind: ConfigMap, name: "{{metadata.name}}-source", jsonPath: "{.data}", whenMissing: Wait }
+  children:
+    - id: copy
+      includeWhen: "{.lookups.source}"
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-copy" }
+        data: { color: {{json lookups.source.color}}, size: {{json spec.size}} }
+"#;
+    let dir = temp_dir("edge-held");
+    write(&dir, "rules.yaml", &site_rules(group, "site-held", spec));
+    let manager = ManagerProcess::start(&dir, &ns, "edge-held", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let sites = sites(&client, group, &ns);
+    // A new Site whose source is missing gets nothing, and says why.
+    create_site(&sites, group, "a", json!({ "size": "s" })).await;
+    eventually(Duration::from_secs(20), "Ready=False LookupMissing", || async {
+        (condition(&sites, "a", "Ready").await? == ("False".into(), "LookupMissing".into())).then_some(())
+    })
+    .await;
+    assert!(
+        configmaps.get_opt("a-copy").await.expect("get").is_none(),
+        "nothing rendered"
+    );
+    create_config_map(&configmaps, "a-source", json!({ "color": "blue" })).await;
+    eventually(Duration::from_secs(20), "copy rendered from the source", || async {
+        (data_of(&configmaps, "a-copy", "color").await.as_deref() == Some("blue")).then_some(())
+    })
+    .await;
+    eventually(Duration::from_secs(20), "Ready=True", || async {
+        (condition(&sites, "a", "Ready").await?.0 == "True").then_some(())
+    })
+    .await;
+    // The source goes, and the Site changes: the child is held as it was (its `includeWhen` would prune it).
+    configmaps
+        .delete("a-source", &DeleteParams::default())
+        .await
+        .expect("delete source");
+    sites
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "size": "l" } })),
+        )
+        .await
+        .expect("patch Site");
+    eventually(Duration::from_secs(20), "Ready=False LookupMissing again", || async {
+        (condition(&sites, "a", "Ready").await? == ("False".into(), "LookupMissing".into())).then_some(())
+    })
+    .await;
+    let observed = sites.get("a").await.expect("get Site");
+    let generation = observed.metadata.generation;
+    eventually(Duration::from_secs(20), "status for the changed Site", || async {
+        let site = sites.get("a").await.ok()?;
+        (site.data["status"]["observedGeneration"].as_i64() == generation).then_some(())
+    })
+    .await;
+    assert_eq!(
+        data_of(&configmaps, "a-copy", "color").await.as_deref(),
+        Some("blue"),
+        "held, not pruned"
+    );
+    assert_eq!(
+        data_of(&configmaps, "a-copy", "size").await.as_deref(),
+        Some("s"),
+        "held, not updated"
+    );
+    // Back: the child follows the templates again.
+    create_config_map(&configmaps, "a-source", json!({ "color": "green" })).await;
+    eventually(
+        Duration::from_secs(20),
+        "copy follows the source and the Site",
+        || async {
+            let color = data_of(&configmaps, "a-copy", "color").await;
+            let size = data_of(&configmaps, "a-copy", "size").await;
+            (color.as_deref() == Some("green") && size.as_deref() == Some("l")).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_children_that_read_an_excluded_child_are_pruned_with_it() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "edge-excluded").await;
+    let group = "edge2.example.com";
+    let spec = r#"  children:
+    - id: debug
+      includeWhen: "{.spec.debug}"
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-debug" }
+    - id: index
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-index" }
+        data: { of: {{json children.debug.metadata.name}} }
+    - id: always
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-always" }
+"#;
+    let dir = temp_dir("edge-excluded");
+    write(&dir, "rules.yaml", &site_rules(group, "site-excluded", spec));
+    let manager = ManagerProcess::start(&dir, &ns, "edge-excluded", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let sites = sites(&client, group, &ns);
+    create_site(&sites, group, "a", json!({ "debug": true })).await;
+    eventually(Duration::from_secs(20), "index rendered from debug", || async {
+        (data_of(&configmaps, "a-index", "of").await.as_deref() == Some("a-debug")).then_some(())
+    })
+    .await;
+    sites
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "debug": false } })),
+        )
+        .await
+        .expect("patch Site");
+    eventually(Duration::from_secs(20), "debug and its index pruned", || async {
+        let debug = configmaps.get_opt("a-debug").await.ok()?;
+        let index = configmaps.get_opt("a-index").await.ok()?;
+        (debug.is_none() && index.is_none()).then_some(())
+    })
+    .await;
+    assert!(configmaps.get_opt("a-always").await.expect("get").is_some());
+    eventually(
+        Duration::from_secs(20),
+        "Ready=True without the excluded children",
+        || async { (condition(&sites, "a", "Ready").await? == ("True".into(), "ChildrenReady".into())).then_some(()) },
+    )
+    .await;
+    // A Site created without debug never waits for the index.
+    create_site(&sites, group, "b", json!({ "debug": false })).await;
+    eventually(Duration::from_secs(20), "b Ready", || async {
+        (condition(&sites, "b", "Ready").await?.0 == "True").then_some(())
+    })
+    .await;
+    assert!(configmaps.get_opt("b-index").await.expect("get").is_none());
+}
