@@ -165,6 +165,19 @@ pub fn render(args: &RenderArgs) -> ExitCode {
         });
         match planned {
             Ok(plan) => {
+                // The worker writes the children and reports the patch; `render` says it failed.
+                if let Some(failure) = plan.patches.failures.first() {
+                    eprintln!("{failure}");
+                    return ExitCode::from(INVALID);
+                }
+                if !plan.held.is_empty() {
+                    eprintln!(
+                        "rule `{}`: nothing rendered: lookup {} (`whenMissing: Wait`) finds nothing; give its object \
+                         with --lookup",
+                        rule.name(),
+                        plan.held.join(", ")
+                    );
+                }
                 schema_problems.extend(ruleplane_config::schema_diagnostics(rule, &plan.desired, &schemas));
                 docs.extend(plan.desired);
                 if !plan.projected_status.is_empty() {

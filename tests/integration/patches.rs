@@ -549,8 +549,9 @@ async fn a_patch_body_never_creates_a_deleted_object_nor_patches_its_successor()
     let mut observed = serde_json::to_value(pods.get("web-0").await.expect("web-0")).expect("JSON");
     observed["apiVersion"] = json!("v1");
     observed["kind"] = json!("Pod");
-    let plan =
-        ruleplane_config::plan_patches(rule, &parent, true, &serde_json::Map::new(), &[observed]).expect("plans");
+    let none = serde_json::Map::new();
+    let plan = ruleplane_config::plan_patches(rule, &parent, true, &none, &none, &[observed]);
+    assert!(plan.failures.is_empty(), "{:?}", plan.failures);
     let [apply] = plan.apply.as_slice() else {
         panic!("one apply expected: {:?}", plan.apply)
     };

@@ -237,3 +237,120 @@ async fn the_children_that_read_an_excluded_child_are_pruned_with_it() {
     .await;
     assert!(configmaps.get_opt("b-index").await.expect("get").is_none());
 }
+
+#[tokio::test]
+async fn a_patch_reads_a_child_once_it_exists_and_a_failing_patch_stops_no_child() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "edge-patch").await;
+    let group = "edge3.example.com";
+    let spec = r#"  children:
+    - id: settings
+      readyWhen: "{.metadata.uid}"
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-settings" }
+  patches:
+    - id: mark
+      name: "{{metadata.name}}-target"
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          labels: { settings-uid: "{{children.settings.metadata.uid}}" }
+    - id: broken
+      name: "{{metadata.name}}-other"
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          labels: { owner: "{{spec.owner}}" }
+"#;
+    let dir = temp_dir("edge-patch");
+    write(&dir, "rules.yaml", &site_rules(group, "site-patch", spec));
+    let manager = ManagerProcess::start(&dir, &ns, "edge-patch", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    create_config_map(&configmaps, "a-target", json!({})).await;
+    create_config_map(&configmaps, "a-other", json!({})).await;
+    let sites = sites(&client, group, &ns);
+    create_site(&sites, group, "a", json!({})).await;
+    // The child is created although `broken` fails; `mark` then reads the child's uid.
+    let settings = eventually(Duration::from_secs(20), "settings created", || async {
+        configmaps.get_opt("a-settings").await.ok().flatten()
+    })
+    .await;
+    let uid = settings.metadata.uid.expect("a uid");
+    eventually(
+        Duration::from_secs(20),
+        "target labelled with the child's uid",
+        || async {
+            let target = configmaps.get_opt("a-target").await.ok().flatten()?;
+            (target.metadata.labels?.get("settings-uid") == Some(&uid)).then_some(())
+        },
+    )
+    .await;
+    eventually(Duration::from_secs(20), "Synced=False for the broken patch", || async {
+        (condition(&sites, "a", "Synced").await? == ("False".into(), "RenderError".into())).then_some(())
+    })
+    .await;
+    let other = configmaps.get("a-other").await.expect("get other");
+    assert!(!other.metadata.labels.unwrap_or_default().contains_key("owner"));
+}
+
+/// The samples `validate` accepts with an empty enum value of a built-in kind (`object_schema`'s unit test checks
+/// offline on the same file) are accepted by the apiserver too: its defaulting fills them in before it validates.
+#[tokio::test]
+async fn offline_schema_agrees_with_the_apiserver_on_defaulted_empty_enums() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "edge-enums").await;
+    let samples = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../config/src/object_schema/testdata/defaulted-empty.yaml");
+    let samples = samples.to_str().expect("a UTF-8 path");
+    let applied = crate::support::kubectl_result(&[
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "-n",
+        &ns,
+        "-f",
+        samples,
+        "-o",
+        "json",
+    ])
+    .unwrap_or_else(|refused| panic!("the apiserver refuses what offline accepts: {refused}"));
+    let applied: Value = serde_json::from_str(&applied).expect("JSON");
+    let items = applied["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| vec![applied.clone()]);
+    assert_eq!(items.len(), 6, "{applied}");
+    let pod = items.iter().find(|item| item["kind"] == "Pod").expect("the Pod");
+    assert_eq!(
+        pod["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent",
+        "defaulted"
+    );
+    assert_eq!(pod["spec"]["restartPolicy"], "Always");
+    let service = items
+        .iter()
+        .find(|item| item["kind"] == "Service")
+        .expect("the Service");
+    assert_eq!(service["spec"]["type"], "ClusterIP");
+    // A value outside the enum is refused by both.
+    let wrong = std::env::temp_dir().join(format!("{ns}-wrong.yaml"));
+    std::fs::write(
+        &wrong,
+        "apiVersion: v1\nkind: Pod\nmetadata: { name: wrong }\nspec:\n  containers:\n    - { name: main, image: busybox:1.36, imagePullPolicy: Sometimes }\n",
+    )
+    .expect("write sample");
+    let refused = crate::support::kubectl_result(&[
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "-n",
+        &ns,
+        "-f",
+        wrong.to_str().expect("UTF-8"),
+    ]);
+    assert!(refused.is_err_and(|message| message.contains("imagePullPolicy")));
+}

@@ -207,6 +207,7 @@ impl KindSchemas {
         let builtin = builtin(version);
         let mut checker = Checker {
             definitions: &builtin.definitions,
+            built_in: !self.custom.contains_key(&key),
             problems: Vec::new(),
             path: Vec::new(),
             cel: [&self.cel, cel::builtin_rules(&builtin.definitions)],
@@ -422,6 +423,9 @@ pub fn builtin_snapshot(kubernetes_version: &str, documents: &[Value], kinds: &[
 
 struct Checker<'a> {
     definitions: &'a HashMap<String, Value>,
+    /// Checking a built-in kind: its enums are the Go types' documentation, applied after the apiserver's defaulting
+    /// (see `check_enum`), not a schema the apiserver validates against.
+    built_in: bool,
     /// The compiled CEL rules: the CRDs', the built-in definitions'.
     cel: [&'a cel::Rules; 2],
     problems: Vec<SchemaProblem>,
@@ -664,6 +668,12 @@ impl Checker<'_> {
         let Some(allowed) = schema.get("enum").and_then(Value::as_array) else {
             return;
         };
+        // A built-in kind's empty string is the Go type's zero value: the apiserver's defaulting, which runs before
+        // its validation, fills most in (`imagePullPolicy: ""` becomes `IfNotPresent`, a Service's `type: ""`
+        // `ClusterIP`), and where it does not, its validation — the authority at run time — says so.
+        if self.built_in && value.as_str() == Some("") {
+            return;
+        }
         if !allowed.contains(value) {
             let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
             self.problem(format!("{value} is not one of {}", list.join(", ")));

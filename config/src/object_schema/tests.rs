@@ -219,3 +219,31 @@ fn a_field_of_another_supported_version_is_named_with_the_version_that_serves_it
         ["spec.nodeNme: field not declared in schema"]
     );
 }
+
+/// The built-in objects with empty enum values the apiserver defaults (also applied to the plane by the
+/// integration tests).
+const DEFAULTED_EMPTY: &str = include_str!("testdata/defaulted-empty.yaml");
+
+#[test]
+fn an_empty_enum_value_of_a_built_in_kind_is_left_to_the_apiservers_defaulting() {
+    let documents = crate::yaml_tree::parse_json_documents(DEFAULTED_EMPTY).expect("YAML");
+    assert_eq!(documents.len(), 6);
+    for object in documents {
+        assert_eq!(problems(object.clone()), Vec::<String>::new(), "{object}");
+    }
+    // Another value not in the enum is still refused, and a custom kind's enum is the apiserver's schema.
+    let refused = deployment(json!({"selector": {"matchLabels": {"app": "web"}},
+        "template": pod_template(json!({"name": "web", "image": "nginx", "imagePullPolicy": "Sometimes"}))}));
+    assert_eq!(problems(refused).len(), 1);
+    let mut schemas = KindSchemas::default();
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "mode": {"type": "string", "enum": ["A", "B"]}}}}});
+    schemas.add_custom("example.com/v1", "Thing", &schema);
+    let thing = json!({"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "x"},
+                       "spec": {"mode": ""}});
+    assert_eq!(
+        schemas.check(&thing).expect("known").len(),
+        1,
+        "a CRD's enum refuses \"\""
+    );
+}

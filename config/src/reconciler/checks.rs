@@ -224,10 +224,12 @@ pub(crate) fn check_reconciler(
                     retain: child.retain,
                     adopt: child.adopt.unwrap_or(rule.spec.adopt),
                     recreate: child.recreate,
-                    // What the partials it includes read and write is the template's too.
+                    // What the partials it includes read and write is the template's too, and a collection's
+                    // items may come from a child (`forEach: [port: '{.children.svc.spec.ports}']`).
                     depends_on: std::iter::once(child.template.as_str())
                         .chain(template.partials().sources())
                         .flat_map(referenced_children)
+                        .chain(collection_paths(child).filter_map(path_child))
                         .fold(Vec::new(), |mut ids, id| {
                             if !ids.contains(&id) {
                                 ids.push(id);
@@ -251,6 +253,17 @@ pub(crate) fn check_reconciler(
     let mut status = Vec::new();
     for (field, expression) in &rule.spec.status {
         let field_path = with(&spec_path, &[key("status"), key(field)]);
+        // The worker writes these itself: a projected value would be replaced (or fight with it) on every write.
+        if RESERVED_STATUS_FIELDS.contains(&field.as_str()) {
+            out.error(
+                doc.pos_of(&field_path),
+                DiagnosticCode::Name,
+                format!(
+                    "status field `{field}` is Ruleplane's own (it writes `conditions` with Ready and Synced, and \
+                     `observedGeneration`): choose another name"
+                ),
+            );
+        }
         let value = match expression {
             StatusExpression::Path(text) => {
                 let path = check_json_path(text, doc, &field_path, out);
@@ -408,6 +421,44 @@ fn check_patches(
                 None
             }
         };
+        // Patches read children as children do: every id must be one of `children`.
+        let mut depends_on: Vec<String> = Vec::new();
+        let texts = std::iter::once(patch.template.as_str())
+            .chain(patch.name.as_deref())
+            .chain(
+                patch
+                    .selector
+                    .iter()
+                    .flat_map(|s| s.match_labels.values().map(String::as_str)),
+            )
+            .chain(template.iter().flat_map(|t| t.partials().sources()));
+        for id in texts.flat_map(referenced_children) {
+            if depends_on.contains(&id) {
+                continue;
+            }
+            if !rule.spec.children.iter().any(|child| child.id == id) {
+                let suggestion = did_you_mean(&id, rule.spec.children.iter().map(|c| c.id.as_str()));
+                let needle = format!("children.{id}");
+                // At the reference when the template itself makes it, else at the template.
+                let at = patch
+                    .template
+                    .lines()
+                    .enumerate()
+                    .find_map(|(line, text)| Some((line + 1, text[..text.find(&needle)?].chars().count() + 1)))
+                    .map_or(template_pos, |(line, column)| {
+                        embedded_pos(lines, template_pos, line, column)
+                    });
+                out.error(
+                    at,
+                    DiagnosticCode::Reference,
+                    format!(
+                        "patch `{}` reads `children.{id}`, which is not among `children`{suggestion}",
+                        patch.id
+                    ),
+                );
+            }
+            depends_on.push(id);
+        }
         if let (Some(template), Some((api_version, kind)), Some(target)) = (template, static_kind, target) {
             compiled.push(ResolvedPatch {
                 id: patch.id.clone(),
@@ -415,6 +466,7 @@ fn check_patches(
                 kind,
                 source: out.location(template_pos),
                 namespaced: true,
+                depends_on,
                 target,
                 template,
             });
@@ -422,6 +474,9 @@ fn check_patches(
     }
     compiled
 }
+
+/// The parent's status fields the worker writes itself, never projected.
+const RESERVED_STATUS_FIELDS: &[&str] = &["conditions", "observedGeneration"];
 
 /// Top-level names of the template context besides the parent's own fields: a collection's binding must not
 /// hide them (nor the fields every Kubernetes object has).
@@ -605,6 +660,35 @@ fn referenced_children(template: &str) -> Vec<String> {
     found
 }
 
+/// The JSONPaths a collection child takes its items from (`forEach` entries, `count`).
+fn collection_paths(child: &ChildTemplate) -> impl Iterator<Item = &str> {
+    child
+        .for_each
+        .iter()
+        .flat_map(|entry| entry.values().map(String::as_str))
+        .chain(child.count.as_deref())
+}
+
+/// The child id a JSONPath over the template context reads, when it starts at `children.<id>` (or
+/// `children['<id>']`).
+fn path_child(expression: &str) -> Option<String> {
+    let inner = expression
+        .trim()
+        .trim_start_matches('{')
+        .trim_start_matches('$')
+        .trim_start_matches('.');
+    let rest = inner.strip_prefix("children")?;
+    let id: String = if let Some(rest) = rest.strip_prefix('.') {
+        rest.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+            .collect()
+    } else {
+        let rest = rest.strip_prefix("['").or_else(|| rest.strip_prefix("[\""))?;
+        rest.chars().take_while(|c| *c != '\'' && *c != '"').collect()
+    };
+    (!id.is_empty()).then_some(id)
+}
+
 /// Checks that children read only existing children and that no two read each other (also through others);
 /// returns the order to render them in: a child after the children it reads.
 fn check_dependencies(
@@ -621,6 +705,22 @@ fn check_dependencies(
         let template_pos = doc.value_pos_of(&template_path);
         let needle = format!("children.{id}");
         let template = templates.get(index).map_or("", |t| t.template.as_str());
+        // Read by the collection's `forEach` entry or `count` rather than the template: there.
+        let item_source = templates.get(index).and_then(|child| {
+            let child_path = with(&path(&["spec", "children"]), &[PathStep::Index(index)]);
+            let for_each = child.for_each.iter().enumerate().find_map(|(entry, names)| {
+                let (name, _) = names.iter().find(|(_, path)| path_child(path).as_deref() == Some(id))?;
+                Some(with(&child_path, &[key("forEach"), PathStep::Index(entry), key(name)]))
+            });
+            let count = || {
+                (child.count.as_deref().and_then(path_child).as_deref() == Some(id))
+                    .then(|| with(&child_path, &[key("count")]))
+            };
+            for_each.or_else(count).filter(|_| !template.contains(&needle))
+        });
+        if let Some(source) = item_source {
+            return doc.value_pos_of(&source);
+        }
         template
             .lines()
             .enumerate()

@@ -75,6 +75,10 @@ pub fn preview_parent(input: &PlanInput, now: &str) -> Result<ParentPreview, Ren
         ..
     } = *input;
     let plan = plan_parent(input)?;
+    // The worker applies the children and reports the patch that fails; `diff` tells the failure.
+    if let Some(failure) = plan.patches.failures.first() {
+        return Err(failure.clone());
+    }
     let children_now = plan.children_after(rule);
     let mut preview = ParentPreview {
         prune: plan.children.prune.clone(),

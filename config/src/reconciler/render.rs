@@ -32,6 +32,9 @@ pub struct Rendered {
     /// The lookups with `whenMissing: Wait` that found nothing: while any does, nothing is rendered and every child
     /// waits (held as it is, neither applied nor pruned).
     pub held: Vec<String>,
+    /// What a reader of `children.<id>` sees, by id: the children that exist and are ready (see
+    /// [`render_children_observing`]); what `patches` read.
+    pub visible: Map<String, Value>,
 }
 
 /// Why rendering failed. Every variant names the child and points into the rule file.
@@ -186,6 +189,7 @@ pub fn render_children_observing(
         waiting: Vec::new(),
         excluded: Vec::new(),
         held: held_by_lookups(rule, lookups),
+        visible: Map::new(),
     };
     if !rendered.held.is_empty() {
         rendered.waiting = rule.children_in_order().map(|child| child.id.clone()).collect();
@@ -207,32 +211,10 @@ pub fn render_children_observing(
             rendered.excluded.push(child.id.clone());
             continue;
         }
-        // What a dependency shows this child once it is ready: the object as observed; for a collection, the
-        // observed objects of the items rendered this round, each ready (none missing).
-        let visible = |id: &String| -> Option<Value> {
-            let dependency = rule.child(id)?;
-            let observed = observed.get(id)?;
-            if !dependency.is_collection() {
-                return dependency.is_ready(observed).then(|| observed.clone());
-            }
-            let observed_items = observed.as_array()?;
-            let items = by_id.get(id)?.as_array()?;
-            items
-                .iter()
-                .map(|item| {
-                    observed_items
-                        .iter()
-                        .find(|o| same_object(o, item))
-                        .filter(|o| dependency.is_ready(o))
-                        .cloned()
-                })
-                .collect::<Option<Vec<Value>>>()
-                .map(Value::Array)
-        };
         let Some(visible) = child
             .depends_on
             .iter()
-            .map(|id| Some((id.clone(), visible(id)?)))
+            .map(|id| Some((id.clone(), visible_child(rule, id, observed, &by_id)?)))
             .collect::<Option<Map<String, Value>>>()
         else {
             rendered.waiting.push(child.id.clone());
@@ -279,7 +261,41 @@ pub fn render_children_observing(
         by_id.insert(child.id.clone(), Value::Array(objects));
     }
     rendered.status = compute_status(rule, parent, &by_id, lookups);
+    rendered.visible = rule
+        .children()
+        .iter()
+        .filter(|child| !rendered.excluded.contains(&child.id))
+        .filter_map(|child| Some((child.id.clone(), visible_child(rule, &child.id, observed, &by_id)?)))
+        .collect();
     Ok(rendered)
+}
+
+/// What a child shows those that read it (`children.<id>`) once it is ready: the object as observed; for a
+/// collection, the observed objects of the items rendered this round (`by_id`), each ready (none missing).
+fn visible_child(
+    rule: &Reconciler,
+    id: &str,
+    observed: &Map<String, Value>,
+    by_id: &Map<String, Value>,
+) -> Option<Value> {
+    let dependency = rule.child(id)?;
+    let observed = observed.get(id)?;
+    if !dependency.is_collection() {
+        return dependency.is_ready(observed).then(|| observed.clone());
+    }
+    let observed_items = observed.as_array()?;
+    let items = by_id.get(id)?.as_array()?;
+    items
+        .iter()
+        .map(|item| {
+            observed_items
+                .iter()
+                .find(|o| same_object(o, item))
+                .filter(|o| dependency.is_ready(o))
+                .cloned()
+        })
+        .collect::<Option<Vec<Value>>>()
+        .map(Value::Array)
 }
 
 /// The lookups with `whenMissing: Wait` that found nothing: `null` (no object, or its `jsonPath` selects nothing),

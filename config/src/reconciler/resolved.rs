@@ -395,6 +395,8 @@ pub struct ResolvedPatch {
     pub source: SourceLocation,
     /// Whether the patched kind is namespaced (resolved with the rule set's kinds).
     pub namespaced: bool,
+    /// Ids of the children it reads (`children.<id>` in its templates): it is planned once they are ready.
+    pub depends_on: Vec<String>,
     pub(crate) target: PatchTarget,
     pub(crate) template: CompiledTemplate,
 }

@@ -85,6 +85,8 @@ pub enum CaseCheck {
         patches: Option<Vec<Value>>,
         /// Expected render error text, when given.
         error: Option<String>,
+        /// The rule's `for` must not select the parent (`expect.notSelected`).
+        not_selected: bool,
     },
     /// A SchedulerPolicy case.
     Scheduler {
@@ -345,11 +347,20 @@ fn reconciler_case(
             "the parent needs `metadata.name`",
         );
     }
-    if expect.children.is_none() && expect.status.is_none() && expect.patches.is_none() && expect.error.is_none() {
+    let expects_result =
+        expect.children.is_some() || expect.status.is_some() || expect.patches.is_some() || expect.error.is_some();
+    if !expects_result && !expect.not_selected {
         out.error(
             at.pos(&[key("expect")]),
             DiagnosticCode::MissingField,
-            "`expect` needs `children`, `status`, `patches` or `error` for a Reconciler case",
+            "`expect` needs `children`, `status`, `patches`, `error` or `notSelected` for a Reconciler case",
+        );
+    }
+    if expects_result && expect.not_selected {
+        out.error(
+            at.pos(&[key("expect"), key("notSelected")]),
+            DiagnosticCode::Value,
+            "a parent the rule does not select is never reconciled: `notSelected` expects nothing else",
         );
     }
     if expect.error.is_some() && (expect.children.is_some() || expect.status.is_some()) {
@@ -392,6 +403,7 @@ fn reconciler_case(
             .as_ref()
             .map(|p| p.iter().cloned().map(Value::Object).collect()),
         error: expect.error.clone(),
+        not_selected: expect.not_selected,
     })
 }
 
@@ -408,6 +420,7 @@ fn scheduler_case(case: &TestCase, at: &CaseAt, api: WorkloadApi, out: &mut File
             ("expect.status", expect.status.is_some()),
             ("expect.patches", expect.patches.is_some()),
             ("expect.error", expect.error.is_some()),
+            ("expect.notSelected", expect.not_selected),
         ],
         "SchedulerPolicy",
         out,

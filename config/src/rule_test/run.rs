@@ -87,10 +87,29 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
         status,
         patches,
         error,
+        not_selected,
     } = &case.check
     else {
         return Vec::new();
     };
+    // The manager reconciles only the parents the rule's `for` selects: rendering another tells nothing true.
+    match (selects_parent(rule, parent), not_selected) {
+        (true, true) => {
+            return vec![
+                "expected the rule not to select the parent, but its `for` selects it: the manager reconciles it"
+                    .to_string(),
+            ];
+        }
+        (false, true) => return Vec::new(),
+        (false, false) => {
+            return vec![format!(
+                "the rule's `for` ({}) does not select this parent: the manager never reconciles it (give the \
+                 parent the labels, namespace and name the rule selects, or expect `notSelected: true`)",
+                describe_selection(&rule.spec.watched)
+            )];
+        }
+        (true, false) => {}
+    }
     // The worker's own decision: observed children marked as the worker marks what it writes, scopes as the rule
     // set declares them, nothing signed (offline objects come from the rule author).
     // A collection's observed objects may be given as a list.
@@ -109,7 +128,19 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
         let targets = crate::reconciler::offline_patch_targets(rule, parent, available);
         plan_offline(rule, parent, &lookups, &given, &targets).map(|plan| (plan, lookups))
     });
+    // A patch that fails is the case's render error, though the children are still planned (and checked).
+    let patch_failure = planned
+        .as_ref()
+        .ok()
+        .and_then(|(plan, _)| plan.patches.failures.first().cloned());
     let (plan, lookups) = match (planned, error) {
+        (Ok(_), Some(expected))
+            if patch_failure
+                .as_ref()
+                .is_some_and(|failure| failure.to_string().contains(expected.as_str())) =>
+        {
+            return Vec::new();
+        }
         (Err(failure), Some(expected)) if failure.to_string().contains(expected.as_str()) => return Vec::new(),
         (Err(failure), Some(expected)) => {
             return vec![format!(
@@ -118,9 +149,10 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
         }
         (Err(failure), None) => return vec![format!("render failed:\n{failure}")],
         (Ok(_), Some(expected)) => {
-            return vec![format!(
-                "expected a render error containing {expected:?}; rendering succeeded"
-            )];
+            return vec![match patch_failure {
+                Some(failure) => format!("expected a render error containing {expected:?}, got:\n{failure}"),
+                None => format!("expected a render error containing {expected:?}; rendering succeeded"),
+            }];
         }
         (Ok(planned), None) => planned,
     };
@@ -129,6 +161,7 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
         .iter()
         .map(ToString::to_string)
         .collect();
+    failures.extend(patch_failure.map(|failure| format!("patch failed:\n{failure}")));
     if let Some(expected) = children {
         failures.extend(children_failures(expected, &plan.desired, &plan.waiting));
     }
@@ -162,6 +195,44 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
         }
     }
     failures
+}
+
+/// Whether the rule's `for` selects the case's parent, as the worker's watch does; a parent written without a
+/// namespace stands wherever the rule looks (cases may leave it out).
+fn selects_parent(rule: &Reconciler, parent: &Value) -> bool {
+    let text = |pointer: &str| parent.pointer(pointer).and_then(Value::as_str);
+    let watched = &rule.spec.watched;
+    let namespace = text("/metadata/namespace").or(watched.namespace.as_deref());
+    let labels: std::collections::BTreeMap<String, String> = parent
+        .pointer("/metadata/labels")
+        .and_then(|labels| serde_json::from_value(labels.clone()).ok())
+        .unwrap_or_default();
+    let namespaced = rule.kinds().parent.as_ref().is_none_or(|kind| kind.namespaced);
+    let namespace = if namespaced { namespace } else { None };
+    let watched_here = if namespaced {
+        std::borrow::Cow::Borrowed(watched)
+    } else {
+        // A cluster-scoped parent is selected whatever `for.namespace` says (the watch ignores it too).
+        let mut unscoped = watched.clone();
+        unscoped.namespace = None;
+        std::borrow::Cow::Owned(unscoped)
+    };
+    watched_here.selects(namespace, text("/metadata/name").unwrap_or_default(), &labels)
+}
+
+/// The rule's `for` selection in words, for a failure.
+fn describe_selection(watched: &crate::reconciler::WatchedKind) -> String {
+    let mut parts = Vec::new();
+    if let Some(selector) = &watched.selector {
+        parts.push(format!("selector `{}`", selector.to_query_string()));
+    }
+    if let Some(namespace) = &watched.namespace {
+        parts.push(format!("namespace `{namespace}`"));
+    }
+    if let Some(name) = &watched.name {
+        parts.push(format!("name `{name}`"));
+    }
+    parts.join(", ")
 }
 
 /// Every expected patch body was applied (a subset of it), and nothing else.

@@ -439,3 +439,68 @@ fn a_gang_case_reads_the_workload_api_of_the_version_tested() {
         "{errors}"
     );
 }
+
+/// A rule over the ConfigMaps labelled `card: "yes"` of namespace `teams`.
+const SELECTIVE: &str = r#"apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: { name: cards }
+spec:
+  for: { apiVersion: v1, kind: ConfigMap, namespace: teams, selector: { matchLabels: { card: "yes" } } }
+  children:
+    - id: card
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-card" }
+"#;
+
+fn selective_case(metadata: &str, expect: &str) -> String {
+    format!(
+        "{HEADER}spec:\n  rule: cards\n  cases:\n    - name: a case\n      parent: {{ apiVersion: v1, kind: ConfigMap, \
+         metadata: {metadata} }}\n      expect: {expect}\n"
+    )
+}
+
+fn run_selective(test: &str) -> Vec<String> {
+    let rules = load_str("rules.yaml", SELECTIVE).expect("fixture rules load");
+    let suites = load_tests(&[("cards.test.yaml".to_string(), test.to_string())], &rules).expect("test loads");
+    failures(&suites.iter().map(|suite| run_suite(&rules, suite)).collect::<Vec<_>>())
+}
+
+#[test]
+fn a_case_whose_parent_the_rule_does_not_select_fails_unless_it_expects_so() {
+    let children = "{ children: [ { apiVersion: v1, kind: ConfigMap, metadata: { name: a-card } } ] }";
+    let selected = "{ name: a, namespace: teams, labels: { card: \"yes\" } }";
+    assert_eq!(run_selective(&selective_case(selected, children)), Vec::<String>::new());
+    // Left out, the namespace is where the rule looks.
+    let no_namespace = "{ name: a, labels: { card: \"yes\" } }";
+    assert_eq!(
+        run_selective(&selective_case(no_namespace, children)),
+        Vec::<String>::new()
+    );
+    for outside in [
+        "{ name: a, namespace: teams }",
+        "{ name: a, namespace: teams, labels: { card: \"no\" } }",
+        "{ name: a, namespace: other, labels: { card: \"yes\" } }",
+    ] {
+        let failures = run_selective(&selective_case(outside, children));
+        assert_eq!(failures.len(), 1, "{outside}: {failures:?}");
+        assert!(
+            failures[0].contains("does not select this parent")
+                && failures[0].contains("selector `card=yes`, namespace `teams`"),
+            "{}",
+            failures[0]
+        );
+        let expected = run_selective(&selective_case(outside, "{ notSelected: true }"));
+        assert_eq!(expected, Vec::<String>::new(), "{outside}");
+    }
+    let wrong = run_selective(&selective_case(selected, "{ notSelected: true }"));
+    assert!(wrong[0].contains("its `for` selects it"), "{wrong:?}");
+    let rules = load_str("rules.yaml", SELECTIVE).expect("fixture rules load");
+    let both = selective_case(selected, "{ notSelected: true, children: [] }");
+    let errors = load_tests(&[("cards.test.yaml".to_string(), both)], &rules).expect_err("refused");
+    assert!(
+        errors.to_string().contains("`notSelected` expects nothing else"),
+        "{errors}"
+    );
+}

@@ -142,6 +142,10 @@ pub struct Expectation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub error: Option<String>,
+    /// Reconciler: the rule's `for` (`selector`, `namespace`, `name`) does not select this parent, so the manager
+    /// never reconciles it (and nothing else is expected). Without it, a case whose parent is not selected fails.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_selected: bool,
     /// SchedulerPolicy: outcomes of some or all of the pods.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub placements: Vec<ExpectedPlacement>,

@@ -285,3 +285,62 @@ fn an_item_name_that_would_hide_a_field_of_the_parent_is_a_render_error() {
         "{error}"
     );
 }
+
+/// `ports` lists the parent's ports; `per-port` is one ConfigMap per port the `ports` child holds (as observed).
+fn observed_items_rules(items: &str) -> String {
+    let children = [
+        child(
+            "ports",
+            "ports",
+            "      readyWhen: '{.metadata.uid}'\n",
+            r#"{ list: "{{spec.ports}}" }"#,
+        ),
+        child(
+            "per-port",
+            "{{port}}",
+            &format!("      forEach:\n        - port: '{items}'\n"),
+            "",
+        ),
+    ];
+    crate::test_rules::config_map_reconciler("shop", &children.concat())
+}
+
+#[test]
+fn a_collection_over_a_childs_list_waits_for_it_and_follows_the_child_as_observed() {
+    let rule = crate::test_rules::reconciler(&observed_items_rules("{.children.ports.metadata.labels.x}"), "shop");
+    assert_eq!(rule.child("per-port").unwrap().depends_on, ["ports"]);
+    let rule = crate::test_rules::reconciler(&observed_items_rules("{.children.ports.data.items}"), "shop");
+    let parent = parent(json!({"ports": "a"}));
+    let first = plan(&rule, &parent, &[]);
+    assert_eq!(
+        first.waiting,
+        ["per-port"],
+        "sized by an object that does not exist yet"
+    );
+    assert_eq!(desired_names(&first), ["web-ports"]);
+    // The child as the cluster holds it carries a list (another controller filled it in, say).
+    let mut ports = stored(&first.children.apply[0].object);
+    ports["data"]["items"] = json!(["http", "metrics"]);
+    let second = plan(&rule, &parent, std::slice::from_ref(&ports));
+    assert!(second.waiting.is_empty());
+    assert_eq!(desired_names(&second), ["web-ports", "web-http", "web-metrics"]);
+    // The list shrinks: the item no longer there is pruned.
+    ports["data"]["items"] = json!(["metrics"]);
+    let created: Vec<Value> = second.children.apply.iter().map(|a| stored(&a.object)).collect();
+    assert_eq!(created.len(), 2, "the items; `ports` is as rendered");
+    let observed: Vec<Value> = std::iter::once(ports).chain(created).collect();
+    let third = plan(&rule, &parent, &observed);
+    let pruned: Vec<&str> = third.children.prune.iter().map(|key| key.name.as_str()).collect();
+    assert_eq!(pruned, ["web-http"]);
+}
+
+#[test]
+fn a_collection_over_an_unknown_child_is_a_load_error_at_its_for_each_entry() {
+    let errors = crate::load_str("rules.yaml", &observed_items_rules("{.children.prots.data.items}"))
+        .expect_err("an unknown child")
+        .to_string();
+    assert!(
+        errors.contains("rules.yaml:16:17") && errors.contains("reads `children.prots`"),
+        "{errors}"
+    );
+}

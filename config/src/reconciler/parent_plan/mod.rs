@@ -331,8 +331,9 @@ pub fn plan_parent(input: &PlanInput) -> Result<ParentPlan, RenderError> {
             parent,
             input.scopes.parent_namespaced,
             lookups,
+            &rendered.visible,
             input.patch_targets,
-        )?
+        )
     } else {
         PatchPlan::default()
     };

@@ -34,50 +34,99 @@ pub struct PatchPlan {
     pub apply: Vec<PatchApply>,
     /// Selected objects that already carry every field as the template sets it.
     pub unchanged: usize,
+    /// Patches not planned because a child they read (`children.<id>`) does not exist or is not ready yet.
+    pub waiting: Vec<String>,
+    /// Patches that cannot be rendered or placed for this parent: each is reported, and stops neither the other
+    /// patches nor the children.
+    pub failures: Vec<RenderError>,
 }
 
 /// Plans the parent's patches over `targets`, the objects of the patched kinds where the parent may patch (the
 /// worker passes its caches' objects of those kinds in the parent's namespace; more is harmless: each patch
-/// keeps only its kind, namespace and name or selector). Fields read from the parent or lookups fill in scalars.
+/// keeps only its kind, namespace and name or selector). Fields read from the parent, lookups or the `children`
+/// that exist and are ready (by id, as [`crate::reconciler::Rendered::visible`]) fill in scalars; a patch that
+/// reads a child not among them waits, as a child does.
 pub fn plan_patches(
     rule: &Reconciler,
     parent: &Value,
     parent_namespaced: bool,
     lookups: &Map<String, Value>,
+    children: &Map<String, Value>,
     targets: &[Value],
-) -> Result<PatchPlan, RenderError> {
+) -> PatchPlan {
     let mut plan = PatchPlan::default();
-    if rule.patches().is_empty() {
-        return Ok(plan);
-    }
     let context = template_context(parent, lookups);
     let uid = text(parent, "/metadata/uid").unwrap_or_default();
     for patch in rule.patches() {
-        let namespace = patch_namespace(patch, parent, parent_namespaced)?;
-        let selected = select(patch, &context, namespace.as_deref(), targets, rule.reads_secrets())?;
-        if selected.is_empty() {
+        let Some(read) = patch
+            .depends_on
+            .iter()
+            .map(|id| Some((id.clone(), children.get(id)?.clone())))
+            .collect::<Option<Map<String, Value>>>()
+        else {
+            plan.waiting.push(patch.id.clone());
             continue;
+        };
+        let mut context = context.clone();
+        if let Value::Object(fields) = &mut context
+            && !read.is_empty()
+        {
+            fields.insert("children".into(), Value::Object(read));
         }
-        let fields = render_fields(patch, &context)?;
         let manager = patch_field_manager(rule.name(), &patch.id, &uid);
-        for target in selected {
-            let Some(body) = body_for(patch, &fields, target) else {
-                continue;
-            };
-            if contains(&body, target) {
-                plan.unchanged += 1;
-                continue;
+        match plan_patch(
+            patch,
+            &context,
+            &manager,
+            parent,
+            parent_namespaced,
+            targets,
+            rule.reads_secrets(),
+        ) {
+            Ok((apply, unchanged)) => {
+                plan.apply.extend(apply);
+                plan.unchanged += unchanged;
             }
-            let Some(key) = ObjectKey::of(&body) else { continue };
-            plan.apply.push(PatchApply {
-                patch: patch.id.clone(),
-                manager: manager.clone(),
-                key,
-                body,
-            });
+            Err(failure) => plan.failures.push(failure),
         }
     }
-    Ok(plan)
+    plan
+}
+
+/// One patch's applies over `targets` (and how many selected objects need none).
+fn plan_patch(
+    patch: &ResolvedPatch,
+    context: &Value,
+    manager: &str,
+    parent: &Value,
+    parent_namespaced: bool,
+    targets: &[Value],
+    secret: bool,
+) -> Result<(Vec<PatchApply>, usize), RenderError> {
+    let namespace = patch_namespace(patch, parent, parent_namespaced)?;
+    let selected = select(patch, context, namespace.as_deref(), targets, secret)?;
+    if selected.is_empty() {
+        return Ok((Vec::new(), 0));
+    }
+    let fields = render_fields(patch, context)?;
+    let (mut apply, mut unchanged) = (Vec::new(), 0);
+    for target in selected {
+        let Some(body) = body_for(patch, &fields, target) else {
+            continue;
+        };
+        if contains(&body, target) {
+            unchanged += 1;
+            continue;
+        }
+        let Some(key) = ObjectKey::of(&body) else { continue };
+        apply.push(PatchApply {
+            patch: patch.id.clone(),
+            manager: manager.to_string(),
+            key,
+            body,
+        });
+    }
+    Ok((apply, unchanged))
 }
 
 /// An object of a patched kind, as far as selection looks at it: where it stands and its labels.

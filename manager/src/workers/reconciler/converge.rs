@@ -152,6 +152,10 @@ impl ParentReconciler {
                 .publish(self, parent, EventType::Warning, "FieldFight", note)
                 .await;
         }
+        // A patch that cannot be rendered is reported once the rest is written: it holds back nothing else.
+        for failure in patches.failures {
+            first_error.get_or_insert(failure.into());
+        }
         // patches of objects the rule does not own: only the fields that differ, never creating an object; sent
         // together, as the children are
         if !patches.apply.is_empty() {

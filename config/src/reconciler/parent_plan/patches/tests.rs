@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::ownership::patch_manager_prefix;
-use crate::reconciler::parent_plan::plan_parent;
+use crate::reconciler::parent_plan::{ParentPlan, plan_parent};
 use crate::test_rules::{config_map_child, config_map_reconciler, reconciler};
 
 /// A rule on ConfigMaps that labels the Pods of its app and annotates one Service by name.
@@ -50,7 +50,14 @@ fn service(name: &str) -> Value {
 }
 
 fn plan(parent: &Value, targets: &[Value]) -> PatchPlan {
-    plan_patches(&rule(), parent, true, &Map::new(), targets).expect("plans")
+    let plan = plan_patches(&rule(), parent, true, &Map::new(), &Map::new(), targets);
+    assert!(plan.failures.is_empty(), "{:?}", plan.failures);
+    plan
+}
+
+/// The first failure of a plan whose patches fail (the other patches are still planned).
+fn only_failure(plan: PatchPlan) -> RenderError {
+    plan.failures.into_iter().next().expect("a patch fails")
 }
 
 #[test]
@@ -105,7 +112,7 @@ fn data_fills_in_scalars_only() {
 fn a_name_read_from_data_must_be_a_kubernetes_name() {
     let mut parent = parent("blue");
     parent["metadata"]["name"] = json!("../web");
-    let error = plan_patches(&rule(), &parent, true, &Map::new(), &[]).expect_err("refused");
+    let error = only_failure(plan_patches(&rule(), &parent, true, &Map::new(), &Map::new(), &[]));
     assert!(
         matches!(error, RenderError::Patch { ref patch, .. } if patch == "front"),
         "{error}"
@@ -116,11 +123,18 @@ fn a_name_read_from_data_must_be_a_kubernetes_name() {
 fn a_cluster_scoped_parent_other_than_a_namespace_cannot_patch_a_namespaced_kind() {
     let mut parent = parent("blue");
     parent["metadata"].as_object_mut().map(|m| m.remove("namespace"));
-    let error = plan_patches(&rule(), &parent, false, &Map::new(), &[]).expect_err("refused");
+    let error = only_failure(plan_patches(&rule(), &parent, false, &Map::new(), &Map::new(), &[]));
     assert!(error.to_string().contains("cluster-scoped"), "{error}");
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
                            "metadata": {"name": "shop", "uid": "n-1"}, "data": {"team": "blue"}});
-    let plan = plan_patches(&rule(), &namespace, false, &Map::new(), &[service("shop-front")]).expect("plans");
+    let plan = plan_patches(
+        &rule(),
+        &namespace,
+        false,
+        &Map::new(),
+        &Map::new(),
+        &[service("shop-front")],
+    );
     assert_eq!(
         plan.apply[0].key.namespace.as_deref(),
         Some("shop"),
@@ -320,9 +334,9 @@ fn a_patch_template_includes_the_files_partials_and_an_unknown_one_is_a_located_
         &parent("blue"),
         true,
         &Map::new(),
+        &Map::new(),
         &[pod("web-0", "shop", json!({"app": "web"}))],
-    )
-    .expect("plans");
+    );
     assert_eq!(plan.apply[0].body["metadata"]["labels"], json!({"team": "blue"}));
     let errors = crate::load_str("rules.yaml", &PARTIAL_PATCH.replace("PARTIAL", "taem"))
         .expect_err("an unknown partial")
@@ -352,5 +366,89 @@ fn an_update_of_a_child_with_handed_over_fields_carries_them_for_a_recreate() {
     assert_eq!(
         initial.pointer("/spec/template"),
         apply.object.pointer("/spec/template")
+    );
+}
+
+/// A rule whose patch labels the app's Pods with what its child `settings` says once it is ready.
+fn reading_rule(read: &str) -> String {
+    let children = config_map_child("settings", "settings", "      readyWhen: \"{.metadata.uid}\"\n", "");
+    let patches = format!(
+        r#"  patches:
+    - id: team
+      selector: {{ matchLabels: {{ app: "{{{{metadata.name}}}}" }} }}
+      template: |
+        apiVersion: v1
+        kind: Pod
+        metadata:
+          labels: {{ settings-uid: "{{{{{read}.metadata.uid}}}}" }}
+"#
+    );
+    config_map_reconciler("label-pods", &children) + &patches
+}
+
+fn plan_with_targets(rule: &Reconciler, parent: &Value, observed: &[Value], targets: &[Value]) -> ParentPlan {
+    let scopes = crate::Scopes {
+        parent_namespaced: true,
+        child_namespaced: &|_, _| true,
+        status: None,
+    };
+    plan_parent(&crate::PlanInput {
+        rule,
+        parent,
+        lookups: &Map::new(),
+        observed,
+        patch_targets: targets,
+        scopes: &scopes,
+        signer: &crate::provenance::ChildSigner::Unsigned,
+        shards: crate::sharding::DEFAULT_SHARDS,
+    })
+    .expect("plans")
+}
+
+#[test]
+fn a_patch_that_reads_a_child_waits_until_it_is_ready_then_reads_it() {
+    let rule = reconciler(&reading_rule("children.settings"), "label-pods");
+    let pods = [pod("web-0", "shop", json!({"app": "web"}))];
+    let first = plan_with_targets(&rule, &parent("blue"), &[], &pods);
+    assert_eq!(first.patches.waiting, ["team"]);
+    assert!(first.patches.apply.is_empty() && first.patches.failures.is_empty());
+    assert_eq!(first.children.apply.len(), 1, "the child is created meanwhile");
+    let mut settings = first.children.apply[0].object.clone();
+    let not_ready = plan_with_targets(&rule, &parent("blue"), std::slice::from_ref(&settings), &pods);
+    assert_eq!(not_ready.patches.waiting, ["team"], "no uid yet: not ready");
+    settings["metadata"]["uid"] = json!("uid-settings");
+    let ready = plan_with_targets(&rule, &parent("blue"), &[settings], &pods);
+    assert!(ready.patches.waiting.is_empty());
+    assert_eq!(
+        ready.patches.apply[0].body["metadata"]["labels"]["settings-uid"],
+        "uid-settings"
+    );
+}
+
+#[test]
+fn a_patch_that_reads_an_unknown_child_is_a_located_load_error() {
+    let errors = crate::load_str("rules.yaml", &reading_rule("children.setings"))
+        .expect_err("an unknown child")
+        .to_string();
+    assert!(
+        errors.contains("rules.yaml:20:38") && errors.contains("patch `team` reads `children.setings`"),
+        "{errors}"
+    );
+    assert!(errors.contains("did you mean `settings`"), "{errors}");
+}
+
+#[test]
+fn a_failing_patch_is_reported_and_stops_neither_the_children_nor_the_other_patches() {
+    let rule = rule();
+    let mut parent = parent("blue");
+    parent["data"] = json!({});
+    let targets = [pod("web-0", "shop", json!({"app": "web"})), service("web-front")];
+    let plan = plan_with_targets(&rule, &parent, &[], &targets);
+    assert_eq!(plan.children.apply.len(), 1, "the child is applied");
+    assert_eq!(plan.patches.failures.len(), 2, "both patches read `data.team`");
+    assert!(
+        plan.patches.failures[0].to_string().contains("team"),
+        "{}",
+        plan.patches.failures[0]
     );
 }
