@@ -324,7 +324,7 @@ async fn offline_schema_agrees_with_the_apiserver_on_defaulted_empty_enums() {
         .as_array()
         .cloned()
         .unwrap_or_else(|| vec![applied.clone()]);
-    assert_eq!(items.len(), 6, "{applied}");
+    assert_eq!(items.len(), 5, "{applied}");
     let pod = items.iter().find(|item| item["kind"] == "Pod").expect("the Pod");
     assert_eq!(
         pod["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent",
@@ -336,11 +336,12 @@ async fn offline_schema_agrees_with_the_apiserver_on_defaulted_empty_enums() {
         .find(|item| item["kind"] == "Service")
         .expect("the Service");
     assert_eq!(service["spec"]["type"], "ClusterIP");
-    // A value outside the enum is refused by both.
+    // A value outside the enum, and an empty one the apiserver defaults only when absent, are refused by both.
     let wrong = std::env::temp_dir().join(format!("{ns}-wrong.yaml"));
     std::fs::write(
         &wrong,
-        "apiVersion: v1\nkind: Pod\nmetadata: { name: wrong }\nspec:\n  containers:\n    - { name: main, image: busybox:1.36, imagePullPolicy: Sometimes }\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: { name: wrong }\nspec:\n  containers:\n    - { name: main, image: busybox:1.36, imagePullPolicy: Sometimes }\n\
+         ---\napiVersion: batch/v1\nkind: Job\nmetadata: { name: empty-mode }\nspec:\n  completionMode: \"\"\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [ { name: main, image: busybox:1.36 } ]\n",
     )
     .expect("write sample");
     let refused = crate::support::kubectl_result(&[
@@ -352,5 +353,10 @@ async fn offline_schema_agrees_with_the_apiserver_on_defaulted_empty_enums() {
         "-f",
         wrong.to_str().expect("UTF-8"),
     ]);
-    assert!(refused.is_err_and(|message| message.contains("imagePullPolicy")));
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|message| message.contains("imagePullPolicy") && message.contains("completionMode")),
+        "{refused:?}"
+    );
 }

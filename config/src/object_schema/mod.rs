@@ -208,6 +208,7 @@ impl KindSchemas {
         let mut checker = Checker {
             definitions: &builtin.definitions,
             built_in: !self.custom.contains_key(&key),
+            definition: None,
             problems: Vec::new(),
             path: Vec::new(),
             cel: [&self.cel, cel::builtin_rules(&builtin.definitions)],
@@ -423,9 +424,11 @@ pub fn builtin_snapshot(kubernetes_version: &str, documents: &[Value], kinds: &[
 
 struct Checker<'a> {
     definitions: &'a HashMap<String, Value>,
-    /// Checking a built-in kind: its enums are the Go types' documentation, applied after the apiserver's defaulting
-    /// (see `check_enum`), not a schema the apiserver validates against.
+    /// Checking a built-in kind: the apiserver defaults some of its fields before it validates (see
+    /// [`DEFAULTED_WHEN_EMPTY`]).
     built_in: bool,
+    /// The definition whose properties are being checked (the last `ref` followed).
+    definition: Option<&'a str>,
     /// The compiled CEL rules: the CRDs', the built-in definitions'.
     cel: [&'a cel::Rules; 2],
     problems: Vec<SchemaProblem>,
@@ -472,10 +475,13 @@ impl Checker<'_> {
             return;
         }
         if let Some(name) = schema.get("ref").and_then(Value::as_str) {
-            let Some(definition) = self.definitions.get(name) else {
+            let Some((name, definition)) = self.definitions.get_key_value(name) else {
                 return;
             };
-            return self.check(definition, value, depth + 1);
+            let outer = self.definition.replace(name.as_str());
+            self.check(definition, value, depth + 1);
+            self.definition = outer;
+            return;
         }
         // An explicit null asks server-side apply to leave the field out: allowed anywhere.
         if value.is_null() {
@@ -516,6 +522,9 @@ impl Checker<'_> {
         let embedded = schema.get("embeddedResource") == Some(&Value::Bool(true));
         for (name, field) in fields {
             if let Some(property) = properties.and_then(|p| p.get(name)) {
+                if field.as_str() == Some("") && self.defaulted_when_empty(name) {
+                    continue;
+                }
                 self.field(name, |c| c.check(property, field, depth + 1));
             } else if embedded && matches!(name.as_str(), "apiVersion" | "kind" | "metadata") {
                 continue;
@@ -664,22 +673,44 @@ impl Checker<'_> {
         }
     }
 
+    /// Whether the field `name` of the definition being checked is one the apiserver fills in when empty.
+    fn defaulted_when_empty(&self, name: &str) -> bool {
+        self.built_in
+            && self
+                .definition
+                .is_some_and(|definition| DEFAULTED_WHEN_EMPTY.contains(&(definition, name)))
+    }
+
     fn check_enum(&mut self, schema: &Value, value: &Value) {
         let Some(allowed) = schema.get("enum").and_then(Value::as_array) else {
             return;
         };
-        // A built-in kind's empty string is the Go type's zero value: the apiserver's defaulting, which runs before
-        // its validation, fills most in (`imagePullPolicy: ""` becomes `IfNotPresent`, a Service's `type: ""`
-        // `ClusterIP`), and where it does not, its validation — the authority at run time — says so.
-        if self.built_in && value.as_str() == Some("") {
-            return;
-        }
         if !allowed.contains(value) {
             let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
             self.problem(format!("{value} is not one of {}", list.join(", ")));
         }
     }
 }
+
+/// Fields of built-in kinds whose empty string the apiserver's defaulting replaces before it validates (Go
+/// `SetDefaults_*`: `if obj.Field == ""`), so `imagePullPolicy: ""` is applied as `IfNotPresent`. A field the
+/// defaulting fills only when it is absent (a pointer: a Job's `completionMode`) is refused when empty, offline as
+/// by the apiserver. `testdata/defaulted-empty.yaml` holds one sample of each, applied to the plane by the
+/// `offline_schema_agrees_with_the_apiserver_on_defaulted_empty_enums` integration test.
+const DEFAULTED_WHEN_EMPTY: &[(&str, &str)] = &[
+    ("io.k8s.api.core.v1.Container", "imagePullPolicy"),
+    ("io.k8s.api.core.v1.Container", "terminationMessagePolicy"),
+    ("io.k8s.api.core.v1.PodSpec", "restartPolicy"),
+    ("io.k8s.api.core.v1.PodSpec", "dnsPolicy"),
+    ("io.k8s.api.core.v1.ContainerPort", "protocol"),
+    ("io.k8s.api.core.v1.ServicePort", "protocol"),
+    ("io.k8s.api.core.v1.ServiceSpec", "type"),
+    ("io.k8s.api.core.v1.ServiceSpec", "sessionAffinity"),
+    ("io.k8s.api.batch.v1.CronJobSpec", "concurrencyPolicy"),
+    ("io.k8s.api.apps.v1.DeploymentStrategy", "type"),
+    ("io.k8s.api.apps.v1.StatefulSetSpec", "podManagementPolicy"),
+    ("io.k8s.api.apps.v1.StatefulSetUpdateStrategy", "type"),
+];
 
 /// A value as a message shows it: its type, and a short text of it.
 fn describe(value: &Value) -> String {
