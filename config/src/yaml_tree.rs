@@ -412,9 +412,13 @@ pub(crate) fn parse_documents(text: &str) -> Result<Vec<Node>, SyntaxError> {
 
 /// Parses every document of a YAML stream straight into JSON (as [`parse_documents`] then [`Node::to_json`]
 /// would). Empty documents are skipped.
+/// Rendered objects are read as kubectl and Helm read manifests (YAML 1.1): an integer with a leading zero is
+/// octal (`defaultMode: 0400` is 256), as is `0o400`.
 pub(crate) fn parse_json_documents(text: &str) -> Result<Vec<Value>, SyntaxError> {
+    let mut options = parse_options();
+    options.legacy_octal_numbers = true;
     let documents: Vec<Option<PlainJson>> =
-        serde_saphyr::from_str_multiple_with_options(text, parse_options()).map_err(|error| syntax_error(&error))?;
+        serde_saphyr::from_str_multiple_with_options(text, options).map_err(|error| syntax_error(&error))?;
     Ok(documents
         .into_iter()
         .flatten()
@@ -502,5 +506,16 @@ mod tests {
                 "{broken}"
             );
         }
+    }
+
+    #[test]
+    fn rendered_integers_with_a_leading_zero_are_octal_as_kubectl_reads_them() {
+        let documents =
+            parse_json_documents("a: 0400\nb: 0o400\nc: 0\nd: \"0400\"\ne: 400\nf: -010\ng: 0.5\nh: 0x1F\n")
+                .expect("parses");
+        assert_eq!(
+            documents,
+            [serde_json::json!({"a": 256, "b": 256, "c": 0, "d": "0400", "e": 400, "f": -8, "g": 0.5, "h": 31})]
+        );
     }
 }
