@@ -92,6 +92,7 @@ fn rules_path_can_come_from_the_environment() {
             "crontabs.stable.example.com",
             "pod2s.samples.ruleplane.dev",
             "scaledapps.apps.example.org",
+            "sites.apps.example.org",
             "webapps.apps.example.org",
             "zonedcaches.apps.example.org"
         ]
@@ -921,7 +922,7 @@ fn every_offline_command_that_prints_results_takes_output_json() {
             .is_some_and(|d| d.iter().any(|d| d["kind"] == "CronJob")),
         "{render}"
     );
-    assert_eq!(crds.as_array().map(Vec::len), Some(5), "{crds}");
+    assert_eq!(crds.as_array().map(Vec::len), Some(6), "{crds}");
     let kinds: Vec<&str> = rbac
         .as_array()
         .unwrap()
