@@ -3,7 +3,7 @@
 
 // Upstream: `pkg/coscheduling/coscheduling.go`, `pkg/coscheduling/core/core.go`, `apis/config/` and
 // `apis/scheduling/v1alpha1/types.go` of sigs.k8s.io/scheduler-plugins, read at commit 903da7df (behaviour and
-// messages, not code; `docs/scheduler-plan.md` §4.3):
+// messages, not code; `docs/scheduler.md`, "Gangs (Coscheduling dialect)"):
 //
 // - A pod joins the PodGroup named by its label `scheduling.x-k8s.io/pod-group`, in its own namespace.
 // - PreFilter refuses (UnschedulableAndUnresolvable), in this order: a backed-off group (`podGroup <ns/name> failed
