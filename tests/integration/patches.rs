@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::support::manager::{ManagerProcess, temp_dir};
 use crate::support::{
-    admin_client, control_plane, eventually, eventually_seen, test_namespace, write_rule_file as write,
+    admin_client, control_plane, eventually, eventually_seen, merge_patch, test_namespace, write_rule_file as write,
 };
 
 /// `ruleplane diff` of the rules in `dir`: its report.
@@ -177,13 +177,7 @@ async fn a_patch_labels_the_pods_of_an_app_and_releases_the_label_when_the_paren
     // A Pod of the app created later is labelled too; another app's is not; a hand edit is repaired.
     create_pod(&pods, "web-1", "web").await;
     await_team(&pods, &["web-0", "web-1"], Some("blue"), "web-1 labelled").await;
-    pods.patch(
-        "web-0",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"team": "red"}}})),
-    )
-    .await
-    .expect("hand edit");
+    merge_patch(&pods, "web-0", json!({"metadata": {"labels": {"team": "red"}}})).await;
     await_team(&pods, &["web-0"], Some("blue"), "the hand edit repaired").await;
     assert_eq!(
         labels_of(&pods, "db-0").await.and_then(|l| l.get("team").cloned()),
@@ -345,14 +339,7 @@ async fn replicas_handed_over_to_an_hpa_are_left_alone_without_a_write_loop() {
         "spec.replicas belongs to the HPA's controller, not to Ruleplane: {owners:?}"
     );
     // A change of the parent re-applies the Deployment: the handed-over replicas stay as the HPA set them.
-    parents
-        .patch(
-            "shop",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"version": "2"}})),
-        )
-        .await
-        .expect("change the parent");
+    merge_patch(&parents, "shop", json!({"data": {"version": "2"}})).await;
     eventually_seen(Duration::from_secs(20), "the Deployment re-applied", || async {
         let deployment = deployments.get("shop").await.map_err(|e| e.to_string())?;
         let version = deployment.annotations().get("version").cloned();
@@ -656,14 +643,7 @@ async fn a_recreated_child_is_created_whole_again_with_its_handed_over_fields() 
         "created under the hand-over manager"
     );
     // The data of an immutable ConfigMap cannot change: the update is refused, and the child recreated.
-    config_maps
-        .patch(
-            "shop",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"version": "2"}})),
-        )
-        .await
-        .expect("change the version");
+    merge_patch(&config_maps, "shop", json!({"data": {"version": "2"}})).await;
     let second = eventually(Duration::from_secs(60), "the settings child recreated", || async {
         let settings = config_maps.get_opt("shop-settings").await.ok().flatten()?;
         let data = settings.data.as_ref()?;

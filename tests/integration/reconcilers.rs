@@ -15,7 +15,9 @@ use ruleplane_config::ownership::cleanup_finalizer;
 use serde_json::{Value, json};
 
 use crate::support::manager::{ManagerProcess, temp_dir};
-use crate::support::{admin_client, eventually, kubectl, test_namespace, write_rule_file as write};
+use crate::support::{
+    admin_client, create_config_map, eventually, kubectl, merge_patch, test_namespace, write_rule_file as write,
+};
 
 /// A CronTab kind in its own API group (CRDs are cluster-wide; every test declares its own group) and the
 /// Reconciler of `examples/crontab.yaml` turning each CronTab into a CronJob.
@@ -177,14 +179,7 @@ async fn a_crontab_becomes_a_cronjob_with_status_and_hand_edits_or_deletion_are_
     ]);
 
     // A change of the parent reaches the child.
-    crontabs
-        .patch(
-            "nightly",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "cronSpec": "0 4 * * *" } })),
-        )
-        .await
-        .expect("edit the CronTab");
+    merge_patch(&crontabs, "nightly", json!({ "spec": { "cronSpec": "0 4 * * *" } })).await;
     eventually(Duration::from_secs(10), "schedule follows the parent", || async {
         let job = cronjobs.get("nightly").await.ok()?;
         (job.data["spec"]["schedule"] == "0 4 * * *").then_some(())
@@ -193,14 +188,7 @@ async fn a_crontab_becomes_a_cronjob_with_status_and_hand_edits_or_deletion_are_
 
     // Drift: a hand edit of a rendered field is put back, and so is a deleted child.
     let edited = Instant::now();
-    cronjobs
-        .patch(
-            "nightly",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "schedule": "* * * * *" } })),
-        )
-        .await
-        .expect("hand edit");
+    merge_patch(&cronjobs, "nightly", json!({ "spec": { "schedule": "* * * * *" } })).await;
     eventually(Duration::from_secs(5), "hand edit repaired", || async {
         let job = cronjobs.get("nightly").await.ok()?;
         (job.data["spec"]["schedule"] == "0 4 * * *").then_some(())
@@ -626,14 +614,7 @@ spec:
     )
     .await;
     // Fixing the parent is the change a permanent error waits for.
-    greetings
-        .patch(
-            "broken",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "text": "fixed" } })),
-        )
-        .await
-        .expect("fix the parent");
+    merge_patch(&greetings, "broken", json!({ "spec": { "text": "fixed" } })).await;
     eventually(Duration::from_secs(10), "fixed parent converges", || async {
         maps.get_opt("broken").await.ok().flatten()
     })
@@ -764,13 +745,7 @@ spec:
     );
 
     // includeWhen false: the debug ConfigMap is pruned, the retained audit one released, not deleted.
-    apps.patch(
-        "shop",
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "spec": { "debug": false, "audit": false } })),
-    )
-    .await
-    .expect("switch debug and audit off");
+    merge_patch(&apps, "shop", json!({ "spec": { "debug": false, "audit": false } })).await;
     eventually(Duration::from_secs(10), "debug pruned", || async {
         maps.get_opt("shop-debug").await.ok()?.is_none().then_some(())
     })
@@ -789,13 +764,7 @@ spec:
     );
 
     // And back on: the debug ConfigMap is created again.
-    apps.patch(
-        "shop",
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "spec": { "debug": true } })),
-    )
-    .await
-    .expect("switch debug on");
+    merge_patch(&apps, "shop", json!({ "spec": { "debug": true } })).await;
     eventually(Duration::from_secs(10), "debug recreated", || async {
         maps.get_opt("shop-debug").await.ok().flatten()
     })
@@ -1563,21 +1532,6 @@ async fn delete_until_gone(configmaps: &Api<k8s_openapi::api::core::v1::ConfigMa
     .await;
 }
 
-/// Creates a ConfigMap with these labels and data.
-async fn create_config_map(
-    configmaps: &Api<k8s_openapi::api::core::v1::ConfigMap>,
-    name: &str,
-    labels: Value,
-    data: Value,
-) {
-    let object = serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "data": data}))
-        .expect("a ConfigMap");
-    configmaps
-        .create(&PostParams::default(), &object)
-        .await
-        .expect("create ConfigMap");
-}
-
 /// A ResourceDefinition declares a namespaced Widget, but a CRD of that name installed by someone else serves a
 /// cluster-scoped one: the Reconciler on Widgets does not send requests shaped for a kind that is not there; it
 /// waits, degraded, and says why (the ResourceDefinition rule reports the conflict itself).
@@ -1684,14 +1638,7 @@ spec:
         (shop.data["status"]["zones"] == json!(["corner-a", "corner-b", "corner-c"])).then_some(())
     })
     .await;
-    shops
-        .patch(
-            "corner",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "zones": ["c", "a"] } })),
-        )
-        .await
-        .expect("drop zone b");
+    merge_patch(&shops, "corner", json!({ "spec": { "zones": ["c", "a"] } })).await;
     let now = eventually(Duration::from_secs(30), "zone b pruned", || async {
         let now = names().await?;
         (now == ["corner-a", "corner-c"]).then_some(now)
@@ -1798,14 +1745,7 @@ async fn a_job_child_with_recreate_whose_template_changes_is_deleted_and_created
     let ns = test_namespace(&client, "rc-recreate").await;
     let group = "rc-recreate.example.com";
     let (migrations, jobs, first_uid, _manager) = start_migration(&client, &ns, group, true).await;
-    migrations
-        .patch(
-            "schema",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "image": "busybox:1.37" } })),
-        )
-        .await
-        .expect("change the image");
+    merge_patch(&migrations, "schema", json!({ "spec": { "image": "busybox:1.37" } })).await;
     let job = eventually(Duration::from_secs(40), "a new Job with the new image", || async {
         let job = jobs.get_opt("schema-migrate").await.ok().flatten()?;
         (job.uid()? != first_uid && job_image(&job)? == "busybox:1.37").then_some(job)
@@ -1838,14 +1778,7 @@ async fn a_job_child_without_recreate_whose_template_changes_is_reported_and_lef
     let ns = test_namespace(&client, "rc-immutable").await;
     let group = "rc-immutable.example.com";
     let (migrations, jobs, first_uid, _manager) = start_migration(&client, &ns, group, false).await;
-    migrations
-        .patch(
-            "schema",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "image": "busybox:1.37" } })),
-        )
-        .await
-        .expect("change the image");
+    merge_patch(&migrations, "schema", json!({ "spec": { "image": "busybox:1.37" } })).await;
     let synced = eventually(Duration::from_secs(40), "Synced=False, immutable", || async {
         let migration = migrations.get("schema").await.ok()?;
         let synced = condition(&migration, "Synced")?.clone();
@@ -1921,13 +1854,12 @@ spec:
     status_is(0, "0/3 zones ready").await;
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     for (name, ready) in [("corner-a", 1), ("corner-c", 2)] {
-        maps.patch(
+        merge_patch(
+            &maps,
             name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "annotations": { "approved": "yes" } } })),
+            json!({ "metadata": { "annotations": { "approved": "yes" } } }),
         )
-        .await
-        .expect("approve a zone");
+        .await;
         status_is(
             ready,
             if ready == 1 {
@@ -1939,14 +1871,7 @@ spec:
         .await;
     }
     // An item removed leaves the count and the list.
-    shops
-        .patch(
-            "corner",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "zones": ["a", "b"] } })),
-        )
-        .await
-        .expect("drop zone c");
+    merge_patch(&shops, "corner", json!({ "spec": { "zones": ["a", "b"] } })).await;
     status_is(1, "1/2 zones ready").await;
 }
 

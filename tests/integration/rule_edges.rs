@@ -4,11 +4,13 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 
 use crate::support::manager::{ManagerProcess, temp_dir};
-use crate::support::{admin_client, eventually, test_namespace, write_rule_file as write};
+use crate::support::{
+    admin_client, create_config_map, eventually, merge_patch, test_namespace, write_rule_file as write,
+};
 
 /// A namespaced `Site` of `group` whose status the manager writes, and the Reconciler `rule` over it (children
 /// and the rest of its spec given as YAML under `spec:`, indented by two spaces).
@@ -76,12 +78,23 @@ async fn data_of(configmaps: &Api<ConfigMap>, name: &str, key: &str) -> Option<S
     configmaps.get_opt(name).await.ok().flatten()?.data?.get(key).cloned()
 }
 
-async fn create_config_map(configmaps: &Api<ConfigMap>, name: &str, data: Value) {
-    let object = serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).expect("a ConfigMap");
-    configmaps
-        .create(&PostParams::default(), &object)
-        .await
-        .expect("create ConfigMap");
+/// A Site rule of `group` running in a manager of its own in the test's namespace, and the APIs the test reads.
+struct SiteRun {
+    _manager: ManagerProcess,
+    configmaps: Api<ConfigMap>,
+    sites: Api<DynamicObject>,
+}
+
+async fn run_site_rule(client: &kube::Client, ns: &str, group: &str, rule: &str, spec: &str) -> SiteRun {
+    let dir = temp_dir(rule);
+    write(&dir, "rules.yaml", &site_rules(group, rule, spec));
+    let manager = ManagerProcess::start(&dir, ns, rule, &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    SiteRun {
+        _manager: manager,
+        configmaps: Api::namespaced(client.clone(), ns),
+        sites: sites(client, group, ns),
+    }
 }
 
 #[tokio::test]
@@ -100,12 +113,11 @@ async fn a_lookup_that_waits_holds_the_children_while_its_object_is_missing() {
         metadata: { name: "{{metadata.name}}-copy" }
         data: { color: {{json lookups.source.color}}, size: {{json spec.size}} }
 "#;
-    let dir = temp_dir("edge-held");
-    write(&dir, "rules.yaml", &site_rules(group, "site-held", spec));
-    let manager = ManagerProcess::start(&dir, &ns, "edge-held", &[]);
-    manager.wait_ready(Duration::from_secs(40)).await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let sites = sites(&client, group, &ns);
+    let SiteRun {
+        _manager,
+        configmaps,
+        sites,
+    } = run_site_rule(&client, &ns, group, "site-held", spec).await;
     // A new Site whose source is missing gets nothing, and says why.
     create_site(&sites, group, "a", json!({ "size": "s" })).await;
     eventually(Duration::from_secs(20), "Ready=False LookupMissing", || async {
@@ -116,7 +128,7 @@ async fn a_lookup_that_waits_holds_the_children_while_its_object_is_missing() {
         configmaps.get_opt("a-copy").await.expect("get").is_none(),
         "nothing rendered"
     );
-    create_config_map(&configmaps, "a-source", json!({ "color": "blue" })).await;
+    create_config_map(&configmaps, "a-source", json!({}), json!({ "color": "blue" })).await;
     eventually(Duration::from_secs(20), "copy rendered from the source", || async {
         (data_of(&configmaps, "a-copy", "color").await.as_deref() == Some("blue")).then_some(())
     })
@@ -130,14 +142,7 @@ async fn a_lookup_that_waits_holds_the_children_while_its_object_is_missing() {
         .delete("a-source", &DeleteParams::default())
         .await
         .expect("delete source");
-    sites
-        .patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "size": "l" } })),
-        )
-        .await
-        .expect("patch Site");
+    merge_patch(&sites, "a", json!({ "spec": { "size": "l" } })).await;
     eventually(Duration::from_secs(20), "Ready=False LookupMissing again", || async {
         (condition(&sites, "a", "Ready").await? == ("False".into(), "LookupMissing".into())).then_some(())
     })
@@ -160,7 +165,7 @@ async fn a_lookup_that_waits_holds_the_children_while_its_object_is_missing() {
         "held, not updated"
     );
     // Back: the child follows the templates again.
-    create_config_map(&configmaps, "a-source", json!({ "color": "green" })).await;
+    create_config_map(&configmaps, "a-source", json!({}), json!({ "color": "green" })).await;
     eventually(
         Duration::from_secs(20),
         "copy follows the source and the Site",
@@ -197,25 +202,17 @@ async fn the_children_that_read_an_excluded_child_are_pruned_with_it() {
         kind: ConfigMap
         metadata: { name: "{{metadata.name}}-always" }
 "#;
-    let dir = temp_dir("edge-excluded");
-    write(&dir, "rules.yaml", &site_rules(group, "site-excluded", spec));
-    let manager = ManagerProcess::start(&dir, &ns, "edge-excluded", &[]);
-    manager.wait_ready(Duration::from_secs(40)).await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let sites = sites(&client, group, &ns);
+    let SiteRun {
+        _manager,
+        configmaps,
+        sites,
+    } = run_site_rule(&client, &ns, group, "site-excluded", spec).await;
     create_site(&sites, group, "a", json!({ "debug": true })).await;
     eventually(Duration::from_secs(20), "index rendered from debug", || async {
         (data_of(&configmaps, "a-index", "of").await.as_deref() == Some("a-debug")).then_some(())
     })
     .await;
-    sites
-        .patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "debug": false } })),
-        )
-        .await
-        .expect("patch Site");
+    merge_patch(&sites, "a", json!({ "spec": { "debug": false } })).await;
     eventually(Duration::from_secs(20), "debug and its index pruned", || async {
         let debug = configmaps.get_opt("a-debug").await.ok()?;
         let index = configmaps.get_opt("a-index").await.ok()?;
@@ -266,14 +263,13 @@ async fn a_patch_reads_a_child_once_it_exists_and_a_failing_patch_stops_no_child
         metadata:
           labels: { owner: "{{spec.owner}}" }
 "#;
-    let dir = temp_dir("edge-patch");
-    write(&dir, "rules.yaml", &site_rules(group, "site-patch", spec));
-    let manager = ManagerProcess::start(&dir, &ns, "edge-patch", &[]);
-    manager.wait_ready(Duration::from_secs(40)).await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    create_config_map(&configmaps, "a-target", json!({})).await;
-    create_config_map(&configmaps, "a-other", json!({})).await;
-    let sites = sites(&client, group, &ns);
+    let SiteRun {
+        _manager,
+        configmaps,
+        sites,
+    } = run_site_rule(&client, &ns, group, "site-patch", spec).await;
+    create_config_map(&configmaps, "a-target", json!({}), json!({})).await;
+    create_config_map(&configmaps, "a-other", json!({}), json!({})).await;
     create_site(&sites, group, "a", json!({})).await;
     // The child is created although `broken` fails; `mark` then reads the child's uid.
     let settings = eventually(Duration::from_secs(20), "settings created", || async {

@@ -279,6 +279,36 @@ where
     }
 }
 
+/// Creates a ConfigMap with these labels and data, failing the test if the apiserver refuses it.
+pub async fn create_config_map(
+    configmaps: &Api<k8s_openapi::api::core::v1::ConfigMap>,
+    name: &str,
+    labels: serde_json::Value,
+    data: serde_json::Value,
+) {
+    let object =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name, "labels": labels}, "data": data}))
+            .expect("a ConfigMap");
+    configmaps
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("create ConfigMap");
+}
+
+/// Merge-patches the object `name` as a user would with `kubectl patch --type merge`, failing the test on refusal.
+pub async fn merge_patch<K>(api: &Api<K>, name: &str, patch: serde_json::Value) -> K
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(patch),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("merge patch of {name}: {e}"))
+}
+
 /// Writes a rule file by write-then-rename, as editors and the kubelet's ConfigMap writer do, so the manager
 /// never reads half a file.
 pub fn write_rule_file(dir: &Path, file: &str, text: &str) {
