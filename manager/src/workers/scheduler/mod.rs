@@ -13,6 +13,7 @@ mod pod_group_status;
 mod preempt;
 mod storage;
 mod volumes;
+mod writer;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -21,13 +22,12 @@ use std::time::{Duration, Instant};
 use futures::stream::SelectAll;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, DynamicObject};
 use kube::{Resource, ResourceExt};
 use ruleplane_config::SchedulerPolicy;
 use ruleplane_config::scheduler::engine::queueing_hints::{ClusterEvent, HintPod, QueueingHints, SCHEDULING_GATES};
 use ruleplane_config::scheduler::engine::{Engine, Nominate, Outcome, ScheduleError};
 use ruleplane_config::scheduler::queue::{Counts, Failure, Moment, Place, Requeue, SchedulingQueue, Timings};
-use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -42,6 +42,7 @@ use crate::events::EventType;
 use crate::health::WorkerState;
 use crate::metrics::{PolicyLabels, PolicyOnlyLabels, RequeueLabels, RuleErrorLabels};
 use crate::watch_hub::{Change, KindKey, Subscription};
+use writer::{ApiWriter, NotScheduled, PodWriter, Publish};
 
 const KIND: &str = "SchedulerPolicy";
 /// Bindings in flight per policy: the next pods are decided while these are sent (kube-scheduler binds
@@ -166,6 +167,8 @@ pub struct PodScheduler {
     cache: Arc<ClusterCache>,
     engine: Mutex<Engine>,
     hints: QueueingHints,
+    /// Where the writes go: the apiserver, or a recording in the unit tests.
+    writer: Arc<dyn PodWriter>,
 }
 
 fn pods_resource() -> ApiResource {
@@ -241,12 +244,18 @@ pub async fn run(
         _ = stop.cancelled() => return Ok(()),
         _ = async { tokio::join!(cache.synced(), workloads_synced) } => {}
     }
+    let writer = Arc::new(ApiWriter {
+        client: ctx.client.clone(),
+        events: ctx.events.clone(),
+        version: ctx.kubernetes_version,
+    });
     let scheduler = Arc::new(PodScheduler {
         policy,
         ctx: ctx.clone(),
         cache,
         engine: Mutex::new(engine),
         hints,
+        writer,
     });
     ctx.health.set_rule(&name, KIND, WorkerState::Running);
     Loop::new(scheduler, gangs).run(subscriptions, events, stop).await
@@ -821,31 +830,18 @@ impl PodScheduler {
             .inc();
     }
 
-    async fn bind(&self, pod: &Pod, node: &str) -> Result<(), kube::Error> {
-        let namespace = pod.namespace().unwrap_or_default();
-        let name = pod.name_any();
-        let binding = json!({
-            "apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": pod.metadata.uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        });
-        let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &namespace);
-        api.create_subresource::<_, serde_json::Value>("binding", &name, &PostParams::default(), &binding)
-            .await
-            .map(|_| ())
-    }
-
     /// Publishes a scheduling Event (FailedScheduling, the gang Events) through the Event lane, without holding up
     /// the next pod: repeats fold into the first one's series, as kube-scheduler's broadcaster folds them.
     fn publish(&self, pod: &Pod, type_: EventType, reason: &str, action: &str, note: String) {
-        self.ctx.events.publish_series(crate::events::Report {
+        let report = crate::events::Report {
             type_,
             regarding: pod.object_ref(&()),
             related: None,
             reason: reason.into(),
             action: action.into(),
             note,
-        });
+        };
+        self.writer.publish(report, Publish::Series);
     }
 
     /// The `Scheduled` Event, through the Event lane: unique per pod (no series to keep), and sent behind the
@@ -853,14 +849,15 @@ impl PodScheduler {
     fn publish_scheduled(&self, pod: &Pod, node: &str) {
         let namespace = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
-        self.ctx.events.publish(crate::events::Report {
+        let report = crate::events::Report {
             type_: EventType::Normal,
             regarding: pod.object_ref(&()),
             related: None,
             reason: "Scheduled".into(),
             action: "Binding".into(),
             note: format!("Successfully assigned {namespace}/{name} to {node}"),
-        });
+        };
+        self.writer.publish(report, Publish::Once);
     }
 
     /// The FailedScheduling Event and, for an unschedulable pod, the PodScheduled condition kube-scheduler sets,
@@ -878,29 +875,21 @@ impl PodScheduler {
             message.clone(),
         );
         // A failed PreBind is a binding-cycle error: kube-scheduler clears the nomination its expectation set.
-        let condition = match error {
-            SchedulingError::Unschedulable { message, nominate } => Some(("Unschedulable", message, nominate)),
-            SchedulingError::PreBind(message) => Some(("SchedulerError", message, &Nominate::Clear)),
-            _ => None,
+        let status = match error {
+            SchedulingError::Unschedulable { message, nominate } => NotScheduled {
+                reason: "Unschedulable",
+                message: message.clone(),
+                nominate: nominate.clone(),
+            },
+            SchedulingError::PreBind(message) => NotScheduled {
+                reason: "SchedulerError",
+                message: message.clone(),
+                nominate: Nominate::Clear,
+            },
+            _ => return,
         };
-        if let Some((reason, message, nominate)) = condition {
-            let mut patch = json!({"status": {"conditions": [{
-                "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-                "lastTransitionTime": crate::workers::now(),
-            }]}});
-            // kube-scheduler writes the nomination with the condition, in one status patch.
-            match nominate {
-                Nominate::Leave => {}
-                Nominate::Set(node) => patch["status"]["nominatedNodeName"] = json!(&**node),
-                Nominate::Clear => patch["status"]["nominatedNodeName"] = serde_json::Value::Null,
-            }
-            let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &key.namespace);
-            if let Err(error) = api
-                .patch_status(&key.name, &PatchParams::default(), &Patch::Strategic(&patch))
-                .await
-            {
-                debug!(%error, pod = %key.name, "could not set the PodScheduled condition");
-            }
+        if let Err(error) = self.writer.set_not_scheduled(key, &status).await {
+            debug!(%error, pod = %key.name, "could not set the PodScheduled condition");
         }
     }
 
@@ -1051,7 +1040,7 @@ impl PodScheduler {
             };
         }
         let started = Instant::now();
-        let result = self.bind(pod, node).await;
+        let result = self.writer.bind(pod, node).await;
         let labels = PolicyOnlyLabels {
             policy: self.policy.metadata.name.clone(),
         };
@@ -1092,68 +1081,6 @@ impl PodScheduler {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use kube::runtime::watcher::Event;
-
-    fn policy() -> SchedulerPolicy {
-        let yaml = "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: { name: s }\nspec:\n  schedulerName: s\n";
-        let rules = ruleplane_config::load_str("policy.yaml", yaml).expect("valid policy");
-        rules.scheduler_policies().next().expect("one policy").clone()
-    }
-
-    fn pending(name: &str) -> DynamicObject {
-        serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "ns", "uid": name},
-            "spec": {"schedulerName": "s", "containers": [{"name": "c"}]},
-        }))
-        .expect("pod")
-    }
-
-    fn key(name: &str) -> PodKey {
-        PodKey {
-            namespace: "ns".into(),
-            name: name.into(),
-        }
-    }
-
-    /// A pending pod deleted while the pod watch was down: the relist does not list it, and the resync takes it out
-    /// of the queue with what was kept of it (its first sighting, its reported fault: the policy is no longer
-    /// degraded by it).
-    #[tokio::test]
-    async fn a_relist_without_a_pending_pod_settles_it() {
-        let policy = policy();
-        let scheduler = Arc::new(PodScheduler {
-            engine: Mutex::new(
-                policy
-                    .engine_with_post_filters(1, ruleplane_config::KubernetesVersion::NEWEST)
-                    .expect("an engine"),
-            ),
-            hints: QueueingHints::new(policy.profile()),
-            policy,
-            ctx: crate::context::offline_context(),
-            cache: cache::tests::cache(),
-        });
-        let pods = scheduler.cache.pods.clone();
-        let mut looped = Loop::new(scheduler, None);
-        pods.apply(Event::Apply(pending("kept")));
-        pods.apply(Event::Apply(pending("gone")));
-        looped.resync_pending();
-        assert_eq!(looped.queue.place(&key("gone")), Some(Place::Active));
-        looped.faults.insert(key("gone"));
-        looped.reported.insert(key("gone"), "0/0 nodes are available".into());
-
-        pods.apply(Event::Init);
-        pods.apply(Event::InitApply(pending("kept")));
-        pods.apply(Event::InitDone);
-        looped.on_change(&pods.key, &Change::Resync).await;
-        assert_eq!(looped.queue.place(&key("kept")), Some(Place::Active));
-        assert_eq!(looped.queue.place(&key("gone")), None, "out of the queue");
-        assert!(!looped.first_seen.contains_key(&key("gone")));
-        assert!(
-            looped.faults.is_empty() && looped.reported.is_empty(),
-            "its fault is forgotten"
-        );
-    }
-}
+mod recording;
+#[cfg(test)]
+mod tests;

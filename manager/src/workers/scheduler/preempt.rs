@@ -9,17 +9,16 @@
 
 use crate::events::EventType;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Resource, ResourceExt};
 use ruleplane_config::scheduler::engine::Preemption;
-use serde_json::json;
 use tracing::{debug, info};
 
-use super::PodScheduler;
+use super::writer::Publish;
+use super::{PodKey, PodScheduler};
 
 /// The condition type, reason and message kube-scheduler writes on a victim.
-const DISRUPTION_TARGET: &str = "DisruptionTarget";
-const PREEMPTION_BY_SCHEDULER: &str = "PreemptionByScheduler";
+pub(super) const DISRUPTION_TARGET: &str = "DisruptionTarget";
+pub(super) const PREEMPTION_BY_SCHEDULER: &str = "PreemptionByScheduler";
 
 /// The `DisruptionTarget` message: `<preemptor's schedulerName>: preempting to accommodate a higher priority pod`.
 pub(super) fn disruption_message(preemptor: &Pod) -> String {
@@ -108,31 +107,15 @@ impl PodScheduler {
     async fn evict(&self, pod: &Pod, preemptor: &Pod, node: &str, message: &str) -> Result<(), String> {
         let name = pod.name_any();
         let namespace = pod.namespace().unwrap_or_default();
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &namespace);
         if !has_condition(pod, message) {
-            let patch = json!({"status": {"conditions": [{
-                "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
-                "message": message, "lastTransitionTime": crate::workers::now(),
-            }]}});
-            match api
-                .patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
-                .await
-            {
-                Ok(_) => {}
+            match self.writer.set_disruption_target(pod, message).await {
+                Ok(()) => {}
                 Err(error) if is_not_found(&error) => return Ok(()),
                 Err(error) => return Err(format!("DisruptionTarget on {name}: {error}")),
             }
         }
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match api.delete(&name, &params).await {
-            Ok(_) => {}
+        match self.writer.delete_victim(pod).await {
+            Ok(()) => {}
             // Gone, or the UID precondition failed (the name is another pod's now): nothing to evict.
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => return Ok(()),
             Err(error) => return Err(format!("deleting {name}: {error}")),
@@ -146,13 +129,12 @@ impl PodScheduler {
     /// failure and goes on: the nomination is advisory.
     async fn clear_lower_nominations(&self, preemption: &Preemption) {
         for nominated in &preemption.lower_nominated_to_clear {
-            let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &nominated.namespace);
-            let patch = json!({"status": {"nominatedNodeName": null}});
-            match api
-                .patch_status(&nominated.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => {}
+            let key = PodKey {
+                namespace: nominated.namespace.clone(),
+                name: nominated.name.clone(),
+            };
+            match self.writer.set_nominated_node(&key, None).await {
+                Ok(()) => {}
                 Err(error) if is_not_found(&error) => {}
                 Err(error) => debug!(%error, pod = %nominated.name, "could not clear a lower nomination"),
             }
@@ -161,7 +143,7 @@ impl PodScheduler {
 
     /// kube-scheduler's Normal `Preempted` Event on the victim, related to the preemptor, naming it by UID.
     fn publish_preempted(&self, victim: &Pod, preemptor: &Pod, node: &str) {
-        self.ctx.events.publish_series(crate::events::Report {
+        let report = crate::events::Report {
             type_: EventType::Normal,
             regarding: victim.object_ref(&()),
             related: Some(preemptor.object_ref(&())),
@@ -171,13 +153,15 @@ impl PodScheduler {
                 "Preempted by pod {} on node {node}",
                 preemptor.metadata.uid.as_deref().unwrap_or_default()
             ),
-        });
+        };
+        self.writer.publish(report, Publish::Series);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_disruption_message_names_the_preemptors_scheduler() {

@@ -9,14 +9,12 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
 use ruleplane_config::scheduler::engine::volume_plan::VolumePlan;
-use serde_json::json;
 use tracing::debug;
 
-use super::PodScheduler;
+use super::{PodKey, PodScheduler};
 
 /// How often the claims are checked (`BindPodVolumes`' poll interval).
 const POLL: Duration = Duration::from_secs(1);
@@ -69,12 +67,11 @@ impl PodScheduler {
     /// `status.nominatedNodeName` set to the node before the volume work, so observers (the cluster autoscaler)
     /// see where the pod goes; the apiserver clears it at binding.
     async fn nominate_for_expectation(&self, pod: &Pod, node: &str) {
-        let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &pod.namespace().unwrap_or_default());
-        let patch = json!({"status": {"nominatedNodeName": node}});
-        if let Err(error) = api
-            .patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        let key = PodKey {
+            namespace: pod.namespace().unwrap_or_default(),
+            name: pod.name_any(),
+        };
+        if let Err(error) = self.writer.set_nominated_node(&key, Some(node)).await {
             debug!(%error, pod = %pod.name_any(), "could not set nominatedNodeName before binding volumes");
         }
     }
@@ -82,20 +79,11 @@ impl PodScheduler {
     /// `bindAPIUpdate`: every volume, then every claim to provision, updated as planned (conditional on the
     /// version read); returns the plan with the objects as the apiserver returned them.
     async fn write_bindings(&self, mut plan: VolumePlan) -> Result<VolumePlan, String> {
-        let volumes: Api<PersistentVolume> = Api::all(self.ctx.client.clone());
         for binding in &mut plan.bindings {
-            binding.volume = volumes
-                .replace(&binding.volume.name_any(), &PostParams::default(), &binding.volume)
-                .await
-                .map_err(api_text)?;
+            binding.volume = self.writer.replace_volume(&binding.volume).await.map_err(api_text)?;
         }
         for claim in &mut plan.provisions {
-            let claims: Api<PersistentVolumeClaim> =
-                Api::namespaced(self.ctx.client.clone(), &claim.namespace().unwrap_or_default());
-            *claim = claims
-                .replace(&claim.name_any(), &PostParams::default(), claim)
-                .await
-                .map_err(api_text)?;
+            *claim = self.writer.replace_claim(claim).await.map_err(api_text)?;
         }
         Ok(plan)
     }

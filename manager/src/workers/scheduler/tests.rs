@@ -1,0 +1,161 @@
+//! The scheduler worker without a cluster: caches fed synthetic nodes and pods, writes made to a recording, so the
+//! watch → decision → bind path is checked write by write.
+
+use super::recording::Recording;
+use super::*;
+use kube::runtime::watcher::Event;
+use serde_json::json;
+
+fn policy() -> SchedulerPolicy {
+    let yaml =
+        "apiVersion: ruleplane.dev/v1alpha1\nkind: SchedulerPolicy\nmetadata: { name: s }\nspec:\n  schedulerName: s\n";
+    let rules = ruleplane_config::load_str("policy.yaml", yaml).expect("valid policy");
+    rules.scheduler_policies().next().expect("one policy").clone()
+}
+
+fn pending(name: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "uid": name},
+        "spec": {"schedulerName": "s", "containers": [{"name": "c"}]},
+    }))
+    .expect("pod")
+}
+
+/// A pending pod of the policy asking for `cpu`.
+fn asking(name: &str, cpu: &str) -> DynamicObject {
+    let mut pod = pending(name);
+    pod.data["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": cpu}});
+    pod
+}
+
+fn node(name: &str, cpu: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
+    }))
+    .expect("node")
+}
+
+/// A scheduler of the policy `s` on a cache fed by the test, writing to the returned recording.
+fn scheduler() -> (Arc<PodScheduler>, Arc<Recording>) {
+    let policy = policy();
+    let writes = Arc::new(Recording::default());
+    let scheduler = Arc::new(PodScheduler {
+        engine: Mutex::new(
+            policy
+                .engine_with_post_filters(1, ruleplane_config::KubernetesVersion::NEWEST)
+                .expect("an engine"),
+        ),
+        hints: QueueingHints::new(policy.profile()),
+        policy,
+        ctx: crate::context::offline_context(),
+        cache: cache::tests::cache(),
+        writer: writes.clone(),
+    });
+    (scheduler, writes)
+}
+
+/// One pod's cycle and binding, and what they told the loop.
+async fn attempt(scheduler: &Arc<PodScheduler>, name: &str) -> Vec<Done> {
+    let (sender, mut heard) = mpsc::unbounded_channel();
+    scheduler.attempt(key(name), None, false, sender).await;
+    let mut told = Vec::new();
+    while let Ok(done) = heard.try_recv() {
+        told.push(done);
+    }
+    told
+}
+
+fn key(name: &str) -> PodKey {
+    PodKey {
+        namespace: "ns".into(),
+        name: name.into(),
+    }
+}
+
+/// A pending pod deleted while the pod watch was down: the relist does not list it, and the resync takes it out
+/// of the queue with what was kept of it (its first sighting, its reported fault: the policy is no longer
+/// degraded by it).
+#[tokio::test]
+async fn a_relist_without_a_pending_pod_settles_it() {
+    let (scheduler, _) = scheduler();
+    let pods = scheduler.cache.pods.clone();
+    let mut looped = Loop::new(scheduler, None);
+    pods.apply(Event::Apply(pending("kept")));
+    pods.apply(Event::Apply(pending("gone")));
+    looped.resync_pending();
+    assert_eq!(looped.queue.place(&key("gone")), Some(Place::Active));
+    looped.faults.insert(key("gone"));
+    looped.reported.insert(key("gone"), "0/0 nodes are available".into());
+
+    pods.apply(Event::Init);
+    pods.apply(Event::InitApply(pending("kept")));
+    pods.apply(Event::InitDone);
+    looped.on_change(&pods.key, &Change::Resync).await;
+    assert_eq!(looped.queue.place(&key("kept")), Some(Place::Active));
+    assert_eq!(looped.queue.place(&key("gone")), None, "out of the queue");
+    assert!(!looped.first_seen.contains_key(&key("gone")));
+    assert!(
+        looped.faults.is_empty() && looped.reported.is_empty(),
+        "its fault is forgotten"
+    );
+}
+
+#[tokio::test]
+async fn a_pod_that_fits_is_bound_and_told_where() {
+    let (scheduler, writes) = scheduler();
+    scheduler.cache.nodes.apply(Event::Apply(node("small", "1")));
+    scheduler.cache.nodes.apply(Event::Apply(node("large", "4")));
+    scheduler.cache.pods.apply(Event::Apply(asking("p", "2")));
+
+    let told = attempt(&scheduler, "p").await;
+    assert_eq!(
+        writes.take(),
+        [
+            "bind ns/p to large",
+            "event Normal Scheduled ns/p: Successfully assigned ns/p to large"
+        ]
+    );
+    assert!(matches!(
+        told.as_slice(),
+        [Done::Assumed(assumed), Done::Bound { key: bound, conflict: false }] if *assumed == key("p") && *bound == key("p")
+    ));
+}
+
+/// A refused binding forgets the assumption: the room goes back at once, to the next pod.
+#[tokio::test]
+async fn a_refused_binding_gives_the_room_back() {
+    let (scheduler, writes) = scheduler();
+    scheduler.cache.nodes.apply(Event::Apply(node("n", "4")));
+    scheduler.cache.pods.apply(Event::Apply(asking("p", "3")));
+    scheduler.cache.pods.apply(Event::Apply(asking("q", "3")));
+    writes.refuse_binding("p", 500);
+
+    let told = attempt(&scheduler, "p").await;
+    assert_eq!(writes.take(), ["bind ns/p to n"], "no Scheduled Event");
+    let [Done::Assumed(_), Done::Failed { error, failure, .. }] = told.as_slice() else {
+        panic!("assumed, then failed");
+    };
+    assert!(matches!(**error, SchedulingError::Binding { ref node, .. } if node == "n"));
+    assert_eq!(*failure, Failure::Error);
+
+    attempt(&scheduler, "q").await;
+    assert_eq!(writes.take()[0], "bind ns/q to n", "p's room was given back");
+}
+
+/// A pod found bound by someone else (409) is not an error: no Event, and the watch accounts it where it is.
+#[tokio::test]
+async fn a_binding_conflict_is_not_reported() {
+    let (scheduler, writes) = scheduler();
+    scheduler.cache.nodes.apply(Event::Apply(node("n", "4")));
+    scheduler.cache.pods.apply(Event::Apply(asking("p", "1")));
+    writes.refuse_binding("p", 409);
+
+    let told = attempt(&scheduler, "p").await;
+    assert_eq!(writes.take(), ["bind ns/p to n"]);
+    assert!(matches!(
+        told.as_slice(),
+        [Done::Assumed(_), Done::Bound { conflict: true, .. }]
+    ));
+}
