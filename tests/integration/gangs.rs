@@ -62,7 +62,14 @@ async fn create_member(
 
 /// A member as the plane's Workload API names its group (`workloadRef` in v1.35, `schedulingGroup` since): a typed
 /// pod of the newest version drops `workloadRef`, so it is created from its JSON.
-fn member(namespace: &str, name: &str, workload: &str, scheduler: &str, cpu: &str, id: &str) -> DynamicObject {
+pub(crate) fn member(
+    namespace: &str,
+    name: &str,
+    workload: &str,
+    scheduler: &str,
+    cpu: &str,
+    id: &str,
+) -> DynamicObject {
     let (field, reference) = crate::support::gang_reference(workload);
     let mut pod = json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -92,7 +99,7 @@ pub(crate) async fn delete_pods(client: &Client, namespace: &str) {
 
 /// The condition set on a gang's PodGroup (v1.36+) as `type status reason message observedGeneration`, once set;
 /// `-` in v1.35, which has no PodGroup object.
-async fn pod_group_condition(client: &Client, namespace: &str, name: &str) -> String {
+pub(crate) async fn pod_group_condition(client: &Client, namespace: &str, name: &str) -> String {
     if control_plane().workload_api() == WorkloadApi::V1Alpha1 {
         return "-".to_string();
     }

@@ -6,6 +6,7 @@ mod cli;
 mod external_kinds;
 mod fan_in;
 mod foundation;
+mod gang_checks;
 mod gang_corpus;
 mod gang_late_kinds;
 mod gangs;

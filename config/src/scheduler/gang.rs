@@ -189,6 +189,17 @@ impl<K: Clone + Ord> PodGroups<K> {
         })
     }
 
+    /// The group's members bound or being bound, in key order.
+    pub fn bound_members(&self, group: &GroupKey) -> Vec<K> {
+        self.members.get(group).map_or_else(Vec::new, |members| {
+            members
+                .iter()
+                .filter(|(_, m)| m.bound)
+                .map(|(key, _)| key.clone())
+                .collect()
+        })
+    }
+
     /// Every group with a live member.
     pub fn groups(&self) -> Vec<GroupKey> {
         self.members.keys().cloned().collect()
@@ -262,6 +273,10 @@ pub struct GangRun<K> {
     /// Members that fit once their preemption's victims are gone (before the quorum); nothing is evicted yet.
     preemptors: Vec<K>,
     allowed: bool,
+    /// The group's priority (`GroupPolicies::priority`) and its members bound or being bound before the run: what
+    /// v1.37 checks the run's members against before the cycle.
+    group_priority: i32,
+    scheduled: Vec<K>,
 }
 
 impl<K: Clone> GangRun<K> {
@@ -276,7 +291,26 @@ impl<K: Clone> GangRun<K> {
             reserved: Vec::new(),
             preemptors: Vec::new(),
             allowed: false,
+            group_priority: 0,
+            scheduled: Vec::new(),
         }
+    }
+
+    /// The run of a group of this priority whose members `scheduled` are bound or being bound.
+    pub fn with_group(mut self, priority: i32, scheduled: Vec<K>) -> GangRun<K> {
+        self.group_priority = priority;
+        self.scheduled = scheduled;
+        self
+    }
+
+    /// The group's priority (0 unless [`GangRun::with_group`] said otherwise).
+    pub fn group_priority(&self) -> i32 {
+        self.group_priority
+    }
+
+    /// The group's members bound or being bound before the run.
+    pub fn scheduled(&self) -> &[K] {
+        &self.scheduled
     }
 
     pub fn group(&self) -> &GroupKey {

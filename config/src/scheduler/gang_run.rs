@@ -10,6 +10,8 @@
 use std::collections::VecDeque;
 use std::fmt::Display;
 
+use k8s_openapi::api::core::v1::Pod;
+
 use super::cosched::{self, PodGroupSpec};
 use super::engine::{Behaviour, GangCycle};
 use super::gang::{
@@ -17,7 +19,7 @@ use super::gang::{
     pre_enqueue, preempting_note, rejected_member_message, rejected_note, waiting_note,
 };
 use super::pod_group::Dialect;
-use super::pod_group_cycle::{CycleVerdict, GroupCondition, GroupPreemption, PodGroupCycle};
+use super::pod_group_cycle::{CycleVerdict, GroupCondition, GroupPreemption, PodGroupCycle, group_mismatch};
 
 /// What GangScheduling makes of a popped member of a Workload's pod group.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,6 +80,9 @@ pub enum Told {
     Unschedulable { message: String, clear_nomination: bool },
     /// Waits for the run's preemptors' victims to go (told only with a `GangWaiting` Event).
     Waiting,
+    /// Failed before any cycle (v1.37's `validatePodGroup`): a SchedulerError with this text; a nomination is
+    /// cleared and the member is retried after its backoff.
+    SchedulerError { message: String },
 }
 
 /// An Event for a member of the run.
@@ -168,6 +173,39 @@ impl<K: Clone + PartialEq + Display> GangRunner<K> {
         self
     }
 
+    /// The run refused before any cycle, should `behaviour`'s kube-scheduler refuse the group (v1.37's
+    /// `validatePodGroup`, [`group_mismatch`]): every member of the run is told the error, and the PodGroup gets it
+    /// as a False `SchedulerError` condition. `priority` is the group's (`GroupPolicies::priority`), `members` the
+    /// run's pods in its order and `scheduled` the group's members already bound or being bound.
+    pub fn refusal(
+        &self,
+        behaviour: Behaviour,
+        priority: i32,
+        members: &[&Pod],
+        scheduled: &[&Pod],
+    ) -> Option<RunOutcome<K>> {
+        if self.run.group().dialect != Dialect::Workload {
+            return None;
+        }
+        let message = group_mismatch(behaviour, priority, members, scheduled)?;
+        Some(RunOutcome {
+            verdict: RunVerdict::Rejected,
+            allowed: Vec::new(),
+            given_back: Vec::new(),
+            told: self
+                .queue
+                .iter()
+                .map(|member| {
+                    let message = message.clone();
+                    (member.clone(), Told::SchedulerError { message })
+                })
+                .collect(),
+            preemptions: Vec::new(),
+            events: Vec::new(),
+            condition: GroupCondition::scheduler_error(behaviour, &message),
+        })
+    }
+
     /// The run's counts so far (its group, its quorum, Permit's assumed ∪ assigned).
     pub fn run(&self) -> &GangRun<K> {
         &self.run
@@ -188,6 +226,11 @@ impl<K: Clone + PartialEq + Display> GangRunner<K> {
             never_preempts: false,
         };
         cosched::post_filter_reason(member, Some(pod_group?), self.run.assigned(), reject_percentage)
+    }
+
+    /// The members not tried yet, in the order their cycles come.
+    pub fn queued(&self) -> impl Iterator<Item = &K> {
+        self.queue.iter()
     }
 
     /// The member whose cycle comes first (the popped one), before any is recorded.

@@ -82,9 +82,76 @@ pub struct GroupCondition {
     /// `PodGroupScheduled` (v1.36) or `PodGroupInitiallyScheduled` (v1.37).
     pub type_: &'static str,
     pub status: bool,
-    /// `Scheduled` or `Unschedulable`.
+    /// `Scheduled`, `Unschedulable` or `SchedulerError`.
     pub reason: &'static str,
     pub message: String,
+}
+
+impl GroupCondition {
+    /// The condition of a group refused before its cycle (`updatePodGroupConditionWithError`).
+    pub fn scheduler_error(behaviour: Behaviour, message: &str) -> Option<GroupCondition> {
+        behaviour.pod_group_condition().map(|type_| GroupCondition {
+            type_,
+            status: false,
+            reason: "SchedulerError",
+            message: message.to_string(),
+        })
+    }
+}
+
+/// v1.37's check of a pod group before its cycle (`validatePodGroup`, with PodGroupPreemptionPolicy off as by
+/// default): every queued member, then every member already scheduled, names the first queued member's scheduler
+/// and preemption policy and has the PodGroup's priority (`spec.priority`, 0 when unset). The error's text when
+/// one does not: kube-scheduler fails every queued member with it (SchedulerError) and sets it on the PodGroup.
+pub fn group_mismatch(
+    behaviour: Behaviour,
+    group_priority: i32,
+    queued: &[&Pod],
+    scheduled: &[&Pod],
+) -> Option<String> {
+    if !behaviour.validates_pod_groups() {
+        return None;
+    }
+    let scheduler_name = |pod: &Pod| {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.clone())
+            .unwrap_or_default()
+    };
+    let policy = |pod: &Pod| {
+        let policy = pod.spec.as_ref().and_then(|s| s.preemption_policy.clone());
+        policy.unwrap_or_else(|| "PreemptLowerPriority".to_string())
+    };
+    let first = queued.first()?;
+    let (name, first_policy) = (scheduler_name(first), policy(first));
+    queued.iter().chain(scheduled).find_map(|pod| {
+        let own = scheduler_name(pod);
+        if own != name {
+            return Some(format!(
+                "all pods in a single pod group should have the same .spec.schedulerName set, got: {} and {}",
+                go_quoted(&own),
+                go_quoted(&name)
+            ));
+        }
+        let own = priority(pod);
+        if own != group_priority {
+            return Some(format!(
+                "all pods in a single pod group should have the same priority as the pod group's priority, got \
+                 {own} and {group_priority}"
+            ));
+        }
+        let own = policy(pod);
+        (own != first_policy).then(|| {
+            format!(
+                "all pods in a single pod group should have the same preemption policy, got {own} and {first_policy}"
+            )
+        })
+    })
+}
+
+/// Go's `%q` of a name the apiserver validated (no character needs more than a backslash).
+fn go_quoted(text: &str) -> String {
+    format!("{text:?}")
 }
 
 /// The group's status after its members' cycles.

@@ -302,8 +302,13 @@ fn a_condition_moves_its_transition_time_with_its_status_and_never_turns_true_to
 }
 
 /// `simulate --gangs` and rule tests decide as the worker: the version's pod-group cycle and texts.
-#[test]
-fn a_simulation_follows_the_versions_pod_group_cycle() {
+/// `ruleplane simulate` of a 3-member gang (1 CPU each, `priority` when given) on two 1-CPU nodes, the PodGroup's
+/// spec merged with `group_spec`: each pod, its node and its text (message, then the PostFilter's).
+fn simulate_gang(
+    version: KubernetesVersion,
+    priority: Option<i32>,
+    group_spec: serde_json::Value,
+) -> Vec<(String, Option<String>, String)> {
     use crate::scheduler::gang::WorkloadApi;
     use crate::scheduler::simulate::{ClusterObjects, WorkloadRefs, gangs_of, objects_of_kind, simulate_in};
     let policy = crate::load_str(
@@ -312,65 +317,76 @@ fn a_simulation_follows_the_versions_pod_group_cycle() {
     )
     .expect("valid policy");
     let policy = policy.scheduler_policies().next().expect("one policy").clone();
-    let simulate = |version: KubernetesVersion| {
-        let api = WorkloadApi::of(version);
-        let pods: Vec<serde_json::Value> = ["m0", "m1", "m2"]
-            .iter()
-            .map(|name| {
-                json!({"kind": "Pod", "metadata": {"name": name, "namespace": "ns"},
-                       "spec": {"schedulingGroup": {"podGroupName": "train"},
-                                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}})
-            })
-            .collect();
-        let pod_group = json!({"apiVersion": api.api_version(), "kind": "PodGroup",
-                               "metadata": {"name": "train", "namespace": "ns"},
-                               "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}});
-        let (workloads, pod_groups) = gangs_of(vec![pod_group], api).expect("gang objects");
-        let cluster = ClusterObjects {
-            workloads,
-            workload_refs: WorkloadRefs::capture(api, &pods),
-            pod_groups,
-            kubernetes_version: version,
-            ..ClusterObjects::default()
-        };
-        let nodes = ["a", "b"]
-            .iter()
-            .map(|name| {
-                json!({"kind": "Node", "metadata": {"name": name},
-                               "status": {"allocatable": {"cpu": "1", "memory": "8Gi", "pods": "110"}}})
-            })
-            .collect();
-        let nodes = objects_of_kind(nodes, "Node").expect("nodes");
-        let pods = objects_of_kind(pods, "Pod").expect("pods");
-        let simulation = simulate_in(&policy, nodes, Vec::new(), pods, cluster, 1, false).expect("runs");
-        simulation
-            .placements
-            .into_iter()
-            .map(|p| {
-                let text = match p.post_filter_message {
-                    Some(post_filter) => format!("{} {post_filter}", p.message.unwrap_or_default()),
-                    None => p.message.unwrap_or_default(),
-                };
-                (p.pod, p.node, text)
-            })
-            .collect::<Vec<_>>()
+    let api = WorkloadApi::of(version);
+    let pods: Vec<serde_json::Value> = ["m0", "m1", "m2"]
+        .iter()
+        .map(|name| {
+            let mut pod = json!({"kind": "Pod", "metadata": {"name": name, "namespace": "ns"},
+                   "spec": {"schedulingGroup": {"podGroupName": "train"}, "schedulerName": "g",
+                            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}});
+            if let Some(priority) = priority {
+                pod["spec"]["priority"] = json!(priority);
+            }
+            pod
+        })
+        .collect();
+    let mut spec = json!({"schedulingPolicy": {"gang": {"minCount": 3}}});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), group_spec.as_object()) {
+        spec.extend(extra.clone());
+    }
+    let pod_group = json!({"apiVersion": api.api_version(), "kind": "PodGroup",
+                           "metadata": {"name": "train", "namespace": "ns"}, "spec": spec});
+    let (workloads, pod_groups) = gangs_of(vec![pod_group], api).expect("gang objects");
+    let cluster = ClusterObjects {
+        workloads,
+        workload_refs: WorkloadRefs::capture(api, &pods),
+        pod_groups,
+        kubernetes_version: version,
+        ..ClusterObjects::default()
     };
-    let told = |placements: &[(String, Option<String>, String)], pod: &str| {
-        let found = placements
-            .iter()
-            .find(|(name, ..)| name == pod)
-            .expect("placed or told");
-        assert_eq!(found.1, None, "{pod} is not placed");
-        found.2.clone()
-    };
-    let v1_37 = simulate(V1_37);
+    let nodes = ["a", "b"]
+        .iter()
+        .map(|name| {
+            json!({"kind": "Node", "metadata": {"name": name},
+                   "status": {"allocatable": {"cpu": "1", "memory": "8Gi", "pods": "110"}}})
+        })
+        .collect();
+    let nodes = objects_of_kind(nodes, "Node").expect("nodes");
+    let pods = objects_of_kind(pods, "Pod").expect("pods");
+    let simulation = simulate_in(&policy, nodes, Vec::new(), pods, cluster, 1, false).expect("runs");
+    simulation
+        .placements
+        .into_iter()
+        .map(|p| {
+            let text = match p.post_filter_message {
+                Some(post_filter) => format!("{} {post_filter}", p.message.unwrap_or_default()),
+                None => p.message.unwrap_or_default(),
+            };
+            (p.pod, p.node, text)
+        })
+        .collect()
+}
+
+/// The text `pod` was told, asserting it was not placed.
+fn told(placements: &[(String, Option<String>, String)], pod: &str) -> String {
+    let found = placements
+        .iter()
+        .find(|(name, ..)| name == pod)
+        .expect("placed or told");
+    assert_eq!(found.1, None, "{pod} is not placed");
+    found.2.clone()
+}
+
+#[test]
+fn a_simulation_follows_the_versions_pod_group_cycle() {
+    let v1_37 = simulate_gang(V1_37, None, json!({}));
     assert_eq!(told(&v1_37, "ns/m2"), "0/2 nodes are available: 2 Insufficient cpu.");
     assert_eq!(
         told(&v1_37, "ns/m0"),
         "pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, pod group \
          preemption: No preemption victims found for incoming preemptor"
     );
-    let v1_36 = simulate(V1_36);
+    let v1_36 = simulate_gang(V1_36, None, json!({}));
     assert_eq!(
         told(&v1_36, "ns/m2"),
         "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: 0/2 nodes are \
@@ -380,5 +396,58 @@ fn a_simulation_follows_the_versions_pod_group_cycle() {
         told(&v1_36, "ns/m1"),
         "pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, one or more plugins \
          asked to wait and no plugin rejected pod"
+    );
+}
+
+#[test]
+fn v1_37_refuses_a_group_whose_members_do_not_share_its_priority_before_its_cycle() {
+    let pod = |priority: i32, scheduler: &str, policy: Option<&str>| -> Pod {
+        let mut spec = json!({"containers": [{"name": "c"}], "priority": priority, "schedulerName": scheduler});
+        if let Some(policy) = policy {
+            spec["preemptionPolicy"] = json!(policy);
+        }
+        serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec})).expect("pod")
+    };
+    let b37 = Behaviour::of(V1_37);
+    let (a, b) = (pod(100, "g", None), pod(100, "g", Some("PreemptLowerPriority")));
+    assert_eq!(group_mismatch(b37, 100, &[&a, &b], &[]), None);
+    assert_eq!(group_mismatch(Behaviour::of(V1_36), 0, &[&a, &b], &[]), None);
+    assert_eq!(
+        group_mismatch(b37, 0, &[&a], &[]).as_deref(),
+        Some("all pods in a single pod group should have the same priority as the pod group's priority, got 100 and 0")
+    );
+    let never = pod(100, "g", Some("Never"));
+    assert_eq!(
+        group_mismatch(b37, 100, &[&a, &never], &[]).as_deref(),
+        Some(
+            "all pods in a single pod group should have the same preemption policy, got Never and PreemptLowerPriority"
+        )
+    );
+    let other = pod(100, "default-scheduler", None);
+    assert_eq!(
+        group_mismatch(b37, 100, &[&a], &[&other]).as_deref(),
+        Some(
+            "all pods in a single pod group should have the same .spec.schedulerName set, got: \"default-scheduler\" \
+             and \"g\""
+        )
+    );
+    // In a simulation every member is told the error; a PodGroup of the members' priority places them.
+    let refused = simulate_gang(V1_37, Some(100), json!({}));
+    for member in ["ns/m0", "ns/m1", "ns/m2"] {
+        assert_eq!(
+            told(&refused, member),
+            "all pods in a single pod group should have the same priority as the pod group's priority, got 100 and 0"
+        );
+    }
+    let agreed = simulate_gang(V1_37, Some(100), json!({"priority": 100}));
+    assert_eq!(
+        told(&agreed, "ns/m0"),
+        "pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, pod group \
+         preemption: No preemption victims found for incoming preemptor"
+    );
+    let v1_36 = simulate_gang(V1_36, Some(100), json!({}));
+    assert!(
+        told(&v1_36, "ns/m1").starts_with("pod group is unschedulable, waiting"),
+        "{v1_36:?}"
     );
 }

@@ -120,6 +120,8 @@ pub(super) struct Gangs {
     /// is not given is a pod whose PodGroup does not exist (`PodGroup not found`).
     pod_groups: Option<BTreeMap<(String, String), PodGroupSpec>>,
     groups: PodGroups<String>,
+    /// Every live member by `namespace/name`: v1.37 checks the bound ones before a pod-group cycle.
+    member_pods: BTreeMap<String, Pod>,
     backoffs: Backoffs,
     backoff_seconds: i64,
     reject_percentage: i32,
@@ -164,6 +166,7 @@ impl Gangs {
             refs,
             pod_groups,
             groups: PodGroups::default(),
+            member_pods: BTreeMap::new(),
             backoffs: Backoffs::default(),
             backoff_seconds: args.backoff_seconds(),
             reject_percentage: args.reject_percentage(),
@@ -183,6 +186,7 @@ impl Gangs {
                         .is_some_and(|g| !g.is_empty()),
                 };
                 gangs.groups.apply(pod_ref(pod), group, state);
+                gangs.member_pods.insert(pod_ref(pod), pod.clone());
             }
         }
         gangs
@@ -287,6 +291,40 @@ impl Gangs {
             .rejected(group, self.backoff_seconds, known, min_member, NOW);
     }
 
+    /// v1.37's check of a Workload API group before its cycle: every member of the run held with the error when
+    /// the group is refused (the worker's `run_gang` asks the same `GangRunner::refusal`).
+    fn refusal<'p>(
+        &self,
+        placer: &mut Placer,
+        runner: &GangRunner<String>,
+        pod_of: &impl Fn(&str) -> Result<&'p Pod, SimulateError>,
+    ) -> Result<Option<Vec<Placement>>, SimulateError> {
+        let group = runner.run().group();
+        let priority = self
+            .workloads
+            .as_ref()
+            .and_then(|w| w.get(&(group.namespace.clone(), group.workload.clone())))
+            .map_or(0, GroupPolicies::priority);
+        let members = runner.queued().map(|key| pod_of(key)).collect::<Result<Vec<_>, _>>()?;
+        let bound = self.groups.bound_members(group);
+        let scheduled: Vec<&Pod> = bound.iter().filter_map(|key| self.member_pods.get(key)).collect();
+        let Some(outcome) = runner.refusal(placer.behaviour(), priority, &members, &scheduled) else {
+            return Ok(None);
+        };
+        let placements = outcome
+            .told
+            .into_iter()
+            .map(|(key, told)| {
+                let message = match told {
+                    Told::SchedulerError { message } | Told::Unschedulable { message, .. } => message,
+                    Told::Waiting => String::new(),
+                };
+                Ok(placer.held(pod_of(&key)?, message, true))
+            })
+            .collect::<Result<Vec<_>, SimulateError>>()?;
+        Ok(Some(placements))
+    }
+
     /// A group's run, member by member on the snapshot, then every member's placement as the run's outcome says
     /// (the worker's `run_gang`), in the order they were decided.
     pub(super) fn run(
@@ -308,6 +346,9 @@ impl Gangs {
             None => GroupPreemption::NoVictims,
         };
         let mut runner = runner.behaving_as(placer.behaviour(), preemption);
+        if let Some(refused) = self.refusal(placer, &runner, &pod_of)? {
+            return Ok(refused);
+        }
         let workload_gang = group.dialect == Dialect::Workload;
         if let Some(spec) = spec.as_ref().filter(|spec| !spec.min_resources.is_empty())
             && let Some(gap) = cosched::resource_gap(placer.snapshot(), &group, spec)
@@ -369,6 +410,7 @@ impl Gangs {
                     message,
                     clear_nomination,
                 } => placer.held(pod, message, clear_nomination),
+                Told::SchedulerError { message } => placer.held(pod, message, true),
                 Told::Waiting => {
                     // Told only by its `GangWaiting` Event: its text is the placement's message.
                     let note = outcome

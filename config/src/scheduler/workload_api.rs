@@ -124,6 +124,8 @@ pub struct GroupPolicies {
     /// Why Ruleplane does not place the object's members: it uses a field kube-scheduler honours only with a gate
     /// beyond GenericWorkload, which Ruleplane does not evaluate (held with this text rather than placed wrongly).
     refusal: Option<String>,
+    /// A PodGroup's `spec.priority` (v1.37; the Priority admission plugin fills it from its class).
+    priority: Option<i32>,
 }
 
 /// PodGroup fields kube-scheduler v1.37 honours only with further gates (the apiserver drops them without those
@@ -167,6 +169,8 @@ struct WorkloadPodGroup {
 #[serde(rename_all = "camelCase")]
 struct PodGroupSpec {
     scheduling_policy: SchedulingPolicy,
+    #[serde(default)]
+    priority: Option<i32>,
 }
 
 impl GroupPolicies {
@@ -200,13 +204,23 @@ impl GroupPolicies {
                 });
                 let spec: PodGroupSpec = serde_json::from_value(spec)?;
                 let policies = BTreeMap::from([(String::new(), policy(spec.scheduling_policy))]);
-                return Ok(GroupPolicies { policies, refusal });
+                return Ok(GroupPolicies {
+                    policies,
+                    refusal,
+                    priority: spec.priority,
+                });
             }
         };
         Ok(GroupPolicies {
             policies,
             refusal: None,
+            priority: None,
         })
+    }
+
+    /// The group's priority (`PodGroupPriority`: a PodGroup's `spec.priority`, 0 when unset).
+    pub fn priority(&self) -> i32 {
+        self.priority.unwrap_or(0)
     }
 
     /// Why the object's members are not placed, when it uses a field Ruleplane does not evaluate.

@@ -147,6 +147,14 @@ impl Behaviour {
         self.0 <= KubernetesVersion::V1_36
     }
 
+    /// Whether a pod-group cycle starts by checking that the group's members name one scheduler, one preemption
+    /// policy and the PodGroup's priority, failing them all with a SchedulerError otherwise (v1.37:
+    /// `schedule_one_podgroup.go` `validatePodGroup`; v1.36 checks only the queued members' scheduler name, which
+    /// one policy's queue always shares).
+    pub fn validates_pod_groups(self) -> bool {
+        self.0 >= KubernetesVersion::V1_37
+    }
+
     /// The profile's filters this version runs, in its order: the profile lists built-in filters in v1.35's
     /// default order (NodeUnschedulable, then NodeName); from v1.37 NodeName comes first. NodeDeclaredFeatures is
     /// left out before v1.36, where it would skip every pod.

@@ -17,12 +17,12 @@ use ruleplane_config::scheduler::cosched::{
     self, Backoffs, Chain, Gate, Held, NoPodGroup, POD_GROUP_API, PodGroupSpec, QueueSort,
 };
 use ruleplane_config::scheduler::engine::preemption::never_preempts;
-use ruleplane_config::scheduler::engine::{Nominate, Outcome, Preemption};
+use ruleplane_config::scheduler::engine::{Behaviour, Nominate, Outcome, Preemption};
 use ruleplane_config::scheduler::gang::{
     Dialect, GANG_SCHEDULING, GangRun, GroupKey, GroupPolicies, MemberState, PodGroups, PreEnqueue, WorkloadApi,
     pre_enqueue,
 };
-use ruleplane_config::scheduler::gang_run::{Admission, GangRunner, MemberCycle, RunVerdict, Told, admit};
+use ruleplane_config::scheduler::gang_run::{Admission, GangRunner, MemberCycle, RunOutcome, RunVerdict, Told, admit};
 use ruleplane_config::scheduler::pod_group_cycle::GroupPreemption;
 use ruleplane_config::scheduler::queue::{Failure, Place};
 use tokio::sync::mpsc;
@@ -321,8 +321,10 @@ impl Loop {
             }
             Admission::Run { min_count } => min_count,
         };
+        let priority = policies.as_ref().map_or(0, GroupPolicies::priority);
         let (run, members) = self.start_run(key, group, min_count, counts.bound);
-        Popped::Run(Box::new(run), members, None)
+        let scheduled = run.scheduled().to_vec();
+        Popped::Run(Box::new(run.with_group(priority, scheduled)), members, None)
     }
 
     /// Coscheduling's PreFilter for a popped member of a PodGroup and, when it passes, its group's run (the same
@@ -375,6 +377,11 @@ impl Loop {
         bound: usize,
     ) -> (GangRun<PodKey>, Vec<PodKey>) {
         let unbound = self.gangs.as_ref().map(|g| g.unbound(&group)).unwrap_or_default();
+        let mut scheduled = self
+            .gangs
+            .as_ref()
+            .map(|g| g.groups.bound_members(&group))
+            .unwrap_or_default();
         if let Some(gangs) = self.gangs.as_mut() {
             // Let through: a member held again later is told again.
             for member in &unbound {
@@ -392,11 +399,12 @@ impl Loop {
             }
             if self.queue.place(&member) == Some(Place::Binding) {
                 placed_before += 1;
+                scheduled.push(member);
             } else if self.queue.take(&member) {
                 members.push(member);
             }
         }
-        let run = GangRun::new(group, min_count, placed_before, members.len());
+        let run = GangRun::new(group, min_count, placed_before, members.len()).with_group(0, scheduled);
         (run, members)
     }
 
@@ -631,7 +639,8 @@ impl PodScheduler {
         let mut reserved: HashMap<PodKey, (Arc<Pod>, String)> = HashMap::new();
         let mut told: Vec<Done> = Vec::new();
         let mut preemptors: HashMap<PodKey, Preemptor> = HashMap::new();
-        while let Some(key) = runner.next_member() {
+        let refusal = self.group_refusal(&runner, &queued, behaviour);
+        while let Some(key) = runner.next_member().filter(|_| refusal.is_none()) {
             let reason = runner.post_filter_reason(pod_group.as_ref(), &key.name, reject_percentage);
             let queued = queued.remove(&key).flatten();
             let cycle = match self.member_cycle(&key, queued, reason, workload_gang).await {
@@ -652,7 +661,7 @@ impl PodScheduler {
         }
         let group = runner.run().group().clone();
         // What becomes of each member is decided in `config` (`gang_run`), as `ruleplane simulate` decides it.
-        let outcome = runner.finish();
+        let outcome = refusal.unwrap_or_else(|| runner.finish());
         if let Some(condition) = outcome.condition.clone() {
             self.set_pod_group_condition(&group, condition);
         }
@@ -679,6 +688,14 @@ impl PodScheduler {
                     let nominate = self.drop_nomination(preemptor).await;
                     told.push(gang_failure(key, group.plugin(), message, nominate));
                 }
+                Told::SchedulerError { message } => told.push(Done::Failed {
+                    key,
+                    failure: Failure::Error,
+                    prepared: None,
+                    seen: 0,
+                    error: Box::new(SchedulingError::PodGroup(message)),
+                    preempting: false,
+                }),
                 Told::Waiting => told.push(Done::Waiting {
                     key,
                     plugin: group.plugin(),
@@ -750,6 +767,28 @@ impl PodScheduler {
         for result in futures::future::join_all(bindings).await {
             send(result);
         }
+    }
+
+    /// v1.37's check of a Workload API group before its cycle ([`GangRunner::refusal`]): the run's members as the
+    /// cache has them, and the members bound or being bound.
+    fn group_refusal(
+        &self,
+        runner: &GangRunner<PodKey>,
+        queued: &HashMap<PodKey, Option<Arc<Pod>>>,
+        behaviour: Behaviour,
+    ) -> Option<RunOutcome<PodKey>> {
+        if !behaviour.validates_pod_groups() {
+            return None;
+        }
+        let cached = |key: &PodKey| self.cache.pods.store.get_typed::<Pod>(Some(&key.namespace), &key.name);
+        let members: Vec<Arc<Pod>> = runner
+            .queued()
+            .filter_map(|key| queued.get(key).cloned().flatten().or_else(|| cached(key).map(Arc::new)))
+            .collect();
+        let scheduled: Vec<Pod> = runner.run().scheduled().iter().filter_map(cached).collect();
+        let members: Vec<&Pod> = members.iter().map(|pod| pod.as_ref()).collect();
+        let scheduled: Vec<&Pod> = scheduled.iter().collect();
+        runner.refusal(behaviour, runner.run().group_priority(), &members, &scheduled)
     }
 
     /// One member's cycle in a run, as `attempt` runs it, without binding and without carrying out a preemption:

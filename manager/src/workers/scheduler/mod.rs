@@ -88,6 +88,10 @@ pub enum SchedulingError {
     /// VolumeBinding's PreBind failed (kube-scheduler's text); the pod was unreserved, forgotten and is retried.
     #[error("{0}")]
     PreBind(String),
+    /// v1.37 refused the pod's Workload API group before its cycle (`validatePodGroup`: a member without the
+    /// group's priority, scheduler name or preemption policy): kube-scheduler's SchedulerError text.
+    #[error("{0}")]
+    PodGroup(String),
     /// The binding failed; the pod was forgotten and is retried.
     #[error("binding to {node} failed: {source}")]
     Binding { node: String, source: kube::Error },
@@ -102,13 +106,17 @@ impl SchedulingError {
             SchedulingError::Engine(_) => "engine",
             SchedulingError::Binding { .. } => "binding",
             SchedulingError::PreBind(_) => "prebind",
+            SchedulingError::PodGroup(_) => "pod-group",
         }
     }
 
     /// Whether the error marks the policy degraded in `/readyz` (a pod that fits nowhere is an outcome, not a
-    /// fault of the scheduler).
+    /// fault of the scheduler, nor is a group its owner must correct).
     fn degrades_rule(&self) -> bool {
-        !matches!(self, SchedulingError::Unschedulable { .. })
+        !matches!(
+            self,
+            SchedulingError::Unschedulable { .. } | SchedulingError::PodGroup(_)
+        )
     }
 
     /// What makes two reports of a pod the same report: the text and, for an unschedulable pod, the nomination.
@@ -881,7 +889,7 @@ impl PodScheduler {
                 message: message.clone(),
                 nominate: nominate.clone(),
             },
-            SchedulingError::PreBind(message) => NotScheduled {
+            SchedulingError::PreBind(message) | SchedulingError::PodGroup(message) => NotScheduled {
                 reason: "SchedulerError",
                 message: message.clone(),
                 nominate: Nominate::Clear,
