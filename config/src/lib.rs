@@ -63,6 +63,6 @@ pub use schema::rule_language_schema;
 pub use schema_reference::rule_reference_markdown;
 pub use template::{
     FillError, HELPERS, MAX_PARTIALS, MAX_RENDER_TIME, MAX_RENDERED_BYTES, MAX_TEMPLATE_BYTES, MAX_TEMPLATE_NESTING,
-    PartialProblem, Partials, StructuredText, TemplateProblem, TemplateRenderError, check_template, compile_partials,
-    render_template,
+    PartialProblem, Partials, StructuredText, TemplateProblem, TemplateRenderError, TemplateSpot, TextOrigin,
+    check_template, compile_partials, render_template,
 };

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use super::fields::{is_identifier, key, path, report_template_problems, with};
+use super::fields::{embedded_pos, is_identifier, key, path, report_template_problems, with};
 use super::schema_check::SchemaChecker;
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics};
 use crate::schema::{cached_schema, template_partials_schema_ref};
-use crate::template::{Partials, TEMPLATE_PARTIALS_KIND, TemplatePartialsDocument, compile_partials};
+use crate::template::{Partials, TEMPLATE_PARTIALS_KIND, TemplatePartialsDocument, TextOrigin, compile_partials};
 use crate::yaml_tree::Node;
 
 /// Whether `doc` is a partials document.
@@ -66,7 +66,14 @@ pub(crate) fn load_partials(documents: &[Node], lines: &[&str], out: &mut FileDi
         let text = &document.spec.partials[name];
         report_template_problems(text, problems, doc, &with(&partials_path, &[key(name)]), lines, out);
     }
-    partials
+    // A render failing inside a partial points at the partial's own text, not at the template including it.
+    partials.located(|name| {
+        let value_pos = doc.value_pos_of(&with(&partials_path, &[key(name)]));
+        Some(TextOrigin {
+            start: out.location(embedded_pos(lines, value_pos, 1, 1)),
+            later_column: embedded_pos(lines, value_pos, 2, 1).column,
+        })
+    })
 }
 
 #[cfg(test)]
@@ -146,6 +153,39 @@ mod tests {
         let errors = load_errors(&file(&PARTIALS.replace("tier: web", "tier: {{> labels}}"), CONFIG));
         assert!(errors.contains("rules.yaml:8:13: error[template]"), "{errors}");
         assert!(errors.contains("may not recurse"), "{errors}");
+    }
+
+    #[test]
+    fn a_render_failing_inside_a_partial_points_at_the_partial_in_its_file() {
+        // `labels`' second line (`tier: …`) is line 8 of the file, its `{{` at column 13.
+        let yaml = file(&PARTIALS.replace("tier: web", "tier: {{spec.tier}}"), CONFIG);
+        let rule = crate::test_rules::reconciler(&yaml, "shop");
+        let parent = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web", "namespace": "a"}});
+        let error = crate::render_children(&rule, &parent, &serde_json::Map::new()).expect_err("spec.tier is missing");
+        assert!(
+            error.to_string().starts_with(
+                "rules.yaml:8:13: child `config`: partial `labels` line 2: missing field `spec.tier` (templates are \
+                 strict;"
+            ),
+            "{error}"
+        );
+        // A status template including it fails there too.
+        // (Of a declared kind, whose status is the rule's to write.)
+        let yaml = format!(
+            "{}  status:\n    labels: {{ template: \"{{{{> labels}}}}\" }}\n---\n{}",
+            yaml.replace(
+                "for: { apiVersion: v1, kind: ConfigMap }",
+                "for: { apiVersion: example.com/v1, kind: CronTab }"
+            ),
+            crate::test_rules::resource_definition("cron-tab.example.com", "")
+        );
+        let rule = crate::test_rules::reconciler(&yaml, "shop");
+        let (_, failure) = crate::project_status(&rule, &parent, &serde_json::Map::new(), &serde_json::Map::new());
+        let failure = failure.expect("the status template fails").to_string();
+        assert!(
+            failure.starts_with("rules.yaml:8:13: status field `labels`: partial `labels` line 2: missing field"),
+            "{failure}"
+        );
     }
 
     #[test]

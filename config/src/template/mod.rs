@@ -14,13 +14,16 @@ use handlebars::{
 use serde_json::Value;
 
 mod compile;
+mod error;
 mod helpers;
 mod missing_param;
 mod partials;
 mod partials_document;
 
 pub use compile::{check_template, compile_template, compile_template_with};
-pub use partials::{MAX_PARTIALS, PartialProblem, Partials, compile_partials};
+use error::convert_render_error;
+pub use error::{TemplateProblem, TemplateRenderError, TemplateSpot};
+pub use partials::{MAX_PARTIALS, PartialProblem, Partials, TextOrigin, compile_partials};
 pub use partials_document::{TEMPLATE_PARTIALS_KIND, TemplatePartialsDocument, TemplatePartialsSpec};
 
 pub use helpers::HELPERS;
@@ -65,71 +68,6 @@ const RAW_HELPER: &str = "ruleplane:raw";
 const PLACEHOLDER_OPEN: char = '\u{E000}';
 const PLACEHOLDER_CLOSE: char = '\u{E001}';
 
-/// A problem in a template, positioned inside the template text (1-based).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct TemplateProblem {
-    /// Line inside the template.
-    pub line: usize,
-    /// Column inside the template.
-    pub column: usize,
-    /// What is wrong.
-    pub message: String,
-}
-
-/// Why rendering a template failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TemplateRenderError {
-    /// The template refers to a field the data does not have (strict mode).
-    #[error(
-        "template line {line}: missing field `{path}` (templates are strict; use `{{{{default {path} …}}}}` or `{{{{#if {path}}}}}` for optional fields)"
-    )]
-    MissingField {
-        /// Line inside the template.
-        line: usize,
-        /// The field path.
-        path: String,
-    },
-    /// A helper failed or another evaluation error.
-    #[error("template line {line}: {message}")]
-    Evaluation {
-        /// Line inside the template.
-        line: usize,
-        /// What failed.
-        message: String,
-    },
-    /// Output exceeded [`MAX_RENDERED_BYTES`].
-    #[error("rendered output exceeds {limit} bytes")]
-    OutputTooLarge {
-        /// The limit in bytes.
-        limit: usize,
-    },
-    /// Rendering took longer than [`MAX_RENDER_TIME`].
-    #[error("rendering took longer than {limit:?}")]
-    TooSlow {
-        /// The limit.
-        limit: Duration,
-    },
-}
-
-impl TemplateProblem {
-    /// Short category.
-    pub fn category(&self) -> &'static str {
-        "template"
-    }
-}
-
-impl TemplateRenderError {
-    /// Short category.
-    pub fn category(&self) -> &'static str {
-        match self {
-            TemplateRenderError::MissingField { .. } => "missing-field",
-            TemplateRenderError::Evaluation { .. } => "template",
-            TemplateRenderError::OutputTooLarge { .. } | TemplateRenderError::TooSlow { .. } => "budget",
-        }
-    }
-}
-
 /// A template compiled at load time and owned by its rule: rendering never parses the text again.
 #[derive(Clone, Debug)]
 pub struct CompiledTemplate {
@@ -157,6 +95,12 @@ impl CompiledTemplate {
     /// The partials this template includes, with those they include.
     pub fn partials(&self) -> &Partials {
         &self.partials
+    }
+
+    /// Where in its rule file `error` happened when it happened inside a partial this template includes (`None`:
+    /// in the template's own text, whose place its rule knows).
+    pub fn partial_location(&self, error: &TemplateRenderError) -> Option<crate::diagnostics::SourceLocation> {
+        self.partials.locate(error.spot()?)
     }
 
     /// Renders over `data` as plain text (a name, a namespace) within the output and time budgets.
@@ -345,7 +289,9 @@ pub fn render_template(source: &str, data: &Value) -> Result<String, TemplateRen
     match compile_template(source) {
         Ok(template) => template.render(data),
         Err(problems) => Err(TemplateRenderError::Evaluation {
-            line: problems.first().map_or(1, |p| p.line),
+            at: problems.first().map_or(TemplateSpot::in_template(1, 1), |p| {
+                TemplateSpot::in_template(p.line, p.column)
+            }),
             message: problems.into_iter().map(|p| p.message).collect::<Vec<_>>().join("; "),
         }),
     }
@@ -458,31 +404,7 @@ fn render_budgeted(template: &CompiledTemplate, data: &Value, started: Instant) 
     }
     match result {
         Ok(()) => Ok(String::from_utf8_lossy(&sink.buffer).into_owned()),
-        Err(error) => Err(convert_render_error(&error, template.source())),
-    }
-}
-
-fn convert_render_error(error: &handlebars::RenderError, source: &str) -> TemplateRenderError {
-    let line = error.line_no.unwrap_or(1);
-    // A built-in helper given a missing field says only "param at index 0 required but not found".
-    if let RenderErrorReason::ParamNotFoundForIndex(helper, index) = error.reason()
-        && let Some(path) = missing_param::missing_argument(source, line, helper, *index)
-    {
-        return TemplateRenderError::MissingField { line, path };
-    }
-    match error.reason() {
-        RenderErrorReason::MissingVariable(path) => TemplateRenderError::MissingField {
-            line,
-            path: path.clone().unwrap_or_else(|| "?".to_string()),
-        },
-        RenderErrorReason::Other(message) => TemplateRenderError::Evaluation {
-            line,
-            message: message.clone(),
-        },
-        reason => TemplateRenderError::Evaluation {
-            line,
-            message: reason.to_string(),
-        },
+        Err(error) => Err(convert_render_error(&error, template)),
     }
 }
 

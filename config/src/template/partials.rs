@@ -7,7 +7,8 @@ use std::sync::Arc;
 use handlebars::Template;
 
 use super::compile::compile_checked;
-use super::{MAX_TEMPLATE_BYTES, MAX_TEMPLATE_NESTING, TemplateProblem};
+use super::{MAX_TEMPLATE_BYTES, MAX_TEMPLATE_NESTING, TemplateProblem, TemplateSpot};
+use crate::diagnostics::SourceLocation;
 
 /// Most partials one rule file may declare.
 pub const MAX_PARTIALS: usize = 100;
@@ -29,6 +30,34 @@ pub(super) struct Partial {
     uses: Vec<String>,
     /// How deep rendering it nests: its own blocks and subexpressions, and those of the partials it includes.
     nesting: usize,
+    /// Where its text is written in the rule file (`None` when compiled from text alone).
+    origin: Option<TextOrigin>,
+}
+
+/// Where an embedded text (a partial) is written in its file: its first line's first character at `start`, and
+/// the column its later lines start at (a block scalar indents them all alike).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextOrigin {
+    /// Line 1, column 1 of the text.
+    pub start: SourceLocation,
+    /// The file's column of column 1 on the text's later lines.
+    pub later_column: usize,
+}
+
+impl TextOrigin {
+    /// The file's location of `line`:`column` (1-based) of the text.
+    pub fn at(&self, line: usize, column: usize) -> SourceLocation {
+        let (line, column) = if line <= 1 {
+            (self.start.line, self.start.column + column.saturating_sub(1))
+        } else {
+            (self.start.line + line - 1, self.later_column + column.saturating_sub(1))
+        };
+        SourceLocation {
+            file: self.start.file.clone(),
+            line,
+            column,
+        }
+    }
 }
 
 /// A problem with one declared partial: its name and the problem, positioned in its text.
@@ -68,6 +97,50 @@ impl Partials {
     /// The compiled partials, by name.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&String, &Partial)> {
         self.compiled.iter()
+    }
+
+    /// The text of the partial `name`, if compiled.
+    pub(super) fn source_of(&self, name: &str) -> Option<&str> {
+        self.compiled.get(name).map(|partial| &*partial.source)
+    }
+
+    /// Where in its rule file a render failed inside one of these partials (`None`: not in a partial, or one
+    /// whose text has no known place).
+    pub fn locate(&self, spot: &TemplateSpot) -> Option<SourceLocation> {
+        let origin = self.compiled.get(spot.partial.as_deref()?)?.origin.as_ref()?;
+        Some(origin.at(spot.line, spot.column))
+    }
+
+    /// The first place (by name, then line) one of these partials writes `needle`: the partial's name and where in
+    /// its file (`None`: written in none, or in one whose text has no known place).
+    pub fn find(&self, needle: &str) -> Option<(&str, SourceLocation)> {
+        self.compiled.iter().find_map(|(name, partial)| {
+            let origin = partial.origin.as_ref()?;
+            let (line, column) = partial
+                .source
+                .lines()
+                .enumerate()
+                .find_map(|(line, text)| Some((line + 1, text[..text.find(needle)?].chars().count() + 1)))?;
+            Some((name.as_str(), origin.at(line, column)))
+        })
+    }
+
+    /// These partials with where each one's text is written in the rule file (`origin(name)`), so that a render
+    /// failing inside one points there.
+    pub fn located(self, origin: impl Fn(&str) -> Option<TextOrigin>) -> Partials {
+        let compiled = self
+            .compiled
+            .iter()
+            .map(|(name, partial)| {
+                let mut partial = partial.clone();
+                partial.origin = origin(name);
+                (name.clone(), partial)
+            })
+            .collect();
+        Partials {
+            declared: self.declared,
+            compiled: Arc::new(compiled),
+        }
     }
 
     /// Whether there are none.
@@ -223,8 +296,11 @@ pub fn compile_partials(declared: &BTreeMap<String, String>) -> (Partials, Vec<P
     let compiled = checked
         .into_iter()
         .filter(|(name, _)| !failed.contains(name))
-        .map(|(name, partial)| {
+        .map(|(name, mut partial)| {
             let depth = nesting.get(&name).copied().flatten().unwrap_or(partial.depth);
+            // Handlebars names the innermost named template in a render error: a failure inside a partial then
+            // tells which one.
+            partial.template.name = Some(name.clone());
             let source = Arc::from(declared[&name].as_str());
             let uses = partial.uses.iter().map(|used| used.name.clone()).collect();
             (
@@ -234,6 +310,7 @@ pub fn compile_partials(declared: &BTreeMap<String, String>) -> (Partials, Vec<P
                     source,
                     uses,
                     nesting: depth,
+                    origin: None,
                 },
             )
         })

@@ -166,3 +166,49 @@ fn a_partial_may_not_write_raw_output() {
     assert_eq!((problems[0].problem.line, problems[0].problem.column), (2, 4));
     assert!(problems[0].problem.message.contains("raw output"), "{problems:?}");
 }
+
+#[test]
+fn a_render_failing_inside_a_partial_names_it_and_its_own_line_and_column() {
+    let partials = compiled(&[
+        ("outer", "a: 1\nb: {{> inner}}"),
+        ("inner", "x\n  y: {{#if (eq spec.size \"big\")}}z{{/if}}"),
+        ("tier", "tier: {{spec.tier}}"),
+    ]);
+    let template = compile_template_with("one: 1\ntwo: 2\n{{> tier}}\n", &partials).expect("compiles");
+    let error = template.render(&json!({"spec": {}})).unwrap_err();
+    let tier = TemplateSpot {
+        line: 1,
+        column: 7,
+        partial: Some("tier".into()),
+    };
+    assert_eq!(
+        error,
+        TemplateRenderError::MissingField {
+            at: tier,
+            path: "spec.tier".into()
+        }
+    );
+    assert!(
+        error
+            .to_string()
+            .starts_with("partial `tier` line 1: missing field `spec.tier`"),
+        "{error}"
+    );
+    // Through another partial: the innermost, where the expression is written; a built-in helper's missing
+    // argument is read from that partial's text.
+    let template = compile_template_with("{{> outer}}", &partials).expect("compiles");
+    let error = template.render(&json!({"spec": {}})).unwrap_err();
+    assert!(
+        matches!(&error, TemplateRenderError::MissingField { at, path }
+            if at.partial.as_deref() == Some("inner") && at.line == 2 && path == "spec.size"),
+        "{error:?}"
+    );
+    // In the template's own text, no partial is named.
+    let error = template_error("a: 1\nb: {{spec.x}}\n{{> tier}}", &partials);
+    assert_eq!(error.spot(), Some(&TemplateSpot::in_template(2, 4)));
+}
+
+fn template_error(source: &str, partials: &Partials) -> TemplateRenderError {
+    let template = compile_template_with(source, partials).expect("compiles");
+    template.render(&json!({"spec": {}})).unwrap_err()
+}

@@ -33,7 +33,7 @@ fn missing_fields_are_errors_with_the_template_line() {
     assert_eq!(
         error,
         TemplateRenderError::MissingField {
-            line: 2,
+            at: TemplateSpot::in_template(2, 4),
             path: "spec.nope".into()
         }
     );
@@ -170,7 +170,7 @@ fn errors_inside_loops_keep_their_template_line() {
     )
     .unwrap_err();
     assert!(
-        matches!(error, TemplateRenderError::MissingField { line: 3, .. }),
+        matches!(&error, TemplateRenderError::MissingField { at, .. } if at.line == 3 && at.partial.is_none()),
         "{error:?}"
     );
 }

@@ -2,7 +2,7 @@
 
 use super::super::resolved::Child;
 use super::super::types::ChildTemplate;
-use crate::diagnostics::{DiagnosticCode, FileDiagnostics, did_you_mean};
+use crate::diagnostics::{DiagnosticCode, FileDiagnostics, Pos, did_you_mean};
 use crate::load::{embedded_pos, key, path, with};
 use crate::yaml_tree::{Node, PathStep};
 
@@ -86,25 +86,32 @@ pub(super) fn check_dependencies(
             for_each.or_else(count).filter(|_| !template.contains(&needle))
         });
         if let Some(source) = item_source {
-            return doc.value_pos_of(&source);
+            return (doc.value_pos_of(&source), String::new());
         }
-        template
+        let in_template = template
             .lines()
             .enumerate()
-            .find_map(|(line, text)| Some((line + 1, text[..text.find(&needle)?].chars().count() + 1)))
-            .map_or(template_pos, |(line, column)| {
-                embedded_pos(lines, template_pos, line, column)
-            })
+            .find_map(|(line, text)| Some((line + 1, text[..text.find(&needle)?].chars().count() + 1)));
+        // Written in a partial the template includes: there, in the partials document.
+        let in_partial = || {
+            let (name, at) = children.get(index)?.template.partials().find(&needle)?;
+            Some((Pos::new(at.line, at.column), format!(" (in the partial `{name}`)")))
+        };
+        match in_template {
+            Some((line, column)) => (embedded_pos(lines, template_pos, line, column), String::new()),
+            None => in_partial().unwrap_or((template_pos, String::new())),
+        }
     };
     for (index, child) in children.iter().enumerate() {
         for dependency in &child.depends_on {
             if index_of(dependency).is_none() {
                 let suggestion = did_you_mean(dependency, children.iter().map(|c| c.id.as_str()));
+                let (at, partial) = reference_at(index, dependency);
                 out.error(
-                    reference_at(index, dependency),
+                    at,
                     DiagnosticCode::Reference,
                     format!(
-                        "child `{}` reads `children.{dependency}`, which is not among `children`{suggestion}",
+                        "child `{}` reads `children.{dependency}`{partial}, which is not among `children`{suggestion}",
                         child.id
                     ),
                 );
@@ -156,7 +163,13 @@ pub(super) fn check_dependencies(
         } else {
             format!("children `{a}` and `{b}` read each other (through `children.<id>`): a dependency cycle")
         };
-        out.error(reference_at(from, b), DiagnosticCode::Reference, message);
+        let (at, partial) = reference_at(from, b);
+        let message = if partial.is_empty() {
+            message
+        } else {
+            format!("{message}; `children.{b}` is read{partial}")
+        };
+        out.error(at, DiagnosticCode::Reference, message);
     }
     order
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use super::super::resolved::{PatchTarget, ResolvedPatch};
 use super::super::types::ReconcilerRule;
 use super::dependencies::referenced_children;
-use crate::diagnostics::{DiagnosticCode, FileDiagnostics, did_you_mean};
+use crate::diagnostics::{DiagnosticCode, FileDiagnostics, Pos, did_you_mean};
 use crate::load::{check_embedded_template, check_selector, embedded_pos, key, path, with};
 use crate::template::Partials;
 use crate::yaml_tree::{Node, PathStep};
@@ -105,20 +105,26 @@ pub(super) fn check_patches(
             if !rule.spec.children.iter().any(|child| child.id == id) {
                 let suggestion = did_you_mean(&id, rule.spec.children.iter().map(|c| c.id.as_str()));
                 let needle = format!("children.{id}");
-                // At the reference when the template itself makes it, else at the template.
-                let at = patch
+                // At the reference when the template itself makes it, else in the partial that does, else at
+                // the template.
+                let in_template = patch
                     .template
                     .lines()
                     .enumerate()
-                    .find_map(|(line, text)| Some((line + 1, text[..text.find(&needle)?].chars().count() + 1)))
-                    .map_or(template_pos, |(line, column)| {
-                        embedded_pos(lines, template_pos, line, column)
-                    });
+                    .find_map(|(line, text)| Some((line + 1, text[..text.find(&needle)?].chars().count() + 1)));
+                let in_partial = || {
+                    let (name, at) = template.as_ref()?.partials().find(&needle)?;
+                    Some((Pos::new(at.line, at.column), format!(" (in the partial `{name}`)")))
+                };
+                let (at, partial) = match in_template {
+                    Some((line, column)) => (embedded_pos(lines, template_pos, line, column), String::new()),
+                    None => in_partial().unwrap_or((template_pos, String::new())),
+                };
                 out.error(
                     at,
                     DiagnosticCode::Reference,
                     format!(
-                        "patch `{}` reads `children.{id}`, which is not among `children`{suggestion}",
+                        "patch `{}` reads `children.{id}`{partial}, which is not among `children`{suggestion}",
                         patch.id
                     ),
                 );

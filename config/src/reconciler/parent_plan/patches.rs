@@ -249,7 +249,7 @@ fn select<'a>(
         template
             .render(context)
             .map(|text| text.trim().to_string())
-            .map_err(|error| patch_error(patch, format!("{what}: {error}")))
+            .map_err(|error| template_error(patch, template, &format!("{what}: "), &error))
     };
     let same_place = |object: &&Value| {
         text(object, "/apiVersion").as_deref() == Some(patch.api_version.as_str())
@@ -302,7 +302,7 @@ fn render_fields(patch: &ResolvedPatch, context: &Value) -> Result<Value, Render
     let structured = patch
         .template
         .render_structured(context)
-        .map_err(|error| patch_error(patch, error.to_string()))?;
+        .map_err(|error| template_error(patch, &patch.template, "", &error))?;
     let documents = parse_json_documents(structured.text())
         .map_err(|error| patch_error(patch, format!("rendered output is not valid YAML: {}", error.message)))?;
     let mut object = match <[Value; 1]>::try_from(documents) {
@@ -417,6 +417,20 @@ fn patch_error(patch: &ResolvedPatch, message: String) -> RenderError {
         patch: patch.id.clone(),
         location: patch.source.clone(),
         message,
+    }
+}
+
+/// A failing template of a patch, located in the partial it failed in when it did (else at the patch).
+fn template_error(
+    patch: &ResolvedPatch,
+    template: &crate::template::CompiledTemplate,
+    what: &str,
+    error: &crate::template::TemplateRenderError,
+) -> RenderError {
+    RenderError::Patch {
+        patch: patch.id.clone(),
+        location: template.partial_location(error).unwrap_or_else(|| patch.source.clone()),
+        message: format!("{what}{error}"),
     }
 }
 

@@ -14,7 +14,7 @@ pub enum RenderError {
         /// Where in the rule file (the template line when known).
         location: SourceLocation,
         /// The template error.
-        error: TemplateRenderError,
+        error: Box<TemplateRenderError>,
     },
     /// The rendered text is not valid YAML.
     #[error("{location}: child `{child}`: rendered output is not valid YAML at output line {}, column {}: {}\n  | {}", problem.line, problem.column, problem.message, problem.rendered_line)]
@@ -68,7 +68,7 @@ pub enum RenderError {
         /// Where the rule is in its file.
         location: SourceLocation,
         /// The template error.
-        error: TemplateRenderError,
+        error: Box<TemplateRenderError>,
     },
     /// A lookup's name or namespace template failed.
     #[error("lookup `{lookup}`: {error}")]
@@ -76,7 +76,7 @@ pub enum RenderError {
         /// The lookup's name.
         lookup: String,
         /// The template error.
-        error: TemplateRenderError,
+        error: Box<TemplateRenderError>,
     },
     /// A lookup's rendered name or namespace is not a Kubernetes name (it becomes part of a request path).
     #[error("lookup `{lookup}`: {message}")]

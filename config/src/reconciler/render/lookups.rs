@@ -28,7 +28,7 @@ pub fn render_lookup_target(lookup: &ResolvedLookup, parent: &Value) -> Result<(
     let render = |template: &CompiledTemplate| {
         template.render(&context).map_err(|error| RenderError::Lookup {
             lookup: lookup.name.clone(),
-            error,
+            error: Box::new(error),
         })
     };
     let object_name = render(name_template)?;

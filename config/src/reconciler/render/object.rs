@@ -49,18 +49,19 @@ pub(super) fn render_one(
 ) -> Result<Value, RenderError> {
     let start = &template.source;
     let template_error = |error: TemplateRenderError| {
-        let template_line = match &error {
-            TemplateRenderError::MissingField { line, .. } | TemplateRenderError::Evaluation { line, .. } => *line,
-            _ => 1,
-        };
-        RenderError::Template {
-            child: template.id.clone(),
-            location: SourceLocation {
+        // In a partial: its line in the file that declares it; in the template: the template's line.
+        let location = template.template.partial_location(&error).unwrap_or_else(|| {
+            let template_line = error.spot().map_or(1, |spot| spot.line);
+            SourceLocation {
                 file: start.file.clone(),
                 line: start.line + template_line.saturating_sub(1),
                 column: start.column,
-            },
-            error,
+            }
+        });
+        RenderError::Template {
+            child: template.id.clone(),
+            location,
+            error: Box::new(error),
         }
     };
     let structured = template.template.render_structured(context).map_err(template_error)?;

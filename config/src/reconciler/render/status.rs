@@ -59,8 +59,8 @@ fn status_values<'a>(
                 .map(|text| typed_status_text(&text, *value_type))
                 .map_err(|error| RenderError::Status {
                     field: field.name.clone(),
-                    location: rule.source.clone(),
-                    error,
+                    location: template.partial_location(&error).unwrap_or_else(|| rule.source.clone()),
+                    error: Box::new(error),
                 }),
         };
         (field.name.as_str(), value)

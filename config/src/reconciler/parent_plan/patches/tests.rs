@@ -348,6 +348,30 @@ fn a_patch_template_includes_the_files_partials_and_an_unknown_one_is_a_located_
 }
 
 #[test]
+fn a_patch_failing_inside_a_partial_points_at_the_partial() {
+    let rule = reconciler(
+        &PARTIAL_PATCH
+            .replace("PARTIAL", "team")
+            .replace("{{data.team}}", "{{data.tema}}"),
+        "label-pods",
+    );
+    let plan = plan_patches(
+        &rule,
+        &parent("blue"),
+        true,
+        &Map::new(),
+        &Map::new(),
+        &[pod("web-0", "shop", json!({"app": "web"}))],
+    );
+    let failure = plan.failures.first().expect("the partial fails").to_string();
+    // `team`'s text starts on line 7 of the file, column 7; its `{{` is at column 14.
+    assert!(
+        failure.starts_with("rules.yaml:7:14: patch `team`: partial `team` line 1: missing field `data.tema`"),
+        "{failure}"
+    );
+}
+
+#[test]
 fn an_update_of_a_child_with_handed_over_fields_carries_them_for_a_recreate() {
     let rule = scaled_rule();
     let parent = parent("blue");
