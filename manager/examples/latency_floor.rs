@@ -1,8 +1,8 @@
 //! The Reconciler benchmark's latency floor: the least a controller can do for the benchmark's rule and still
-//! write what the issue requires — on each parent change seen on its watch (a new `metadata.generation`), apply
+//! write what a Reconciler must — on each parent change seen on its watch (a new `metadata.generation`), apply
 //! the ConfigMap and the Deployment at once, then write the parent's status and a Normal Event. No cache, no
 //! rendering, no comparison, no queue. It watches the children as any controller must that puts back a hand
-//! edit within a second (the issue requires it), and does nothing with their events: the apiserver serves those
+//! edit within a second (a Reconciler does), and does nothing with their events: the apiserver serves those
 //! watches for it as for Ruleplane. The latency probe (update_latency) run against it gives the update → child
 //! latency the apiserver allows on this machine; used by tests/bench/reconciler.sh.
 //!

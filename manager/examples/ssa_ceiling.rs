@@ -4,7 +4,7 @@
 //! With PARENT_NAMESPACE (where the benchmark's converged BenchApps `app-0…` are) it also sends, per parent, the
 //! writes the Reconciler must send besides the applies: a status merge patch (`observedGeneration` and two
 //! conditions, as the worker writes them) and a Normal Event on the parent — the ceiling of any controller that
-//! reports as the issue requires.
+//! reports as a Reconciler must.
 //!
 //! Usage: ssa_ceiling KUBECONFIG NAMESPACE PARENTS CONCURRENCY [PARENT_NAMESPACE]
 

@@ -86,29 +86,30 @@ pub struct RunArgs {
     /// Address for /healthz and /readyz (`:8081` = all interfaces, `0` = disabled).
     #[arg(long, env = "RULEPLANE_HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081")]
     pub health_probe_bind_address: String,
-    /// Run workers only while holding the leader lease (disable only for a single replica).
+    /// Share the work between replicas through Leases: each unit (a rule kind's workers, a shard of Reconciler
+    /// parents) runs where its Lease is held. Disable only for a single replica, which then runs everything.
     #[arg(long, env = "RULEPLANE_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
-    /// Namespace of the leader Lease; defaults to the pod's namespace in a cluster, else `default`.
+    /// Namespace of the Leases (members and units); defaults to the pod's namespace in a cluster, else `default`.
     #[arg(long, env = "RULEPLANE_LEADER_ELECTION_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
-    /// Name of the leader Lease.
+    /// Name prefix of the Leases (two installations in one namespace need different ones).
     #[arg(long, env = "RULEPLANE_LEADER_ELECTION_ID", default_value = "ruleplane")]
     pub leader_election_id: String,
     /// How many shards Reconciler parents are split into for replicas to share (each a Lease; see
     /// docs/operations.md). Every replica must run with the same number.
     #[arg(long, env = "RULEPLANE_SHARDS", default_value_t = ruleplane_config::sharding::DEFAULT_SHARDS, value_parser = parse_shards)]
     pub shards: u32,
-    /// This replica's identity in the Lease; defaults to $POD_NAME, else hostname plus a random suffix.
+    /// This replica's identity in the Leases; defaults to $POD_NAME, else hostname plus a random suffix.
     #[arg(long, env = "RULEPLANE_IDENTITY")]
     pub identity: Option<String>,
     /// How long a Lease is valid without renewal (kube-scheduler's default).
     #[arg(long, env = "RULEPLANE_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
     pub lease_duration: Duration,
-    /// A leader that could not renew for this long stops its workers.
+    /// A replica that could not renew a unit's Lease for this long stops that unit's work.
     #[arg(long, env = "RULEPLANE_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration)]
     pub renew_deadline: Duration,
-    /// How often to try to acquire or renew the Lease.
+    /// How often to try to acquire or renew the Leases.
     #[arg(long, env = "RULEPLANE_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
     pub retry_period: Duration,
     /// How often the rules path is checked for changes (ConfigMap volume updates included).
@@ -231,7 +232,7 @@ pub struct RbacArgs {
     /// Name of the ClusterRole and Role.
     #[arg(long, env = "RULEPLANE_RBAC_NAME", default_value = "ruleplane")]
     pub name: String,
-    /// Namespace of the leader Lease (where the Role goes).
+    /// Namespace of the Leases (where the Role goes).
     #[arg(long, env = "RULEPLANE_LEADER_ELECTION_NAMESPACE", default_value = "default")]
     pub leader_election_namespace: String,
     /// `manifests`: a ClusterRole and Role; `helm-values`: the chart's `rbac.customResourceDefinitions` and

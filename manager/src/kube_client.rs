@@ -189,11 +189,11 @@ pub fn limited_client(config: Config, limits: ClientLimits) -> anyhow::Result<Cl
     Ok(builder.with_layer(&in_flight).with_layer(&rate).build())
 }
 
-/// The leader election's client: the same settings, its own connections, none of the workers' limits. A renewal
+/// The Leases' client: the same settings, its own connections, none of the workers' limits. A renewal
 /// queued behind a burst of worker requests (for a token, a permit, or a pooled connection) could miss the renew
 /// deadline although the apiserver answers it in milliseconds.
 pub fn lease_client(config: Config) -> anyhow::Result<Client> {
-    Client::try_from(config).context("building the leader election's Kubernetes client")
+    Client::try_from(config).context("building the Leases' Kubernetes client")
 }
 
 /// At most `limit` requests in flight at once, watches aside (a watch holds its request open for minutes). Over

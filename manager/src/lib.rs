@@ -1,5 +1,5 @@
 //! The Ruleplane manager: CLI, Kubernetes I/O, shared watches, the worker runner, one folder per worker kind,
-//! leader election and the HTTP endpoints. `main.rs` only parses the command line and calls in here: the
+//! the Leases that share units of work between replicas, and the HTTP endpoints. `main.rs` only parses the command line and calls in here: the
 //! commands (`cli`, `run`, `diff`, `offline`, `logging`) are the API, with `kube_client` for the integration
 //! tests; every other module is private, so what nothing uses shows as dead code.
 

@@ -8,7 +8,7 @@ use ruleplane::{diff, logging, offline, run};
 
 /// The manager allocates and frees small objects at a high rate (decoded watch events, per-node decision
 /// results, rendered children); mimalloc's thread-local free lists do that with far less CPU than glibc's malloc
-/// (see docs/benchmarks.md for the figures).
+/// (docs/benchmarks.md, History).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -345,8 +345,8 @@ async fn apply_load(
     }
 }
 
-/// Checks the permissions `rules` need and shows what is missing in `/readyz`, off the main loop: leadership
-/// changes and reloads must not wait for the apiserver's answers.
+/// Checks the permissions `rules` need and shows what is missing in `/readyz`, off the main loop: changes of
+/// units and reloads must not wait for the apiserver's answers.
 fn spawn_permission_report(
     client: &kube::Client,
     health: &Arc<Health>,

@@ -106,7 +106,7 @@ printf 'ruleplane: no-op resync of %d converged parents (new manager, start → 
 echo "ruleplane: start and resync, $(lag "$mport")"
 # Event → child latency on the converged set, in steady state (the manager's queue drained first): RATE parent
 # updates/s for 20 s, each timed to its child's change; then the same probe against the least controller that
-# writes what the issue requires (latency_floor.rs). In the order Ruleplane, floor, floor, Ruleplane: a plane gets
+# writes what a Reconciler must (latency_floor.rs). In the order Ruleplane, floor, floor, Ruleplane: a plane gets
 # slower or quieter over a run (etcd grows, the machine is shared), and that order puts both at the same mean
 # position.
 breakdown() { python3 "$root/tests/bench/latency_breakdown.py" "$work/$1-before.txt" "$work/$1-after.txt" "${@:2}"; }
@@ -202,7 +202,7 @@ echo "$out"
 ceiling_rate=$(sed -E 's/.* = ([0-9.]+) parents\/s.*/\1/' <<<"$out")
 printf 'ruleplane / ceiling: %.2f×\n' "$(awk "BEGIN{print $rp_rate/$ceiling_rate}")"
 # The same loop also writing what the Reconciler must write besides the applies (each parent's status, a Normal
-# Event on it): the ceiling of any controller that reports as issue 9 requires, on the converged parents.
+# Event on it): the ceiling of any controller that reports as a Reconciler must, on the converged parents.
 rns="bench-ceiling-reporting-$$"; kubectl create namespace "$rns" >/dev/null; namespaces+=("$rns")
 apiserver_before=$(proc_cpu "$apiserver_pid"); etcd_before=$(proc_cpu "$etcd_pid")
 out=$("$ceiling" "$KUBECONFIG" "$rns" "$parents" "$concurrency" "$ns")

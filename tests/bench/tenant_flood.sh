@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A hostile tenant floods its namespace with ConfigMaps carrying Ruleplane's child labels and one real parent's UID,
 # annotated as children of that very parent, in its namespace, with a child id the rule has: everything but the
-# signature (issue 23). Prints the manager's RSS before and after, what its shared child watch holds and refused,
+# signature. Prints the manager's RSS before and after, what its shared child watch holds and refused,
 # whether any forged object was deleted and whether the real child is intact.
 # Figures only, no pass/fail on memory.
 # Usage: tests/bench/tenant_flood.sh [OBJECTS] [BYTES]   (defaults 10000 1024: data bytes per forged object)

@@ -5,7 +5,7 @@
 # extracted layer as user 65532 in a read-only chroot (when root), the binary runs: `--version` names the
 # workspace's version and the commit, `validate` accepts examples/, the entrypoint given `validate /rules` and
 # `test /rules` checks examples/ put where a mounted volume would be (the CI step docs/testing.md shows), and `run`
-# as the chart runs it (in-cluster config, service account token and CA, leader election) becomes ready against a
+# as the chart runs it (in-cluster config, service account token and CA, its Leases) becomes ready against a
 # private control plane (tests/control-plane; skipped when it is not built). Prints "image: N passed, M failed"
 # last and exits non-zero on any failure.
 set -uo pipefail
@@ -177,8 +177,8 @@ for step in "validate /rules" "test /rules"; do
 done
 
 # `run` the way the chart does, in-cluster: the API server's address from KUBERNETES_SERVICE_HOST/PORT (an IP, no
-# DNS), the service account's token and ca.crt (rustls with that CA; the image has no CA bundle), leader election
-# on a Lease. Against a private control plane of the repo's own (tests/control-plane), when it is built.
+# DNS), the service account's token and ca.crt (rustls with that CA; the image has no CA bundle), the
+# Leases. Against a private control plane of the repo's own (tests/control-plane), when it is built.
 k8s_bin="$cache/k8s/$k8s_version"
 if [ "$(id -u)" -ne 0 ]; then
   skipped=$((skipped + 1)); echo "skip run in-cluster: needs root for the chroot"

@@ -1,5 +1,5 @@
 //! A hostile tenant on the real plane: parent data that tries to move a child, objects forged with Ruleplane's
-//! labels (even in the parent's own namespace: only the signature tells them apart), and finalizers left behind by a rule whose selector narrowed while no manager ran (issue 23).
+//! labels (even in the parent's own namespace: only the signature tells them apart), and finalizers left behind by a rule whose selector narrowed while no manager ran.
 
 use std::time::Duration;
 

@@ -182,7 +182,7 @@ impl ObjectCache {
 
     /// What `read` takes from each cached object's metadata. Objects kept as text are read one at a time and
     /// only as far as their metadata: a rebuild over 10,000 cached objects never holds them all parsed at once
-    /// (which took 40 MiB or more of transient memory the allocator did not always give back).
+    /// (transient memory the allocator does not always give back).
     pub fn map_metadata<T>(&self, mut read: impl FnMut(&ObjectMeta) -> Option<T>) -> Vec<T> {
         #[derive(serde::Deserialize)]
         struct MetadataOnly {

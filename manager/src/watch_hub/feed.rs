@@ -29,10 +29,9 @@ pub struct SharedWatch {
     changes: broadcast::Sender<Change>,
     /// An indexed watch's subscribers of one value of its first index label ([`SharedWatch::subscribe_labelled`]):
     /// with many Reconciler rules on one child kind, each hears its own children's changes, not every rule's
-    /// (1,000 rules × 2,000 children were 2 million notifications, each waking a worker to find it was not its
-    /// child). A queue per subscriber rather than a broadcast channel per value: a broadcast channel allocates
-    /// all its slots at once (48 KiB for 1,024), and 1,000 rules took 42 MiB more that way; a queue holds only
-    /// what waits.
+    /// (otherwise every child event wakes every rule's worker to find it is not its child). A queue per subscriber
+    /// rather than a broadcast channel per value: a broadcast channel allocates all its slots at once (48 KiB for
+    /// 1,024, per rule); a queue holds only what waits.
     routes: Mutex<HashMap<String, Vec<std::sync::Weak<RouteQueue>>>>,
     synced: watch::Sender<bool>,
     resyncs: Counter,

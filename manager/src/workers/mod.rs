@@ -33,7 +33,7 @@ pub async fn run(
     }
 }
 
-/// What a changed rule leaves behind that its restarted worker will not see (only called on the leader): a
+/// What a changed rule leaves behind that its restarted worker will not see (only called where the rule's unit runs): a
 /// Reconciler's dropped patches are released.
 pub async fn on_rule_changed(old: &Rule, new: &Rule, ctx: &WorkerContext) {
     if let (Rule::Reconciler(old), Rule::Reconciler(new)) = (old, new) {
@@ -41,7 +41,7 @@ pub async fn on_rule_changed(old: &Rule, new: &Rule, ctx: &WorkerContext) {
     }
 }
 
-/// Applies a removed rule's deletion policy (only called on the leader); `remaining` is the new rule set.
+/// Applies a removed rule's deletion policy (only called where the rule's unit runs); `remaining` is the new rule set.
 pub async fn on_rule_removed(rule: &Rule, remaining: &[Rule], ctx: &WorkerContext) {
     match rule {
         Rule::ResourceDefinition(rd) => resource_definition::on_rule_removed(rd, remaining, ctx).await,
