@@ -39,7 +39,7 @@ impl RuleKind {
     }
 
     /// Parses the `kind:` spelling.
-    pub fn from_name(name: &str) -> Option<RuleKind> {
+    pub(crate) fn from_name(name: &str) -> Option<RuleKind> {
         RuleKind::ALL.into_iter().find(|kind| kind.as_str() == name)
     }
 }
@@ -81,7 +81,7 @@ pub struct LabelSelector {
 impl LabelSelector {
     /// The selector as kube-core's I/O-free [`kube_core::Selector`], which matches labels and prints the
     /// query-string syntax of the Kubernetes API.
-    pub fn to_selector(&self) -> kube_core::Selector {
+    pub(crate) fn to_selector(&self) -> kube_core::Selector {
         let equal = self
             .match_labels
             .iter()

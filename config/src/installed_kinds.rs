@@ -114,7 +114,7 @@ pub fn load_crd_paths(paths: &[PathBuf]) -> Result<InstalledKinds, Diagnostics> 
 }
 
 /// [`load_crd_paths`] for texts already read: `(file name, text)`.
-pub fn load_crd_texts(files: &[(String, String)]) -> Result<InstalledKinds, Diagnostics> {
+pub(crate) fn load_crd_texts(files: &[(String, String)]) -> Result<InstalledKinds, Diagnostics> {
     let mut kinds: Vec<InstalledKind> = Vec::new();
     // In file order, as the rule loader reports.
     let problems = each_document(files, |doc, out| {

@@ -88,7 +88,7 @@ impl CompiledPath {
 
     /// The field names the path starts with, as long as each step selects one name: `{.children.svc['x']}` →
     /// `children`, `svc`, `x`; `$.lookups[?@.a]` → `lookups` (a filter, wildcard, index or descendant ends it).
-    pub fn leading_names(&self) -> Vec<&str> {
+    pub(crate) fn leading_names(&self) -> Vec<&str> {
         use jsonpath_rust::parser::model::{Segment, Selector};
         self.query
             .segments
@@ -115,7 +115,7 @@ impl CompiledPath {
     }
 
     /// What the expression selects as one value: nothing → `None`, one match → it, several → a list.
-    pub fn select_one(&self, value: &Value) -> Option<Value> {
+    pub(crate) fn select_one(&self, value: &Value) -> Option<Value> {
         let mut found = self.select(value);
         match found.len() {
             0 => None,
@@ -126,7 +126,7 @@ impl CompiledPath {
 }
 
 /// Whether a selected value counts as true for `readyWhen`: present and not `false`, `null`, `""`, `[]`, `{}`.
-pub fn is_truthy(value: Option<&Value>) -> bool {
+pub(crate) fn is_truthy(value: Option<&Value>) -> bool {
     match value {
         None | Some(Value::Null) | Some(Value::Bool(false)) => false,
         Some(Value::String(s)) => !s.is_empty() && s != "False" && s != "false",

@@ -49,8 +49,8 @@ pub use common::{
     RuleKind, RuleMetadata,
 };
 pub use diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, SourceLocation};
-pub use installed_kinds::{InstalledKind, InstalledKinds, load_crd_paths, load_crd_texts};
-pub use jsonpath::{CompiledPath, JsonPathError, is_truthy};
+pub use installed_kinds::{InstalledKind, InstalledKinds, load_crd_paths};
+pub use jsonpath::{CompiledPath, JsonPathError};
 pub use kubernetes_version::{KubernetesVersion, ServerVersion, UnknownVersion};
 pub use load::{LoadOptions, UnknownKinds, load_paths, load_paths_with, load_str, load_str_with, rule_files};
 pub use rbac::{Permission, helm_values, manager_permissions, rbac_manifests, rule_permissions, underived_kinds};

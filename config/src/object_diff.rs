@@ -43,7 +43,7 @@ pub fn project(actual: &Value, expected: &Value) -> Value {
 }
 
 /// A unified diff of two YAML texts (empty when equal), labelled like `diff -u`.
-pub fn unified_diff(old_label: &str, old: &str, new_label: &str, new: &str) -> String {
+pub(crate) fn unified_diff(old_label: &str, old: &str, new_label: &str, new: &str) -> String {
     if old == new {
         return String::new();
     }

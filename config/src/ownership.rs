@@ -33,7 +33,7 @@ pub const RETAIN_ANNOTATION: &str = "ruleplane.dev/retain";
 
 /// Whether an object carries [`RETAIN_ANNOTATION`] set to `"true"`: the one reading of it, for pruning, release on
 /// the parent's deletion and owner references alike (any other value, `"false"` included, retains nothing).
-pub fn is_retained(object: &serde_json::Value) -> bool {
+pub(crate) fn is_retained(object: &serde_json::Value) -> bool {
     object
         .pointer("/metadata/annotations")
         .and_then(|annotations| annotations.get(RETAIN_ANNOTATION))
@@ -108,12 +108,12 @@ pub fn cleanup_finalizer(rule: &str) -> String {
 }
 
 /// Whether `labels` mark an object as created by Ruleplane.
-pub fn is_managed(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+pub(crate) fn is_managed(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
     labels.and_then(|l| l.get(MANAGED_BY_LABEL)).map(String::as_str) == Some(MANAGED_BY_VALUE)
 }
 
 /// The rule named in `labels`, if any.
-pub fn owning_rule(labels: Option<&std::collections::BTreeMap<String, String>>) -> Option<&str> {
+pub(crate) fn owning_rule(labels: Option<&std::collections::BTreeMap<String, String>>) -> Option<&str> {
     labels.and_then(|l| l.get(RULE_LABEL)).map(String::as_str)
 }
 

@@ -239,7 +239,7 @@ impl ChildSigner {
     }
 
     /// [`ChildSigner::provenance`] of an object as JSON (unproven when it lacks the rule or parent labels).
-    pub fn provenance_of(&self, object: &Value) -> Provenance {
+    pub(crate) fn provenance_of(&self, object: &Value) -> Provenance {
         match ObservedIdentity::of(object) {
             Some(observed) => self.provenance(&observed),
             None if matches!(self, ChildSigner::Unsigned) => Provenance::Unchecked,

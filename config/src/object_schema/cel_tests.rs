@@ -55,7 +55,8 @@ fn validate_reports_a_resource_definitions_rules_at_the_template_lines_that_brea
 
 #[test]
 fn rules_of_crds_given_with_crds_are_evaluated_with_escaped_names_and_message_expressions() {
-    let installed = crate::load_crd_texts(&[("crds.yaml".into(), CRDS.into())]).expect("valid manifest");
+    let installed =
+        crate::installed_kinds::load_crd_texts(&[("crds.yaml".into(), CRDS.into())]).expect("valid manifest");
     let options = crate::LoadOptions {
         installed,
         ..Default::default()

@@ -57,12 +57,12 @@ const NOT_DECLARED: &str = "field not declared in schema";
 
 impl SchemaProblem {
     /// Whether the problem is a required field that is absent (its path ends in the missing field).
-    pub fn is_missing_field(&self) -> bool {
+    pub(crate) fn is_missing_field(&self) -> bool {
         self.message == MISSING_FIELD
     }
 
     /// The path as text (`spec.containers[0].name`).
-    pub fn path_text(&self) -> String {
+    pub(crate) fn path_text(&self) -> String {
         let mut out = String::new();
         for segment in &self.path {
             match segment {
@@ -110,7 +110,7 @@ pub struct KindSchemas {
 
 impl KindSchemas {
     /// Adds the schema of one served version of a CRD (`openAPIV3Schema` as written in the CRD).
-    pub fn add_custom(&mut self, api_version: &str, kind: &str, open_api_v3_schema: &Value) {
+    pub(crate) fn add_custom(&mut self, api_version: &str, kind: &str, open_api_v3_schema: &Value) {
         let key = kind_key(api_version, kind);
         let compacted = compact(open_api_v3_schema, &mut |_| None);
         self.cel.compile_schema(&key, &compacted);
@@ -142,7 +142,7 @@ impl KindSchemas {
 
     /// The CEL rules of the CRDs' schemas that are not evaluated offline, each with why, as warnings located at
     /// the ResourceDefinition or CRD manifest (transition rules are not among them: skipping those is expected).
-    pub fn skipped_rule_warnings(&self) -> Vec<crate::reconciler::RuleWarning> {
+    pub(crate) fn skipped_rule_warnings(&self) -> Vec<crate::reconciler::RuleWarning> {
         self.cel.warnings()
     }
 

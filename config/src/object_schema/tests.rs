@@ -150,7 +150,8 @@ fn the_schemas_of_crd_manifests_given_with_crds_check_children_of_their_kinds() 
         versions:\n    - name: v1\n      served: true\n      storage: true\n      schema:\n        openAPIV3Schema:\n          \
         type: object\n          properties:\n            spec:\n              type: object\n              \
         required: [secretName]\n              properties: { secretName: { type: string } }\n";
-    let installed = crate::load_crd_texts(&[("crds.yaml".into(), manifest.into())]).expect("valid manifest");
+    let installed =
+        crate::installed_kinds::load_crd_texts(&[("crds.yaml".into(), manifest.into())]).expect("valid manifest");
     let rules = "apiVersion: ruleplane.dev/v1alpha1\nkind: Reconciler\nmetadata: { name: tls }\nspec:\n  \
         for: { apiVersion: v1, kind: Service }\n  children:\n    - id: certificate\n      template: |\n        \
         apiVersion: certs.example.org/v1\n        kind: Certificate\n        metadata: { name: \"{{metadata.name}}\" }\n        \

@@ -52,23 +52,13 @@ impl ResourceDefinitionRule {
     }
 
     /// Whether removing the rule deletes the CRD and all its objects (`deletionPolicy: Delete`).
-    pub fn deletes_crd_on_removal(&self) -> bool {
+    pub(crate) fn deletes_crd_on_removal(&self) -> bool {
         self.spec.deletion_policy == DeletionPolicy::Delete
     }
 
     /// The name of the CRD this rule manages, `<plural>.<group>`.
     pub fn crd_name(&self) -> String {
         self.names.crd_name()
-    }
-
-    /// The storage version's name.
-    pub fn storage_version(&self) -> Option<&str> {
-        let single = self.spec.versions.len() == 1;
-        self.spec
-            .versions
-            .iter()
-            .find(|version| version.storage.unwrap_or(single))
-            .map(|version| version.name.as_str())
     }
 }
 

@@ -317,11 +317,6 @@ impl<K: Clone> GangRun<K> {
         &self.group
     }
 
-    /// Whether the quorum was met in this run.
-    pub fn is_allowed(&self) -> bool {
-        self.allowed
-    }
-
     /// Members reserved (this run) or placed before it: Permit's assumed ∪ assigned.
     pub fn assigned(&self) -> usize {
         self.placed_before + self.reserved.len()
@@ -406,18 +401,18 @@ impl<K: Clone> GangRun<K> {
     }
 
     /// The Normal `GangWaiting` Event's text (Ruleplane's): how many members are ready of how many needed.
-    pub fn waiting_note(&self) -> String {
+    pub(crate) fn waiting_note(&self) -> String {
         waiting_note(&self.group, self.ready(), self.min_count)
     }
 }
 
 /// The Normal `GangWaiting` Event's text: `pod group <ns>/<workload>/<group> has <n> of <minCount> members ready`.
-pub fn waiting_note(group: &GroupKey, ready: usize, min_count: usize) -> String {
+pub(crate) fn waiting_note(group: &GroupKey, ready: usize, min_count: usize) -> String {
     format!("pod group {group} has {ready} of {min_count} members ready")
 }
 
 /// The Warning `GangRejected` Event's text (Ruleplane's), naming the member that could not be placed.
-pub fn rejected_note(group: &GroupKey, failing: &str, ready: usize, min_count: usize) -> String {
+pub(crate) fn rejected_note(group: &GroupKey, failing: &str, ready: usize, min_count: usize) -> String {
     format!(
         "pod group {group} was rejected: member {failing} is unschedulable ({ready} of {min_count} members could be placed)"
     )
@@ -425,7 +420,7 @@ pub fn rejected_note(group: &GroupKey, failing: &str, ready: usize, min_count: u
 
 /// The Normal `GangWaiting` Event's text (Ruleplane's) for the members of a run that waits for its preemptors'
 /// victims to go.
-pub fn preempting_note(group: &GroupKey, preemptors: &[String], ready: usize, min_count: usize) -> String {
+pub(crate) fn preempting_note(group: &GroupKey, preemptors: &[String], ready: usize, min_count: usize) -> String {
     format!(
         "pod group {group} waits for the preemption by {} ({ready} of {min_count} members can be placed once its \
          victims are gone)",
@@ -437,7 +432,7 @@ pub fn preempting_note(group: &GroupKey, preemptors: &[String], ready: usize, mi
 /// at Permit (`0/1 nodes are available: 1 <reason>.`, as for its timeout "rejected due to timeout after waiting
 /// 5m0s at plugin GangScheduling"), with the reason Ruleplane rejects it early; `plugin` is the group's
 /// ([`GroupKey::plugin`]).
-pub fn rejected_member_message(failing_member: &str, plugin: &str) -> String {
+pub(crate) fn rejected_member_message(failing_member: &str, plugin: &str) -> String {
     format!("0/1 nodes are available: 1 rejected due to unschedulable gang member {failing_member} at plugin {plugin}.")
 }
 

@@ -234,7 +234,7 @@ impl<K: Clone + PartialEq + Display> GangRunner<K> {
     }
 
     /// The member whose cycle comes first (the popped one), before any is recorded.
-    pub fn first_member(&self) -> Option<&K> {
+    pub(crate) fn first_member(&self) -> Option<&K> {
         self.queue.front()
     }
 

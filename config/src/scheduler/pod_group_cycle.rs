@@ -230,7 +230,7 @@ impl PodGroupCycle {
     }
 
     /// Whether the cycle has ended before its last member (v1.37's PlacementFeasible found `minCount` out of reach).
-    pub fn is_over(&self) -> bool {
+    pub(crate) fn is_over(&self) -> bool {
         self.behaviour.gang_cycle() == GangCycle::PlacementFeasible && matches!(self.status, Status::Unschedulable(_))
     }
 

@@ -37,12 +37,12 @@ pub struct Moment(pub Duration);
 
 impl Moment {
     /// Truncated to the whole second (`time.Time.Truncate(time.Second)`).
-    pub fn whole_second(self) -> Moment {
+    pub(crate) fn whole_second(self) -> Moment {
         Moment(Duration::from_secs(self.0.as_secs()))
     }
 
     /// The start of the next whole second.
-    pub fn next_second(self) -> Moment {
+    pub(crate) fn next_second(self) -> Moment {
         Moment(Duration::from_secs(self.0.as_secs() + 1))
     }
 
@@ -266,7 +266,8 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
     }
 
     /// The plugins that rejected the pod's last attempt (and SchedulingGates while it is gated).
-    pub fn unschedulable_plugins(&self, key: &K) -> Option<&BTreeSet<Arc<str>>> {
+    #[cfg(test)]
+    pub(crate) fn unschedulable_plugins(&self, key: &K) -> Option<&BTreeSet<Arc<str>>> {
         self.pods.get(key).map(|p| &p.unschedulable_plugins)
     }
 
@@ -686,7 +687,8 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
     }
 
     /// Whether the pod's preemption runs.
-    pub fn is_preempting(&self, key: &K) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_preempting(&self, key: &K) -> bool {
         self.preempting.contains(key)
     }
 
@@ -838,12 +840,14 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
     }
 
     /// Whether a pod can be popped now.
-    pub fn has_next(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn has_next(&self) -> bool {
         !self.active.is_empty() || !self.backoff.is_empty()
     }
 
     /// The pods in the unschedulable pool.
-    pub fn unschedulable_pods(&self) -> impl Iterator<Item = &K> {
+    #[cfg(test)]
+    pub(crate) fn unschedulable_pods(&self) -> impl Iterator<Item = &K> {
         self.unschedulable.iter()
     }
 }

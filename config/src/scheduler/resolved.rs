@@ -84,7 +84,7 @@ impl SchedulerPolicy {
     }
 
     /// Whether `preemption.victims: RuleplaneScheduled` limits victims to pods of the rule set's policies.
-    pub fn limits_victims(&self) -> bool {
+    pub(crate) fn limits_victims(&self) -> bool {
         self.rule
             .spec
             .preemption
@@ -93,7 +93,7 @@ impl SchedulerPolicy {
     }
 
     /// Sets the scheduler names of every SchedulerPolicy of the rule set (the loader does, once the set is valid).
-    pub fn set_ruleplane_schedulers(&mut self, schedulers: Arc<BTreeSet<String>>) {
+    pub(crate) fn set_ruleplane_schedulers(&mut self, schedulers: Arc<BTreeSet<String>>) {
         self.ruleplane_schedulers = schedulers;
     }
 }

@@ -273,7 +273,7 @@ pub fn simulate(
 
 /// [`simulate`] with the cluster's PodDisruptionBudgets, which preemption counts. `existing` pods without a
 /// node but with a `status.nominatedNodeName` are the nominations a preemption may clear.
-pub fn simulate_with_budgets(
+pub(crate) fn simulate_with_budgets(
     policy: &SchedulerPolicy,
     nodes: Vec<Node>,
     existing: Vec<Pod>,

@@ -65,7 +65,7 @@ impl WorkloadApi {
 
     /// Whether `api_version`/`kind` is this API's policy kind (a PodGroup of `scheduling.x-k8s.io` is
     /// Coscheduling's, not this).
-    pub fn holds_policies(self, api_version: &str, kind: &str) -> bool {
+    pub(crate) fn holds_policies(self, api_version: &str, kind: &str) -> bool {
         api_version == self.api_version() && kind == self.policy_kind()
     }
 
@@ -102,7 +102,7 @@ impl WorkloadApi {
 
     /// PreEnqueue's message for a group whose policy object is not known (`gangscheduling.go` PreEnqueue; the
     /// typo "pods's" is upstream's).
-    pub fn missing_message(self, group: &GroupKey) -> String {
+    pub(crate) fn missing_message(self, group: &GroupKey) -> String {
         match self {
             WorkloadApi::V1Alpha1 => format!(
                 "waiting for pods's workload {:?} to appear in scheduling queue",

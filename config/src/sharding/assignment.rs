@@ -20,7 +20,7 @@
 //! both land on one replica. They count toward that member's share like any unit.
 //!
 //! The scores are part of the protocol: replicas of two releases running side by side during an upgrade must
-//! agree, so the hash is the documented FNV-1a 64 of [`super::fnv1a_64`] finished with SplitMix64's mixer.
+//! agree, so the hash is the documented FNV-1a 64 of [`super::units::fnv1a_64`] finished with SplitMix64's mixer.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,7 +40,8 @@ impl Assignment {
     }
 
     /// The units `member` should hold, in order.
-    pub fn units_of(&self, member: &str) -> Vec<Unit> {
+    #[cfg(test)]
+    pub(crate) fn units_of(&self, member: &str) -> Vec<Unit> {
         self.owners
             .iter()
             .filter(|(_, owner)| owner.as_str() == member)
@@ -103,7 +104,7 @@ impl<'a> Shares<'a> {
 
 /// The owner of each of `units` among `members` (duplicates in either ignored). Deterministic: the same sets give
 /// the same answer on every replica, whatever their order.
-pub fn assign<'a>(members: impl IntoIterator<Item = &'a str>, units: &[Unit]) -> Assignment {
+pub(crate) fn assign<'a>(members: impl IntoIterator<Item = &'a str>, units: &[Unit]) -> Assignment {
     let members: BTreeSet<&str> = members.into_iter().collect();
     let units: BTreeSet<Unit> = units.iter().copied().collect();
     if members.is_empty() {

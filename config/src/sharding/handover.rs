@@ -18,7 +18,7 @@ pub struct Timings {
 }
 
 impl Default for Timings {
-    /// kube-scheduler's, as the leader Lease's: 15 s, 10 s, 2 s.
+    /// kube-scheduler's leader election's: 15 s, 10 s, 2 s.
     fn default() -> Self {
         Timings {
             lease_duration: Duration::from_secs(15),
@@ -28,7 +28,7 @@ impl Default for Timings {
     }
 }
 
-/// Timings under which two holders of one Lease (a shard unit's, or the leader Lease) could overlap.
+/// Timings under which two holders of one unit's Lease could overlap.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TimingError {
     #[error(
@@ -103,7 +103,7 @@ impl Observed {
 
     /// Whether another replica may take the Lease at `now`: released (no holder), or this version unchanged for
     /// its whole duration since first seen here.
-    pub fn is_free(&self, now: Duration) -> bool {
+    pub(crate) fn is_free(&self, now: Duration) -> bool {
         self.record.holder.is_none() || now >= self.first_seen + self.record.duration
     }
 
@@ -174,7 +174,7 @@ impl Local {
     }
 
     /// Whether the unit's work may run at `now`: started and not yet stopped, and within the renew deadline.
-    /// The manager gates the unit's workers on this (a timer of its own, as the leader's `hold`), so a replica
+    /// The manager gates the unit's workers on this (a timer of its own), so a replica
     /// that stops ticking — paused, its requests hanging — still stops working at its deadline.
     pub fn runs_work(self, now: Duration, timings: &Timings) -> bool {
         match self {

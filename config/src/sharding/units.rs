@@ -41,7 +41,7 @@ pub fn check_shard_count(shards: u32) -> Result<u32, ShardCountError> {
 /// A fixed, published function rather than a std hasher: a parent's shard is written onto its children as a label
 /// and computed by every replica, so it must be the same in every release and every language. Rust's
 /// `DefaultHasher` promises neither; the test vectors below pin this one.
-pub fn fnv1a_64(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a_64(bytes: &[u8]) -> u64 {
     use std::hash::Hasher as _;
     let mut hasher = fnv::FnvHasher::default();
     hasher.write(bytes);
@@ -110,13 +110,13 @@ pub fn units(shards: u32) -> Vec<Unit> {
 }
 
 /// The value of [`crate::ownership::SHARD_LABEL`] for children in `shard`: its decimal number.
-pub fn shard_label_value(shard: u32) -> String {
+pub(crate) fn shard_label_value(shard: u32) -> String {
     shard.to_string()
 }
 
 /// The Lease of `unit`: `<prefix>-unit-<unit>`, where `prefix` is the installation's Lease name
 /// (`--leader-election-id`, `ruleplane` by default), so two installations in one namespace never share a Lease.
-pub fn unit_lease_name(prefix: &str, unit: Unit) -> String {
+pub(crate) fn unit_lease_name(prefix: &str, unit: Unit) -> String {
     format!("{prefix}-unit-{unit}")
 }
 

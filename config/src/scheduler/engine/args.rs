@@ -414,7 +414,7 @@ pub struct InterPodAffinityArgs {
 
 impl InterPodAffinityArgs {
     /// The hard affinity weight after defaulting.
-    pub fn hard_weight(&self) -> i32 {
+    pub(crate) fn hard_weight(&self) -> i32 {
         self.hard_pod_affinity_weight.unwrap_or(1)
     }
 
@@ -455,12 +455,12 @@ impl DefaultPreemptionArgs {
     }
 
     /// The percentage after defaulting.
-    pub fn percentage(&self) -> i32 {
+    pub(crate) fn percentage(&self) -> i32 {
         self.min_candidate_nodes_percentage.unwrap_or(10)
     }
 
     /// The absolute minimum after defaulting.
-    pub fn absolute(&self) -> i32 {
+    pub(crate) fn absolute(&self) -> i32 {
         self.min_candidate_nodes_absolute.unwrap_or(100)
     }
 
@@ -500,7 +500,7 @@ impl DefaultPreemptionArgs {
     }
 
     /// `calculateNumCandidates`: max(`n` × percentage / 100, absolute), at most `n`.
-    pub fn num_candidates(&self, n: usize) -> usize {
+    pub(crate) fn num_candidates(&self, n: usize) -> usize {
         let n = i64::try_from(n).unwrap_or(i64::MAX);
         let wanted = (n * i64::from(self.percentage()) / 100).max(i64::from(self.absolute()));
         usize::try_from(wanted.min(n)).unwrap_or(0)

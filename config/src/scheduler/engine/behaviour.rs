@@ -51,13 +51,13 @@ impl Behaviour {
     /// NodeResourcesBalancedAllocation scores how much the pod improves the node's balance,
     /// `50 + (50 + withPod − withoutPod) / 2`, instead of the balance with the pod alone (v1.36:
     /// `noderesources/balanced_allocation.go` `balancedResourceScorer`).
-    pub fn balance_scores_the_change(self) -> bool {
+    pub(crate) fn balance_scores_the_change(self) -> bool {
         self.0 >= KubernetesVersion::V1_36
     }
 
     /// What ImageLocality makes of image volumes (v1.36 and v1.37: `imagelocality/image_locality.go`
     /// `sumImageScores`, `calculatePriority`).
-    pub fn image_volumes(self) -> ImageVolumes {
+    pub(crate) fn image_volumes(self) -> ImageVolumes {
         match self.0 {
             KubernetesVersion::V1_35 => ImageVolumes::Ignored,
             KubernetesVersion::V1_36 => ImageVolumes::InSum,
@@ -67,27 +67,27 @@ impl Behaviour {
 
     /// NodeName filters before NodeUnschedulable, so a node failing both is reported by NodeName (v1.37:
     /// `apis/config/v1/default_plugins.go` `getDefaultPlugins`).
-    pub fn node_name_filters_first(self) -> bool {
+    pub(crate) fn node_name_filters_first(self) -> bool {
         self.0 >= KubernetesVersion::V1_37
     }
 
     /// A successful preemption says where it placed the pod, `preemption: found a potential placement for pod on
     /// node N, preempting V victims`, appended to FailedScheduling (v1.37: `framework/preemption/preemption.go`
     /// `Preempt`; before, a success appends nothing).
-    pub fn preemption_reports_its_placement(self) -> bool {
+    pub(crate) fn preemption_reports_its_placement(self) -> bool {
         self.0 >= KubernetesVersion::V1_37
     }
 
     /// NodeDeclaredFeatures filters (its gate is on by default from v1.36: `pkg/features/kube_features.go`,
     /// `apis/config/v1/default_plugins.go` `applyFeatureGates`); before, kube-scheduler leaves it out of the
     /// default profile, and the plugin skips every pod when listed.
-    pub fn declares_node_features(self) -> bool {
+    pub(crate) fn declares_node_features(self) -> bool {
         self.0 >= KubernetesVersion::V1_36
     }
 
     /// NodeVolumeLimits takes Portworx's in-tree volumes as migrated to CSI on any node with a CSINode, without the
     /// CSINode's migrated-plugins annotation (v1.36: `nodevolumelimits/utils.go` `isCSIMigrationOn`).
-    pub fn portworx_migrates_without_annotation(self) -> bool {
+    pub(crate) fn portworx_migrates_without_annotation(self) -> bool {
         self.0 >= KubernetesVersion::V1_36
     }
 
@@ -95,14 +95,14 @@ impl Behaviour {
     /// CSIDriver sets `preventPodSchedulingIfMissing` (`<driver> CSI driver is not installed on the node`): the
     /// `VolumeLimitScaling` gate, beta and on by default from v1.37 (`nodevolumelimits/csi.go`
     /// `checkCSIDriverOnNode`; alpha and off before, and the apiserver drops the field while it is off).
-    pub fn requires_opted_in_csi_drivers_on_node(self) -> bool {
+    pub(crate) fn requires_opted_in_csi_drivers_on_node(self) -> bool {
         self.0 >= KubernetesVersion::V1_37
     }
 
     /// VolumeBinding scores nodes by how much of the storage its new volumes would use there, most room first: the
     /// `StorageCapacityScoring` gate, beta and on by default from v1.37 (`volumebinding/volume_binding.go` `Score`,
     /// `scorer.go`; the default shape from `apis/config/v1/defaults.go`). Before, the plugin has no scorer.
-    pub fn scores_storage_capacity(self) -> bool {
+    pub(crate) fn scores_storage_capacity(self) -> bool {
         self.0 >= KubernetesVersion::V1_37
     }
 
@@ -110,19 +110,19 @@ impl Behaviour {
     /// queues the pod on its own label change and on the deletion of a pod whose anti-affinity it matched (v1.36:
     /// `podtopologyspread/plugin.go` `involvedInTopologySpreading`, `interpodaffinity/plugin.go`
     /// `isSchedulableAfterPodChange`).
-    pub fn pod_hints_count_nominated_pods(self) -> bool {
+    pub(crate) fn pod_hints_count_nominated_pods(self) -> bool {
         self.0 >= KubernetesVersion::V1_36
     }
 
     /// DynamicResources' PostFilter gives a reason, `no new claims to deallocate`, for a pod without claims, which
     /// FailedScheduling carries before DefaultPreemption's; from v1.37 it rejects without one
     /// (`dynamicresources/dynamicresources.go` `PostFilter`).
-    pub fn dynamic_resources_explains_no_claims(self) -> bool {
+    pub(crate) fn dynamic_resources_explains_no_claims(self) -> bool {
         self.0 <= KubernetesVersion::V1_36
     }
 
     /// How a gang of the Workload API is scheduled ([`GangCycle`]).
-    pub fn gang_cycle(self) -> GangCycle {
+    pub(crate) fn gang_cycle(self) -> GangCycle {
         match self.0 {
             KubernetesVersion::V1_35 => GangCycle::PermitWaits,
             KubernetesVersion::V1_36 => GangCycle::PodGroup,
@@ -143,7 +143,7 @@ impl Behaviour {
     /// Whether a Workload API gang member's own cycle runs the PostFilter chain (DefaultPreemption for that member
     /// alone, its text in the member's FailedScheduling): up to v1.36; from v1.37 a pod-group cycle skips it
     /// (`schedule_one.go` `schedulingAlgorithm`) and preempts for the group as a whole.
-    pub fn gang_member_post_filter(self) -> bool {
+    pub(crate) fn gang_member_post_filter(self) -> bool {
         self.0 <= KubernetesVersion::V1_36
     }
 
@@ -158,7 +158,7 @@ impl Behaviour {
     /// The profile's filters this version runs, in its order: the profile lists built-in filters in v1.35's
     /// default order (NodeUnschedulable, then NodeName); from v1.37 NodeName comes first. NodeDeclaredFeatures is
     /// left out before v1.36, where it would skip every pod.
-    pub fn filter_order(self, filters: &[FilterEntry]) -> Vec<&FilterEntry> {
+    pub(crate) fn filter_order(self, filters: &[FilterEntry]) -> Vec<&FilterEntry> {
         let declared_features = FilterEntry::Plugin(FilterPlugin::NodeDeclaredFeatures);
         let mut ordered: Vec<&FilterEntry> = filters
             .iter()

@@ -67,12 +67,12 @@ impl InTreePlugin {
     }
 
     /// The plugin of an in-tree name (`IsMigratableIntreePluginByName`).
-    pub fn by_name(name: &str) -> Option<InTreePlugin> {
+    pub(crate) fn by_name(name: &str) -> Option<InTreePlugin> {
         ALL.into_iter().find(|p| p.name() == name)
     }
 
     /// The plugin of an inline volume (`IsInlineMigratable`).
-    pub fn of_volume(volume: &Volume) -> Option<InTreePlugin> {
+    pub(crate) fn of_volume(volume: &Volume) -> Option<InTreePlugin> {
         if volume.gce_persistent_disk.is_some() {
             Some(InTreePlugin::GcePd)
         } else if volume.aws_elastic_block_store.is_some() {
@@ -93,7 +93,7 @@ impl InTreePlugin {
     }
 
     /// The plugin of a PersistentVolume's source (`IsPVMigratable`).
-    pub fn of_persistent_volume(volume: &PersistentVolume) -> Option<InTreePlugin> {
+    pub(crate) fn of_persistent_volume(volume: &PersistentVolume) -> Option<InTreePlugin> {
         let spec = volume.spec.as_ref()?;
         if spec.gce_persistent_disk.is_some() {
             Some(InTreePlugin::GcePd)
@@ -117,7 +117,7 @@ impl InTreePlugin {
 
 /// The CSI volume handle of an inline volume of a plugin NodeVolumeLimits counts
 /// (`TranslateInTreeInlineVolumeToCSI`); `Ok(None)` for plugins it never counts. The error is the library's.
-pub fn inline_handle(volume: &Volume) -> Result<Option<String>, String> {
+pub(crate) fn inline_handle(volume: &Volume) -> Result<Option<String>, String> {
     if let Some(pd) = &volume.gce_persistent_disk {
         return Ok(Some(format!(
             "projects/{UNSPECIFIED}/zones/{UNSPECIFIED}/disks/{}",
@@ -144,7 +144,7 @@ pub fn inline_handle(volume: &Volume) -> Result<Option<String>, String> {
 
 /// The CSI volume handle of an in-tree PersistentVolume of a plugin NodeVolumeLimits counts
 /// (`TranslateInTreePVToCSI`); `Ok(None)` for the others.
-pub fn persistent_volume_handle(volume: &PersistentVolume) -> Result<Option<String>, String> {
+pub(crate) fn persistent_volume_handle(volume: &PersistentVolume) -> Result<Option<String>, String> {
     let Some(spec) = volume.spec.as_ref() else {
         return Ok(None);
     };
@@ -239,7 +239,7 @@ fn csi_topology_key(plugin: InTreePlugin) -> Option<&'static str> {
 }
 
 /// `isPluginMigratedToCSIOnNode`: the node's CSINode lists the plugin in its migrated-plugins annotation.
-pub fn migrated_on_node(plugin: InTreePlugin, csi_node: Option<&CSINode>) -> bool {
+pub(crate) fn migrated_on_node(plugin: InTreePlugin, csi_node: Option<&CSINode>) -> bool {
     csi_node
         .and_then(|c| c.metadata.annotations.as_ref())
         .and_then(|a| a.get(MIGRATED_PLUGINS_ANNOTATION))
@@ -256,7 +256,10 @@ const BETA_REGION: &str = "failure-domain.beta.kubernetes.io/region";
 /// with its zone requirement under the CSI driver's key (or, without one, a requirement made from its zone label,
 /// `a__b` for several zones), and a beta region key becomes the GA one. Other volumes are returned as they are. A
 /// volume whose handle does not translate is left as it is (upstream fails the check with the translation error).
-pub fn translated_for_node<'v>(volume: &'v PersistentVolume, csi_node: Option<&CSINode>) -> Cow<'v, PersistentVolume> {
+pub(crate) fn translated_for_node<'v>(
+    volume: &'v PersistentVolume,
+    csi_node: Option<&CSINode>,
+) -> Cow<'v, PersistentVolume> {
     let Some(plugin) = InTreePlugin::of_persistent_volume(volume) else {
         return Cow::Borrowed(volume);
     };

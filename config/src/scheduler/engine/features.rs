@@ -80,7 +80,7 @@ impl Feature {
 }
 
 /// The features the pod needs that the engine cannot evaluate, in `Feature::ALL` order.
-pub fn needed_features(pod: &PodInfo, snapshot: &Snapshot) -> Vec<Feature> {
+pub(crate) fn needed_features(pod: &PodInfo, snapshot: &Snapshot) -> Vec<Feature> {
     let mut needed = Vec::new();
     let spec = pod.pod().spec.as_ref();
     let volumes = spec.and_then(|s| s.volumes.as_deref()).unwrap_or_default();
@@ -127,7 +127,7 @@ fn needs_namespace_labels(pod: &PodInfo, snapshot: &Snapshot) -> bool {
 }
 
 /// The verdict for features that are needed and not ignored, if any: one reason per feature.
-pub fn unsupported_verdict(needed: &[Feature]) -> Option<(&'static str, Verdict)> {
+pub(crate) fn unsupported_verdict(needed: &[Feature]) -> Option<(&'static str, Verdict)> {
     let first = needed.first()?;
     Some((
         first.plugin(),

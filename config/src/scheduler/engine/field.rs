@@ -118,7 +118,7 @@ impl FieldError {
     }
 
     /// `Unsupported value` listing the supported ones.
-    pub fn not_supported(path: FieldPath, value: impl Into<Value>, supported: &[&str]) -> FieldError {
+    pub(crate) fn not_supported(path: FieldPath, value: impl Into<Value>, supported: &[&str]) -> FieldError {
         let quoted: Vec<String> = supported.iter().map(|v| format!("{v:?}")).collect();
         FieldError {
             path,
@@ -129,7 +129,7 @@ impl FieldError {
     }
 
     /// `Duplicate value`.
-    pub fn duplicate(path: FieldPath, value: impl Into<Value>) -> FieldError {
+    pub(crate) fn duplicate(path: FieldPath, value: impl Into<Value>) -> FieldError {
         FieldError {
             path,
             kind: FieldErrorKind::Duplicate,
@@ -139,7 +139,7 @@ impl FieldError {
     }
 
     /// `Forbidden`.
-    pub fn forbidden(path: FieldPath, detail: impl Into<String>) -> FieldError {
+    pub(crate) fn forbidden(path: FieldPath, detail: impl Into<String>) -> FieldError {
         FieldError {
             path,
             kind: FieldErrorKind::Forbidden,

@@ -36,7 +36,7 @@ const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: usize = 5;
 
 /// `numFeasibleNodesToFind`: how many feasible nodes to find before scoring. `percentage` 0 is adaptive:
 /// max(5, 50 − N/125) percent, at least 100 nodes (all of them below 100).
-pub fn num_feasible_nodes_to_find(percentage: u8, num_all_nodes: usize) -> usize {
+pub(crate) fn num_feasible_nodes_to_find(percentage: u8, num_all_nodes: usize) -> usize {
     if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND {
         return num_all_nodes;
     }
@@ -203,7 +203,7 @@ impl Engine {
 
     /// Limits preemption's victims to pods of these schedulers (Ruleplane's victim-scope option); no effect
     /// without a PostFilter chain.
-    pub fn limit_victims_to(&mut self, schedulers: std::collections::BTreeSet<String>) {
+    pub(crate) fn limit_victims_to(&mut self, schedulers: std::collections::BTreeSet<String>) {
         if let Some(post_filters) = &mut self.post_filters {
             post_filters.victim_schedulers = Some(std::sync::Arc::new(schedulers));
         }
@@ -215,7 +215,8 @@ impl Engine {
     }
 
     /// Sets the PostFilter chain (`None`: no PostFilter plugins, kube-scheduler then never preempts).
-    pub fn set_post_filters(&mut self, post_filters: Option<PostFilters>) {
+    #[cfg(test)]
+    pub(crate) fn set_post_filters(&mut self, post_filters: Option<PostFilters>) {
         self.post_filters = post_filters;
     }
 
@@ -225,18 +226,14 @@ impl Engine {
     }
 
     /// The filters' names in the order they run.
-    pub fn filter_names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn filter_names(&self) -> impl Iterator<Item = &str> {
         self.compiled.filters.iter().map(|(name, _)| &**name)
     }
 
     /// Where the next decision starts examining nodes (kube-scheduler's `nextStartNodeIndex`).
-    pub fn next_start_node_index(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn next_start_node_index(&self) -> usize {
         self.next_start_node_index
-    }
-
-    /// Sets the start index (e.g. to restore state).
-    pub fn set_next_start_node_index(&mut self, index: usize) {
-        self.next_start_node_index = index;
     }
 
     /// Schedules one pod on the snapshot. The snapshot is not changed: call [`Snapshot::assume`] with the chosen

@@ -38,7 +38,7 @@ impl<T: Serialize + DeserializeOwned + Default> Kept<T> {
     }
 
     /// The same object kept as text from now on.
-    pub fn into_text(mut self) -> Kept<T> {
+    pub(crate) fn into_text(mut self) -> Kept<T> {
         match self.parsed.take() {
             Some(object) if self.text.is_none() => Kept::text(object),
             _ => self,
@@ -51,7 +51,7 @@ impl<T: Serialize + DeserializeOwned + Default> Kept<T> {
     }
 
     /// The object, without keeping it parsed: for one read of the whole object (an event, a victim).
-    pub fn to_shared(&self) -> Arc<T> {
+    pub(crate) fn to_shared(&self) -> Arc<T> {
         match self.parsed.get() {
             Some(object) => object.clone(),
             None => Arc::new(self.parse()),
@@ -59,12 +59,12 @@ impl<T: Serialize + DeserializeOwned + Default> Kept<T> {
     }
 
     /// The object if it is kept parsed (or was parsed already).
-    pub fn if_parsed(&self) -> Option<&Arc<T>> {
+    pub(crate) fn if_parsed(&self) -> Option<&Arc<T>> {
         self.parsed.get()
     }
 
     /// The object's JSON text, if it is kept as text.
-    pub fn json_text(&self) -> Option<&str> {
+    pub(crate) fn json_text(&self) -> Option<&str> {
         self.text.as_deref()
     }
 

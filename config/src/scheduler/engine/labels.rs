@@ -166,7 +166,7 @@ impl Selector {
     }
 
     /// `labels.SelectorFromSet`: every key equal to its value.
-    pub fn from_set(set: &Labels) -> Selector {
+    pub(crate) fn from_set(set: &Labels) -> Selector {
         Selector::All(
             set.iter()
                 .map(|(key, value)| Requirement {
@@ -179,7 +179,7 @@ impl Selector {
     }
 
     /// `metav1.LabelSelectorAsSelector`: nil → nothing, empty → everything.
-    pub fn from_label_selector(
+    pub(crate) fn from_label_selector(
         selector: Option<&LabelSelector>,
         path: &FieldPath,
     ) -> Result<Selector, Vec<FieldError>> {
@@ -250,7 +250,7 @@ impl Selector {
     }
 
     /// The requirements (`None` for the nothing-selector).
-    pub fn requirements(&self) -> Option<&[Requirement]> {
+    pub(crate) fn requirements(&self) -> Option<&[Requirement]> {
         match self {
             Selector::Nothing => None,
             Selector::All(requirements) => Some(requirements),
@@ -502,7 +502,7 @@ impl RequiredNodeAffinity {
     }
 
     /// Whether the pod requires nothing of a node (every node matches).
-    pub fn requires_nothing(&self) -> bool {
+    pub(crate) fn requires_nothing(&self) -> bool {
         self.node_selector.is_none() && self.affinity.is_none()
     }
 
@@ -536,12 +536,12 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
 }
 
 /// Whether any toleration tolerates the taint.
-pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
+pub(crate) fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
     tolerations.iter().any(|toleration| tolerates(toleration, taint))
 }
 
 /// The first NoSchedule/NoExecute taint of the node that the tolerations do not tolerate.
-pub fn untolerated_hard_taint<'a>(taints: &'a [Taint], tolerations: &[Toleration]) -> Option<&'a Taint> {
+pub(crate) fn untolerated_hard_taint<'a>(taints: &'a [Taint], tolerations: &[Toleration]) -> Option<&'a Taint> {
     taints
         .iter()
         .filter(|taint| taint.effect == "NoSchedule" || taint.effect == "NoExecute")
@@ -549,7 +549,7 @@ pub fn untolerated_hard_taint<'a>(taints: &'a [Taint], tolerations: &[Toleration
 }
 
 /// The pod's tolerations.
-pub fn pod_tolerations(pod: &Pod) -> &[Toleration] {
+pub(crate) fn pod_tolerations(pod: &Pod) -> &[Toleration] {
     pod.spec
         .as_ref()
         .and_then(|s| s.tolerations.as_deref())
@@ -557,7 +557,7 @@ pub fn pod_tolerations(pod: &Pod) -> &[Toleration] {
 }
 
 /// The node's taints.
-pub fn node_taints(node: &Node) -> &[Taint] {
+pub(crate) fn node_taints(node: &Node) -> &[Taint] {
     node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default()
 }
 

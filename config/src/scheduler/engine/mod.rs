@@ -35,12 +35,16 @@ mod tests;
 
 pub use behaviour::{Behaviour, GangCycle};
 pub use decision::{Decision, NodeResult, Outcome, PluginScore, ScheduleError};
+pub use framework::Engine;
 #[cfg(test)]
 use framework::heap_top;
-pub use framework::{Engine, num_feasible_nodes_to_find};
+#[cfg(test)]
+pub(crate) use framework::num_feasible_nodes_to_find;
 pub use preemption::{Nominate, PodRef, PostFilter, PostFilters, Preemption};
 pub use profile::{FilterEntry, FilterPlugin, PluginArgs, Profile, ProfileError, ScoreEntry, ScorePlugin, TieBreak};
-pub use rng::{SplitMix64, go_log};
+pub use rng::SplitMix64;
+#[cfg(test)]
+pub(crate) use rng::go_log;
 pub use snapshot::{NodeInfo, Snapshot, SnapshotError, Workloads};
 pub use status::{Code, Reason, Rejection};
 pub use storage::{CsiObjects, Storage};

@@ -267,7 +267,7 @@ impl PodIndex {
     }
 
     /// A pod placed on (`sign` 1) or removed from (-1) a node with these labels.
-    pub fn pod_changed(&mut self, labels: &Labels, pod: &PodInfo, sign: i64) {
+    pub(crate) fn pod_changed(&mut self, labels: &Labels, pod: &PodInfo, sign: i64) {
         self.existing.change(labels, pod, sign);
         let kept = self.queries.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
         for entry in &mut kept.entries {
@@ -281,7 +281,7 @@ impl PodIndex {
 
     /// A node added with its pods (`sign` 1) or removed with them (-1); a node whose labels change is removed with
     /// its old labels and added with its new ones.
-    pub fn node_changed(&mut self, node: NodePods<'_>, sign: i64) {
+    pub(crate) fn node_changed(&mut self, node: NodePods<'_>, sign: i64) {
         let (labels, pods) = node;
         for pod in pods {
             self.existing.change(labels, pod, sign);

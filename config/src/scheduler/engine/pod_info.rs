@@ -249,7 +249,7 @@ impl PodInfo {
     }
 
     /// What the ephemeral-claim rules read of the pod.
-    pub fn volume_owner(&self) -> VolumeOwner<'_> {
+    pub(crate) fn volume_owner(&self) -> VolumeOwner<'_> {
         VolumeOwner {
             namespace: &self.namespace,
             name: &self.name,
@@ -346,7 +346,7 @@ fn parse_weighted(
 }
 
 /// `GetHostPorts`: host ports of sidecars (restartable init containers) and regular containers.
-pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
+pub(crate) fn host_ports(pod: &Pod) -> Vec<HostPort> {
     let Some(spec) = pod.spec.as_ref() else {
         return Vec::new();
     };

@@ -35,7 +35,7 @@ macro_rules! plugin_names {
             }
 
             /// The plugin with this name.
-            pub fn from_name(name: &str) -> Option<$name> {
+            pub(crate) fn from_name(name: &str) -> Option<$name> {
                 Self::ALL.iter().copied().find(|p| p.as_str() == name)
             }
         }
@@ -112,19 +112,19 @@ plugin_names!(
 
 impl FilterPlugin {
     /// Whether the engine evaluates this filter.
-    pub fn is_implemented(self) -> bool {
+    pub(crate) fn is_implemented(self) -> bool {
         !matches!(self, FilterPlugin::DynamicResources)
     }
 }
 
 impl ScorePlugin {
     /// Whether the engine evaluates this score.
-    pub fn is_implemented(self) -> bool {
+    pub(crate) fn is_implemented(self) -> bool {
         !matches!(self, ScorePlugin::DynamicResources)
     }
 
     /// The weight in kube-scheduler's default profile (1 for plugins it does not weight).
-    pub fn default_weight(self) -> i64 {
+    pub(crate) fn default_weight(self) -> i64 {
         match self {
             ScorePlugin::TaintToleration => 3,
             ScorePlugin::NodeAffinity
@@ -244,7 +244,7 @@ impl Profile {
     }
 
     /// The default profile with MostAllocated scoring (bin-packing), as the legacy ClusterAutoscalerProvider.
-    pub fn cluster_autoscaler_provider() -> Profile {
+    pub(crate) fn cluster_autoscaler_provider() -> Profile {
         Profile::preset(ScoringStrategyType::MostAllocated)
     }
 

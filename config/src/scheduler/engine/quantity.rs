@@ -30,17 +30,17 @@ impl Amount {
     pub const ZERO: Amount = Amount(0);
 
     /// An amount of whole units.
-    pub fn from_units(units: i64) -> Amount {
+    pub(crate) fn from_units(units: i64) -> Amount {
         Amount(i128::from(units) * NANO)
     }
 
     /// An amount of milli-units.
-    pub fn from_milli(milli: i64) -> Amount {
+    pub(crate) fn from_milli(milli: i64) -> Amount {
         Amount(i128::from(milli) * 1_000_000)
     }
 
     /// The exact value in nano-units.
-    pub fn nano(self) -> i128 {
+    pub(crate) fn nano(self) -> i128 {
         self.0
     }
 
@@ -50,18 +50,13 @@ impl Amount {
     }
 
     /// Milli-units rounded away from zero, like `Quantity.MilliValue()`.
-    pub fn milli_value(self) -> i64 {
+    pub(crate) fn milli_value(self) -> i64 {
         saturate(div_away_from_zero(self.0, 1_000_000))
     }
 
     /// Exact sum (saturating far outside any real cluster).
     pub fn saturating_add(self, other: Amount) -> Amount {
         Amount(self.0.saturating_add(other.0).clamp(-LIMIT, LIMIT))
-    }
-
-    /// Whether the amount is zero.
-    pub fn is_zero(self) -> bool {
-        self.0 == 0
     }
 }
 

@@ -200,7 +200,7 @@ impl ClusterEvent {
     }
 
     /// Whether this is a wildcard event.
-    pub fn is_wildcard(&self) -> bool {
+    pub(crate) fn is_wildcard(&self) -> bool {
         self.resource == EventResource::WildCard
     }
 
@@ -530,7 +530,8 @@ impl HintPod {
     }
 
     /// Whether [`QueueingHints::prepare`] made it (and its quantities parse).
-    pub fn is_prepared(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_prepared(&self) -> bool {
         self.parsed.is_some()
     }
 
@@ -545,7 +546,7 @@ impl HintPod {
     }
 
     /// Whether the pod has scheduling gates (SchedulingGates' PreEnqueue rejects it).
-    pub fn is_gated(&self) -> bool {
+    pub(crate) fn is_gated(&self) -> bool {
         self.gated
     }
 
@@ -648,7 +649,7 @@ impl QueueingHints {
 
     /// Whether some plugin among `plugins` registers the event (`isEventOfInterest`, restricted to the plugins
     /// that rejected pods).
-    pub fn is_registered(&self, plugin: &str, event: &ClusterEvent) -> bool {
+    pub(crate) fn is_registered(&self, plugin: &str, event: &ClusterEvent) -> bool {
         registrations(self.registered(plugin))
             .iter()
             .any(|(resource, action, _)| matches((*resource, *action), event))

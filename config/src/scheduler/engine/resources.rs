@@ -34,7 +34,10 @@ pub struct InvalidQuantity {
 }
 
 /// Parses a resource map, naming the field of a bad entry.
-pub fn parse_list(list: Option<&BTreeMap<String, Quantity>>, field: &str) -> Result<ResourceList, InvalidQuantity> {
+pub(crate) fn parse_list(
+    list: Option<&BTreeMap<String, Quantity>>,
+    field: &str,
+) -> Result<ResourceList, InvalidQuantity> {
     let mut parsed = ResourceList::new();
     for (name, quantity) in list.into_iter().flatten() {
         let amount = parse(&quantity.0).map_err(|source| InvalidQuantity {
@@ -168,7 +171,7 @@ impl ParsedPodResources {
     }
 
     /// Whether the pod sets pod-level requests for a supported resource (cpu, memory, hugepages-*).
-    pub fn pod_level_requests_set(&self) -> bool {
+    pub(crate) fn pod_level_requests_set(&self) -> bool {
         self.pod_level
             .as_ref()
             .is_some_and(|requests| requests.keys().any(|name| is_supported_pod_level_resource(name)))
@@ -259,7 +262,7 @@ fn is_supported_pod_level_resource(name: &str) -> bool {
 }
 
 /// `IsExtendedResourceName`: a domain-prefixed name outside `kubernetes.io/` that is a valid quota name.
-pub fn is_extended_resource_name(name: &str) -> bool {
+pub(crate) fn is_extended_resource_name(name: &str) -> bool {
     if is_native_resource(name) || name.starts_with("requests.") {
         return false;
     }
@@ -271,7 +274,7 @@ fn is_native_resource(name: &str) -> bool {
 }
 
 /// `IsScalarResourceName`: extended, hugepages, `kubernetes.io/`-prefixed or attachable-volume resources.
-pub fn is_scalar_resource_name(name: &str) -> bool {
+pub(crate) fn is_scalar_resource_name(name: &str) -> bool {
     is_extended_resource_name(name)
         || name.starts_with("hugepages-")
         || name.contains("kubernetes.io/")
@@ -295,7 +298,7 @@ pub struct Resource {
 
 impl Resource {
     /// `Resource.Add`: sums the list into the resource (unknown names are ignored).
-    pub fn add_list(&mut self, list: &ResourceList) {
+    pub(crate) fn add_list(&mut self, list: &ResourceList) {
         for (name, amount) in list {
             match name.as_str() {
                 "cpu" => self.milli_cpu = self.milli_cpu.saturating_add(amount.milli_value()),
@@ -312,7 +315,7 @@ impl Resource {
     }
 
     /// `Resource.SetMaxResource` on an empty resource: every known resource, at least zero.
-    pub fn max_with_zero(list: &ResourceList) -> Resource {
+    pub(crate) fn max_with_zero(list: &ResourceList) -> Resource {
         let mut resource = Resource::default();
         for (name, amount) in list {
             match name.as_str() {
@@ -329,7 +332,7 @@ impl Resource {
     }
 
     /// Adds (`sign` = 1) or subtracts (`sign` = -1) another resource's requests.
-    pub fn accumulate(&mut self, other: &Resource, sign: i64) {
+    pub(crate) fn accumulate(&mut self, other: &Resource, sign: i64) {
         self.milli_cpu += sign * other.milli_cpu;
         self.memory += sign * other.memory;
         self.ephemeral_storage += sign * other.ephemeral_storage;
@@ -345,7 +348,7 @@ impl Resource {
 }
 
 /// The scoring defaults for containers that request no CPU or memory.
-pub fn scoring_defaults() -> ResourceList {
+pub(crate) fn scoring_defaults() -> ResourceList {
     ResourceList::from([
         ("cpu".to_string(), Amount::from_milli(DEFAULT_MILLI_CPU_REQUEST)),
         ("memory".to_string(), Amount::from_units(DEFAULT_MEMORY_REQUEST)),

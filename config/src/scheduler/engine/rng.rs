@@ -13,7 +13,7 @@ impl SplitMix64 {
     }
 
     /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -36,7 +36,7 @@ impl SplitMix64 {
 
 /// Go's `math.Log` for positive finite inputs (the FreeBSD `e_log.c` algorithm Go runs on amd64), so topology
 /// spreading weights round exactly as kube-scheduler's do. Non-positive inputs give `-inf`/NaN like Go.
-pub fn go_log(x: f64) -> f64 {
+pub(crate) fn go_log(x: f64) -> f64 {
     // The constants of Go's math/log.go, by their bit patterns.
     const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
     const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);

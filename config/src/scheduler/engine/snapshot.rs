@@ -234,7 +234,7 @@ impl NodeInfo {
     }
 
     /// The node's name, shared.
-    pub fn shared_name(&self) -> Arc<str> {
+    pub(crate) fn shared_name(&self) -> Arc<str> {
         self.name.clone()
     }
 
@@ -249,7 +249,7 @@ impl NodeInfo {
     }
 
     /// Whether a host port (as the pod would bind it) conflicts with one in use (`HostPortInfo.CheckConflict`).
-    pub fn port_conflicts(&self, port: &HostPort) -> bool {
+    pub(crate) fn port_conflicts(&self, port: &HostPort) -> bool {
         let key = (port.protocol.clone(), port.port);
         if port.ip == "0.0.0.0" {
             return self.used_ports.values().any(|set| set.contains(&key));
@@ -260,18 +260,8 @@ impl NodeInfo {
     }
 
     /// Whether the node lists the image under this exact name.
-    pub fn has_image(&self, name: &str) -> bool {
+    pub(crate) fn has_image(&self, name: &str) -> bool {
         self.images.contains_key(name)
-    }
-
-    /// Whether some pod on the node has pod affinity or anti-affinity.
-    pub fn has_pods_with_affinity(&self) -> bool {
-        self.affinity_pods > 0
-    }
-
-    /// Whether some pod on the node has required anti-affinity.
-    pub fn has_pods_with_required_anti_affinity(&self) -> bool {
-        self.required_anti_affinity_pods > 0
     }
 
     /// Removes a pod from this copy of the node (a preemption dry run), as kube-scheduler's `NodeInfo.RemovePod`:
@@ -587,7 +577,7 @@ impl Snapshot {
     }
 
     /// Whether some placed pod has affinity terms with a namespace selector.
-    pub fn has_pods_with_namespace_selectors(&self) -> bool {
+    pub(crate) fn has_pods_with_namespace_selectors(&self) -> bool {
         self.namespace_selector_pods > 0
     }
 
@@ -613,7 +603,7 @@ impl Snapshot {
 
     /// Whether a placed pod uses the claim `namespace/name` in a `persistentVolumeClaim` volume (kube-scheduler's
     /// `IsPVCUsedByPods`, from the nodes' PVC reference counts).
-    pub fn is_claim_used(&self, namespace: &str, name: &str) -> bool {
+    pub(crate) fn is_claim_used(&self, namespace: &str, name: &str) -> bool {
         self.nodes
             .iter()
             .flat_map(|node| &node.pods)
@@ -665,7 +655,7 @@ impl Snapshot {
     }
 
     /// The pending pods nominated to a node.
-    pub fn nominated_pods(&self, node: &str) -> &[Arc<PodInfo>] {
+    pub(crate) fn nominated_pods(&self, node: &str) -> &[Arc<PodInfo>] {
         self.nominated.get(node).map(Vec::as_slice).unwrap_or_default()
     }
 
@@ -696,7 +686,7 @@ impl Snapshot {
     }
 
     /// Whether any pod is nominated to any node.
-    pub fn has_nominated_pods(&self) -> bool {
+    pub(crate) fn has_nominated_pods(&self) -> bool {
         !self.nominated.is_empty()
     }
 

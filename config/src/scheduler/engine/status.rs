@@ -70,7 +70,7 @@ impl Verdict {
     }
 
     /// An UnschedulableAndUnresolvable verdict.
-    pub fn unresolvable(reason: impl Into<Reason>) -> Verdict {
+    pub(crate) fn unresolvable(reason: impl Into<Reason>) -> Verdict {
         Verdict::new(Code::UnschedulableAndUnresolvable, reason)
     }
 
@@ -94,7 +94,7 @@ impl Verdict {
 /// `explicit` are the rejected nodes' verdicts; nodes without one (never evaluated, or excluded by a PreFilter
 /// result) count under `absent`. Reasons are counted, rendered as `<count> <reason>` and sorted as strings, so
 /// `10 …` sorts before `2 …`, exactly as Go's `sort.Strings` does.
-pub fn fit_error_message<'a>(
+pub(crate) fn fit_error_message<'a>(
     num_all_nodes: usize,
     explicit: impl Iterator<Item = &'a [Reason]>,
     explicit_count: usize,
@@ -124,7 +124,7 @@ pub fn fit_error_message<'a>(
 }
 
 /// The message when a PreFilter plugin rejects the pod for every node.
-pub fn pre_filter_message(num_all_nodes: usize, rejection: &Rejection) -> String {
+pub(crate) fn pre_filter_message(num_all_nodes: usize, rejection: &Rejection) -> String {
     format!("0/{num_all_nodes} nodes are available: {}.", rejection.message())
 }
 

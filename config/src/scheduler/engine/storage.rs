@@ -176,7 +176,7 @@ impl Storage {
     }
 
     /// A CSIDriver, if any.
-    pub fn csi_driver(&self, name: &str) -> Option<&CSIDriver> {
+    pub(crate) fn csi_driver(&self, name: &str) -> Option<&CSIDriver> {
         self.csi.drivers.get(name).map(|d| &**d)
     }
 
@@ -186,7 +186,7 @@ impl Storage {
     }
 
     /// The VolumeAttachments to a node, in no particular order.
-    pub fn attachments_to(&self, node: &str) -> impl Iterator<Item = &VolumeAttachment> {
+    pub(crate) fn attachments_to(&self, node: &str) -> impl Iterator<Item = &VolumeAttachment> {
         self.csi
             .attachments
             .get(node)
@@ -253,7 +253,7 @@ impl Storage {
 }
 
 /// A claim's class (`GetPersistentVolumeClaimClass`): the beta annotation first, then `spec.storageClassName`.
-pub fn claim_class(claim: &PersistentVolumeClaim) -> &str {
+pub(crate) fn claim_class(claim: &PersistentVolumeClaim) -> &str {
     claim
         .metadata
         .annotations
@@ -284,7 +284,7 @@ impl<'a> VolumeOwner<'a> {
 }
 
 /// The claim of a generic ephemeral volume (`ephemeral.VolumeClaimName`): `<pod name>-<volume name>`.
-pub fn ephemeral_claim_name(
+pub(crate) fn ephemeral_claim_name(
     pod: &k8s_openapi::api::core::v1::Pod,
     volume: &k8s_openapi::api::core::v1::Volume,
 ) -> String {
@@ -292,13 +292,13 @@ pub fn ephemeral_claim_name(
 }
 
 /// [`ephemeral_claim_name`] of a pod known by its [`VolumeOwner`], for the volume named `volume`.
-pub fn ephemeral_claim_name_of(owner: VolumeOwner<'_>, volume: &str) -> String {
+pub(crate) fn ephemeral_claim_name_of(owner: VolumeOwner<'_>, volume: &str) -> String {
     format!("{}-{volume}", owner.name)
 }
 
 /// Why an ephemeral volume's claim is not the pod's (`ephemeral.VolumeIsForPod`): another namespace, or not
 /// controlled by the pod.
-pub fn ephemeral_owner_error(
+pub(crate) fn ephemeral_owner_error(
     pod: &k8s_openapi::api::core::v1::Pod,
     namespace: &str,
     claim: &PersistentVolumeClaim,
@@ -313,7 +313,7 @@ pub fn ephemeral_owner_error(
 }
 
 /// [`ephemeral_owner_error`] of a pod known by its [`VolumeOwner`].
-pub fn ephemeral_owner_error_of(owner: VolumeOwner<'_>, claim: &PersistentVolumeClaim) -> Option<String> {
+pub(crate) fn ephemeral_owner_error_of(owner: VolumeOwner<'_>, claim: &PersistentVolumeClaim) -> Option<String> {
     let claim_namespace = claim.metadata.namespace.as_deref().unwrap_or("default");
     let controlled = claim
         .metadata
@@ -366,14 +366,14 @@ impl StorageVolume {
 }
 
 /// Whether NodeVolumeLimits looks at a volume (claims, ephemeral volumes, migratable in-tree inline volumes).
-pub fn is_counted_kind(volume: &Volume) -> bool {
+pub(crate) fn is_counted_kind(volume: &Volume) -> bool {
     volume.persistent_volume_claim.is_some()
         || volume.ephemeral.is_some()
         || super::csi_translation::InTreePlugin::of_volume(volume).is_some()
 }
 
 /// The volumes whose conflicts VolumeRestrictions checks (`needsRestrictionsCheck`).
-pub fn needs_restrictions_check(volume: &Volume) -> bool {
+pub(crate) fn needs_restrictions_check(volume: &Volume) -> bool {
     volume.gce_persistent_disk.is_some()
         || volume.aws_elastic_block_store.is_some()
         || volume.rbd.is_some()

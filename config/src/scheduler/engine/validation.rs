@@ -10,7 +10,7 @@ const LABEL_KEY_MSG: &str =
 const LABEL_KEY_REGEX: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 
 /// Problems with a qualified name (`IsQualifiedName` / `IsLabelKey`); empty when valid.
-pub fn qualified_name_errors(value: &str) -> Vec<String> {
+pub(crate) fn qualified_name_errors(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
     let parts: Vec<&str> = value.split('/').collect();
     let name = match parts.as_slice() {
@@ -50,7 +50,7 @@ pub fn qualified_name_errors(value: &str) -> Vec<String> {
 }
 
 /// Problems with a label value (`IsValidLabelValue`); empty when valid.
-pub fn label_value_errors(value: &str) -> Vec<String> {
+pub(crate) fn label_value_errors(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if value.len() > NAME_MAX {
         errors.push(format!("must be no more than {NAME_MAX} bytes"));
@@ -66,7 +66,7 @@ pub fn label_value_errors(value: &str) -> Vec<String> {
 }
 
 /// Problems with a DNS-1123 subdomain; empty when valid.
-pub fn dns_subdomain_errors(value: &str) -> Vec<String> {
+pub(crate) fn dns_subdomain_errors(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if value.len() > SUBDOMAIN_MAX {
         errors.push(format!("must be no more than {SUBDOMAIN_MAX} bytes"));

@@ -28,7 +28,7 @@ fn namespace(pod: &Pod) -> &str {
 
 /// Whether `claim` is one of the pod's: same namespace, named by a `persistentVolumeClaim` volume (or, with
 /// `ephemeral`, a generic ephemeral volume's claim).
-pub fn is_claim_of_pod(pod: &Pod, claim: Option<&PersistentVolumeClaim>, ephemeral: bool) -> bool {
+pub(crate) fn is_claim_of_pod(pod: &Pod, claim: Option<&PersistentVolumeClaim>, ephemeral: bool) -> bool {
     let Some(claim) = claim else { return false };
     if claim.metadata.namespace.as_deref().unwrap_or("default") != namespace(pod) {
         return false;
@@ -45,7 +45,7 @@ pub fn is_claim_of_pod(pod: &Pod, claim: Option<&PersistentVolumeClaim>, ephemer
 
 /// `VolumeRestrictions.isSchedulableAfterPodDeleted`: a deleted pod of the same namespace whose disks conflicted
 /// with the pod's, or that used one of its claims.
-pub fn restrictions_pod_deleted(pod: &Pod, deleted: Option<&Pod>) -> bool {
+pub(crate) fn restrictions_pod_deleted(pod: &Pod, deleted: Option<&Pod>) -> bool {
     let Some(deleted) = deleted else { return true };
     if namespace(deleted) != namespace(pod) {
         return false;
@@ -69,7 +69,7 @@ pub fn restrictions_pod_deleted(pod: &Pod, deleted: Option<&Pod>) -> bool {
 
 /// `CSILimits.isSchedulableAfterPodDeleted`: the deleted pod was bound or nominated and had a claim, an
 /// ephemeral volume or a migratable in-tree volume.
-pub fn limits_pod_deleted(deleted: Option<&Pod>) -> bool {
+pub(crate) fn limits_pod_deleted(deleted: Option<&Pod>) -> bool {
     let Some(deleted) = deleted else { return true };
     let bound = deleted
         .spec
@@ -89,7 +89,7 @@ pub fn limits_pod_deleted(deleted: Option<&Pod>) -> bool {
 
 /// `CSILimits.isSchedulableAfterVolumeAttachmentDeleted`: the pod has a claim, or a migratable inline volume of
 /// the detached volume's driver.
-pub fn limits_attachment_deleted(pod: &Pod, deleted: Option<&VolumeAttachment>) -> bool {
+pub(crate) fn limits_attachment_deleted(pod: &Pod, deleted: Option<&VolumeAttachment>) -> bool {
     let Some(deleted) = deleted else { return true };
     volumes(pod).iter().any(|volume| {
         // A volume that does not translate answers Queue, as the hint's error does upstream.
@@ -100,7 +100,7 @@ pub fn limits_attachment_deleted(pod: &Pod, deleted: Option<&VolumeAttachment>) 
 }
 
 /// `CSILimits.isSchedulableAfterCSINodeUpdated`: some driver's `allocatable.count` grew.
-pub fn limits_csi_node_updated(old: Option<&CSINode>, new: Option<&CSINode>) -> bool {
+pub(crate) fn limits_csi_node_updated(old: Option<&CSINode>, new: Option<&CSINode>) -> bool {
     let (Some(old), Some(new)) = (old, new) else {
         return true;
     };
@@ -119,7 +119,7 @@ pub fn limits_csi_node_updated(old: Option<&CSINode>, new: Option<&CSINode>) -> 
 }
 
 /// `VolumeBinding.isSchedulableAfterStorageClassChange`: a class added, or its `allowedTopologies` changed.
-pub fn binding_class_changed(old: Option<&StorageClass>, new: Option<&StorageClass>) -> bool {
+pub(crate) fn binding_class_changed(old: Option<&StorageClass>, new: Option<&StorageClass>) -> bool {
     match (old, new) {
         (Some(old), Some(new)) => old.allowed_topologies != new.allowed_topologies,
         _ => true,
@@ -127,7 +127,7 @@ pub fn binding_class_changed(old: Option<&StorageClass>, new: Option<&StorageCla
 }
 
 /// `VolumeBinding.isSchedulableAfterCSINodeChange`: a CSINode added, or its migrated-plugins annotation changed.
-pub fn binding_csi_node_changed(old: Option<&CSINode>, new: Option<&CSINode>) -> bool {
+pub(crate) fn binding_csi_node_changed(old: Option<&CSINode>, new: Option<&CSINode>) -> bool {
     let (Some(old), Some(new)) = (old, new) else {
         return true;
     };
@@ -143,7 +143,7 @@ pub fn binding_csi_node_changed(old: Option<&CSINode>, new: Option<&CSINode>) ->
 
 /// `VolumeBinding.isSchedulableAfterCSIStorageCapacityChange`: a capacity added, or its limit (maximum volume
 /// size, else capacity) appeared or grew.
-pub fn binding_capacity_changed(old: Option<&CSIStorageCapacity>, new: Option<&CSIStorageCapacity>) -> bool {
+pub(crate) fn binding_capacity_changed(old: Option<&CSIStorageCapacity>, new: Option<&CSIStorageCapacity>) -> bool {
     let (Some(old), Some(new)) = (old, new) else {
         return true;
     };
@@ -161,7 +161,7 @@ pub fn binding_capacity_changed(old: Option<&CSIStorageCapacity>, new: Option<&C
 
 /// `VolumeBinding.isSchedulableAfterCSIDriverChange`: an inline CSI volume's driver stopped requiring storage
 /// capacity.
-pub fn binding_csi_driver_changed(pod: &Pod, old: Option<&CSIDriver>, new: Option<&CSIDriver>) -> bool {
+pub(crate) fn binding_csi_driver_changed(pod: &Pod, old: Option<&CSIDriver>, new: Option<&CSIDriver>) -> bool {
     let (Some(old), Some(new)) = (old, new) else {
         return true;
     };
@@ -174,12 +174,12 @@ pub fn binding_csi_driver_changed(pod: &Pod, old: Option<&CSIDriver>, new: Optio
 }
 
 /// `VolumeZone.isSchedulableAfterStorageClassAdded`: the added class binds at the first consumer.
-pub fn zone_class_added(new: Option<&StorageClass>) -> bool {
+pub(crate) fn zone_class_added(new: Option<&StorageClass>) -> bool {
     new.is_none_or(|class| class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"))
 }
 
 /// `VolumeZone.isSchedulableAfterPersistentVolumeChange`: a volume added, or its zone/region labels changed.
-pub fn zone_volume_changed(old: Option<&PersistentVolume>, new: Option<&PersistentVolume>) -> bool {
+pub(crate) fn zone_volume_changed(old: Option<&PersistentVolume>, new: Option<&PersistentVolume>) -> bool {
     let (Some(old), Some(new)) = (old, new) else {
         return true;
     };

@@ -55,7 +55,7 @@ fn name(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> &s
 
 /// `GetBindVolumeToClaim`: the volume with `claimRef` naming the claim (kind, namespace, name, UID, resource
 /// version) unless it already does, and `pv.kubernetes.io/bound-by-controller: "yes"` unless it was pre-bound.
-pub fn bind_volume_to_claim(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> PersistentVolume {
+pub(crate) fn bind_volume_to_claim(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> PersistentVolume {
     let pre_bound = super::plugins::volume_binding::is_bound_to(volume, claim);
     let mut bound = volume.clone();
     let spec = bound.spec.get_or_insert_with(Default::default);

@@ -89,7 +89,7 @@ impl NodeScorer for Score<'_> {
 }
 
 /// Adds `:latest` to image names without a tag (a `:` after the last `/`).
-pub fn normalized_image_name(name: &str) -> String {
+pub(crate) fn normalized_image_name(name: &str) -> String {
     let last_colon = name.rfind(':').map_or(-1, |i| i as i64);
     let last_slash = name.rfind('/').map_or(-1, |i| i as i64);
     if last_colon <= last_slash {

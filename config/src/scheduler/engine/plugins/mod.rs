@@ -114,7 +114,11 @@ fn invalid_args(plugin: &str, errors: Vec<super::field::FieldError>) -> ProfileE
 }
 
 /// Builds a filter from a profile entry, validating its args.
-pub fn build_filter(entry: &FilterEntry, args: &PluginArgs, behaviour: Behaviour) -> Result<BuiltFilter, ProfileError> {
+pub(crate) fn build_filter(
+    entry: &FilterEntry,
+    args: &PluginArgs,
+    behaviour: Behaviour,
+) -> Result<BuiltFilter, ProfileError> {
     let plugin = match entry {
         FilterEntry::NodeValue(value_args) => {
             let path = value_args.compile().map_err(|e| invalid_args(&value_args.name, e))?;
@@ -168,7 +172,11 @@ pub fn build_filter(entry: &FilterEntry, args: &PluginArgs, behaviour: Behaviour
 }
 
 /// Builds a score from a profile entry, validating its args and weight (0 means 1).
-pub fn build_score(entry: &ScoreEntry, args: &PluginArgs, behaviour: Behaviour) -> Result<BuiltScore, ProfileError> {
+pub(crate) fn build_score(
+    entry: &ScoreEntry,
+    args: &PluginArgs,
+    behaviour: Behaviour,
+) -> Result<BuiltScore, ProfileError> {
     let (plugin, weight) = match entry {
         ScoreEntry::NodeLabel(label_args) => {
             let path = label_args.compile().map_err(|e| invalid_args(&label_args.name, e))?;
@@ -232,7 +240,7 @@ pub fn build_score(entry: &ScoreEntry, args: &PluginArgs, behaviour: Behaviour) 
 }
 
 /// `helper.DefaultNormalizeScore`: scale to 0–100 by the maximum, optionally reversed.
-pub fn default_normalize(scores: &mut [i64], reverse: bool) {
+pub(crate) fn default_normalize(scores: &mut [i64], reverse: bool) {
     let max = scores.iter().copied().max().unwrap_or(0).max(0);
     if max == 0 {
         if reverse {

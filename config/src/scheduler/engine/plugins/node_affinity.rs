@@ -149,7 +149,7 @@ impl NodeScorer for Score<'_> {
 }
 
 /// Go's `errors.NewAggregate(...).Error()`: one message as is, several in brackets.
-pub fn aggregate(errors: &[crate::scheduler::engine::field::FieldError]) -> String {
+pub(crate) fn aggregate(errors: &[crate::scheduler::engine::field::FieldError]) -> String {
     let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
     if messages.len() == 1 {
         messages.concat()

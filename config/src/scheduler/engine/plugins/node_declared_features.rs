@@ -48,7 +48,7 @@ impl NodeFilter for Check {
 }
 
 /// The features a pod needs to be scheduled (`Framework.InferForPodScheduling`), by the names nodes declare.
-pub fn needed_features(spec: &PodSpec) -> Vec<&'static str> {
+pub(crate) fn needed_features(spec: &PodSpec) -> Vec<&'static str> {
     let mut needed = Vec::new();
     // restartallcontainers: a container restart rule whose action restarts every container.
     let containers = spec.containers.iter().chain(spec.init_containers.iter().flatten());

@@ -140,7 +140,7 @@ impl Fit {
 
 /// The pod's request of each scored resource (`calculatePodResourceRequestList`): with the 100m/200Mi defaults
 /// for containers without requests unless `use_requested` (BalancedAllocation scores actual requests).
-pub fn pod_request_list(pod: &PodInfo, resources: &[ResourceSpec], use_requested: bool) -> Vec<i64> {
+pub(crate) fn pod_request_list(pod: &PodInfo, resources: &[ResourceSpec], use_requested: bool) -> Vec<i64> {
     let defaults = scoring_defaults();
     let requests = pod.parsed_resources.requests(RequestOptions {
         use_status: true,
@@ -161,7 +161,12 @@ pub fn pod_request_list(pod: &PodInfo, resources: &[ResourceSpec], use_requested
 
 /// (allocatable, requested including the pod) of one resource on a node (`calculateResourceAllocatableRequest`);
 /// (0, 0) leaves the resource out of the score.
-pub fn allocatable_and_requested(node: &NodeInfo, name: &str, pod_request: i64, use_requested: bool) -> (i64, i64) {
+pub(crate) fn allocatable_and_requested(
+    node: &NodeInfo,
+    name: &str,
+    pod_request: i64,
+    use_requested: bool,
+) -> (i64, i64) {
     if pod_request == 0 && is_scalar_resource_name(name) {
         return (0, 0);
     }
@@ -251,7 +256,7 @@ fn most_requested(requested: i64, capacity: i64) -> i64 {
 }
 
 /// `helper.BuildBrokenLinearFunction` with integer arithmetic.
-pub fn broken_linear(shape: &[(i64, i64)], p: i64) -> i64 {
+pub(crate) fn broken_linear(shape: &[(i64, i64)], p: i64) -> i64 {
     for (i, &(utilization, score)) in shape.iter().enumerate() {
         if p <= utilization {
             if i == 0 {

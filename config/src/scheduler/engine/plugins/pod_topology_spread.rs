@@ -106,7 +106,12 @@ pub(in crate::scheduler::engine) struct Constraint {
 
 impl Constraint {
     /// Whether the node counts for this constraint under its node inclusion policies.
-    pub fn includes(&self, pod: &Pod, node: &(impl NodeFields + ?Sized), affinity: &RequiredNodeAffinity) -> bool {
+    pub(crate) fn includes(
+        &self,
+        pod: &Pod,
+        node: &(impl NodeFields + ?Sized),
+        affinity: &RequiredNodeAffinity,
+    ) -> bool {
         if self.honor_node_affinity && !affinity.matches(node) {
             return false;
         }

@@ -74,7 +74,7 @@ pub(crate) fn volume_name(claim: &PersistentVolumeClaim) -> &str {
 }
 
 /// Bound and the binder finished (`isPVCFullyBound`).
-pub fn is_fully_bound(claim: &PersistentVolumeClaim) -> bool {
+pub(crate) fn is_fully_bound(claim: &PersistentVolumeClaim) -> bool {
     !volume_name(claim).is_empty() && annotation(&claim.metadata, BIND_COMPLETED_ANNOTATION).is_some()
 }
 
