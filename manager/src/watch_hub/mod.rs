@@ -132,8 +132,9 @@ impl Change {
 /// no memory and wake no worker.
 pub type Admission = Arc<dyn Fn(&DynamicObject) -> bool + Send + Sync>;
 
-/// Starts reflectors on demand and keeps them for the life of the process, leader or not, so a standby's
-/// caches are warm when it takes over.
+/// Starts reflectors on demand and keeps them whether or not a unit that reads them runs here, so a replica's
+/// caches are warm when it takes a unit over; only sharded watches of shards no longer held are ended
+/// ([`WatchHub::release_unused`]).
 pub struct WatchHub {
     client: Client,
     metrics: WatchMetrics,
