@@ -161,10 +161,10 @@ pub fn render(args: &RenderArgs) -> ExitCode {
         // applied (labels, parent annotation, owner reference).
         let planned = ruleplane_config::gather_lookups_offline(rule, &parent, &available).and_then(|lookups| {
             let targets = ruleplane_config::offline_patch_targets(rule, &parent, &available);
-            ruleplane_config::plan_offline(rule, &parent, &lookups, &[], &targets)
+            ruleplane_config::plan_offline(rule, &parent, &lookups, &[], &targets).map(|plan| (plan, lookups))
         });
         match planned {
-            Ok(plan) => {
+            Ok((plan, lookups)) => {
                 // The worker writes the children and reports the patch; `render` says it failed.
                 if let Some(failure) = plan.patches.failures.first() {
                     eprintln!("{failure}");
@@ -179,9 +179,22 @@ pub fn render(args: &RenderArgs) -> ExitCode {
                     );
                 }
                 schema_problems.extend(ruleplane_config::schema_diagnostics(rule, &plan.desired, &schemas));
+                // The rule's own conditions as the worker decides them over these children (Ready and Synced
+                // tell of the cluster: `test` and `diff` show them).
+                let own = ruleplane_config::author_conditions(rule, &parent, &plan.children_after(rule), &lookups).0;
                 docs.extend(plan.desired);
-                if !plan.projected_status.is_empty() {
-                    docs.push(serde_json::json!({ "status": plan.projected_status }));
+                let mut status = plan.projected_status.clone();
+                if !own.is_empty() {
+                    let conditions = own.iter().map(|condition| {
+                        serde_json::json!({
+                            "type": condition.type_, "status": condition.status.as_str(),
+                            "reason": condition.reason, "message": condition.message,
+                        })
+                    });
+                    status.insert("conditions".into(), conditions.collect());
+                }
+                if !status.is_empty() {
+                    docs.push(serde_json::json!({ "status": status }));
                 }
                 // Patches of the `--lookup` objects this parent's `patches` select: each apply as it would be sent.
                 for apply in &plan.patches.apply {

@@ -1,10 +1,10 @@
-//! The rule language at its edges, on a real apiserver: a lookup that waits holds a parent's children, the
-//! children that read an excluded child go with it, and a failing patch does not stop the children.
+//! The rule language at its edges, on a real apiserver: waiting lookups, excluded children, patches, own conditions.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::support::manager::{ManagerProcess, temp_dir};
@@ -175,6 +175,98 @@ async fn a_lookup_that_waits_holds_the_children_while_its_object_is_missing() {
             (color.as_deref() == Some("green") && size.as_deref() == Some("l")).then_some(())
         },
     )
+    .await;
+}
+
+/// The Site's condition of this type, whole.
+async fn whole_condition(sites: &Api<DynamicObject>, name: &str, type_: &str) -> Option<Value> {
+    let site = sites.get_opt(name).await.ok().flatten()?;
+    site.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+#[tokio::test]
+async fn the_rules_own_conditions_flip_keep_their_time_while_unchanged_and_announce_a_change() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "edge-conditions").await;
+    let group = "edge4.example.com";
+    let spec = r#"  children:
+    - id: copy
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: "{{metadata.name}}-copy" }
+        data: { size: {{json spec.size}} }
+  conditions:
+    - type: Large
+      status: '{{#if (eq spec.size "l")}}True{{else}}False{{/if}}'
+      reason: '{{#if (eq spec.size "l")}}SizedLarge{{else}}SizedSmall{{/if}}'
+      message: "size {{spec.size}}"
+      event: true
+    - type: Copied
+      status: '{{#if ready.copy}}True{{else}}False{{/if}}'
+    - type: "{{zone}}Zone"
+      forEach: [zone: "{.spec.zones}"]
+      status: "True"
+"#;
+    let SiteRun { _manager, sites, .. } = run_site_rule(&client, &ns, group, "site-conditions", spec).await;
+    create_site(&sites, group, "a", json!({ "size": "s", "zones": ["east"] })).await;
+    let (small, copied) = eventually(Duration::from_secs(30), "Large=False and Copied=True", || async {
+        let large = whole_condition(&sites, "a", "Large").await?;
+        let copied = whole_condition(&sites, "a", "Copied").await?;
+        (large["status"] == "False" && copied["status"] == "True").then_some((large, copied))
+    })
+    .await;
+    assert_eq!(small["reason"], "SizedSmall");
+    assert_eq!(small["message"], "size s");
+    assert!(whole_condition(&sites, "a", "eastZone").await.is_some(), "one per item");
+    // lastTransitionTime has a resolution of one second: the flip must come in a later second to be told apart.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    merge_patch(&sites, "a", json!({ "spec": { "size": "l", "zones": ["west"] } })).await;
+    let generation = sites.get("a").await.expect("get Site").metadata.generation;
+    let large = eventually(Duration::from_secs(30), "Large=True", || async {
+        let large = whole_condition(&sites, "a", "Large").await?;
+        (large["status"] == "True").then_some(large)
+    })
+    .await;
+    assert_eq!(large["reason"], "SizedLarge");
+    assert_eq!(
+        large["observedGeneration"].as_i64(),
+        generation,
+        "decided from the new generation"
+    );
+    assert_ne!(
+        large["lastTransitionTime"], small["lastTransitionTime"],
+        "a flip takes a new time"
+    );
+    let still = whole_condition(&sites, "a", "Copied").await.expect("Copied");
+    assert_eq!(still["status"], "True");
+    assert_eq!(
+        still["lastTransitionTime"], copied["lastTransitionTime"],
+        "unchanged: its time is kept"
+    );
+    assert_eq!(still["observedGeneration"].as_i64(), generation);
+    assert!(
+        whole_condition(&sites, "a", "eastZone").await.is_none(),
+        "the item that left takes its condition"
+    );
+    assert!(whole_condition(&sites, "a", "westZone").await.is_some());
+    // The change was announced as the rule asked: a Normal Event with the condition's reason.
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    eventually(Duration::from_secs(20), "a SizedLarge Event on the Site", || async {
+        let listed = events.list(&ListParams::default()).await.ok()?;
+        listed
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("SizedLarge")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("a")
+            })
+            .filter(|e| e.type_.as_deref() == Some("Normal") && e.note.as_deref() == Some("Large is True: size l"))
+    })
     .await;
 }
 

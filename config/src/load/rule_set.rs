@@ -107,7 +107,7 @@ pub(crate) fn check_rule_set(
                         DiagnosticCode::UnknownKind,
                         message,
                     );
-                } else if !reconciler.spec.status.is_empty()
+                } else if (!reconciler.spec.status.is_empty() || !reconciler.spec.conditions.is_empty())
                     && parent.as_ref().is_none_or(|p| p.declared_by().is_none())
                 {
                     // Built-in kinds' status belongs to their own controllers, an installed kind's to the tool that
@@ -117,14 +117,19 @@ pub(crate) fn check_rule_set(
                     } else {
                         "the controller of the tool that installs it"
                     };
-                    let at = item.doc.pos_of(&path(&["spec", "status"]));
+                    let field = if reconciler.spec.status.is_empty() {
+                        "conditions"
+                    } else {
+                        "status"
+                    };
+                    let at = item.doc.pos_of(&path(&["spec", field]));
                     report_at(
                         all,
                         item,
                         at,
                         DiagnosticCode::Status,
                         format!(
-                            "`status` can only be projected into kinds declared by a ResourceDefinition; the status of \
+                            "`{field}` can only be written into kinds declared by a ResourceDefinition; the status of \
                          {} belongs to {owner}",
                             watched.kind
                         ),

@@ -1,6 +1,9 @@
 //! The Reconciler rule kind: types, checks and rendering (parent + lookups → children + status).
 
 mod checks;
+mod conditions;
+#[cfg(test)]
+mod conditions_tests;
 mod fights;
 #[cfg(test)]
 mod lookup_tests;
@@ -17,6 +20,7 @@ mod types;
 mod warnings;
 
 pub(crate) use checks::check_reconciler;
+pub use conditions::{author_conditions, condition_transitions};
 pub use fights::{FieldConflict, Fights, conflicts_of};
 pub use parent_plan::{
     DeletionPlan, ParentPlan, PatchApply, PatchCandidate, PatchFilter, PatchPlan, PatchRelease, PlanInput, Removal,
@@ -24,8 +28,8 @@ pub use parent_plan::{
     plan_deletion, plan_offline, plan_parent, plan_patches,
 };
 pub use plan::{
-    ChildApply, ChildPlan, Condition, ObjectKey, Unrendered, attach_parent, child_id, children_by_id, contains,
-    desired_status, each_child, fingerprint, forget_child, is_own_child, next_status, order_collections,
+    ChildApply, ChildPlan, Condition, ConditionStatus, ObjectKey, Unrendered, attach_parent, child_id, children_by_id,
+    contains, desired_status, each_child, fingerprint, forget_child, is_own_child, next_status, order_collections,
     parent_conditions, parent_reference, plan_children, record_child, unrendered_fate,
 };
 pub use preview::{ChildChange, ParentPreview, PatchChange, preview_parent};
@@ -41,7 +45,7 @@ pub use resolved::{
 };
 pub use schema_check::{schema_diagnostics, synthetic_parent_diagnostics};
 pub use types::{
-    ChildTemplate, DEFAULT_LOOKUP_MAX_ITEMS, FinalizeSpec, Lookup, PatchTemplate, ReconcilerRule, ReconcilerSpec,
-    StatusExpression, StatusTemplate, StatusType, StatusValue, WatchedKind, WhenMissing,
+    ChildTemplate, ConditionTemplate, DEFAULT_LOOKUP_MAX_ITEMS, FinalizeSpec, Lookup, PatchTemplate, ReconcilerRule,
+    ReconcilerSpec, StatusExpression, StatusTemplate, StatusType, StatusValue, WatchedKind, WhenMissing,
 };
 pub use warnings::{RuleWarning, reconciler_warnings};

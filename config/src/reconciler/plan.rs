@@ -322,14 +322,48 @@ fn quantities_equal(a: &str, b: &str) -> bool {
 /// The standard `metav1.Condition` shape, as `kubectl wait --for=condition=…` reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Condition {
-    /// `Ready` or `Synced`.
-    pub type_: &'static str,
+    /// `Ready`, `Synced`, or a type of the rule's `conditions`.
+    pub type_: String,
     /// Whether the condition holds.
-    pub status: bool,
+    pub status: ConditionStatus,
     /// CamelCase reason.
     pub reason: String,
     /// Human-readable detail.
     pub message: String,
+    /// Whether a change of its status is published as an Event (an author's condition with `event: true`).
+    pub event: bool,
+}
+
+/// A condition's `status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionStatus {
+    /// The condition holds.
+    True,
+    /// It does not.
+    False,
+    /// It cannot be told.
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// `True` when `holds`, else `False`.
+    pub fn of(holds: bool) -> Self {
+        if holds { Self::True } else { Self::False }
+    }
+
+    /// As `metav1.Condition` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::True => "True",
+            Self::False => "False",
+            Self::Unknown => "Unknown",
+        }
+    }
+
+    /// Whether the condition holds.
+    pub fn holds(self) -> bool {
+        self == Self::True
+    }
 }
 
 /// The parent's `Ready` and `Synced` conditions: `Ready` when every child not excluded by `includeWhen` exists
@@ -350,16 +384,18 @@ pub fn parent_conditions(
             .join(", ");
         return [
             Condition {
-                type_: "Ready",
-                status: false,
+                type_: "Ready".into(),
+                status: ConditionStatus::False,
                 reason: "LookupMissing".into(),
                 message: format!("waiting for lookup {lookups} to find its object"),
+                event: false,
             },
             Condition {
-                type_: "Synced",
-                status: true,
+                type_: "Synced".into(),
+                status: ConditionStatus::True,
                 reason: "Held".into(),
                 message: format!("children held as they are while lookup {lookups} finds nothing"),
+                event: false,
             },
         ];
     }
@@ -372,8 +408,8 @@ pub fn parent_conditions(
         .collect();
     let total = rule.children().len().saturating_sub(excluded.len());
     let ready = Condition {
-        type_: "Ready",
-        status: not_ready.is_empty() && failure.is_none(),
+        type_: "Ready".into(),
+        status: ConditionStatus::of(not_ready.is_empty() && failure.is_none()),
         reason: if not_ready.is_empty() {
             "ChildrenReady"
         } else {
@@ -385,19 +421,22 @@ pub fn parent_conditions(
         } else {
             format!("not ready: {}", not_ready.join(", "))
         },
+        event: false,
     };
     let synced = match failure {
         None => Condition {
-            type_: "Synced",
-            status: true,
+            type_: "Synced".into(),
+            status: ConditionStatus::True,
             reason: "Applied".into(),
             message: format!("{total} children applied"),
+            event: false,
         },
         Some((reason, message)) => Condition {
-            type_: "Synced",
-            status: false,
+            type_: "Synced".into(),
+            status: ConditionStatus::False,
             reason: reason.into(),
             message,
+            event: false,
         },
     };
     [ready, synced]
@@ -497,7 +536,8 @@ pub fn desired_status(
 ) -> Value {
     let projected = super::render::compute_status(rule, parent, children, lookups);
     let (excluded, held) = standing;
-    let conditions = parent_conditions(rule, children, excluded, held, None);
+    let mut conditions = parent_conditions(rule, children, excluded, held, None).to_vec();
+    conditions.extend(super::conditions::author_conditions(rule, parent, children, lookups).0);
     let generation = parent
         .pointer("/metadata/generation")
         .and_then(Value::as_i64)
@@ -528,10 +568,10 @@ pub fn next_status(
     let conditions: Vec<Value> = conditions
         .iter()
         .map(|condition| {
-            let status_text = if condition.status { "True" } else { "False" };
+            let status_text = condition.status.as_str();
             let before = previous
                 .iter()
-                .find(|c| c.get("type").and_then(Value::as_str) == Some(condition.type_));
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(condition.type_.as_str()));
             let transition = match before {
                 Some(before) if before.get("status").and_then(Value::as_str) == Some(status_text) => before
                     .get("lastTransitionTime")

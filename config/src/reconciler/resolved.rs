@@ -21,6 +21,8 @@ pub struct Reconciler {
     pub(crate) finalize_children: Vec<Child>,
     pub(crate) lookups: Vec<ResolvedLookup>,
     pub(crate) status: Vec<StatusField>,
+    /// The author's conditions (`spec.conditions`), in the rule's order.
+    pub(crate) conditions: Vec<super::conditions::ResolvedCondition>,
     pub(crate) patches: Vec<ResolvedPatch>,
     pub(crate) kinds: ReconcilerKinds,
     /// Indexes into `children` such that every child comes after the children it reads.

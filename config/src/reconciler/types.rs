@@ -54,6 +54,12 @@ pub struct ReconcilerSpec {
     /// whose text becomes a scalar (docs/reconcilers.md#status-expressions-and-counts).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub status: BTreeMap<String, StatusExpression>,
+    /// Conditions of the rule author's design, written to `status.conditions` after `Ready` and `Synced` in the
+    /// standard shape (docs/reconcilers.md#conditions-of-your-own): each has a `type`, a `status` template over the
+    /// status scope (`True`, `False` or `Unknown`), and optional `reason` and `message` templates; with `forEach`,
+    /// one condition per item.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<ConditionTemplate>,
     /// Cleanup when a parent is deleted: these children are applied (e.g. a backup Job) and must become
     /// ready before the parent's finalizer is removed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -137,6 +143,37 @@ pub struct StatusTemplate {
     /// How the rendered text is typed: `auto` (default, as above) or `string` (always text).
     #[serde(default, skip_serializing_if = "StatusType::is_auto", rename = "type")]
     pub value_type: StatusType,
+}
+
+/// A condition of the rule author's design (`spec.conditions`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConditionTemplate {
+    /// The condition's type, CamelCase (e.g. `DatabaseReady`, or `example.com/Backup`); not `Ready` or `Synced`,
+    /// which are Ruleplane's. With `forEach` a template over the item (`'{{db.name}}Ready'`).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Handlebars over the status scope (the parent's fields, `children`, `lookups`, `ready`) rendering `True`,
+    /// `False` or `Unknown` (any case; empty is `Unknown`), e.g. `'{{#if ready.db}}True{{else}}False{{/if}}'`.
+    pub status: String,
+    /// Handlebars rendering the reason, CamelCase (letters, digits, `_`, `,`, `:`, starting with a letter);
+    /// default: the status (`True`, `False`, `Unknown`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Handlebars rendering the human-readable message (default: empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// One condition per item, as a child's `forEach` with one entry: `[name: '<JSONPath>']` over the status
+    /// scope yielding a list (e.g. `db: '{.spec.databases}'`, or `replica: '{.children.replicas}'` for a
+    /// collection child's objects), the item bound as `{{name}}` and its position as `{{name_index}}`; at most 100
+    /// items.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1))]
+    pub for_each: Vec<BTreeMap<String, String>>,
+    /// Publish a Normal Event on the parent when the condition's status changes (or it first appears): reason
+    /// the condition's reason, note `<type> is <status>: <message>`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub event: bool,
 }
 
 /// How a templated status value's text is typed.

@@ -176,7 +176,7 @@ fn check_hand_over(
 
 /// Top-level names of the template context besides the parent's own fields: a collection's binding must not
 /// hide them (nor the fields every Kubernetes object has).
-const CONTEXT_NAMES: &[&str] = &[
+pub(super) const CONTEXT_NAMES: &[&str] = &[
     "apiVersion",
     "kind",
     "metadata",
@@ -190,7 +190,7 @@ const CONTEXT_NAMES: &[&str] = &[
 ];
 
 /// Whether `name` is a helper or built-in of the templates: `{{name}}` would call it instead of reading the item.
-fn is_helper_name(name: &str) -> bool {
+pub(super) fn is_helper_name(name: &str) -> bool {
     const BUILT_INS: &[&str] = &[
         "if", "unless", "each", "with", "lookup", "eq", "ne", "gt", "gte", "lt", "lte", "and", "or", "not", "this",
         "else",

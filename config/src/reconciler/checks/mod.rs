@@ -1,6 +1,7 @@
 //! Semantic checks of a Reconciler: lookups, children (templates, ids, kinds), readyWhen and status paths.
 
 mod children;
+mod conditions;
 mod dependencies;
 mod lookups;
 mod patches;
@@ -62,6 +63,7 @@ pub(crate) fn check_reconciler(
         Vec::new()
     };
     let status = status::check_status(rule, doc, lines, out, partials);
+    let conditions = conditions::check_conditions(rule, doc, lines, out, partials);
     let patches = patches::check_patches(rule, doc, lines, out, partials);
     let render_order = dependencies::check_dependencies(&children, &rule.spec.children, doc, lines, out);
     if out.found.len() > problems_before {
@@ -73,6 +75,7 @@ pub(crate) fn check_reconciler(
         finalize_children,
         lookups,
         status,
+        conditions,
         patches,
         kinds: Default::default(),
         render_order,

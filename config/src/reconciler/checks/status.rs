@@ -29,10 +29,13 @@ pub(super) fn check_status(
             out.error(
                 doc.pos_of(&field_path),
                 DiagnosticCode::Name,
-                format!(
-                    "status field `{field}` is Ruleplane's own (it writes `conditions` with Ready and Synced, and \
-                     `observedGeneration`): choose another name"
-                ),
+                if field == "conditions" {
+                    "status field `conditions` is Ruleplane's own (it writes Ready, Synced and the entries of \
+                     `spec.conditions` there): declare conditions under `spec.conditions`"
+                        .to_string()
+                } else {
+                    format!("status field `{field}` is Ruleplane's own (it writes `observedGeneration`): choose another name")
+                },
             );
         }
         let value = match expression {
@@ -63,7 +66,7 @@ pub(super) fn check_status(
 }
 
 /// A status path naming a child id or lookup that does not exist would silently stay empty: report it.
-fn check_status_reference<'a>(
+pub(super) fn check_status_reference<'a>(
     path: &CompiledPath,
     children: &[ChildTemplate],
     lookups: impl Iterator<Item = &'a String>,
@@ -97,7 +100,7 @@ fn check_status_reference<'a>(
 
 /// A status template's `children.<id>` and `ready.<id>` must name children of the rule: a misspelt id would only
 /// show as a missing field once a parent is reconciled.
-fn check_template_status_references(
+pub(super) fn check_template_status_references(
     text: &str,
     children: &[ChildTemplate],
     doc: &Node,

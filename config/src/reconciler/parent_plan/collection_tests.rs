@@ -231,7 +231,7 @@ fn a_child_reading_a_collection_waits_until_every_item_exists_and_is_ready() {
     assert_eq!(summary["metadata"]["name"], "web-summary");
     assert_eq!(summary["data"]["zones"], "2");
     let [ready, _] = parent_conditions(&rule, &all.children_after(&rule), &all.excluded, &[], None);
-    assert!(ready.status, "{}", ready.message);
+    assert!(ready.status.holds(), "{}", ready.message);
 }
 
 #[test]

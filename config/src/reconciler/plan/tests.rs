@@ -154,16 +154,18 @@ fn lists_must_match_in_length_and_order() {
 fn conditions(synced: bool) -> Vec<Condition> {
     vec![
         Condition {
-            type_: "Ready",
-            status: true,
+            type_: "Ready".into(),
+            status: ConditionStatus::True,
             reason: "ChildrenReady".into(),
             message: "all 1 children are ready".into(),
+            event: false,
         },
         Condition {
-            type_: "Synced",
-            status: synced,
+            type_: "Synced".into(),
+            status: ConditionStatus::of(synced),
             reason: if synced { "Applied" } else { "RenderError" }.into(),
             message: String::new(),
+            event: false,
         },
     ]
 }

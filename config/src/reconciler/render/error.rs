@@ -96,6 +96,16 @@ pub enum RenderError {
         /// What is wrong.
         message: String,
     },
+    /// A condition of `spec.conditions` cannot be evaluated for this parent (written `Unknown` meanwhile).
+    #[error("{location}: condition `{condition}`: {message}")]
+    Condition {
+        /// The condition's type (as written, when its type is what failed).
+        condition: String,
+        /// Where the entry is in the rule file.
+        location: SourceLocation,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 /// A YAML problem in rendered output.
@@ -123,6 +133,7 @@ impl RenderError {
             RenderError::Collection { .. } => "collection",
             RenderError::LookupTarget { .. } => "lookup-target",
             RenderError::Patch { .. } => "patch",
+            RenderError::Condition { .. } => "condition",
         }
     }
 }

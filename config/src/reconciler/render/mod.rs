@@ -21,6 +21,7 @@ pub use lookups::{
 pub(crate) use object::is_object_name;
 use object::render_one;
 pub use object::{child_ready, render_finalize_children};
+pub(crate) use status::status_scope;
 pub use status::{compute_status, project_status};
 
 /// The result of rendering one parent.

@@ -70,7 +70,7 @@ fn status_values<'a>(
 /// The scope status fields read: the parent's fields, `lookups`, `children` by id (a collection as the list of
 /// its objects) and `ready`: per child id, how many of its objects are ready by its `readyWhen` (a single child:
 /// 0 or 1; a child not there yet: 0).
-fn status_scope(
+pub(crate) fn status_scope(
     rule: &Reconciler,
     parent: &Value,
     children: &Map<String, Value>,

@@ -19,10 +19,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::Scope;
+use kube::runtime::events::EventType;
 use ruleplane_config::ownership::{PARENT_ANNOTATION, PARENT_UID_LABEL, RULE_LABEL, cleanup_finalizer};
 use ruleplane_config::{
-    Fights, KindRef, ObjectKey, PatchCandidate, PatchFilter, Reconciler, RenderError, Scopes, children_by_id,
-    is_own_child, next_status, parent_conditions, project_status,
+    Fights, KindRef, ObjectKey, PatchCandidate, PatchFilter, Reconciler, RenderError, Scopes, author_conditions,
+    children_by_id, condition_transitions, is_own_child, next_status, parent_conditions, project_status,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -650,12 +651,14 @@ impl ParentReconciler {
             return None;
         }
         let (projected, status_failure) = project_status(&self.rule, parent_value, children, lookups);
-        // A status template that fails leaves its field out and is reported like a failed reconcile.
-        let status_failure = status_failure.map(|error| {
+        let (own_conditions, condition_failure) = author_conditions(&self.rule, parent_value, children, lookups);
+        // A status template that fails leaves its field out (a condition that fails is written `Unknown`) and is
+        // reported like a failed reconcile.
+        let status_failure = status_failure.or(condition_failure).map(|error| {
             let message = ruleplane_config::redaction::shown_message(&error.to_string(), self.rule.reads_secrets());
             ("StatusError", message)
         });
-        let mut conditions = parent_conditions(
+        let [ready, mut synced] = parent_conditions(
             &self.rule,
             children,
             excluded,
@@ -670,9 +673,22 @@ impl ParentReconciler {
             .unwrap_or_else(|e| e.into_inner())
             .get(&ParentKey::of(parent))
             .and_then(Fights::message);
-        if let (Some(fights), [_, synced]) = (fights, &mut conditions) {
+        if let Some(fights) = fights {
             synced.message = format!("{}; {fights}", synced.message);
         }
+        let conditions: Vec<_> = [ready, synced].into_iter().chain(own_conditions).collect();
+        let events = condition_transitions(parent_value.get("status"), &conditions)
+            .into_iter()
+            .map(|condition| {
+                let note = format!(
+                    "{} is {}: {}",
+                    condition.type_,
+                    condition.status.as_str(),
+                    condition.message
+                );
+                (condition.reason.clone(), note)
+            })
+            .collect();
         let patch = next_status(
             parent_value.get("status"),
             &projected,
@@ -684,13 +700,19 @@ impl ParentReconciler {
             parent: ParentKey::of(parent),
             version: parent.resource_version(),
             patch,
+            events,
         })
     }
 
     /// Writes a parent's status. A parent gone meanwhile has nothing left to report (its deletion is a change
     /// of its own).
     async fn write_status(&self, status: StatusWrite) -> Result<(), ReconcilerError> {
-        let StatusWrite { parent, version, patch } = status;
+        let StatusWrite {
+            parent,
+            version,
+            patch,
+            events,
+        } = status;
         let object = self.parent_object(&parent);
         let write = io::patch_status(self, &parent, patch);
         match self
@@ -698,7 +720,17 @@ impl ParentReconciler {
             .track(parent.clone(), object, version.as_deref(), write)
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                // Told once the status that says it is written.
+                if !events.is_empty()
+                    && let Some(cached) = self.parent.watch.get(parent.namespace.as_deref(), &parent.name)
+                {
+                    for (reason, note) in events {
+                        io::publish(self, &cached, EventType::Normal, &reason, note).await;
+                    }
+                }
+                Ok(())
+            }
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
             Err(error) => Err(error.into()),
         }
@@ -712,6 +744,8 @@ pub struct StatusWrite {
     /// The parent's resourceVersion it was decided from.
     version: Option<String>,
     patch: Value,
+    /// The Events (reason, note) of the author's conditions that change with it (`event: true`).
+    events: Vec<(String, String)>,
 }
 
 impl Reconcile for ParentReconciler {
