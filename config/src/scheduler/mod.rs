@@ -7,6 +7,7 @@ pub mod cosched;
 pub mod engine;
 pub mod gang;
 pub mod gang_run;
+pub mod group_preemption;
 mod plugins;
 pub mod pod_group;
 pub mod pod_group_cycle;

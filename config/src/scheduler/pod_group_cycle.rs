@@ -34,7 +34,7 @@ const WAITING_AT_PERMIT: &str = "waiting for minCount pods from a gang to be sch
 const WAITING_FOR_PREEMPTION: &str = "pod group is waiting for preemption to complete";
 
 /// What the group's PodGroupPostFilter (v1.37's workload-aware preemption) says of an unschedulable group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GroupPreemption {
     /// No pod of the cluster has a lower priority than the group's (`No preemption victims found for incoming
     /// preemptor`).
@@ -44,6 +44,12 @@ pub enum GroupPreemption {
     /// Lower-priority pods exist: kube-scheduler would simulate evicting them for the whole group, which Ruleplane
     /// does not do (docs/scheduler.md, "Gangs by Kubernetes version").
     NotEvaluated,
+    /// A member's nominated node holds a lower-priority pod a preemption is deleting: the group waits for it.
+    Ongoing,
+    /// Even without every lower-priority pod the group does not fit: the group's status in that cycle.
+    Unschedulable(String),
+    /// Evicting this many pods makes room for the group (`super::group_preemption`).
+    Preempting { victims: usize },
 }
 
 impl GroupPreemption {
@@ -64,15 +70,24 @@ impl GroupPreemption {
         }
     }
 
+    /// Whether the group waits for victims to go (the PodGroupPostFilter succeeded).
+    pub fn found_room(&self) -> bool {
+        matches!(self, GroupPreemption::Ongoing | GroupPreemption::Preempting { .. })
+    }
+
     /// The reason appended to the group's status (`PodGroupPostFilter`'s `pod group preemption: ` prefix).
-    fn text(self) -> &'static str {
-        match self {
-            GroupPreemption::NoVictims => "pod group preemption: No preemption victims found for incoming preemptor",
-            GroupPreemption::Never => "pod group preemption: not eligible due to preemptionPolicy=Never.",
-            GroupPreemption::NotEvaluated => {
-                "pod group preemption: not evaluated by Ruleplane (lower-priority pods exist)"
+    fn text(&self) -> String {
+        let reason = match self {
+            GroupPreemption::NoVictims => "No preemption victims found for incoming preemptor".to_string(),
+            GroupPreemption::Never => "not eligible due to preemptionPolicy=Never.".to_string(),
+            GroupPreemption::NotEvaluated => "not evaluated by Ruleplane (lower-priority pods exist)".to_string(),
+            GroupPreemption::Ongoing => "ongoing preemption on nominated nodes".to_string(),
+            GroupPreemption::Unschedulable(status) => status.clone(),
+            GroupPreemption::Preempting { victims } => {
+                format!("found a placement for podgroup, preempting {victims} victims")
             }
-        }
+        };
+        format!("pod group preemption: {reason}")
     }
 }
 
@@ -320,7 +335,7 @@ impl PodGroupCycle {
                 };
                 let untried = before.join(", ");
                 let mut after = before;
-                after.push(preemption.text().to_string());
+                after.push(preemption.text());
                 let group = after.join(", ");
                 CycleTexts {
                     verdict: CycleVerdict::Rejected,

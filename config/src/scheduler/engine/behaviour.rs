@@ -147,6 +147,13 @@ impl Behaviour {
         self.0 <= KubernetesVersion::V1_36
     }
 
+    /// Whether a preemption victim stops counting against PodDisruptionBudgets at the first budget it takes below
+    /// zero (v1.37: `preemption/util.go` `FilterVictimsWithPDBViolation` returns there; before, the pod's other
+    /// budgets are decremented too, which changes later victims' verdicts when budgets overlap).
+    pub fn pdb_check_stops_at_first_violation(self) -> bool {
+        self.0 >= KubernetesVersion::V1_37
+    }
+
     /// Whether a pod-group cycle starts by checking that the group's members name one scheduler, one preemption
     /// policy and the PodGroup's priority, failing them all with a SchedulerError otherwise (v1.37:
     /// `schedule_one_podgroup.go` `validatePodGroup`; v1.36 checks only the queued members' scheduler name, which

@@ -249,6 +249,47 @@ impl Engine {
         self.schedule_with(snapshot, pod, post_filter)
     }
 
+    /// Whether `pod` passes every filter on `node` of `snapshot`, nominated pods included, after a PreFilter on
+    /// `snapshot` (`RunFilterPluginsWithNominatedPods` on a proposed node): what workload-aware preemption asks of
+    /// each member's node as it gives victims back. `Err` is a PreFilter or filter error's text.
+    pub fn fits_on_node(
+        &self,
+        snapshot: &Snapshot,
+        pod: &Pod,
+        node: &str,
+    ) -> Result<Result<bool, String>, ScheduleError> {
+        let pod_info = PodInfo::new(pod.clone()).map_err(|source| ScheduleError::InvalidQuantity {
+            pod: pod_ref(pod),
+            source,
+        })?;
+        let Some(info) = snapshot.get(node) else {
+            return Ok(Ok(false));
+        };
+        let cycle = Cycle {
+            pod: &pod_info,
+            snapshot,
+        };
+        let prepared = match self.compiled.run_pre_filters(&cycle) {
+            Ok(prepared) => prepared,
+            Err(decision) => {
+                return Ok(match decision.outcome {
+                    Outcome::Error { message } => Err(message),
+                    _ => Ok(false),
+                });
+            }
+        };
+        if prepared
+            .restriction
+            .as_ref()
+            .is_some_and(|(nodes, _)| !nodes.contains(node))
+        {
+            return Ok(Ok(false));
+        }
+        let nominator = Nominator::new(snapshot, self.nominator_schedulers.as_deref());
+        let mut check = NodeCheck::new(&self.compiled, nominator, &pod_info, Some(&prepared), true);
+        Ok(check.check(info).map(|rejection| rejection.is_none()))
+    }
+
     fn schedule_with(&mut self, snapshot: &Snapshot, pod: &Pod, post_filter: bool) -> Result<Decision, ScheduleError> {
         let pod_info = PodInfo::new(pod.clone()).map_err(|source| ScheduleError::InvalidQuantity {
             pod: pod_ref(pod),

@@ -278,7 +278,7 @@ fn preempt(
             nominate: Nominate::Clear,
         };
     }
-    let pdbs = CompiledPdbs::new(snapshot.pod_disruption_budgets());
+    let pdbs = CompiledPdbs::new(snapshot.pod_disruption_budgets(), chain.behaviour);
     let n = potential.len();
     let offset = rng.below(n);
     let wanted = args.num_candidates(n);
@@ -417,7 +417,7 @@ fn select_victims(
 
 /// `GetPodStartTime`: `status.startTime`; `None` stands for "now", later than every recorded start.
 /// Orders start times with "not started" (now) after every recorded time.
-fn compare_start(a: Option<Timestamp>, b: Option<Timestamp>) -> Ordering {
+pub(crate) fn compare_start(a: Option<Timestamp>, b: Option<Timestamp>) -> Ordering {
     (a.is_none(), a).cmp(&(b.is_none(), b))
 }
 
@@ -429,8 +429,10 @@ fn more_important_first(a: &PodInfo, b: &PodInfo) -> Ordering {
 }
 
 /// The budgets, with their selectors parsed once per preemption.
-struct CompiledPdbs {
+pub(crate) struct CompiledPdbs {
     budgets: Vec<Budget>,
+    /// v1.37: a pod stops counting against budgets at the first one it takes below zero.
+    stop_at_first_violation: bool,
 }
 
 struct Budget {
@@ -442,7 +444,7 @@ struct Budget {
 }
 
 impl CompiledPdbs {
-    fn new(pdbs: &[PodDisruptionBudget]) -> CompiledPdbs {
+    pub(crate) fn new(pdbs: &[PodDisruptionBudget], behaviour: Behaviour) -> CompiledPdbs {
         let budgets = pdbs
             .iter()
             .map(|pdb| {
@@ -464,38 +466,66 @@ impl CompiledPdbs {
                 }
             })
             .collect();
-        CompiledPdbs { budgets }
+        CompiledPdbs {
+            budgets,
+            stop_at_first_violation: behaviour.pdb_check_stops_at_first_violation(),
+        }
     }
 
-    /// `filterPodsWithPDBViolation`: splits sorted pods into (violating, non-violating), keeping the order.
-    /// Each matching budget not already counting the pod as disrupted is decremented; a pod is violating when
-    /// one of its budgets goes below zero.
+    /// `filterPodsWithPDBViolation` (`FilterVictimsWithPDBViolation` from v1.37): splits sorted pods into
+    /// (violating, non-violating), keeping the order. Each matching budget not already counting the pod as
+    /// disrupted is decremented; a pod is violating when one of its budgets goes below zero.
     fn split(&self, pods: Vec<Arc<PodInfo>>) -> (Vec<Arc<PodInfo>>, Vec<Arc<PodInfo>>) {
+        let (violating, non_violating) = self.split_units(pods, std::slice::from_ref);
+        (violating.into_iter().map(|(pod, _)| pod).collect(), non_violating)
+    }
+
+    /// `FilterVictimsWithPDBViolation`: [`CompiledPdbs::split`] for units of pods, each violating unit with how
+    /// many of its pods violate; every pod of every unit counts against the budgets, in order.
+    pub(crate) fn split_units<U>(
+        &self,
+        units: Vec<U>,
+        pods_of: impl Fn(&U) -> &[Arc<PodInfo>],
+    ) -> (Vec<(U, usize)>, Vec<U>) {
         let mut allowed: Vec<i32> = self.budgets.iter().map(|b| b.allowed).collect();
         let mut violating = Vec::new();
         let mut non_violating = Vec::new();
-        for pod in pods {
-            let labels = pod.labels();
-            let name = pod.name();
-            let mut violates = false;
-            if !labels.is_empty() {
-                for (budget, allowed) in self.budgets.iter().zip(allowed.iter_mut()) {
-                    let matches = budget.namespace == pod.namespace
-                        && budget.selector.as_ref().is_some_and(|s| s.matches(labels));
-                    if !matches || budget.disrupted.contains(name) {
-                        continue;
-                    }
-                    *allowed -= 1;
-                    violates |= *allowed < 0;
-                }
-            }
-            if violates {
-                violating.push(pod);
+        for unit in units {
+            let violating_pods = pods_of(&unit)
+                .iter()
+                .filter(|pod| self.violates(pod, &mut allowed))
+                .count();
+            if violating_pods > 0 {
+                violating.push((unit, violating_pods));
             } else {
-                non_violating.push(pod);
+                non_violating.push(unit);
             }
         }
         (violating, non_violating)
+    }
+
+    /// Counts `pod` against the budgets left (`allowed`): whether one of them went below zero.
+    fn violates(&self, pod: &PodInfo, allowed: &mut [i32]) -> bool {
+        let labels = pod.labels();
+        if labels.is_empty() {
+            return false;
+        }
+        let mut violates = false;
+        for (budget, allowed) in self.budgets.iter().zip(allowed.iter_mut()) {
+            let matches =
+                budget.namespace == pod.namespace && budget.selector.as_ref().is_some_and(|s| s.matches(labels));
+            if !matches || budget.disrupted.contains(pod.name()) {
+                continue;
+            }
+            *allowed -= 1;
+            if *allowed < 0 {
+                violates = true;
+                if self.stop_at_first_violation {
+                    break;
+                }
+            }
+        }
+        violates
     }
 }
 
