@@ -19,7 +19,7 @@ fi
 # What differs by version: built-in schemas, CRD registration and evolution, the Reconciler basics, kube-scheduler's
 # rules (fidelity against that version's kube-scheduler), gangs in both dialects, volumes.
 modules=(openapi_snapshot:: resource_definitions:: reconcilers:: schedulers:: scheduler_preemption:: scheduler_fidelity::
-         preemption_fidelity:: preemption_corpus:: gangs:: gang_corpus:: gang_late_kinds:: scheduler_volumes::
+         preemption_fidelity:: preemption_corpus:: gangs:: gang_checks:: gang_corpus:: gang_late_kinds:: scheduler_volumes::
          volume_corpus::)
 cargo test -p ruleplane --test integration --no-run >/dev/null
 declare -A result
