@@ -5,6 +5,7 @@
 //! Run a single group with a filter, e.g. `cargo test -p ruleplane-config --test rules golden::`.
 
 mod adversarial;
+mod doc_links;
 mod doc_paths;
 mod examples;
 mod golden;
