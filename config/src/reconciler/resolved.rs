@@ -339,10 +339,30 @@ pub(crate) struct Collection {
 /// The source of a collection's items.
 #[derive(Clone, Debug)]
 pub(crate) enum CollectionItems {
-    /// `forEach`: each entry's name and list path; several make the cartesian product, in order.
-    ForEach(Vec<(String, CompiledPath)>),
-    /// `count`: a path yielding the number of copies.
-    Count(CompiledPath),
+    /// `forEach`: each entry's name and list; several make the cartesian product, in order.
+    ForEach(Vec<(String, ItemSource)>),
+    /// `count`: the number of copies.
+    Count(ItemSource),
+}
+
+/// What a `count` or a `forEach` entry reads: a JSONPath over the template context, or a template (`{{…}}`) whose
+/// text is the number (`count`) or a YAML list (`forEach`).
+#[derive(Clone, Debug)]
+pub(crate) enum ItemSource {
+    /// A JSONPath: a number, or a list (a missing field or `null`: none).
+    Path(CompiledPath),
+    /// A template, with where it is written (its render errors point there).
+    Template(CompiledTemplate, SourceLocation),
+}
+
+impl ItemSource {
+    /// The expression as the rule writes it.
+    pub(crate) fn source(&self) -> &str {
+        match self {
+            ItemSource::Path(path) => path.source(),
+            ItemSource::Template(template, _) => template.source(),
+        }
+    }
 }
 
 impl Child {

@@ -328,14 +328,16 @@ pub struct ChildTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// Render this child once per item (a collection): each entry is one `name: '<JSONPath>'` over the template
-    /// context yielding a list (a missing field or `null`: no items). Several entries: one child per combination
+    /// context yielding a list (a missing field or `null`: no items), or `name: '<template>'` (it holds `{{`)
+    /// rendering one YAML list (`'{{json (slice spec.zones 0 2)}}'`; nothing or `null`: no items). Several entries: one child per combination
     /// (the cartesian product, first entry outermost). Each item is bound by its name (`{{zone}}`) and its
     /// position by `<name>_index` (`{{zone_index}}`, from 0). `readyWhen` and `includeWhen` apply per item;
     /// other children and `status` see `children.<id>` as the list of the collection's objects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub for_each: Vec<BTreeMap<String, String>>,
     /// Render this child `count` times (a collection), `count` being a JSONPath over the template context yielding
-    /// a non-negative integer (a missing field: none); each copy's position is bound as `{{count_index}}` (from
+    /// a non-negative integer (a missing field: none), or a template (it holds `{{`) rendering one
+    /// (`'{{min spec.replicas (add status.ready 1)}}'`; anything else is a render error at `count`); each copy's position is bound as `{{count_index}}` (from
     /// 0; `index` names a helper). Not with `forEach`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<String>,
@@ -419,6 +421,11 @@ pub struct FinalizeSpec {
     /// Children applied when the parent is being deleted.
     #[schemars(length(min = 1))]
     pub children: Vec<ChildTemplate>,
+}
+
+/// Whether a `count` or `forEach` entry is a template (it holds `{{`) rather than a JSONPath.
+pub(crate) fn is_item_template(expression: &str) -> bool {
+    expression.contains("{{")
 }
 
 #[cfg(test)]

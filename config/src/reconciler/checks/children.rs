@@ -2,11 +2,10 @@
 
 use std::collections::HashMap;
 
-use super::super::resolved::{Child, Collection, CollectionItems};
-use super::super::types::{ChildTemplate, DEFAULT_MAX_ITEMS, ReconcilerRule};
-use super::dependencies::{collection_paths, path_child, referenced_children};
+use super::super::resolved::{Child, Collection, CollectionItems, ItemSource};
+use super::super::types::{ChildTemplate, DEFAULT_MAX_ITEMS, ReconcilerRule, is_item_template};
+use super::dependencies::{collection_paths, collection_reads, referenced_children};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics};
-use crate::jsonpath::CompiledPath;
 use crate::load::{check_embedded_template, check_json_path, is_identifier, key, path, with};
 use crate::template::Partials;
 use crate::yaml_tree::{Node, PathStep};
@@ -86,7 +85,7 @@ pub(super) fn check_children(
                 ),
             );
         }
-        let collection = check_collection(child, in_finalize, doc, &child_path, out);
+        let collection = check_collection(child, in_finalize, (doc, &child_path, lines), out, partials);
         let hand_over = check_hand_over(&child.hand_over, doc, &with(&child_path, &[key("handOver")]), out);
         if let (
             Some(template),
@@ -116,7 +115,7 @@ pub(super) fn check_children(
                 depends_on: std::iter::once(child.template.as_str())
                     .chain(template.partials().sources())
                     .flat_map(referenced_children)
-                    .chain(collection_paths(child).filter_map(path_child))
+                    .chain(collection_paths(child).flat_map(collection_reads))
                     .fold(Vec::new(), |mut ids, id| {
                         if !ids.contains(&id) {
                             ids.push(id);
@@ -203,10 +202,13 @@ pub(super) fn is_helper_name(name: &str) -> bool {
 fn check_collection(
     child: &ChildTemplate,
     in_finalize: bool,
-    doc: &Node,
-    child_path: &[PathStep],
+    (doc, child_path, lines): (&Node, &[PathStep], &[&str]),
     out: &mut FileDiagnostics,
+    partials: &Partials,
 ) -> Option<Option<Collection>> {
+    let item_source = |expression: &str, field_path: &[PathStep], out: &mut FileDiagnostics| {
+        check_item_source(expression, (doc, field_path, lines), out, partials)
+    };
     let problems_before = out.found.len();
     let max_items = child.max_items.unwrap_or(DEFAULT_MAX_ITEMS);
     if !child.is_collection() {
@@ -244,9 +246,9 @@ fn check_collection(
                 format!("child `{}`: `count` and `forEach` exclude each other", child.id),
             );
         }
-        check_json_path(count, doc, &with(child_path, &[key("count")]), out).map(CollectionItems::Count)
+        item_source(count, &with(child_path, &[key("count")]), out).map(CollectionItems::Count)
     } else {
-        let mut entries: Vec<(String, CompiledPath)> = Vec::new();
+        let mut entries: Vec<(String, ItemSource)> = Vec::new();
         let mut bound: Vec<String> = Vec::new();
         for (index, entry) in child.for_each.iter().enumerate() {
             let entry_path = with(child_path, &[key("forEach"), PathStep::Index(index)]);
@@ -298,8 +300,8 @@ fn check_collection(
             }
             bound.push(name.clone());
             bound.push(index_name);
-            if let Some(path) = check_json_path(expression, doc, &name_path, out) {
-                entries.push((name.clone(), path));
+            if let Some(source) = item_source(expression, &name_path, out) {
+                entries.push((name.clone(), source));
             }
         }
         Some(CollectionItems::ForEach(entries))
@@ -311,4 +313,22 @@ fn check_collection(
         items: items?,
         max_items: usize::try_from(max_items).unwrap_or(usize::MAX),
     }))
+}
+
+/// A `count` or `forEach` entry compiled: a template when it holds `{{`, else a JSONPath.
+fn check_item_source(
+    expression: &str,
+    (doc, field_path, lines): (&Node, &[PathStep], &[&str]),
+    out: &mut FileDiagnostics,
+    partials: &Partials,
+) -> Option<ItemSource> {
+    if is_item_template(expression) {
+        let template = check_embedded_template(expression, doc, field_path, lines, out, partials)?;
+        Some(ItemSource::Template(
+            template,
+            out.location(doc.value_pos_of(field_path)),
+        ))
+    } else {
+        check_json_path(expression, doc, field_path, out).map(ItemSource::Path)
+    }
 }

@@ -1,7 +1,7 @@
 //! Which children a template or collection reads, and the order children render in.
 
 use super::super::resolved::Child;
-use super::super::types::ChildTemplate;
+use super::super::types::{ChildTemplate, is_item_template};
 use crate::diagnostics::{DiagnosticCode, FileDiagnostics, Pos, did_you_mean};
 use crate::load::{embedded_pos, key, path, with};
 use crate::yaml_tree::{Node, PathStep};
@@ -34,6 +34,15 @@ pub(super) fn collection_paths(child: &ChildTemplate) -> impl Iterator<Item = &s
         .iter()
         .flat_map(|entry| entry.values().map(String::as_str))
         .chain(child.count.as_deref())
+}
+
+/// The child ids a `count` or `forEach` entry reads: a template's `children.<id>`, or the child a JSONPath starts at.
+pub(super) fn collection_reads(expression: &str) -> Vec<String> {
+    if is_item_template(expression) {
+        referenced_children(expression)
+    } else {
+        path_child(expression).into_iter().collect()
+    }
 }
 
 /// The child id a JSONPath over the template context reads, when it starts at `children.<id>` (or
@@ -76,11 +85,16 @@ pub(super) fn check_dependencies(
         let item_source = templates.get(index).and_then(|child| {
             let child_path = with(&path(&["spec", "children"]), &[PathStep::Index(index)]);
             let for_each = child.for_each.iter().enumerate().find_map(|(entry, names)| {
-                let (name, _) = names.iter().find(|(_, path)| path_child(path).as_deref() == Some(id))?;
+                let (name, _) = names
+                    .iter()
+                    .find(|(_, path)| collection_reads(path).iter().any(|read| read == id))?;
                 Some(with(&child_path, &[key("forEach"), PathStep::Index(entry), key(name)]))
             });
             let count = || {
-                (child.count.as_deref().and_then(path_child).as_deref() == Some(id))
+                child
+                    .count
+                    .as_deref()
+                    .is_some_and(|count| collection_reads(count).iter().any(|read| read == id))
                     .then(|| with(&child_path, &[key("count")]))
             };
             for_each.or_else(count).filter(|_| !template.contains(&needle))

@@ -344,3 +344,89 @@ fn a_collection_over_an_unknown_child_is_a_load_error_at_its_for_each_entry() {
         "{errors}"
     );
 }
+
+/// `copies`: `count` as given (one ConfigMap per copy); `summary` for `copies` to read.
+fn counted(count: &str) -> Reconciler {
+    let children = [
+        child("summary", "summary", "", r#"{ a: "1", b: "2" }"#),
+        child("copies", "{{count_index}}", &format!("      count: '{count}'\n"), ""),
+    ];
+    crate::test_rules::reconciler(
+        &crate::test_rules::config_map_reconciler("shop", &children.concat()),
+        "shop",
+    )
+}
+
+#[test]
+fn a_count_template_sizes_the_collection_from_what_it_computes() {
+    let rule = counted("{{min spec.replicas (add spec.ready 1)}}");
+    let window = plan(&rule, &parent(json!({"replicas": 5, "ready": 1})), &[]);
+    assert_eq!(desired_names(&window), ["web-summary", "web-0", "web-1"]);
+    let all = plan(&rule, &parent(json!({"replicas": 5, "ready": 9})), &[]);
+    assert_eq!(desired_names(&all).len(), 6);
+    // Capped like any collection.
+    let error = try_plan(&rule, &parent(json!({"replicas": 5000, "ready": 5000})), &[]).unwrap_err();
+    assert!(error.to_string().contains("5000 items, more than the 1000"), "{error}");
+}
+
+#[test]
+fn a_count_template_that_is_no_non_negative_integer_is_a_render_error_at_the_count() {
+    for (count, rendered) in [
+        ("{{spec.replicas}}", "a negative number"),
+        ("{{spec.name}}", "text that is not an integer"),
+        ("{{#if spec.none}}1{{/if}}", "nothing"),
+    ] {
+        let spec = json!({"replicas": -2, "name": "web", "none": false});
+        let error = try_plan(&counted(count), &parent(spec), &[]).unwrap_err();
+        assert_eq!(error.category(), "collection");
+        assert!(
+            error.to_string().starts_with(&format!(
+                "rules.yaml:14:14: child `copies`: `count` ({count}) must render a non-negative integer; it \
+                 rendered {rendered}"
+            )),
+            "{error}"
+        );
+    }
+    let error = try_plan(&counted("{{spec.replica}}"), &parent(json!({})), &[]).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("rules.yaml:14:14: child `copies`: `count`: template line 1: missing field `spec.replica`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_count_template_reading_a_child_waits_for_it() {
+    let rule = counted("{{len children.summary.data}}");
+    assert_eq!(
+        rule.child("copies").map(|c| c.depends_on.clone()),
+        Some(vec!["summary".to_string()])
+    );
+    let first = plan(&rule, &parent(json!({})), &[]);
+    assert_eq!(desired_names(&first), ["web-summary"]);
+    let second = plan(&rule, &parent(json!({})), &apply_all(&first));
+    assert_eq!(desired_names(&second), ["web-summary", "web-0", "web-1"]);
+}
+
+#[test]
+fn a_for_each_template_renders_the_list_of_items() {
+    let options = "      forEach:\n        - zone: '{{json (slice spec.zones 0 spec.first)}}'\n";
+    let first_two = plan(
+        &rule(options),
+        &parent(json!({"zones": ["a", "b", "c"], "first": 2})),
+        &[],
+    );
+    // (`summary` reads the zones: it waits for them.)
+    assert_eq!(desired_names(&first_two), ["web-a", "web-b"]);
+    let none = plan(&rule(options), &parent(json!({"zones": ["a"], "first": 0})), &[]);
+    assert!(!desired_names(&none).contains(&"web-a"), "{:?}", desired_names(&none));
+    let scalar = "      forEach:\n        - zone: '{{spec.first}}'\n";
+    let error = try_plan(&rule(scalar), &parent(json!({"first": 2})), &[]).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("forEach `zone` ({{spec.first}}) must yield a list, not 2"),
+        "{error}"
+    );
+}
