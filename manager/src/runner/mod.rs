@@ -6,6 +6,7 @@
 //! doubling to 60 s), permanent ones wait for a change of what the key reads. Each distinct error of a key is logged
 //! and handed to [`Reconcile::report_error`] once, not on every retry.
 
+mod errors;
 mod queue;
 
 use std::collections::{HashMap, VecDeque};
@@ -19,13 +20,14 @@ use futures::stream::SelectAll;
 use futures::{FutureExt, StreamExt};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
+pub use errors::{ErrorReports, Failure};
 pub use queue::WorkQueue;
 
 use crate::context::WorkerError;
 use crate::health::{Health, WorkerState};
-use crate::metrics::{Metrics, RuleErrorLabels, UnitLabels};
+use crate::metrics::{Metrics, UnitLabels};
 use crate::sharding::{QueuedShare, ShardGate, WorkGuard};
 use crate::watch_hub::{Change, KindKey, Subscription};
 use ruleplane_config::sharding::Unit;
@@ -235,7 +237,7 @@ impl Runner {
             reports.enqueue(&mut queue, key);
         }
         let mut failures: HashMap<R::Key, u32> = HashMap::new();
-        let mut reported: HashMap<R::Key, String> = HashMap::new();
+        let mut reported = ErrorReports::new(&self.rule, self.kind, self.metrics.clone(), self.health.clone());
         // Changes heard while the caches filled (a watch's first list ends in a resync) are taken in before the
         // first reconcile starts. Taken in after, such a resync queued every key a second time and fell on the
         // first writes in flight, which a worker then cannot trust: 1,000 rules starting together sent a few
@@ -372,14 +374,14 @@ impl Runner {
         reconciler: &R,
         queue: &mut WorkQueue<R::Key>,
         failures: &mut HashMap<R::Key, u32>,
-        reported: &mut HashMap<R::Key, String>,
+        reported: &mut ErrorReports<R::Key>,
         key: R::Key,
         result: Result<Action, R::Error>,
     ) {
         match result {
             Ok(action) => {
                 failures.remove(&key);
-                if reported.remove(&key).is_some() {
+                if reported.forget(&key) {
                     info!(rule = %self.rule, key = ?key, "reconciled after earlier errors");
                 }
                 if reported.is_empty() {
@@ -391,22 +393,14 @@ impl Runner {
             }
             Err(error) => {
                 let message = error.to_string();
-                self.metrics
-                    .reconcile_errors
-                    .get_or_create(&RuleErrorLabels {
-                        rule: self.rule.clone(),
-                        kind: self.kind.to_owned(),
-                        category: error.category().to_owned(),
-                    })
-                    .inc();
-                if error.degrades_rule() {
-                    self.health
-                        .set_rule(&self.rule, self.kind, WorkerState::Degraded(message.clone()));
-                }
-                if reported.get(&key) != Some(&message) {
-                    warn!(rule = %self.rule, key = ?key, category = error.category(), permanent = error.is_permanent(), error = %message, "reconcile failed");
+                let failure = Failure {
+                    category: error.category(),
+                    degrades: error.degrades_rule(),
+                    message: &message,
+                    same_as: message.clone(),
+                };
+                if reported.failed(&key, failure, "reconcile failed") {
                     reconciler.report_error(&key, &error).await;
-                    reported.insert(key.clone(), message);
                 }
                 if !error.is_permanent() {
                     let count = failures.entry(key.clone()).or_insert(0);
@@ -483,7 +477,7 @@ fn keys_for<R: Reconcile>(
     reconciler: &R,
     kind: &KindKey,
     change: &Change,
-    reported: &HashMap<R::Key, String>,
+    reported: &ErrorReports<R::Key>,
 ) -> Vec<R::Key> {
     if !matches!(change, Change::Resync) {
         return reconciler.keys_for(kind, change);

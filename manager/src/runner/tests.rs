@@ -8,6 +8,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher::Event;
 
 use super::*;
+use crate::metrics::RuleErrorLabels;
 use crate::watch_hub::SharedWatch;
 
 #[derive(Debug)]

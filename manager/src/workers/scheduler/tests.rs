@@ -1,10 +1,14 @@
 //! The scheduler worker without a cluster: caches fed synthetic nodes and pods, writes made to a recording, so the
 //! watch → decision → bind path is checked write by write.
 
+use super::queue_loop::Loop;
 use super::recording::Recording;
 use super::*;
+use crate::watch_hub::Change;
 use kube::runtime::watcher::Event;
+use ruleplane_config::scheduler::queue::Place;
 use serde_json::json;
+use tokio::sync::mpsc;
 
 fn policy() -> SchedulerPolicy {
     let yaml =
@@ -87,7 +91,13 @@ async fn a_relist_without_a_pending_pod_settles_it() {
     looped.resync_pending();
     assert_eq!(looped.queue.place(&key("gone")), Some(Place::Active));
     looped.faults.insert(key("gone"));
-    looped.reported.insert(key("gone"), "0/0 nodes are available".into());
+    let failure = crate::runner::Failure {
+        category: "binding",
+        degrades: true,
+        message: "binding failed",
+        same_as: "binding failed".into(),
+    };
+    assert!(looped.reported.failed(&key("gone"), failure, "pod not scheduled"));
 
     pods.apply(Event::Init);
     pods.apply(Event::InitApply(pending("kept")));
