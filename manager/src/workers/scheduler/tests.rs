@@ -8,6 +8,7 @@ use crate::watch_hub::Change;
 use kube::runtime::watcher::Event;
 use ruleplane_config::scheduler::queue::Place;
 use serde_json::json;
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 fn policy() -> SchedulerPolicy {
@@ -168,4 +169,94 @@ async fn a_binding_conflict_is_not_reported() {
         told.as_slice(),
         [Done::Assumed(_), Done::Bound { conflict: true, .. }]
     ));
+}
+
+/// Runs the loop's next scheduling cycle and everything it starts (binding, reports, a preemption) to the end,
+/// each end taken in by the loop as it would take it.
+async fn next_cycle(looped: &mut Loop) {
+    looped.start_next_cycle();
+    loop {
+        while let Ok(done) = looped.done.1.try_recv() {
+            looped.on_done(done).await;
+        }
+        if let Some(joined) = looped.tasks.join_next().await {
+            joined.expect("no task panics");
+            continue;
+        }
+        // A preemption runs outside the loop's tasks: its end comes on the channel.
+        match tokio::time::timeout(Duration::from_millis(200), looped.done.1.recv()).await {
+            Ok(Some(done)) => looped.on_done(done).await,
+            _ => break,
+        }
+    }
+}
+
+fn with_priority(mut pod: DynamicObject, priority: i32) -> DynamicObject {
+    pod.data["spec"]["priority"] = json!(priority);
+    pod
+}
+
+#[tokio::test]
+async fn a_pod_that_fits_nowhere_is_told_why_once_in_an_event_and_its_condition() {
+    let (scheduler, writes) = scheduler();
+    scheduler.cache.nodes.apply(Event::Apply(node("n", "1")));
+    scheduler.cache.pods.apply(Event::Apply(asking("p", "2")));
+    let mut looped = Loop::new(scheduler, None);
+    looped.resync_pending();
+
+    next_cycle(&mut looped).await;
+    // Nothing on the node to evict would make room: kube-scheduler's text, and the nomination cleared.
+    let text = "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.";
+    assert_eq!(
+        writes.take(),
+        [
+            format!("event Warning FailedScheduling ns/p: {text}"),
+            format!("status ns/p: PodScheduled=False Unschedulable: {text}; nomination Clear"),
+        ]
+    );
+    assert_eq!(looped.queue.place(&key("p")), Some(Place::Unschedulable));
+
+    // The same failure again is not told again.
+    let again = SchedulingError::Unschedulable {
+        message: text.into(),
+        nominate: Nominate::Clear,
+    };
+    looped.report(key("p"), again).await;
+    next_cycle(&mut looped).await;
+    assert!(writes.take().is_empty(), "told once");
+}
+
+#[tokio::test]
+async fn a_preemptor_is_nominated_and_its_victim_marked_deleted_and_told() {
+    let (scheduler, writes) = scheduler();
+    scheduler.cache.nodes.apply(Event::Apply(node("n", "2")));
+    let mut victim = with_priority(asking("victim", "2"), 1);
+    victim.data["spec"]["nodeName"] = json!("n");
+    scheduler.cache.pods.apply(Event::Apply(victim));
+    scheduler
+        .cache
+        .pods
+        .apply(Event::Apply(with_priority(asking("p", "2"), 100)));
+    let mut looped = Loop::new(scheduler, None);
+    looped.resync_pending();
+
+    next_cycle(&mut looped).await;
+    let text = "0/1 nodes are available: 1 Insufficient cpu. preemption: found a potential placement for pod on node n, preempting 1 victims";
+    let mut written = writes.take();
+    written.sort();
+    assert_eq!(
+        written,
+        [
+            "delete ns/victim if uid victim".to_string(),
+            "event Normal Preempted ns/victim: Preempted by pod p on node n".to_string(),
+            format!("event Warning FailedScheduling ns/p: {text}"),
+            format!("status ns/p: PodScheduled=False Unschedulable: {text}; nomination Set(\"n\")"),
+            "status ns/victim: DisruptionTarget s: preempting to accommodate a higher priority pod".to_string(),
+        ]
+    );
+    assert_eq!(
+        looped.queue.place(&key("p")),
+        Some(Place::Unschedulable),
+        "after its preemption, it waits for the victim's deletion"
+    );
 }
