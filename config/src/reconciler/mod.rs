@@ -46,6 +46,7 @@ pub use resolved::{
 pub use schema_check::{schema_diagnostics, synthetic_parent_diagnostics};
 pub use types::{
     ChildTemplate, ConditionTemplate, DEFAULT_LOOKUP_MAX_ITEMS, FinalizeSpec, Lookup, PatchTemplate, ReconcilerRule,
-    ReconcilerSpec, StatusExpression, StatusTemplate, StatusType, StatusValue, WatchedKind, WhenMissing,
+    ReconcilerSpec, StatusExpression, StatusList, StatusListType, StatusTemplate, StatusType, StatusValue, WatchedKind,
+    WhenMissing,
 };
 pub use warnings::{RuleWarning, reconciler_warnings};

@@ -501,13 +501,15 @@ pub(crate) enum StatusSource {
     Literal(Value),
     /// A template over the status scope, its text typed as a scalar.
     Template(CompiledTemplate, StatusType),
+    /// A JSONPath over the status scope whose value is always a list.
+    List(CompiledPath),
 }
 
 impl StatusField {
     /// The path or template text as written (empty for a literal): what warnings read.
     pub fn source(&self) -> &str {
         match &self.value {
-            StatusSource::Path(path) => path.source(),
+            StatusSource::Path(path) | StatusSource::List(path) => path.source(),
             StatusSource::Template(template, _) => template.source(),
             StatusSource::Literal(_) => "",
         }

@@ -92,6 +92,41 @@ fn literal_path_and_template_fields_project_typed_values() {
 }
 
 #[test]
+fn a_list_typed_field_is_a_list_whatever_its_path_selects() {
+    let rule = rule(
+        "  status:\n    names: { path: '{.children.zones[*].metadata.name}', type: list }\n    \
+         owner: { path: '{.spec.owner}', type: list }\n    zones: { path: '{.spec.zones}', type: list }\n",
+    );
+    let parent = parent(json!({"owner": "team-a", "zones": ["a", "b"]}));
+    let one = compute_status(&rule, &parent, &zones(&[("web-a", true)]), &Map::new());
+    assert_eq!(
+        one["names"],
+        json!(["web-a"]),
+        "one match: a one-item list (a plain path gives the name)"
+    );
+    assert_eq!(one["owner"], json!(["team-a"]));
+    assert_eq!(one["zones"], json!(["a", "b"]), "a match that is a list is that list");
+    let none = compute_status(&rule, &self::parent(json!({"owner": null})), &Map::new(), &Map::new());
+    assert_eq!(none["names"], json!([]), "no match: an empty list, written");
+    assert_eq!(none["owner"], json!([]), "null: an empty list");
+    assert_eq!(none["zones"], json!([]));
+    let two = compute_status(
+        &rule,
+        &parent,
+        &zones(&[("web-a", true), ("web-b", false)]),
+        &Map::new(),
+    );
+    assert_eq!(two["names"], json!(["web-a", "web-b"]));
+    let errors = crate::load_str(
+        "rules.yaml",
+        &rules("  status:\n    x: { path: '{.children.zonez[*]}', type: list }\n", ""),
+    )
+    .expect_err("an unknown child")
+    .to_string();
+    assert!(errors.contains("status refers to child `zonez`"), "{errors}");
+}
+
+#[test]
 fn ready_follows_the_collection_and_counts_zero_before_anything_exists() {
     let rule = rule(STATUS);
     let parent = parent(json!({"version": "1", "note": "hi"}));

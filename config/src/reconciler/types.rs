@@ -111,7 +111,7 @@ impl PatchTemplate {
     }
 }
 
-/// One status field: a JSONPath (a plain string), a literal, or a template.
+/// One status field: a JSONPath (a plain string), a literal, a template, or a JSONPath that is always a list.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum StatusExpression {
@@ -122,6 +122,28 @@ pub enum StatusExpression {
     Value(StatusValue),
     /// A template rendered over the status scope (helpers allowed); its text is typed as a scalar.
     Template(StatusTemplate),
+    /// A JSONPath whose value is always a list: `{ path: '…', type: list }`.
+    List(StatusList),
+}
+
+/// `{ path: '…', type: list }`: a status field that is always a list, however many values its JSONPath selects.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StatusList {
+    /// A JSONPath over the status scope: several matches are the list; one match is that list when it is one,
+    /// else a one-item list; no match (or `null`) is `[]`, written as such rather than left out.
+    pub path: String,
+    /// `list`: the one type a path field takes.
+    #[serde(rename = "type")]
+    pub value_type: StatusListType,
+}
+
+/// The type of a `{ path, type }` status field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum StatusListType {
+    /// Always a list.
+    List,
 }
 
 /// `{ value: … }`: a literal status value.
@@ -197,7 +219,7 @@ impl StatusExpression {
     /// The text of the expression (a path or a template; empty for a literal): what warnings read.
     pub fn text(&self) -> &str {
         match self {
-            StatusExpression::Path(path) => path,
+            StatusExpression::Path(path) | StatusExpression::List(StatusList { path, .. }) => path,
             StatusExpression::Template(template) => &template.template,
             StatusExpression::Value(_) => "",
         }

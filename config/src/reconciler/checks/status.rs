@@ -47,6 +47,15 @@ pub(super) fn check_status(
                 }
                 path.map(StatusSource::Path)
             }
+            StatusExpression::List(list) => {
+                let path_field = with(&field_path, &[key("path")]);
+                let path = check_json_path(&list.path, doc, &path_field, out);
+                if let Some(path) = &path {
+                    let lookups = rule.spec.lookups.keys();
+                    check_status_reference(path, &rule.spec.children, lookups, doc, &path_field, out);
+                }
+                path.map(StatusSource::List)
+            }
             StatusExpression::Value(literal) => Some(StatusSource::Literal(literal.value.clone())),
             StatusExpression::Template(template) => {
                 let template_path = with(&field_path, &[key("template")]);

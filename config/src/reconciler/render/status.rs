@@ -54,6 +54,7 @@ fn status_values<'a>(
         let value = match &field.value {
             StatusSource::Path(path) => Ok(path.select_one(&scope)),
             StatusSource::Literal(value) => Ok(Some(value.clone())),
+            StatusSource::List(path) => Ok(Some(always_a_list(path.select(&scope)))),
             StatusSource::Template(template, value_type) => template
                 .render(&scope)
                 .map(|text| typed_status_text(&text, *value_type))
@@ -96,6 +97,19 @@ pub(crate) fn status_scope(
         fields.insert("ready".to_string(), Value::Object(ready));
     }
     scope
+}
+
+/// A `type: list` field's value from its path's matches: several are the list; one is itself when a list, else
+/// a one-item list; none, or `null`, is empty.
+fn always_a_list(mut found: Vec<Value>) -> Value {
+    match found.len() {
+        1 => match found.remove(0) {
+            Value::Null => Value::Array(Vec::new()),
+            Value::Array(items) => Value::Array(items),
+            one => Value::Array(vec![one]),
+        },
+        _ => Value::Array(found),
+    }
 }
 
 /// A status template's text as one scalar: trimmed; empty → left out; with `auto`, `true`/`false` a boolean and
