@@ -1,5 +1,4 @@
-//! The error policy every worker shares: each error counted, the rule degraded when the error says so, and each
-//! distinct error of a key logged and reported once, not on every retry.
+//! The error policy every worker shares: each error counted, the rule degraded when the error says so, and each distinct error of a key logged and reported once, not on every retry.
 
 use std::collections::HashMap;
 use std::fmt::Debug;

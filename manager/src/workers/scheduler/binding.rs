@@ -1,5 +1,4 @@
-//! The binding cycle of an assumed pod (kube-scheduler's `bindingCycle`): PreBind, `pods/binding`, the `Scheduled`
-//! Event; a failure unreserves and forgets the assumption.
+//! The binding cycle of an assumed pod (kube-scheduler's `bindingCycle`): PreBind, `pods/binding`, the `Scheduled` Event; a failure unreserves and forgets the assumption.
 
 use std::time::Instant;
 

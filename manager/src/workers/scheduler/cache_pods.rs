@@ -1,5 +1,4 @@
-//! The scheduling cache's pod changes: a pod bound, updated or deleted, accounted on the snapshot with the cluster
-//! events it makes, and the nominator and the pods waiting for their node kept up to date.
+//! The scheduling cache's pod changes: a pod bound, updated or deleted, accounted on the snapshot with the cluster events it makes, and the nominator and the pods waiting for their node kept up to date.
 
 use std::sync::Arc;
 

@@ -1,5 +1,4 @@
-//! The scheduling cycle of one pod (kube-scheduler's `schedulingCycle`): fetched from the watch, decided and
-//! assumed on the shared cache, and its outcome turned into a binding, a failure, a nomination or a preemption.
+//! The scheduling cycle of one pod (kube-scheduler's `schedulingCycle`): fetched from the watch, decided and assumed on the shared cache, and its outcome turned into a binding, a failure, a nomination or a preemption.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -1,5 +1,4 @@
-//! A gang's run (kube-scheduler's pod-group cycle): every member's scheduling cycle back to back on the shared
-//! cache, then the members allowed bound together, or every reservation given back at once.
+//! A gang's run (kube-scheduler's pod-group cycle): every member's scheduling cycle back to back on the shared cache, then the members allowed bound together, or every reservation given back at once.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;

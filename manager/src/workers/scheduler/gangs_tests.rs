@@ -1,11 +1,15 @@
-//! The worker's gang bookkeeping against watch events: relists, late kinds.
+//! The worker's gangs without a cluster: bookkeeping against watch events (relists, late kinds), and a PodGroup's run write by write.
 
+use super::super::queue_loop::Loop;
+use super::super::recording::Recording;
+use super::super::tests as worker;
 use super::*;
 use crate::metrics::WatchMetrics;
 use kube::api::ApiResource;
 use kube::runtime::watcher::Event;
 use ruleplane_config::scheduler::cosched::POD_GROUP_LABEL;
 use ruleplane_config::scheduler::queue::Moment;
+use ruleplane_config::scheduler::queue::Place;
 use serde_json::json;
 use std::time::Duration;
 
@@ -146,4 +150,85 @@ fn members_of_a_kind_not_served_yet_wait_for_their_group_and_its_watch_is_taken_
         gangs.passes(&group),
         "its PodGroup is known now, and its quorum of one is there"
     );
+}
+
+/// A PodGroup watch holding the group `train` of two members.
+fn pod_groups_watch() -> Arc<SharedWatch> {
+    let resource = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        "scheduling.x-k8s.io",
+        "v1alpha1",
+        "PodGroup",
+    ));
+    let pod_groups = SharedWatch::new(resource, &WatchMetrics::default());
+    pod_groups.apply(Event::Apply(pod_group()));
+    pod_groups
+}
+
+/// The loop of policy `s` over nodes of `cpu` each, with the members `names` of `train` (1 cpu each) pending.
+fn gang_loop(nodes: &[&str], cpu: &str, names: &[&str]) -> (Loop, Arc<Recording>) {
+    let (scheduler, writes) = worker::scheduler();
+    for name in nodes {
+        scheduler.cache.nodes.apply(Event::Apply(worker::node(name, cpu)));
+    }
+    for name in names {
+        let mut pod = worker::asking(name, "1");
+        pod.metadata.labels = member(name).metadata.labels;
+        scheduler.cache.pods.apply(Event::Apply(pod));
+    }
+    let mut looped = Loop::new(scheduler, Some(gangs(false, Some(pod_groups_watch()))));
+    looped.on_gang_change("v1", "Pod", &Change::Resync);
+    looped.resync_pending();
+    (looped, writes)
+}
+
+#[tokio::test]
+async fn a_pod_group_that_fits_is_bound_whole_in_one_run() {
+    let (mut looped, writes) = gang_loop(&["n"], "2", &["m1", "m2"]);
+
+    worker::next_cycle(&mut looped).await;
+    let mut written = writes.take();
+    written.sort();
+    assert_eq!(
+        written,
+        [
+            "bind ns/m1 to n",
+            "bind ns/m2 to n",
+            "event Normal Scheduled ns/m1: Successfully assigned ns/m1 to n",
+            "event Normal Scheduled ns/m2: Successfully assigned ns/m2 to n",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_pod_group_with_room_for_one_member_binds_none_and_gives_the_room_back() {
+    let (mut looped, writes) = gang_loop(&["n"], "1", &["m1", "m2"]);
+
+    worker::next_cycle(&mut looped).await;
+    let mut written = writes.take();
+    written.sort();
+    let m2 = "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod., PodGroup ns/train gets rejected due to Pod m2 is unschedulable even after PostFilter";
+    let m1 = "0/1 nodes are available: 1 rejected due to unschedulable gang member ns/m2 at plugin Coscheduling.";
+    let rejected = "pod group ns/train was rejected: member ns/m2 is unschedulable (1 of 2 members could be placed)";
+    assert_eq!(
+        written,
+        [
+            format!("event Warning FailedScheduling ns/m1: {m1}"),
+            format!("event Warning FailedScheduling ns/m2: {m2}"),
+            format!("event Warning GangRejected ns/m1: {rejected}"),
+            format!("event Warning GangRejected ns/m2: {rejected}"),
+            format!("status ns/m1: PodScheduled=False Unschedulable: {m1}; nomination Leave"),
+            format!("status ns/m2: PodScheduled=False Unschedulable: {m2}; nomination Leave"),
+        ]
+    );
+    assert_eq!(
+        looped.queue.place(&key("m1")),
+        Some(Place::Unschedulable),
+        "back in the queue"
+    );
+
+    // The room m1 held during the run went back with the verdict: a pod alone takes it.
+    let solo = worker::asking("solo", "1");
+    looped.scheduler.cache.pods.apply(Event::Apply(solo));
+    worker::attempt(&looped.scheduler, "solo").await;
+    assert_eq!(writes.take()[0], "bind ns/solo to n");
 }

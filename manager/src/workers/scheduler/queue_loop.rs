@@ -1,6 +1,4 @@
-//! The queue loop (kube-scheduler's `ScheduleOne` loop and its event handlers): pods of the policy, cluster events
-//! and time fed to the queue, one scheduling cycle at a time popped from it, and what each cycle and binding ends
-//! with taken back.
+//! The queue loop (kube-scheduler's `ScheduleOne` loop and its event handlers): pods of the policy, cluster events and time fed to the queue, one scheduling cycle at a time popped from it, and what each cycle and binding ends with taken back.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;

@@ -1,5 +1,4 @@
-//! What a pod is told: each distinct failure reported once (a Warning Event and the `PodScheduled` condition),
-//! in order, behind the loop.
+//! What a pod is told: each distinct failure reported once (a Warning Event and the `PodScheduled` condition), in order, behind the loop.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;

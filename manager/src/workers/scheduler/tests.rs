@@ -1,5 +1,4 @@
-//! The scheduler worker without a cluster: caches fed synthetic nodes and pods, writes made to a recording, so the
-//! watch → decision → bind path is checked write by write.
+//! The scheduler worker without a cluster: caches fed synthetic nodes and pods, writes made to a recording, so the watch → decision → bind path is checked write by write.
 
 use super::queue_loop::Loop;
 use super::recording::Recording;
@@ -28,13 +27,13 @@ fn pending(name: &str) -> DynamicObject {
 }
 
 /// A pending pod of the policy asking for `cpu`.
-fn asking(name: &str, cpu: &str) -> DynamicObject {
+pub(super) fn asking(name: &str, cpu: &str) -> DynamicObject {
     let mut pod = pending(name);
     pod.data["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": cpu}});
     pod
 }
 
-fn node(name: &str, cpu: &str) -> DynamicObject {
+pub(super) fn node(name: &str, cpu: &str) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
         "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
@@ -43,7 +42,7 @@ fn node(name: &str, cpu: &str) -> DynamicObject {
 }
 
 /// A scheduler of the policy `s` on a cache fed by the test, writing to the returned recording.
-fn scheduler() -> (Arc<PodScheduler>, Arc<Recording>) {
+pub(super) fn scheduler() -> (Arc<PodScheduler>, Arc<Recording>) {
     let policy = policy();
     let writes = Arc::new(Recording::default());
     let scheduler = Arc::new(PodScheduler {
@@ -62,7 +61,7 @@ fn scheduler() -> (Arc<PodScheduler>, Arc<Recording>) {
 }
 
 /// One pod's cycle and binding, and what they told the loop.
-async fn attempt(scheduler: &Arc<PodScheduler>, name: &str) -> Vec<Done> {
+pub(super) async fn attempt(scheduler: &Arc<PodScheduler>, name: &str) -> Vec<Done> {
     let (sender, mut heard) = mpsc::unbounded_channel();
     scheduler.attempt(key(name), None, false, sender).await;
     let mut told = Vec::new();
@@ -173,7 +172,7 @@ async fn a_binding_conflict_is_not_reported() {
 
 /// Runs the loop's next scheduling cycle and everything it starts (binding, reports, a preemption) to the end,
 /// each end taken in by the loop as it would take it.
-async fn next_cycle(looped: &mut Loop) {
+pub(super) async fn next_cycle(looped: &mut Loop) {
     looped.start_next_cycle();
     loop {
         while let Ok(done) = looped.done.1.try_recv() {
