@@ -11,6 +11,7 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::discovery::{ApiCapabilities, Scope};
 use kube::{Client, ResourceExt};
 use ruleplane_config::object_diff::yaml;
+use ruleplane_config::object_schema::KindSchemas;
 use ruleplane_config::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, PARENT_UID_LABEL, RULE_LABEL};
 use ruleplane_config::provenance::{ChildSigner, SIGNING_KEY_SECRET};
 use ruleplane_config::{
@@ -108,6 +109,9 @@ pub async fn diff(rules: &RuleSet, args: &DiffArgs) -> anyhow::Result<DiffReport
     };
     report.json["signaturesChecked"] = note.is_none().into();
     report.text.push_str(note.as_deref().unwrap_or_default());
+    // The parents' kinds' defaults as the rule set declares them (a default it adds reaches the parents once its
+    // CRD is applied).
+    let schemas = KindSchemas::of_rule_set(rules);
     for rule in rules.reconcilers() {
         // Kinds only the cluster knows, filled in as the worker does (one not served stays unknown and is
         // reported as not served below).
@@ -115,16 +119,14 @@ pub async fn diff(rules: &RuleSet, args: &DiffArgs) -> anyhow::Result<DiffReport
             .fill_installed_kinds(rule)
             .await
             .with_context(|| format!("discovering the kinds of rule {}", rule.name()))?;
-        diff_rule(
-            &client,
-            &discovery,
-            &rule,
-            &signer,
-            args.shards,
-            &mut report,
-            &mut totals,
-        )
-        .await?;
+        let inputs = DiffInputs {
+            client: &client,
+            discovery: &discovery,
+            signer: &signer,
+            schemas: &schemas,
+            shards: args.shards,
+        };
+        diff_rule(&inputs, &rule, &mut report, &mut totals).await?;
     }
     let _ = writeln!(
         report.text,
@@ -196,15 +198,28 @@ fn typed_values(objects: Vec<DynamicObject>, resource: &ApiResource) -> Vec<Valu
         .collect()
 }
 
-async fn diff_rule(
-    client: &Client,
-    discovery: &KindDiscovery,
-    rule: &Reconciler,
-    signer: &ChildSigner,
+/// What every rule's diff reads besides the rule.
+struct DiffInputs<'a> {
+    client: &'a Client,
+    discovery: &'a KindDiscovery,
+    signer: &'a ChildSigner,
+    schemas: &'a KindSchemas,
     shards: u32,
+}
+
+async fn diff_rule(
+    inputs: &DiffInputs<'_>,
+    rule: &Reconciler,
     report: &mut DiffReport,
     totals: &mut Totals,
 ) -> anyhow::Result<()> {
+    let DiffInputs {
+        client,
+        discovery,
+        signer,
+        schemas,
+        shards,
+    } = *inputs;
     let watched = &rule.spec.watched;
     let name = rule.name();
     let Some((parent_resource, parent_caps)) = discover(discovery, &watched.api_version, &watched.kind).await? else {
@@ -234,7 +249,10 @@ async fn diff_rule(
         .items
         .into_iter()
         .filter(|parent| watched.selects(parent.namespace().as_deref(), &parent.name_any(), parent.labels()));
-    let parents = typed_values(selected.collect(), &parent_resource);
+    let mut parents = typed_values(selected.collect(), &parent_resource);
+    for parent in &mut parents {
+        schemas.apply_defaults(parent);
+    }
     // This rule's children of every kind it renders, by parent UID: one list request per kind.
     let mut scopes: HashMap<KindRef, bool> = HashMap::new();
     let mut children_by_parent: HashMap<String, Vec<Value>> = HashMap::new();

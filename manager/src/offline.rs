@@ -155,6 +155,9 @@ pub fn render(args: &RenderArgs) -> ExitCode {
     }
     let mut docs = Vec::new();
     let schemas = ruleplane_config::object_schema::KindSchemas::of_rule_set(&rules);
+    // The parent as the apiserver would serve it: its kind's schema defaults filled in.
+    let mut parent = parent;
+    schemas.apply_defaults(&mut parent);
     let mut schema_problems = Vec::new();
     for rule in matching {
         // The worker's own plan for this parent with no child existing yet: the children as they would be

@@ -271,6 +271,116 @@ async fn the_rules_own_conditions_flip_keep_their_time_while_unchanged_and_annou
 }
 
 #[tokio::test]
+async fn offline_defaults_agree_with_what_the_apiserver_stores() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "edge-defaults").await;
+    let group = "edge5.example.com";
+    // Defaults at every place structural defaulting reaches: an absent object defaulted then defaulted inside,
+    // fields inside objects present (not inside absent ones), list items, map values, nulls (nullable kept, else
+    // defaulted or dropped), and declared fields under x-kubernetes-preserve-unknown-fields.
+    let spec_schema = r#"
+              type: object
+              properties:
+                size: { type: string, default: m }
+                replicas: { type: integer, default: 2 }
+                note: { type: string, nullable: true, default: none }
+                gone: { type: string }
+                tls:
+                  type: object
+                  default: {}
+                  properties:
+                    port: { type: integer, default: 443 }
+                    mode: { type: string, default: strict }
+                backup:
+                  type: object
+                  properties:
+                    schedule: { type: string, default: "0 3 * * *" }
+                ports:
+                  type: array
+                  items:
+                    type: object
+                    properties:
+                      port: { type: integer }
+                      protocol: { type: string, default: TCP }
+                labels:
+                  type: object
+                  additionalProperties: { type: string, default: unset }
+                extra:
+                  type: object
+                  x-kubernetes-preserve-unknown-fields: true
+                  properties:
+                    known: { type: string, default: k }"#;
+    let rules = format!(
+        r#"apiVersion: ruleplane.dev/v1alpha1
+kind: ResourceDefinition
+metadata: {{ name: gadget.{group} }}
+spec:
+  versions:
+    - name: v1
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:{spec_schema}
+            status: {{ type: object, x-kubernetes-preserve-unknown-fields: true }}
+---
+apiVersion: ruleplane.dev/v1alpha1
+kind: Reconciler
+metadata: {{ name: gadgets }}
+spec:
+  for: {{ apiVersion: {group}/v1, kind: Gadget }}
+  children:
+    - id: settings
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{ name: "{{{{metadata.name}}}}-settings" }}
+        data: {{ size: {{{{json spec.size}}}}, port: "{{{{spec.tls.port}}}}" }}
+"#
+    );
+    let dir = temp_dir("gadgets");
+    write(&dir, "rules.yaml", &rules);
+    let manager = ManagerProcess::start(&dir, &ns, "gadgets", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Gadget"), "gadgets");
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+    let samples = [
+        json!({}),
+        json!({ "size": "s", "backup": {}, "ports": [{ "port": 80 }, { "port": 53, "protocol": "UDP" }] }),
+        json!({ "note": null, "size": null, "gone": null, "tls": { "port": 8443 }, "labels": { "a": null, "b": "x" } }),
+        json!({ "extra": { "unknown": { "deep": 1 }, "known": "given" }, "replicas": 5 }),
+    ];
+    let offline = ruleplane_config::object_schema::KindSchemas::of_rule_set(
+        &ruleplane_config::load_str("rules.yaml", &rules).expect("valid rules"),
+    );
+    for (index, spec) in samples.into_iter().enumerate() {
+        let name = format!("g{index}");
+        let sample = json!({
+            "apiVersion": format!("{group}/v1"), "kind": "Gadget", "metadata": { "name": name }, "spec": spec
+        });
+        let object: DynamicObject = serde_json::from_value(sample.clone()).expect("a Gadget");
+        let stored = eventually(Duration::from_secs(40), "Gadget created", || async {
+            gadgets.create(&PostParams::default(), &object).await.ok()
+        })
+        .await;
+        let mut defaulted = sample;
+        offline.apply_defaults(&mut defaulted);
+        assert_eq!(
+            defaulted["spec"], stored.data["spec"],
+            "sample {index}: offline (left) and the apiserver (right) default alike"
+        );
+    }
+    // The worker reads what the apiserver stored; render and test read the offline default: the same child.
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    eventually(Duration::from_secs(20), "the child from the defaults", || async {
+        let port = data_of(&configmaps, "g0-settings", "port").await;
+        let size = data_of(&configmaps, "g0-settings", "size").await;
+        (port.as_deref() == Some("443") && size.as_deref() == Some("m")).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn the_children_that_read_an_excluded_child_are_pruned_with_it() {
     let client = admin_client().await;
     let ns = test_namespace(&client, "edge-excluded").await;

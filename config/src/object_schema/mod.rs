@@ -20,6 +20,7 @@ use crate::KubernetesVersion;
 mod cel;
 mod cel_functions;
 mod checker;
+mod defaults;
 mod synthetic;
 
 pub use cel::{COST_BUDGET, SkippedRule};
@@ -102,6 +103,8 @@ pub enum PathSegment {
 pub struct KindSchemas {
     /// `apiVersion kind` → the compacted `openAPIV3Schema` of that CRD version.
     custom: HashMap<String, Value>,
+    /// `apiVersion kind` → that CRD version's `openAPIV3Schema` as written, with its defaults.
+    raw: HashMap<String, Value>,
     /// The CEL rules of the `custom` schemas, compiled once.
     cel: cel::Rules,
     /// Whose built-in schemas objects are checked against.
@@ -114,7 +117,24 @@ impl KindSchemas {
         let key = kind_key(api_version, kind);
         let compacted = compact(open_api_v3_schema, &mut |_| None);
         self.cel.compile_schema(&key, &compacted);
+        self.raw.insert(key.clone(), open_api_v3_schema.clone());
         self.custom.insert(key, compacted);
+    }
+
+    /// Fills in `object`'s defaults from its kind's CRD schema, as the apiserver does before anyone reads the
+    /// object (see `defaults.rs`); a built-in kind, or one without a known schema, is left as it is: built-in
+    /// kinds are defaulted by the apiserver's Go code, which their OpenAPI does not carry whole.
+    pub fn apply_defaults(&self, object: &mut Value) {
+        let key = match (
+            object.get("apiVersion").and_then(Value::as_str),
+            object.get("kind").and_then(Value::as_str),
+        ) {
+            (Some(api_version), Some(kind)) => kind_key(api_version, kind),
+            _ => return,
+        };
+        if let Some(schema) = self.raw.get(&key) {
+            defaults::apply_defaults(object, schema);
+        }
     }
 
     /// The built-in snapshot plus the schema of every served version the rule set's ResourceDefinitions declare
@@ -150,6 +170,7 @@ impl KindSchemas {
     pub fn for_version(version: KubernetesVersion) -> Self {
         KindSchemas {
             custom: HashMap::new(),
+            raw: HashMap::new(),
             cel: cel::Rules::default(),
             version,
         }

@@ -92,6 +92,10 @@ fn reconciler_failures(rule: &Reconciler, case: &ResolvedCase, schemas: &KindSch
     else {
         return Vec::new();
     };
+    // The parent as the apiserver would store it: its kind's schema defaults filled in.
+    let mut defaulted = parent.clone();
+    schemas.apply_defaults(&mut defaulted);
+    let parent = &defaulted;
     // The manager reconciles only the parents the rule's `for` selects: rendering another tells nothing true.
     match (selects_parent(rule, parent), not_selected) {
         (true, true) => {
