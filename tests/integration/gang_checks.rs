@@ -12,7 +12,8 @@ use serde_json::json;
 
 use crate::gangs::{bound_members, delete_pods, gang_nodes, member, pod_group_condition, policy};
 use crate::support::cluster_nodes::{
-    KubeScheduler, create_priority_classes, delete_nodes, delete_priority_classes, nodes_lock,
+    KubeScheduler, NodeGuard, create_node, create_priority_classes, delete_nodes, delete_priority_classes, node,
+    nodes_lock,
 };
 use crate::support::manager::{ManagerProcess, temp_dir};
 use crate::support::{admin_client, control_plane, eventually, test_namespace, write_rule_file as write};
@@ -137,4 +138,96 @@ async fn a_gang_whose_members_lack_their_pod_groups_priority_is_refused_from_v1_
     delete_pods(&client, &ns).await;
     delete_nodes(&client, &nodes).await;
     delete_priority_classes(&client, [class]).await;
+}
+
+/// A gang of three 2-cpu members beside a node full of a low-priority pod and one too small for any member: only one
+/// member could ever fit, so the group is rejected. v1.36's members each run their own preemption inside the
+/// pod-group cycle, and it starts at once: the low-priority pod is evicted although the group is not placed, by
+/// kube-scheduler and by Ruleplane alike. v1.37 preempts for the group as a whole, which finds no room even without
+/// that pod: neither evicts it. v1.35's kube-scheduler evicts it too; Ruleplane, on purpose, evicts only for a gang
+/// whose quorum the preemption completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_gangs_member_preemption_goes_ahead_on_v1_36_as_kube_schedulers_does() {
+    let _nodes = nodes_lock().await;
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "gang-evict").await;
+    let pid = std::process::id();
+    let (high, low) = (format!("gang-evict-high-{pid}"), format!("gang-evict-low-{pid}"));
+    create_priority_classes(
+        &client,
+        &[
+            (high.clone(), 1000, "PreemptLowerPriority"),
+            (low.clone(), 10, "PreemptLowerPriority"),
+        ],
+    )
+    .await;
+    let ours = format!("gang-evict-{pid}");
+    let twin = format!("gang-evict-twin-{pid}");
+    let dir = temp_dir("gang-evict");
+    write(&dir, "policy.yaml", &policy(&ours));
+    let manager = ManagerProcess::start(&dir, &ns, "gang-evict", &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+    let kube_dir = temp_dir("gang-evict-twin");
+    let kube_scheduler = KubeScheduler::start_with_gates(
+        &kube_dir,
+        vec![json!({"schedulerName": twin})],
+        Some(control_plane().gang_gates()),
+    );
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    let mut all_nodes = NodeGuard::default();
+    for (side, scheduler) in [("ours", ours.as_str()), ("theirs", twin.as_str())] {
+        let id = format!("{pid}-evict-{side}");
+        let labels = json!({"gang-test": id, "ruleplane.dev/kwok": "true"});
+        let big = node(&format!("evict-{side}-{pid}-0"), "2", "8Gi", labels.clone(), json!([]));
+        let big = create_node(&client, big).await;
+        let small = node(&format!("evict-{side}-{pid}-1"), "1", "8Gi", labels, json!([]));
+        let small = create_node(&client, small).await;
+        let filler: Pod = serde_json::from_value(json!({"metadata": {"name": format!("{side}-low")},
+            "spec": {"nodeName": big, "priorityClassName": low, "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "2"}}}]}}))
+        .expect("filler");
+        pods.create(&PostParams::default(), &filler)
+            .await
+            .expect("create filler");
+        all_nodes.push(big);
+        all_nodes.push(small);
+        let gang = format!("{side}-gang");
+        create_group(&client, &ns, &gang, None).await;
+        let objects = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &ApiResource::erase::<Pod>(&()));
+        for i in 0..3 {
+            let mut pod = member(&ns, &format!("{gang}-{i}"), &gang, scheduler, "2", &id);
+            pod.data["spec"]["priorityClassName"] = json!(high);
+            objects
+                .create(&PostParams::default(), &pod)
+                .await
+                .expect("create member");
+        }
+    }
+    // (kube-scheduler evicts, Ruleplane evicts): v1.35 Ruleplane differs on purpose (docs/scheduler.md, "A member's
+    // preemption inside a run").
+    let (theirs, ours) = match control_plane().kubernetes_version() {
+        KubernetesVersion::V1_35 => (true, false),
+        KubernetesVersion::V1_36 => (true, true),
+        KubernetesVersion::V1_37 => (false, false),
+    };
+    for (side, evicts) in [("theirs", theirs), ("ours", ours)] {
+        let filler = format!("{side}-low");
+        if evicts {
+            eventually(Duration::from_secs(60), &format!("{filler} evicted"), || async {
+                pods.get_opt(&filler).await.ok()?.is_none().then_some(())
+            })
+            .await;
+        } else {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            assert!(
+                pods.get_opt(&filler).await.expect("get").is_some(),
+                "{side}: {filler} stays"
+            );
+        }
+    }
+    drop(kube_scheduler);
+    drop(manager);
+    delete_pods(&client, &ns).await;
+    delete_nodes(&client, &all_nodes).await;
+    delete_priority_classes(&client, [high, low]).await;
 }

@@ -107,7 +107,8 @@ pub struct RunOutcome<K> {
     /// Members told a gang text instead of their own cycle's, in order (the members that failed on their own keep
     /// their own text and are not listed).
     pub told: Vec<(K, Told)>,
-    /// Members whose preemption is carried out (their own cycle's text stands).
+    /// Members whose preemption is carried out: their own cycle's text stands unless they are also in `told`
+    /// (v1.36's rejected group: told the group's text, nomination cleared, victims evicted all the same).
     pub preemptions: Vec<K>,
     /// The Events the run's members get, in order.
     pub events: Vec<GangEvent<K>>,
@@ -399,7 +400,9 @@ impl<K: Clone + PartialEq + Display> GangRunner<K> {
                 (RunVerdict::Deferred, Vec::new(), self.reserved)
             }
             CycleVerdict::Rejected => {
-                // A preemptor is told as a member that fitted; nothing is evicted for it (docs/scheduler.md).
+                // A preemptor is told as a member that fitted and loses its nomination, but its victims go: v1.36's
+                // member ran its own PostFilter, whose preemption starts at once, whatever the group's verdict.
+                preemptions.clone_from(&self.preempting);
                 told.extend(
                     self.reserved
                         .iter()

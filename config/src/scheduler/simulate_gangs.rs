@@ -409,7 +409,15 @@ impl Gangs {
                 Told::Unschedulable {
                     message,
                     clear_nomination,
-                } => placer.held(pod, message, clear_nomination),
+                } => {
+                    let mut held = placer.held(pod, message, clear_nomination);
+                    if outcome.preemptions.contains(&key) {
+                        // Its preemption went ahead (v1.36): the victims stay in the placement.
+                        let own = decided.iter().find(|p| p.pod == key);
+                        held.preemption = own.and_then(|own| own.preemption.clone());
+                    }
+                    held
+                }
                 Told::SchedulerError { message } => placer.held(pod, message, true),
                 Told::Waiting => {
                     // Told only by its `GangWaiting` Event: its text is the placement's message.

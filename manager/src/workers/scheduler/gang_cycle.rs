@@ -213,13 +213,26 @@ impl PodScheduler {
                     message,
                     clear_nomination,
                 } => {
-                    // A preemptor of a run that is not placed evicts nothing and loses the nomination its cycle took.
-                    let preemptor = if clear_nomination {
+                    // A preemptor of a run that is not placed loses the nomination its cycle took; its victims go
+                    // only when the outcome carries its preemption out all the same (v1.36).
+                    let carried = outcome.preemptions.contains(&key);
+                    let preemptor = if clear_nomination && !carried {
                         preemptors.remove(&key)
                     } else {
                         None
                     };
-                    let nominate = self.drop_nomination(preemptor).await;
+                    let mut nominate = self.drop_nomination(preemptor).await;
+                    if carried && let Some(preemptor) = preemptors.get_mut(&key) {
+                        self.cache.nominate(&preemptor.pod, &Nominate::Clear).await;
+                        nominate = Nominate::Clear;
+                        let mut failure = gang_failure(key.clone(), group.plugin(), message, nominate);
+                        if let Done::Failed { preempting, .. } = &mut failure {
+                            // Held until its victims' eviction ends, as any preemptor.
+                            *preempting = true;
+                        }
+                        preemptor.failed = failure;
+                        continue;
+                    }
                     told.push(gang_failure(key, group.plugin(), message, nominate));
                 }
                 Told::SchedulerError { message } => told.push(Done::Failed {
