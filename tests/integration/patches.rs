@@ -239,6 +239,50 @@ async fn a_patch_labels_the_pods_of_an_app_and_releases_the_label_when_the_paren
     assert!(pods.get_opt("web-missing").await.expect("get").is_none());
 }
 
+/// A rule with patches and no child: it only labels the Pods of the parent's app.
+fn patches_only(ns: &str) -> String {
+    let rule = label_pods(ns).replace("label-pods", "label-only");
+    let start = rule.find("  children:").expect("children");
+    let end = rule.find("  patches:").expect("patches");
+    format!("{}{}", &rule[..start], &rule[end..])
+}
+
+#[tokio::test]
+async fn a_rule_with_patches_only_labels_the_pods_and_releases_them_with_the_parent() {
+    let client = admin_client().await;
+    let ns = test_namespace(&client, "patch-only").await;
+    let dir = temp_dir("patch-only");
+    write(&dir, "label-only.yaml", &patches_only(&ns));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let parents: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    create_pod(&pods, "web-0", "web").await;
+    create_parent(&parents, "web", "web", "green").await;
+    let before = ruleplane_diff(&dir);
+    assert!(before.contains(&format!("~ patch team Pod {ns}/web-0")), "{before}");
+    let manager = ManagerProcess::start(&dir, &ns, "patch-only", &[]);
+    manager.wait_ready(Duration::from_secs(40)).await;
+    await_team(
+        &pods,
+        &["web-0"],
+        Some("green"),
+        "web-0 labelled by a rule without children",
+    )
+    .await;
+    let children = ListParams::default().labels("ruleplane.dev/rule=label-only");
+    let owned = parents.list(&children).await.expect("list ConfigMaps");
+    assert!(owned.items.is_empty(), "no child is created: {:?}", owned.items.len());
+    parents
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete parent");
+    await_team(&pods, &["web-0"], None, "the label released with the parent").await;
+    eventually(Duration::from_secs(20), "the parent gone", || async {
+        parents.get_opt("web").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    drop(manager);
+}
+
 /// A Deployment whose replicas an HPA (minReplicas 3) takes over, and the HPA.
 fn scaled_app(ns: &str) -> String {
     format!(

@@ -45,8 +45,9 @@ pub struct ReconcilerSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub lookups: BTreeMap<String, Lookup>,
     /// Child objects, one template each. The template context is the parent object (`{{metadata.name}}`,
-    /// `{{spec.image}}`) plus `lookups`.
-    #[schemars(length(min = 1))]
+    /// `{{spec.image}}`) plus `lookups`. May be left out when the rule has `patches`: a rule that only sets
+    /// fields on objects it does not own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<ChildTemplate>,
     /// Parent status fields, written to the parent's status (through the status subresource when it has one).
     /// Each is a JSONPath over `{parent fields…, children: {<id>: object or list}, lookups, ready: {<id>:

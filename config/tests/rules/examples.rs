@@ -37,6 +37,7 @@ fn every_example_loads() {
             "site-config",
             "spread",
             "team-card",
+            "team-labels",
             "warm-pool",
             "web-app.apps.example.org",
             "web-ports",

@@ -54,6 +54,13 @@ pub(crate) fn check_reconciler(
             format!("`for.name` `{name}` must be a literal object name (lower-case letters, digits, `-` and `.`)"),
         );
     }
+    if rule.spec.children.is_empty() && rule.spec.patches.is_empty() {
+        out.error(
+            doc.pos_of(&path(&["spec"])),
+            DiagnosticCode::MissingField,
+            "a Reconciler needs `children`, `patches` or both: with neither it would do nothing",
+        );
+    }
     let lookups = lookups::check_lookups(rule, doc, lines, out, partials);
     let mut ids = HashMap::new();
     let children = children::check_children(rule, false, &mut ids, doc, lines, out, partials);
