@@ -27,7 +27,7 @@ use super::late_kinds::{LateKind, watch_when_served};
 use super::queue_loop::Loop;
 use super::{PodKey, SchedulingError, now};
 use crate::context::WorkerContext;
-use crate::watch_hub::{Change, SharedWatch};
+use crate::watch_hub::{Change, KindKey, SharedWatch};
 
 /// What the loop knows of gangs: the Workload API's objects, the PodGroups and every live pod that names a pod
 /// group.
@@ -526,27 +526,49 @@ impl Loop {
         }
     }
 
-    /// A pod, Workload or PodGroup notification (`kind` of `api_version`), for the gangs' bookkeeping.
-    pub(super) fn on_gang_change(&mut self, api_version: &str, kind: &str, change: &Change) {
-        let is_pods = kind == "Pod";
+    /// A pod, Workload or PodGroup notification, for the gangs' bookkeeping.
+    pub(super) fn on_gang_change(&mut self, watched: Watched, change: &Change) {
         let Some(gangs) = self.gangs.as_mut() else { return };
-        let groups = match change {
-            Change::Resync if is_pods => {
+        let groups = match (watched, change) {
+            (Watched::Other, _) => return,
+            (Watched::Pods, Change::Resync) => {
                 gangs.resync(&self.scheduler.cache.pods);
                 return;
             }
-            _ if is_pods => gangs.on_pod(change).into_iter().collect(),
-            // scheduler-plugins' PodGroup (a PodGroup of the Workload API holds its policy since v1.36).
-            _ if kind == "PodGroup" && !WorkloadApi::is_in_tree(api_version) => {
+            (Watched::Pods, _) => gangs.on_pod(change).into_iter().collect(),
+            (Watched::PodGroups, _) => {
                 let groups = gangs.on_workload(Dialect::PodGroup, change);
                 gangs.forget_rejections(change, &groups);
                 // The PodGroup's creation time is its members' QueueSort time.
                 self.sort_groups(&groups);
                 groups
             }
-            _ => gangs.on_workload(Dialect::Workload, change),
+            (Watched::WorkloadPolicies, _) => gangs.on_workload(Dialect::Workload, change),
         };
         self.activate_groups(groups);
+    }
+}
+
+/// What a watch notification is about, for the loop and the gangs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Watched {
+    Pods,
+    /// The Workload API's policy kind: Workloads in v1.35, PodGroups of `scheduling.k8s.io` since v1.36.
+    WorkloadPolicies,
+    /// scheduler-plugins' PodGroups (Coscheduling).
+    PodGroups,
+    /// Nodes and the cache's other kinds: the cache turns their changes into cluster events.
+    Other,
+}
+
+impl Watched {
+    pub(super) fn of(kind: &KindKey) -> Watched {
+        match kind.kind.as_str() {
+            "Pod" => Watched::Pods,
+            "PodGroup" if !WorkloadApi::is_in_tree(&kind.api_version) => Watched::PodGroups,
+            "Workload" | "PodGroup" => Watched::WorkloadPolicies,
+            _ => Watched::Other,
+        }
     }
 }
 

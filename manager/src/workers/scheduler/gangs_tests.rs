@@ -176,7 +176,7 @@ fn gang_loop(nodes: &[&str], cpu: &str, names: &[&str]) -> (Loop, Arc<Recording>
         scheduler.cache.pods.apply(Event::Apply(pod));
     }
     let mut looped = Loop::new(scheduler, Some(gangs(false, Some(pod_groups_watch()))));
-    looped.on_gang_change("v1", "Pod", &Change::Resync);
+    looped.on_gang_change(Watched::Pods, &Change::Resync);
     looped.resync_pending();
     (looped, writes)
 }

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::cache::ClusterEvents;
+use super::gangs::Watched;
 use super::{
     DEFAULT_BINDINGS_IN_FLIGHT, Done, KIND, MAX_DRAINED, PodKey, PodScheduler, SchedulingError, gangs, late_kinds, now,
     until,
@@ -96,7 +97,7 @@ impl Loop {
     ) -> Result<(), WorkerError> {
         let mut changes: SelectAll<_> = subscriptions.into_iter().map(|s| Box::pin(s.into_stream())).collect();
         let mut late = self.gangs.as_mut().and_then(|gangs| gangs.take_late());
-        self.on_gang_change("v1", "Pod", &Change::Resync);
+        self.on_gang_change(Watched::Pods, &Change::Resync);
         self.resync_pending();
         // Changes heard while the caches filled are taken in before the first pod is popped.
         while let Some(Some((kind, change))) = changes.next().now_or_never() {
@@ -145,7 +146,7 @@ impl Loop {
                     changes.push(Box::pin(watch.subscribe().into_stream()));
                     // Listed before it was subscribed to: its objects are taken in as after a relist.
                     let key = watch.key.clone();
-                    self.on_gang_change(&key.api_version, &key.kind, &Change::Resync);
+                    self.on_gang_change(Watched::of(&key), &Change::Resync);
                 }
                 change = changes.next() => {
                     let Some((kind, change)) = change else {
@@ -212,10 +213,9 @@ impl Loop {
 
     /// A pod or node notification of the watches: pods of this policy join, change in or leave the queue.
     pub(super) async fn on_change(&mut self, kind: &KindKey, change: &Change) {
-        let is_pods = kind.kind == "Pod";
-        if is_pods || kind.kind == "Workload" || kind.kind == "PodGroup" {
-            self.on_gang_change(&kind.api_version, &kind.kind, change);
-        }
+        let watched = Watched::of(kind);
+        let is_pods = watched == Watched::Pods;
+        self.on_gang_change(watched, change);
         match change {
             Change::Resync => self.resync_pending(),
             Change::Applied(object) if is_pods => {
